@@ -1,0 +1,29 @@
+# The two commands of mixtape's README. Each installs what is missing,
+# configures, builds and runs.
+#   make train   builds and runs the main job
+#   make test    builds everything (CUDA too, when nvcc is there) and runs the tests
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+.PHONY: train test setup configure build clean
+
+setup:
+	@tools/setup.sh
+
+configure: setup
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) > $(BUILD).configure.log 2>&1 || \
+	  (cat $(BUILD).configure.log; exit 1)
+	@grep -E "mixtape:" $(BUILD).configure.log || true
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+train: build
+	@$(BUILD)/mixtape demo
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) $(BUILD).configure.log

@@ -1,0 +1,86 @@
+// The tape. Every differentiable op that sees an input requiring grad records
+// a Node: its name, a backward function (a closure holding the saved
+// tensors), the dtypes its inputs had when it ran, and edges to the nodes
+// (or leaf tensors) that produced its inputs. Nodes are numbered in record
+// order; backward() runs them in reverse record order.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace mt::autograd {
+
+class Node;
+
+// Where an input's gradient goes: another node, a leaf tensor's .grad, or nowhere.
+struct Edge {
+  std::shared_ptr<Node> node;
+  std::shared_ptr<TensorImpl> leaf;
+  bool connected() const { return node != nullptr || leaf != nullptr; }
+};
+
+// What backward needs to know about an input to shape-check and cast its gradient.
+struct InputMeta {
+  Shape shape;
+  DType dtype;
+  Device device;
+};
+
+// Given dL/d(output), returns dL/d(input_i) for each input (undefined = zero / not needed).
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+
+class Node {
+ public:
+  Node(std::string name, std::vector<Edge> edges, std::vector<InputMeta> inputs, BackwardFn fn);
+
+  const std::string& name() const { return name_; }
+  uint64_t sequence_nr() const { return sequence_nr_; }
+  const std::vector<Edge>& next_edges() const { return edges_; }
+  const std::vector<InputMeta>& inputs() const { return inputs_; }
+  bool released() const { return !fn_; }
+
+  // Runs the backward function; gradients come back cast to the dtype each input ran in.
+  std::vector<Tensor> apply(const Tensor& grad_output);
+  // Frees the saved tensors (after a backward without retain_graph).
+  void release() { fn_ = nullptr; }
+
+ private:
+  std::string name_;
+  uint64_t sequence_nr_;
+  std::vector<Edge> edges_;
+  std::vector<InputMeta> inputs_;
+  BackwardFn fn_;
+};
+
+// A tensor saved for backward, with the storage version it had when saved so
+// that an in-place change before backward is an error, not a wrong gradient.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t);
+  Tensor get() const;
+
+ private:
+  Tensor tensor_;
+  uint64_t version_ = 0;
+};
+
+inline SavedTensor save(const Tensor& t) { return SavedTensor(t); }
+
+// True when grad mode is on and any input takes part in autograd.
+bool needs_grad(std::initializer_list<Tensor> inputs);
+bool needs_grad(const std::vector<Tensor>& inputs);
+
+// Attaches a node to `output` when needs_grad(inputs); returns output.
+Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn);
+
+// Runs reverse-mode autodiff from `root` (engine.cpp).
+void backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
+
+}  // namespace mt::autograd

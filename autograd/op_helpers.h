@@ -1,0 +1,26 @@
+// Small helpers shared by the op files (not part of the public API).
+#pragma once
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+
+namespace mt::autograd {
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+void check_floating(const char* op, const Tensor& t);
+void check_index_tensor(const char* op, const Tensor& index);
+
+// A stride-0 view of `t` broadcast to `shape` (no autograd; for kernel inputs).
+Tensor broadcast_view(const Tensor& t, const Shape& shape);
+
+// Sorted, unique, wrapped dims; an empty list means every dim.
+Shape normalize_dims(const Shape& dims, int64_t ndim, const char* op);
+
+// The dtype an op on x computes its floating result in (integers become f32).
+inline DType floating_result_type(DType t) { return is_floating(t) ? t : kF32; }
+
+// A 0-dim tensor holding a scalar operand in the compute type of `like`
+// (f32 for f32/f16/bf16, f64 otherwise), so an f16 op never sees a pre-rounded scalar.
+Tensor scalar_operand(double value, const Tensor& like);
+
+}  // namespace mt::autograd

@@ -1,0 +1,151 @@
+// The differentiable op API. Each op checks its inputs, decides its compute
+// dtype, runs the kernel for the inputs' device and, when an input takes part
+// in autograd, records a tape node with its backward rule.
+//
+// Where to find an op: forward and backward of each family sit together in
+// autograd/ops_<family>.cpp; the per-element math in kernels/common/; the CPU
+// kernels in kernels/cpu/<family>.cpp.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "core/generator.h"
+#include "core/tensor.h"
+
+namespace mt {
+
+// ---------------------------------------------------------------- elementwise (ops_elementwise.cpp)
+// Binary ops broadcast and promote dtypes like PyTorch (f16 with bf16 gives f32).
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+// Scalar forms keep the tensor's dtype; the scalar itself is applied in the
+// compute type (f32/f64), never rounded to f16 first.
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor rsub(const Tensor& a, double b);  // b - a
+
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor square(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+
+enum class GeluApproximation { None, Tanh };  // erf form (exact) or the tanh approximation
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::None);
+Tensor silu(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+
+// Comparisons return bool tensors and are not differentiable.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+
+// cond ? a : b, broadcasting all three; cond must be bool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// Elementwise AND of two bool tensors (broadcasting).
+Tensor logical_and(const Tensor& a, const Tensor& b);
+
+// ---------------------------------------------------------------- reductions (ops_reduce.cpp)
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
+// Variance with `correction` (1 = unbiased, Bessel's correction; 0 = population).
+Tensor var(const Tensor& x, const Shape& dims, double correction = 1, bool keepdim = false);
+Tensor var(const Tensor& x, double correction = 1);
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;  // i64
+};
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x);  // index into the flattened tensor
+// Sums `x` down to `shape` over broadcast dims (the backward of broadcasting).
+Tensor sum_to_size(const Tensor& x, const Shape& shape);
+
+// ---------------------------------------------------------------- linear algebra (ops_linalg.cpp)
+// matmul follows torch.matmul: 1-D vectors, 2-D matrices, and batched N-D with
+// broadcast batch dims.
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+// y = x @ weight^T + bias, weight [out, in], x [..., in].
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---------------------------------------------------------------- neural-network functions (ops_nn.cpp)
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+
+enum class Reduction { None, Mean, Sum };
+struct CrossEntropyOptions {
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+  Reduction reduction = Reduction::Mean;
+};
+// logits [N, C] (or [C]), target i64 class indices [N] (or []). Returns f32 (f64 for f64 logits).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// weight [V, D], indices i64 of any shape -> [..., D].
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor dropout(const Tensor& x, double p, bool training, Generator* generator = nullptr);
+
+// ---------------------------------------------------------------- shape and indexing (ops_shape.cpp)
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// In-place writes (not recorded): dst = src (broadcast, cast), dst = value.
+// Writing into a leaf that requires grad is only allowed under NoGradGuard.
+void copy_(const Tensor& dst, const Tensor& src);
+void fill_(const Tensor& dst, double value);
+// The broadcast shape of two shapes, or an mt::Error naming `op`.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+// ---------------------------------------------------------------- operators
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+inline Tensor operator-(double a, const Tensor& b) { return rsub(b, a); }
+inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator/(double a, const Tensor& b) { return mul(reciprocal(b), a); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+
+}  // namespace mt

@@ -1,0 +1,240 @@
+// Elementwise ops: forward through kernels/elementwise.h, backward rules here.
+#include <cmath>
+#include <limits>
+
+#include "autograd/grad_mode.h"
+#include "autograd/op_helpers.h"
+#include "kernels/elementwise.h"
+
+namespace mt {
+
+using autograd::broadcast_view;
+using autograd::record;
+using autograd::save;
+using kernels::BinaryOp;
+using kernels::UnaryArgs;
+using kernels::UnaryOp;
+
+namespace {
+
+Tensor run_binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, DType out_dtype) {
+  autograd::check_same_device(name, a, b);
+  const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  Tensor out = empty(shape, out_dtype, a.device());
+  kernels::binary(op, broadcast_view(a, shape), broadcast_view(b, shape), out);
+  return out;
+}
+
+DType arithmetic_result_type(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const DType t = promote_types(a.dtype(), b.dtype());
+  // True division (and pow with a float operand) of integers gives a float, as in PyTorch.
+  if (op == BinaryOp::Div && !is_floating(t)) return kF32;
+  return t;
+}
+
+// The differentiable binary ops share one recorder; `rule` maps (g, a, b, out) to (ga, gb).
+template <typename Rule>
+Tensor binary_differentiable(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, Rule rule) {
+  Tensor out = run_binary(op, name, a, b, arithmetic_result_type(op, a, b));
+  if (!autograd::needs_grad({a, b})) return out;
+  return record(name, out, {a, b},
+                [sa = save(a), sb = save(b), so = save(out), rule](const Tensor& g) -> std::vector<Tensor> {
+                  const Tensor a_ = sa.get(), b_ = sb.get();
+                  auto [ga, gb] = rule(g, a_, b_, so.get());
+                  return {ga.defined() ? sum_to_size(ga, a_.sizes()) : ga,
+                          gb.defined() ? sum_to_size(gb, b_.sizes()) : gb};
+                });
+}
+
+Tensor compare(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  return run_binary(op, name, a, b, kBool);
+}
+
+// Unary ops with a fused backward kernel: dx = f'(x, y) * g.
+Tensor unary_differentiable(UnaryOp op, const char* name, const Tensor& x, UnaryArgs args = {},
+                            DType out_dtype = DType::Bool /* Bool = floating result of x */) {
+  const DType dtype = out_dtype == DType::Bool ? autograd::floating_result_type(x.dtype()) : out_dtype;
+  Tensor out = empty(x.sizes(), dtype, x.device());
+  kernels::unary(op, x, out, args);
+  if (!autograd::needs_grad({x})) return out;
+  return record(name, out, {x}, [op, args, sx = save(x), sy = save(out)](const Tensor& g) -> std::vector<Tensor> {
+    const Tensor x_ = sx.get();
+    Tensor gx = empty(x_.sizes(), x_.dtype(), x_.device());
+    kernels::unary_backward(op, g, x_, sy.get(), gx, args);
+    return {gx};
+  });
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- binary arithmetic
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary_differentiable(BinaryOp::Add, "add", a, b,
+                               [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
+                                 return std::pair{g, g};
+                               });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary_differentiable(BinaryOp::Sub, "sub", a, b,
+                               [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
+                                 return std::pair{g, neg(g)};
+                               });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary_differentiable(BinaryOp::Mul, "mul", a, b,
+                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&) {
+                                 return std::pair{mul(g, b_), mul(g, a_)};
+                               });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary_differentiable(BinaryOp::Div, "div", a, b,
+                               [](const Tensor& g, const Tensor&, const Tensor& b_, const Tensor& out) {
+                                 const Tensor ga = div(g, b_);
+                                 return std::pair{ga, neg(mul(ga, out))};  // d(a/b)/db = -(a/b)/b
+                               });
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  return binary_differentiable(BinaryOp::Pow, "pow", a, b,
+                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor& out) {
+                                 const Tensor ga = mul(mul(g, b_), pow(a_, sub(b_, 1.0)));
+                                 // d(a^b)/db = a^b log a, defined as 0 where a == 0 and b >= 0 (as PyTorch).
+                                 const Tensor gb = masked_fill(mul(mul(g, out), log(a_)),
+                                                               logical_and(eq(a_, 0.0), ge(b_, 0.0)), 0.0);
+                                 return std::pair{ga, gb};
+                               });
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary_differentiable(BinaryOp::Maximum, "maximum", a, b,
+                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&) {
+                                 // Ties split the gradient evenly, as in PyTorch.
+                                 const Tensor share = where(eq(a_, b_), mul(g, 0.5), g);
+                                 const Tensor zero = zeros({}, g.dtype(), g.device());
+                                 return std::pair{where(ge(a_, b_), share, zero), where(le(a_, b_), share, zero)};
+                               });
+}
+
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary_differentiable(BinaryOp::Minimum, "minimum", a, b,
+                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&) {
+                                 const Tensor share = where(eq(a_, b_), mul(g, 0.5), g);
+                                 const Tensor zero = zeros({}, g.dtype(), g.device());
+                                 return std::pair{where(le(a_, b_), share, zero), where(ge(a_, b_), share, zero)};
+                               });
+}
+
+// ---------------------------------------------------------------- scalar forms
+
+namespace {
+
+// Applies a binary op with a scalar right operand, keeping a's dtype (a float
+// scalar turns an integer tensor into f32, as in PyTorch).
+Tensor binary_with_scalar(BinaryOp op, const char* name, const Tensor& a, double b, bool scalar_first = false) {
+  const bool integral_scalar = std::nearbyint(b) == b;
+  DType dtype = is_floating(a.dtype()) || integral_scalar ? a.dtype() : kF32;
+  if (op == BinaryOp::Div && !is_floating(dtype)) dtype = kF32;
+  const Tensor s = autograd::scalar_operand(b, a);
+  Tensor out = scalar_first ? run_binary(op, name, s, a, dtype) : run_binary(op, name, a, s, dtype);
+  if (!autograd::needs_grad({a})) return out;
+  return record(name, out, {a}, [op, b, scalar_first](const Tensor& g) -> std::vector<Tensor> {
+    switch (op) {
+      case BinaryOp::Add: return {g};
+      case BinaryOp::Sub: return {scalar_first ? neg(g) : g};
+      case BinaryOp::Mul: return {mul(g, b)};
+      case BinaryOp::Div: return {div(g, b)};
+      default: fail("{}: no scalar backward rule", static_cast<int>(op));
+    }
+  });
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Add, "add", a, b); }
+Tensor sub(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Sub, "sub", a, b); }
+Tensor mul(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Mul, "mul", a, b); }
+Tensor div(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Div, "div", a, b); }
+Tensor rsub(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Sub, "rsub", a, b, true); }
+Tensor pow(const Tensor& a, double exponent) {
+  return unary_differentiable(UnaryOp::PowScalar, "pow", a, {exponent, 0});
+}
+
+// ---------------------------------------------------------------- unary math and activations
+
+Tensor neg(const Tensor& x) { return unary_differentiable(UnaryOp::Neg, "neg", x, {}, x.dtype()); }
+Tensor exp(const Tensor& x) { return unary_differentiable(UnaryOp::Exp, "exp", x); }
+Tensor log(const Tensor& x) { return unary_differentiable(UnaryOp::Log, "log", x); }
+Tensor sqrt(const Tensor& x) { return unary_differentiable(UnaryOp::Sqrt, "sqrt", x); }
+Tensor rsqrt(const Tensor& x) { return unary_differentiable(UnaryOp::Rsqrt, "rsqrt", x); }
+Tensor abs(const Tensor& x) { return unary_differentiable(UnaryOp::Abs, "abs", x, {}, x.dtype()); }
+Tensor sign(const Tensor& x) { return unary_differentiable(UnaryOp::Sign, "sign", x, {}, x.dtype()); }
+Tensor reciprocal(const Tensor& x) { return unary_differentiable(UnaryOp::Reciprocal, "reciprocal", x); }
+Tensor square(const Tensor& x) { return unary_differentiable(UnaryOp::Square, "square", x, {}, x.dtype()); }
+Tensor relu(const Tensor& x) { return unary_differentiable(UnaryOp::Relu, "relu", x, {}, x.dtype()); }
+Tensor silu(const Tensor& x) { return unary_differentiable(UnaryOp::Silu, "silu", x); }
+Tensor tanh(const Tensor& x) { return unary_differentiable(UnaryOp::Tanh, "tanh", x); }
+Tensor sigmoid(const Tensor& x) { return unary_differentiable(UnaryOp::Sigmoid, "sigmoid", x); }
+
+Tensor gelu(const Tensor& x, GeluApproximation approximation) {
+  return approximation == GeluApproximation::Tanh ? unary_differentiable(UnaryOp::GeluTanh, "gelu", x)
+                                                  : unary_differentiable(UnaryOp::GeluErf, "gelu", x);
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  MT_CHECK(min || max, "clamp: at least one of min and max must be given");
+  const double lo = min.value_or(-std::numeric_limits<double>::infinity());
+  const double hi = max.value_or(std::numeric_limits<double>::infinity());
+  MT_CHECK(!(lo > hi), "clamp: min {} is greater than max {}", lo, hi);
+  return unary_differentiable(UnaryOp::Clamp, "clamp", x, {lo, hi}, x.dtype());
+}
+
+// ---------------------------------------------------------------- comparisons and selection
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Eq, "eq", a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Ne, "ne", a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Lt, "lt", a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Le, "le", a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Gt, "gt", a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Ge, "ge", a, b); }
+Tensor eq(const Tensor& a, double b) { return eq(a, autograd::scalar_operand(b, a)); }
+Tensor ne(const Tensor& a, double b) { return ne(a, autograd::scalar_operand(b, a)); }
+Tensor lt(const Tensor& a, double b) { return lt(a, autograd::scalar_operand(b, a)); }
+Tensor le(const Tensor& a, double b) { return le(a, autograd::scalar_operand(b, a)); }
+Tensor gt(const Tensor& a, double b) { return gt(a, autograd::scalar_operand(b, a)); }
+Tensor ge(const Tensor& a, double b) { return ge(a, autograd::scalar_operand(b, a)); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  MT_CHECK(cond.dtype() == kBool, "where: condition must be a bool tensor, got {}", cond.dtype());
+  autograd::check_same_device("where", cond, a);
+  autograd::check_same_device("where", a, b);
+  const Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
+  Tensor out = empty(shape, promote_types(a.dtype(), b.dtype()), a.device());
+  kernels::where(broadcast_view(cond, shape), broadcast_view(a, shape), broadcast_view(b, shape), out);
+  if (!autograd::needs_grad({a, b})) return out;
+  return record("where", out, {a, b},
+                [sc = save(cond), a_shape = a.sizes(), b_shape = b.sizes()](const Tensor& g) -> std::vector<Tensor> {
+                  const Tensor zero = zeros({}, g.dtype(), g.device());
+                  const Tensor c = sc.get();
+                  return {sum_to_size(where(c, g, zero), a_shape), sum_to_size(where(c, zero, g), b_shape)};
+                });
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  MT_CHECK(mask.dtype() == kBool, "masked_fill: mask must be a bool tensor, got {}", mask.dtype());
+  const Shape shape = broadcast_shapes(x.sizes(), mask.sizes(), "masked_fill");
+  MT_CHECK(shape == x.sizes(), "masked_fill: mask of shape {} would broadcast the input {} to {}",
+           mask.shape_string(), x.shape_string(), shape_str(shape));
+  return where(mask, full({}, value, x.dtype(), x.device()), x);
+}
+
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  MT_CHECK(a.dtype() == kBool && b.dtype() == kBool, "logical_and: expected bool tensors, got {} and {}", a.dtype(),
+           b.dtype());
+  return run_binary(BinaryOp::Mul, "logical_and", a, b, kBool);
+}
+
+}  // namespace mt

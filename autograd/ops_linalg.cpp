@@ -1,0 +1,79 @@
+// matmul / bmm / linear. Only bmm has its own backward rule; matmul and
+// linear are compositions of views and bmm, so their gradients follow.
+#include "autograd/op_helpers.h"
+#include "kernels/matmul.h"
+
+namespace mt {
+
+using autograd::record;
+using autograd::save;
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  autograd::check_same_device("bmm", a, b);
+  MT_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors [batch, M, K] and [batch, K, N], got {} and {}",
+           a.shape_string(), b.shape_string());
+  MT_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1),
+           "bmm: shapes {} and {} do not line up (batch and inner dims must match)", a.shape_string(),
+           b.shape_string());
+  MT_CHECK(a.dtype() == b.dtype(), "bmm: expected both operands to have the same dtype, got {} and {}", a.dtype(),
+           b.dtype());
+  autograd::check_floating("bmm", a);
+  Tensor out = empty({a.size(0), a.size(1), b.size(2)}, a.dtype(), a.device());
+  kernels::bmm(a, b, out);
+  if (!autograd::needs_grad({a, b})) return out;
+  return record("bmm", out, {a, b},
+                [sa = save(a), sb = save(b), need_a = autograd::needs_grad({a}),
+                 need_b = autograd::needs_grad({b})](const Tensor& g) -> std::vector<Tensor> {
+                  // dA = dC @ B^T, dB = A^T @ dC (transposes are free views for the kernel)
+                  Tensor ga = need_a ? bmm(g, sb.get().transpose(1, 2)) : Tensor();
+                  Tensor gb = need_b ? bmm(sa.get().transpose(1, 2), g) : Tensor();
+                  return {ga, gb};
+                });
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  MT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got {} and {}",
+           a.shape_string(), b.shape_string());
+  // Vectors become matrices and the added dim is removed from the result.
+  if (a.dim() == 1 && b.dim() == 1) return matmul(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
+  if (b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
+
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  MT_CHECK(b.size(-2) == k, "matmul: shapes {} and {} cannot be multiplied ({} columns vs {} rows)",
+           a.shape_string(), b.shape_string(), k, b.size(-2));
+  // unsqueeze keeps strides, so a transposed operand reaches the kernel as a free view.
+  if (a.dim() == 2 && b.dim() == 2) return bmm(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
+  const Shape a_batch(a.sizes().begin(), a.sizes().end() - 2);
+  const Shape b_batch(b.sizes().begin(), b.sizes().end() - 2);
+  const Shape batch = broadcast_shapes(a_batch, b_batch, "matmul");
+  const int64_t batch_numel = shape_numel(batch);
+
+  Shape a_full = batch, b_full = batch, out_shape = batch;
+  a_full.insert(a_full.end(), {m, k});
+  b_full.insert(b_full.end(), {k, n});
+  out_shape.insert(out_shape.end(), {m, n});
+  // A 2-D right operand shared by every batch element: fold the batch into M (one big GEMM).
+  if (b.dim() == 2 && a.dim() > 2) {
+    const Tensor a2 = a.reshape({1, batch_numel * m, k});
+    return bmm(a2, b.unsqueeze(0)).reshape(out_shape);
+  }
+  const Tensor a3 = (a.sizes() == a_full ? a : a.expand(a_full)).reshape({batch_numel, m, k});
+  const Tensor b3 = (b.sizes() == b_full ? b : b.expand(b_full)).reshape({batch_numel, k, n});
+  return bmm(a3, b3).reshape(out_shape);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  MT_CHECK(weight.dim() == 2, "linear: weight must be [out_features, in_features], got {}", weight.shape_string());
+  MT_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
+           "linear: input {} does not end in in_features = {} (weight {})", x.shape_string(), weight.size(1),
+           weight.shape_string());
+  if (bias.defined()) {
+    MT_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias {} does not match out_features = {}",
+             bias.shape_string(), weight.size(0));
+  }
+  Tensor y = matmul(x, weight.t());
+  return bias.defined() ? add(y, bias) : y;
+}
+
+}  // namespace mt

@@ -1,0 +1,178 @@
+// Neural-network functions: softmax/log_softmax, layer_norm, cross_entropy,
+// mse_loss, embedding, dropout. Forward and backward of each sit together.
+#include "autograd/grad_mode.h"
+#include "autograd/op_helpers.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/dropout.h"
+#include "kernels/layer_norm.h"
+#include "kernels/softmax.h"
+
+namespace mt {
+
+using autograd::record;
+using autograd::save;
+
+// ---------------------------------------------------------------- softmax
+
+namespace {
+
+// The softmax kernels work on the last dim: swap `dim` there (a free view),
+// compute into a contiguous buffer, and swap back.
+Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* name) {
+  autograd::check_floating(name, x);
+  const int64_t d = wrap_dim(dim, x.dim(), name);
+  const int64_t last = std::max<int64_t>(x.dim() - 1, 0);
+  const Tensor xt = x.dim() == 0 ? x : x.detach().transpose(d, last);
+  Tensor yt = empty(xt.sizes(), x.dtype(), x.device());
+  kernels::softmax_forward(xt, yt, log);
+  Tensor y = x.dim() == 0 ? yt : yt.transpose(d, last);
+  if (!autograd::needs_grad({x})) return y;
+  return record(name, y, {x}, [syt = save(yt), d, last, log, scalar = x.dim() == 0](const Tensor& g) {
+    const Tensor yt_ = syt.get();
+    const Tensor gt = scalar ? g : g.transpose(d, last);
+    Tensor dxt = empty(yt_.sizes(), yt_.dtype(), yt_.device());
+    kernels::softmax_backward(gt, yt_, dxt, log);
+    return std::vector<Tensor>{scalar ? dxt : dxt.transpose(d, last)};
+  });
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false, "softmax"); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true, "log_softmax"); }
+
+// ---------------------------------------------------------------- layer_norm
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  autograd::check_floating("layer_norm", x);
+  const auto k = static_cast<int64_t>(normalized_shape.size());
+  MT_CHECK(k >= 1 && x.dim() >= k && Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape,
+           "layer_norm: input {} does not end in normalized_shape {}", x.shape_string(), shape_str(normalized_shape));
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    MT_CHECK(p->sizes() == normalized_shape, "layer_norm: weight/bias shape {} must equal normalized_shape {}",
+             p->shape_string(), shape_str(normalized_shape));
+    autograd::check_same_device("layer_norm", x, *p);
+  }
+  MT_CHECK(eps >= 0, "layer_norm: eps must be non-negative, got {}", eps);
+  const int64_t n = shape_numel(normalized_shape);
+  const int64_t rows = n == 0 ? 0 : x.numel() / n;
+  const DType stats_dtype = x.dtype() == kF64 ? kF64 : kF32;  // statistics stay f32 for f16/bf16 inputs
+  Tensor y = empty(x.sizes(), x.dtype(), x.device());
+  Tensor mean = empty({rows}, stats_dtype, x.device());
+  Tensor rstd = empty({rows}, stats_dtype, x.device());
+  kernels::layer_norm_forward(x, weight, bias, eps, y, mean, rstd);
+  if (!autograd::needs_grad({x, weight, bias})) return y;
+  return record("layer_norm", y, {x, weight, bias},
+                [sx = save(x), sw = save(weight), smean = save(mean), srstd = save(rstd), nshape = normalized_shape,
+                 bias_dtype = bias.defined() ? bias.dtype() : x.dtype(),
+                 has_bias = bias.defined()](const Tensor& g) -> std::vector<Tensor> {
+                  const Tensor x_ = sx.get(), w_ = sw.get();
+                  Tensor dx = empty(x_.sizes(), x_.dtype(), x_.device());
+                  Tensor dw = w_.defined() ? empty(nshape, w_.dtype(), x_.device()) : Tensor();
+                  Tensor db = has_bias ? empty(nshape, bias_dtype, x_.device()) : Tensor();
+                  kernels::layer_norm_backward(g, x_, w_, smean.get(), srstd.get(), dx, dw, db);
+                  return {dx, dw, db};
+                });
+}
+
+// ---------------------------------------------------------------- losses
+
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const CrossEntropyOptions& options) {
+  autograd::check_floating("cross_entropy", logits_in);
+  autograd::check_index_tensor("cross_entropy", target_in);
+  autograd::check_same_device("cross_entropy", logits_in, target_in);
+  MT_CHECK(logits_in.dim() == 2 || logits_in.dim() == 1,
+           "cross_entropy: expected logits [N, C] (or [C]), got {}; flatten extra dims into N first",
+           logits_in.shape_string());
+  const bool unbatched = logits_in.dim() == 1;
+  const Tensor logits = unbatched ? logits_in.unsqueeze(0) : logits_in;
+  const Tensor target = unbatched ? target_in.reshape({1}) : target_in;
+  MT_CHECK(target.dim() == 1 && target.size(0) == logits.size(0),
+           "cross_entropy: target shape {} does not match logits {} (expected [{}] class indices)",
+           target_in.shape_string(), logits_in.shape_string(), logits.size(0));
+  MT_CHECK(options.label_smoothing >= 0 && options.label_smoothing <= 1,
+           "cross_entropy: label_smoothing must be in [0, 1], got {}", options.label_smoothing);
+
+  const int64_t n = logits.size(0);
+  const DType loss_dtype = logits.dtype() == kF64 ? kF64 : kF32;  // losses are reported in f32
+  Tensor row_loss = empty({n}, loss_dtype, logits.device());
+  Tensor lse = empty({n}, loss_dtype, logits.device());
+  const kernels::CrossEntropyArgs args{options.ignore_index, options.label_smoothing};
+  kernels::cross_entropy_forward(logits, target, row_loss, lse, args);
+
+  // Mean divides by the number of targets that are not ignore_index.
+  int64_t counted = n;
+  if (options.reduction == Reduction::Mean) {
+    counted = 0;
+    for (double t : target.to_vector()) counted += static_cast<int64_t>(t) != options.ignore_index;
+  }
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    switch (options.reduction) {
+      case Reduction::None: out = unbatched ? row_loss.reshape({}) : row_loss; break;
+      case Reduction::Sum: out = sum(row_loss); break;
+      case Reduction::Mean: out = div(sum(row_loss), static_cast<double>(counted)); break;
+    }
+  }
+  if (!autograd::needs_grad({logits_in})) return out;
+  return record("cross_entropy", out, {logits_in},
+                [sl = save(logits), st = save(target), slse = save(lse), args, reduction = options.reduction, counted,
+                 n, in_shape = logits_in.sizes()](const Tensor& g) -> std::vector<Tensor> {
+                  const Tensor logits_ = sl.get();
+                  Tensor grad_rows;
+                  if (reduction == Reduction::None) {
+                    grad_rows = g.reshape({n});
+                  } else {
+                    const double scale = reduction == Reduction::Mean ? 1.0 / static_cast<double>(counted) : 1.0;
+                    grad_rows = mul(g.reshape({1}), scale).expand({n});
+                  }
+                  Tensor dlogits = empty(logits_.sizes(), logits_.dtype(), logits_.device());
+                  kernels::cross_entropy_backward(logits_, st.get(), slse.get(), grad_rows, dlogits, args);
+                  return {dlogits.reshape(in_shape)};
+                });
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  MT_CHECK(input.sizes() == target.sizes(), "mse_loss: input shape {} and target shape {} must match",
+           input.shape_string(), target.shape_string());
+  const Tensor squared = square(sub(input, target));
+  switch (reduction) {
+    case Reduction::None: return squared;
+    case Reduction::Sum: return sum(squared);
+    case Reduction::Mean: return mean(squared);
+  }
+  return squared;
+}
+
+// ---------------------------------------------------------------- embedding and dropout
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  MT_CHECK(weight.dim() == 2, "embedding: weight must be [num_embeddings, dim], got {}", weight.shape_string());
+  autograd::check_index_tensor("embedding", indices);
+  Shape out_shape = indices.sizes();
+  out_shape.push_back(weight.size(1));
+  return index_select(weight, 0, indices.reshape({indices.numel()})).reshape(out_shape);
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
+  MT_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
+  if (!training || p == 0) return x;
+  autograd::check_floating("dropout", x);
+  const auto n = static_cast<uint64_t>(x.numel());
+  const GeneratorState s = (generator ? *generator : default_generator()).reserve((n + 3) / 4);
+  Tensor out = empty(x.sizes(), x.dtype(), x.device());
+  Tensor mask = empty(x.sizes(), kU8, x.device());
+  kernels::dropout_forward(x, out, mask, {p, s.seed, s.offset});
+  if (!autograd::needs_grad({x})) return out;
+  return record("dropout", out, {x}, [smask = save(mask), p](const Tensor& g) -> std::vector<Tensor> {
+    const Tensor m = smask.get();
+    Tensor gx = empty(g.sizes(), g.dtype(), g.device());
+    kernels::dropout_backward(g, m, gx, p);
+    return {gx};
+  });
+}
+
+}  // namespace mt

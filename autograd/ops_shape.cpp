@@ -1,0 +1,363 @@
+// Views and shape ops (the differentiable Tensor methods), cat/stack/split,
+// index_select and gather. A view shares storage; its backward maps the
+// gradient back onto the input's shape.
+#include <algorithm>
+#include <numeric>
+
+#include "autograd/grad_mode.h"
+#include "autograd/op_helpers.h"
+#include "kernels/elementwise.h"
+#include "kernels/indexing.h"
+
+namespace mt {
+
+using autograd::record;
+using autograd::save;
+
+namespace {
+
+// Records a view op whose backward is `rule(g)`.
+template <typename Rule>
+Tensor record_view(const char* name, const Tensor& input, const Tensor& view, Rule rule) {
+  if (!autograd::needs_grad({input})) return view;
+  return record(name, view, {input}, [rule](const Tensor& g) -> std::vector<Tensor> { return {rule(g)}; });
+}
+
+// Resolves a single -1 in a requested shape against numel.
+Shape infer_shape(const Shape& requested, int64_t numel, const char* op) {
+  Shape shape = requested;
+  int64_t known = 1;
+  int64_t infer_at = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      MT_CHECK(infer_at < 0, "{}: only one dimension can be -1 in {}", op, shape_str(requested));
+      infer_at = static_cast<int64_t>(i);
+    } else {
+      MT_CHECK(shape[i] >= 0, "{}: invalid size {} in {}", op, shape[i], shape_str(requested));
+      known *= shape[i];
+    }
+  }
+  if (infer_at >= 0) {
+    MT_CHECK(known != 0 && numel % known == 0, "{}: shape {} is invalid for a tensor of {} elements", op,
+             shape_str(requested), numel);
+    shape[static_cast<size_t>(infer_at)] = numel / known;
+  }
+  MT_CHECK(shape_numel(shape) == numel, "{}: shape {} is invalid for a tensor of {} elements", op,
+           shape_str(requested), numel);
+  return shape;
+}
+
+// The geometry of x.slice(dim, start, end, step) on a tensor with `sizes`/`strides`/`offset`.
+Tensor slice_view(const Tensor& x, int64_t d, int64_t start, int64_t length, int64_t step) {
+  Shape sizes = x.sizes(), strides = x.strides();
+  sizes[static_cast<size_t>(d)] = length;
+  strides[static_cast<size_t>(d)] *= step;
+  return make_view(x, sizes, strides, x.offset() + start * x.strides()[static_cast<size_t>(d)]);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Tensor methods: views
+
+Tensor Tensor::view(const Shape& shape) const {
+  MT_CHECK(is_contiguous(), "view: tensor with shape {} and strides {} is not contiguous; use reshape() instead",
+           shape_string(), shape_str(strides()));
+  const Shape s = infer_shape(shape, numel(), "view");
+  Tensor v = make_view(*this, s, contiguous_strides(s), offset());
+  return record_view("view", *this, v, [in = sizes()](const Tensor& g) { return g.reshape(in); });
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  if (is_contiguous()) return view(shape);
+  return contiguous().view(shape);
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  if (dim() == 0) return reshape({1});
+  const int64_t s = wrap_dim(start_dim, dim(), "flatten"), e = wrap_dim(end_dim, dim(), "flatten");
+  MT_CHECK(s <= e, "flatten: start_dim {} comes after end_dim {}", start_dim, end_dim);
+  Shape shape(sizes().begin(), sizes().begin() + s);
+  shape.push_back(std::accumulate(sizes().begin() + s, sizes().begin() + e + 1, int64_t{1}, std::multiplies<>()));
+  shape.insert(shape.end(), sizes().begin() + e + 1, sizes().end());
+  return reshape(shape);
+}
+
+Tensor Tensor::permute(const Shape& dims) const {
+  MT_CHECK(static_cast<int64_t>(dims.size()) == dim(), "permute: {} dims given for a tensor with {} dims ({})",
+           dims.size(), dim(), shape_string());
+  Shape sizes_out(dims.size()), strides_out(dims.size()), inverse(dims.size());
+  std::vector<bool> used(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const auto d = static_cast<size_t>(wrap_dim(dims[i], dim(), "permute"));
+    MT_CHECK(!used[d], "permute: dim {} repeats in {}", d, shape_str(dims));
+    used[d] = true;
+    sizes_out[i] = sizes()[d];
+    strides_out[i] = strides()[d];
+    inverse[d] = static_cast<int64_t>(i);
+  }
+  Tensor v = make_view(*this, sizes_out, strides_out, offset());
+  return record_view("permute", *this, v, [inverse](const Tensor& g) { return g.permute(inverse); });
+}
+
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  const int64_t a = wrap_dim(dim0, dim(), "transpose"), b = wrap_dim(dim1, dim(), "transpose");
+  if (dim() == 0) return *this;
+  Shape order(static_cast<size_t>(dim()));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::swap(order[static_cast<size_t>(a)], order[static_cast<size_t>(b)]);
+  return permute(order);
+}
+
+Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
+  const int64_t d = wrap_dim(dim_, dim(), "narrow");
+  const int64_t size_d = sizes()[static_cast<size_t>(d)];
+  if (start < 0) start += size_d;
+  MT_CHECK(start >= 0 && length >= 0 && start + length <= size_d,
+           "narrow: range [{}, {}) is outside dim {} of size {} (shape {})", start, start + length, d, size_d,
+           shape_string());
+  return slice(d, start, start + length, 1);
+}
+
+Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step) const {
+  const int64_t d = wrap_dim(dim_, dim(), "slice");
+  MT_CHECK(step > 0, "slice: step must be positive, got {}", step);
+  const int64_t size_d = sizes()[static_cast<size_t>(d)];
+  if (start < 0) start += size_d;
+  if (end < 0) end += size_d;
+  start = std::clamp<int64_t>(start, 0, size_d);
+  end = std::clamp<int64_t>(end, start, size_d);
+  const int64_t length = (end - start + step - 1) / step;
+  Tensor v = slice_view(*this, d, start, length, step);
+  return record_view("slice", *this, v, [in = sizes(), dtype = dtype(), d, start, length, step](const Tensor& g) {
+    Tensor gx = zeros(in, dtype, g.device());
+    kernels::copy(g, slice_view(gx, d, start, length, step));
+    return gx;
+  });
+}
+
+Tensor Tensor::select(int64_t dim_, int64_t index) const {
+  const int64_t d = wrap_dim(dim_, dim(), "select");
+  const int64_t size_d = sizes()[static_cast<size_t>(d)];
+  MT_CHECK(index >= -size_d && index < size_d, "select: index {} is out of range for dim {} of size {}", index, d,
+           size_d);
+  return narrow(d, index < 0 ? index + size_d : index, 1).squeeze(d);
+}
+
+Tensor Tensor::expand(const Shape& shape) const {
+  MT_CHECK(shape.size() >= sizes().size(), "expand: cannot expand shape {} to fewer dims {}", shape_string(),
+           shape_str(shape));
+  Shape target = shape;
+  const size_t lead = shape.size() - sizes().size();
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i >= lead && shape[i] == -1) target[i] = sizes()[i - lead];
+    MT_CHECK(i < lead || sizes()[i - lead] == target[i] || sizes()[i - lead] == 1,
+             "expand: cannot expand shape {} to {} (dim {} has size {})", shape_string(), shape_str(shape), i,
+             sizes()[i - lead]);
+  }
+  if (target == sizes()) return *this;
+  Tensor v = autograd::broadcast_view(detach(), target);
+  return record_view("expand", *this, v, [in = sizes()](const Tensor& g) { return sum_to_size(g, in); });
+}
+
+Tensor Tensor::squeeze(int64_t dim_) const {
+  if (dim() == 0) return *this;
+  const auto d = static_cast<size_t>(wrap_dim(dim_, dim(), "squeeze"));
+  if (sizes()[d] != 1) return *this;
+  Shape s = sizes(), st = strides();
+  s.erase(s.begin() + static_cast<int64_t>(d));
+  st.erase(st.begin() + static_cast<int64_t>(d));
+  Tensor v = make_view(*this, s, st, offset());
+  return record_view("squeeze", *this, v, [in = sizes()](const Tensor& g) { return g.reshape(in); });
+}
+
+Tensor Tensor::squeeze() const {
+  Shape s, st;
+  for (int64_t d = 0; d < dim(); ++d) {
+    if (sizes()[static_cast<size_t>(d)] == 1) continue;
+    s.push_back(sizes()[static_cast<size_t>(d)]);
+    st.push_back(strides()[static_cast<size_t>(d)]);
+  }
+  Tensor v = make_view(*this, s, st, offset());
+  return record_view("squeeze", *this, v, [in = sizes()](const Tensor& g) { return g.reshape(in); });
+}
+
+Tensor Tensor::unsqueeze(int64_t dim_) const {
+  const auto d = static_cast<size_t>(wrap_dim(dim_, dim() + 1, "unsqueeze"));
+  Shape s = sizes(), st = strides();
+  const int64_t stride = d < st.size() ? st[d] * s[d] : 1;
+  s.insert(s.begin() + static_cast<int64_t>(d), 1);
+  st.insert(st.begin() + static_cast<int64_t>(d), stride);
+  Tensor v = make_view(*this, s, st, offset());
+  return record_view("unsqueeze", *this, v, [in = sizes()](const Tensor& g) { return g.reshape(in); });
+}
+
+// ---------------------------------------------------------------- Tensor methods: copies and casts
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(sizes(), dtype(), device());
+  kernels::copy(*this, out);
+  return record_view("clone", *this, out, [](const Tensor& g) { return g; });
+}
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor out = empty(sizes(), target, device());
+  kernels::copy(*this, out);
+  if (!is_floating(target)) return out;  // integer results take no part in autograd
+  // The cast's backward turns the gradient back into the source dtype
+  // (e.g. f16 gradients of an f32 master parameter come back as f32).
+  return record_view("to", *this, out, [source = dtype()](const Tensor& g) { return g.to(source); });
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  fail("to({}): moving a {} tensor to {} needs the CUDA backend, which is not built yet", target, device(), target);
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward(*this, gradient, retain_graph);
+}
+
+// ---------------------------------------------------------------- cat / stack / split
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  MT_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
+  const Tensor& first = tensors.front();
+  const int64_t d = wrap_dim(dim, first.dim(), "cat");
+  DType dtype = first.dtype();
+  int64_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    autograd::check_same_device("cat", first, t);
+    MT_CHECK(t.dim() == first.dim(), "cat: tensor {} has {} dims but tensor 0 has {} ({} vs {})", i, t.dim(),
+             first.dim(), t.shape_string(), first.shape_string());
+    for (int64_t k = 0; k < t.dim(); ++k) {
+      MT_CHECK(k == d || t.size(k) == first.size(k),
+               "cat: sizes must match except in dim {}, but tensor {} has shape {} and tensor 0 has {}", d, i,
+               t.shape_string(), first.shape_string());
+    }
+    dtype = promote_types(dtype, t.dtype());
+    total += t.size(d);
+  }
+  Shape shape = first.sizes();
+  shape[static_cast<size_t>(d)] = total;
+  Tensor out = empty(shape, dtype, first.device());
+  std::vector<int64_t> lengths;
+  int64_t at = 0;
+  for (const Tensor& t : tensors) {
+    kernels::copy(t, slice_view(out, d, at, t.size(d), 1));
+    lengths.push_back(t.size(d));
+    at += t.size(d);
+  }
+  if (!autograd::needs_grad(tensors)) return out;
+  return record("cat", out, tensors, [lengths, d](const Tensor& g) { return split(g, lengths, d); });
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  MT_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
+  const int64_t d = wrap_dim(dim, tensors.front().dim() + 1, "stack");
+  std::vector<Tensor> expanded;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    MT_CHECK(tensors[i].sizes() == tensors.front().sizes(), "stack: tensor {} has shape {} but tensor 0 has {}", i,
+             tensors[i].shape_string(), tensors.front().shape_string());
+    expanded.push_back(tensors[i].unsqueeze(d));
+  }
+  return cat(expanded, d);
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  const int64_t d = wrap_dim(dim, x.dim(), "split");
+  const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+  MT_CHECK(total == x.size(d), "split: sizes {} add up to {} but dim {} has size {}", shape_str(sizes), total, d,
+           x.size(d));
+  std::vector<Tensor> parts;
+  int64_t at = 0;
+  for (int64_t len : sizes) {
+    parts.push_back(x.narrow(d, at, len));
+    at += len;
+  }
+  return parts;
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  MT_CHECK(split_size > 0, "split: split_size must be positive, got {}", split_size);
+  const int64_t size_d = x.size(dim);
+  std::vector<int64_t> sizes;
+  for (int64_t at = 0; at < size_d; at += split_size) sizes.push_back(std::min(split_size, size_d - at));
+  return split(x, sizes, dim);
+}
+
+// ---------------------------------------------------------------- index_select / gather
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  autograd::check_index_tensor("index_select", index);
+  autograd::check_same_device("index_select", x, index);
+  MT_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got {}", index.shape_string());
+  const int64_t d = wrap_dim(dim, x.dim(), "index_select");
+  Shape shape = x.sizes();
+  shape[static_cast<size_t>(d)] = index.numel();
+  Tensor out = empty(shape, x.dtype(), x.device());
+  kernels::index_select(x, d, index, out);
+  if (!autograd::needs_grad({x})) return out;
+  return record("index_select", out, {x},
+                [si = save(index), d, in = x.sizes(), dtype = x.dtype()](const Tensor& g) -> std::vector<Tensor> {
+                  Tensor gx = zeros(in, dtype, g.device());
+                  kernels::index_add(gx, d, si.get(), g);  // deterministic accumulation of repeated indices
+                  return {gx};
+                });
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  autograd::check_index_tensor("gather", index);
+  autograd::check_same_device("gather", x, index);
+  const int64_t d = wrap_dim(dim, x.dim(), "gather");
+  MT_CHECK(index.dim() == x.dim(), "gather: index {} must have as many dims as the input {}", index.shape_string(),
+           x.shape_string());
+  for (int64_t k = 0; k < x.dim(); ++k) {
+    MT_CHECK(k == d || index.size(k) <= x.size(k), "gather: index {} is larger than input {} in dim {}",
+             index.shape_string(), x.shape_string(), k);
+  }
+  Tensor out = empty(index.sizes(), x.dtype(), x.device());
+  kernels::gather(x, d, index, out);
+  if (!autograd::needs_grad({x})) return out;
+  return record("gather", out, {x},
+                [si = save(index), d, in = x.sizes(), dtype = x.dtype()](const Tensor& g) -> std::vector<Tensor> {
+                  Tensor gx = zeros(in, dtype, g.device());
+                  kernels::scatter_add(gx, d, si.get(), g);
+                  return {gx};
+                });
+}
+
+}  // namespace mt
+
+namespace mt {
+
+namespace {
+void check_in_place_allowed(const char* op, const Tensor& dst) {
+  MT_CHECK(!(GradMode::is_enabled() && (dst.requires_grad() || dst.grad_fn())),
+           "{}: in-place write into a tensor that takes part in autograd (shape {}); wrap it in NoGradGuard, as an "
+           "optimizer update does",
+           op, dst.shape_string());
+}
+}  // namespace
+
+void copy_(const Tensor& dst, const Tensor& src) {
+  check_in_place_allowed("copy_", dst);
+  autograd::check_same_device("copy_", dst, src);
+  const Shape shape = broadcast_shapes(dst.sizes(), src.sizes(), "copy_");
+  MT_CHECK(shape == dst.sizes(), "copy_: source {} does not broadcast to destination {}", src.shape_string(),
+           dst.shape_string());
+  kernels::copy(autograd::broadcast_view(src, shape), dst);
+}
+
+void fill_(const Tensor& dst, double value) {
+  check_in_place_allowed("fill_", dst);
+  kernels::fill(dst, value);
+}
+
+}  // namespace mt

@@ -1,0 +1,56 @@
+// Allocators and their per-device statistics.
+//
+// Every byte a tensor owns comes from an Allocator so memory can be
+// accounted: current and peak bytes per device (the memory-ledger issue adds
+// categories; the CUDA caching allocator adds reserved/fragmentation figures).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/device.h"
+
+namespace mt {
+
+struct AllocatorStats {
+  int64_t current_bytes = 0;
+  int64_t peak_bytes = 0;
+  int64_t allocations = 0;  // number of allocate() calls ever made
+  int64_t live_blocks = 0;
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr, size_t bytes) = 0;
+  virtual Device device() const = 0;
+  virtual AllocatorStats stats() const = 0;
+  virtual void reset_peak() = 0;
+};
+
+// Thread-safe statistics counter shared by allocator implementations.
+class StatsCounter {
+ public:
+  void on_allocate(size_t bytes);
+  void on_deallocate(size_t bytes);
+  AllocatorStats snapshot() const;
+  void reset_peak();
+
+ private:
+  std::atomic<int64_t> current_{0};
+  std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> allocations_{0};
+  std::atomic<int64_t> live_{0};
+};
+
+// The allocator that owns memory on `device` (CPU today; CUDA/SIM register theirs).
+Allocator& allocator_for(Device device);
+void register_allocator(DeviceType type, Allocator* allocator);
+
+// Shorthand for allocator_for(device).stats().
+AllocatorStats memory_stats(Device device = kCPU);
+
+}  // namespace mt

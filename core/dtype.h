@@ -1,0 +1,102 @@
+// Element types. Device and dtype are first-class in every tensor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/half.h"
+
+namespace mt {
+
+enum class DType : uint8_t { F64, F32, F16, BF16, I64, I32, U8, Bool };
+
+inline constexpr DType kF64 = DType::F64;
+inline constexpr DType kF32 = DType::F32;
+inline constexpr DType kF16 = DType::F16;
+inline constexpr DType kBF16 = DType::BF16;
+inline constexpr DType kI64 = DType::I64;
+inline constexpr DType kI32 = DType::I32;
+inline constexpr DType kU8 = DType::U8;
+inline constexpr DType kBool = DType::Bool;
+
+constexpr size_t element_size(DType t) {
+  switch (t) {
+    case DType::F64: case DType::I64: return 8;
+    case DType::F32: case DType::I32: return 4;
+    case DType::F16: case DType::BF16: return 2;
+    case DType::U8: case DType::Bool: return 1;
+  }
+  return 0;
+}
+
+constexpr std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::F64: return "f64";
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::I64: return "i64";
+    case DType::I32: return "i32";
+    case DType::U8: return "u8";
+    case DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+constexpr bool is_floating(DType t) {
+  return t == DType::F64 || t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+constexpr bool is_low_precision(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+// The type of the result of a binary op on two tensors (PyTorch's rules for
+// tensor-tensor promotion): floats beat integers, wider beats narrower, and
+// f16 with bf16 meets at f32 because neither holds the other.
+DType promote_types(DType a, DType b);
+
+// The C++ type a dtype is stored as, and back.
+template <DType T> struct StorageOf;
+template <> struct StorageOf<DType::F64> { using type = double; };
+template <> struct StorageOf<DType::F32> { using type = float; };
+template <> struct StorageOf<DType::F16> { using type = Half; };
+template <> struct StorageOf<DType::BF16> { using type = BFloat16; };
+template <> struct StorageOf<DType::I64> { using type = int64_t; };
+template <> struct StorageOf<DType::I32> { using type = int32_t; };
+template <> struct StorageOf<DType::U8> { using type = uint8_t; };
+template <> struct StorageOf<DType::Bool> { using type = bool; };
+
+template <typename T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<double>() { return DType::F64; }
+template <> constexpr DType dtype_of<float>() { return DType::F32; }
+template <> constexpr DType dtype_of<Half>() { return DType::F16; }
+template <> constexpr DType dtype_of<BFloat16>() { return DType::BF16; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::I64; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::U8; }
+template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+
+// Calls fn(StorageType{}) with a value-initialised object of the dtype's C++ type.
+template <typename Fn>
+decltype(auto) visit_dtype(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::F64: return fn(double{});
+    case DType::F32: return fn(float{});
+    case DType::F16: return fn(Half{});
+    case DType::BF16: return fn(BFloat16{});
+    case DType::I64: return fn(int64_t{});
+    case DType::I32: return fn(int32_t{});
+    case DType::U8: return fn(uint8_t{});
+    case DType::Bool: return fn(bool{});
+  }
+  fail("visit_dtype: invalid dtype {}", static_cast<int>(t));
+}
+
+}  // namespace mt
+
+template <>
+struct fmt::formatter<mt::DType> : fmt::formatter<std::string_view> {
+  auto format(mt::DType t, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(mt::dtype_name(t), ctx);
+  }
+};

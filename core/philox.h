@@ -1,0 +1,66 @@
+// Philox 4x32-10: the counter-based RNG behind every random number in mixtape.
+//
+// Counter-based means the n-th random block is a pure function of (key, n), so
+// any thread on any device can compute its own numbers without shared state:
+// the CPU backend and the CUDA kernels produce the same stream from the same
+// seed. Constants from Salmon et al., "Parallel random numbers: as easy as
+// 1, 2, 3" (SC'11), the same as cuRAND's and PyTorch's Philox.
+//
+// mixtape's stream convention (shared by CPU and CUDA):
+//   key     = (seed low 32 bits, seed high 32 bits)
+//   counter = (block low, block high, 0, 0) with block = generator offset + i/4
+//   element i takes 32-bit word i%4 of its block.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/macros.h"
+
+namespace mt {
+
+struct PhiloxBlock {
+  uint32_t word[4];
+};
+
+MT_HOST_DEVICE inline PhiloxBlock philox4x32_10(uint64_t seed, uint64_t block) {
+  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  uint32_t c0 = static_cast<uint32_t>(block), c1 = static_cast<uint32_t>(block >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = static_cast<uint64_t>(kMul0) * c0;
+    const uint64_t p1 = static_cast<uint64_t>(kMul1) * c2;
+    const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+    const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+    k0 += kWeyl0;
+    k1 += kWeyl1;
+  }
+  return {{c0, c1, c2, c3}};
+}
+
+// A uniform float in [0, 1) from the top 24 bits (exactly representable in f32).
+MT_HOST_DEVICE inline float uniform_from_bits(uint32_t bits) {
+  return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
+}
+
+// The i-th uniform of the stream starting at `block_offset`.
+MT_HOST_DEVICE inline float philox_uniform(uint64_t seed, uint64_t block_offset, uint64_t i) {
+  return uniform_from_bits(philox4x32_10(seed, block_offset + i / 4).word[i % 4]);
+}
+
+// The i-th standard normal: Box-Muller on words (0,1) for even i and (2,3)
+// for odd i of block offset + i/2. u1 is kept in (0, 1] so log(u1) is finite.
+MT_HOST_DEVICE inline float philox_normal(uint64_t seed, uint64_t block_offset, uint64_t i) {
+  const PhiloxBlock b = philox4x32_10(seed, block_offset + i / 2);
+  const int first = static_cast<int>(i % 2) * 2;
+  const float u1 = (static_cast<float>(b.word[first] >> 8) + 1.0f) * (1.0f / 16777216.0f);
+  const float u2 = uniform_from_bits(b.word[first + 1]);
+  return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+}
+
+}  // namespace mt

@@ -1,0 +1,277 @@
+#include "core/tensor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace mt {
+
+// ------------------------------------------------------------------ shapes
+
+std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(shape[d], 1);
+  }
+  return strides;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  const int64_t lo = ndim == 0 ? -1 : -ndim;
+  const int64_t hi = ndim == 0 ? 0 : ndim - 1;
+  MT_CHECK(dim >= lo && dim <= hi, "{}: dim {} is out of range for a tensor with {} dims (expected {}..{})", op, dim,
+           ndim, lo, hi);
+  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+}
+
+// ------------------------------------------------------------------ devices and dtypes
+
+std::string Device::str() const {
+  switch (type) {
+    case DeviceType::CPU: return "cpu";
+    case DeviceType::CUDA: return fmt::format("cuda:{}", index);
+    case DeviceType::SIM: return "sim";
+  }
+  return "?";
+}
+
+Device parse_device(const std::string& text) {
+  if (text == "cpu") return kCPU;
+  if (text == "sim") return kSIM;
+  if (text == "cuda") return kCUDA;
+  if (text.rfind("cuda:", 0) == 0) {
+    const std::string idx = text.substr(5);
+    MT_CHECK(!idx.empty() && std::all_of(idx.begin(), idx.end(), ::isdigit), "invalid device '{}'", text);
+    return Device(DeviceType::CUDA, std::stoi(idx));
+  }
+  fail("invalid device '{}': expected cpu, cuda, cuda:N or sim", text);
+}
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  auto rank = [](DType t) {  // position in the promotion lattice
+    switch (t) {
+      case DType::Bool: return 0;
+      case DType::U8: return 1;
+      case DType::I32: return 2;
+      case DType::I64: return 3;
+      case DType::F16: case DType::BF16: return 4;
+      case DType::F32: return 5;
+      case DType::F64: return 6;
+    }
+    return 0;
+  };
+  if ((a == DType::F16 && b == DType::BF16) || (a == DType::BF16 && b == DType::F16)) return DType::F32;
+  return rank(a) >= rank(b) ? a : b;
+}
+
+// ------------------------------------------------------------------ storage
+
+Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  data_ = allocator_for(device).allocate(nbytes);
+}
+
+Storage::~Storage() { allocator_for(device_).deallocate(data_, nbytes_); }
+
+// ------------------------------------------------------------------ tensor basics
+
+int64_t Tensor::size(int64_t dim) const { return sizes()[wrap_dim(dim, this->dim(), "Tensor::size")]; }
+int64_t Tensor::stride(int64_t dim) const { return strides()[wrap_dim(dim, this->dim(), "Tensor::stride")]; }
+
+bool Tensor::is_contiguous() const {
+  const auto& s = sizes();
+  const auto& st = strides();
+  int64_t expected = 1;
+  for (size_t d = s.size(); d-- > 0;) {
+    if (s[d] == 1) continue;
+    if (st[d] != expected) return false;
+    expected *= s[d];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const {
+  const auto& impl = checked();
+  if (!impl.storage || impl.storage->data() == nullptr) return nullptr;
+  return static_cast<char*>(impl.storage->data()) + impl.offset * static_cast<int64_t>(element_size(impl.dtype));
+}
+
+Tensor& Tensor::requires_grad_(bool enabled) {
+  auto& impl = checked();
+  MT_CHECK(!enabled || is_floating(impl.dtype),
+           "requires_grad_: only floating-point tensors can require gradients (got {})", impl.dtype);
+  MT_CHECK(impl.grad_fn == nullptr || enabled,
+           "requires_grad_(false) on a non-leaf tensor: use detach() to cut it from the graph");
+  impl.requires_grad = enabled;
+  return *this;
+}
+
+Tensor Tensor::detach() const {
+  const auto& impl = checked();
+  auto out = std::make_shared<TensorImpl>();
+  out->storage = impl.storage;
+  out->sizes = impl.sizes;
+  out->strides = impl.strides;
+  out->offset = impl.offset;
+  out->dtype = impl.dtype;
+  out->device = impl.device;
+  return Tensor(std::move(out));
+}
+
+// ------------------------------------------------------------------ element access
+
+double read_element(const Tensor& t, int64_t storage_offset) {
+  MT_CHECK(t.device().host_accessible(), "reading elements of a {} tensor needs a copy to the CPU first", t.device());
+  const char* base = static_cast<const char*>(t.storage()->data());
+  return visit_dtype(t.dtype(), [&](auto zero) -> double {
+    using T = decltype(zero);
+    T value;
+    std::memcpy(&value, base + storage_offset * static_cast<int64_t>(sizeof(T)), sizeof(T));
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+      return static_cast<double>(static_cast<float>(value));
+    } else {
+      return static_cast<double>(value);
+    }
+  });
+}
+
+template <typename T>
+static T convert_from_double(double v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return T(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return v != 0.0;
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+void write_element(const Tensor& t, int64_t storage_offset, double value) {
+  MT_CHECK(t.device().host_accessible(), "writing elements of a {} tensor needs a copy from the CPU", t.device());
+  char* base = static_cast<char*>(t.storage()->data());
+  visit_dtype(t.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T v = convert_from_double<T>(value);
+    std::memcpy(base + storage_offset * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
+  });
+}
+
+double Tensor::item_as_double() const {
+  MT_CHECK(numel() == 1, "item(): expected a tensor with one element, got shape {}", shape_string());
+  return read_element(*this, offset());
+}
+
+std::vector<double> Tensor::to_vector() const {
+  std::vector<double> out;
+  out.reserve(static_cast<size_t>(numel()));
+  for_each_offset(sizes(), strides(), offset(), [&](int64_t pos) { out.push_back(read_element(*this, pos)); });
+  return out;
+}
+
+// ------------------------------------------------------------------ factories
+
+Tensor empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t s : shape) MT_CHECK(s >= 0, "empty: negative dimension in shape {}", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * element_size(dtype), device);
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  impl->device = device;
+  return Tensor(std::move(impl));
+}
+
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype(), t.device()); }
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  MT_CHECK(device.host_accessible(), "full: filling {} tensors arrives with the CUDA backend", device);
+  const int64_t n = t.numel();
+  visit_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const T v = convert_from_double<T>(value);
+    T* p = static_cast<T*>(t.data_ptr());
+    std::fill(p, p + n, v);
+  });
+  return t;
+}
+
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype(), t.device()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.sizes(), value, t.dtype(), t.device()); }
+Tensor scalar_tensor(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
+
+Tensor arange(double start, double end, double step, DType dtype, Device device) {
+  MT_CHECK(step != 0.0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
+           "arange: expected finite start/end and a non-zero step, got ({}, {}, {})", start, end, step);
+  MT_CHECK((end - start) / step >= 0, "arange: step {} does not move from {} towards {}", step, start, end);
+  const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  Tensor t = empty({n}, dtype, device);
+  for (int64_t i = 0; i < n; ++i) write_element(t, i, start + static_cast<double>(i) * step);
+  return t;
+}
+
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype, Device device) {
+  MT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
+           "from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape_str(shape),
+           shape_numel(shape));
+  Tensor t = empty(shape, dtype, device);
+  for (size_t i = 0; i < values.size(); ++i) write_element(t, static_cast<int64_t>(i), values[i]);
+  return t;
+}
+
+Tensor from_vector(const std::vector<float>& values, const Shape& shape, DType dtype, Device device) {
+  return from_vector(std::vector<double>(values.begin(), values.end()), shape, dtype, device);
+}
+
+Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape, DType dtype, Device device) {
+  MT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
+           "from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape_str(shape),
+           shape_numel(shape));
+  Tensor t = empty(shape, dtype, device);
+  if (dtype == kI64) {
+    std::copy(values.begin(), values.end(), t.data<int64_t>());
+  } else {
+    for (size_t i = 0; i < values.size(); ++i) write_element(t, static_cast<int64_t>(i), static_cast<double>(values[i]));
+  }
+  return t;
+}
+
+Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, int64_t offset) {
+  MT_CHECK(sizes.size() == strides.size(), "make_view: {} sizes but {} strides", sizes.size(), strides.size());
+  // Bounds check: the furthest element reachable must lie inside the storage.
+  int64_t lo = offset, hi = offset;
+  bool empty_view = false;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    MT_CHECK(sizes[d] >= 0, "make_view: negative size in {}", shape_str(sizes));
+    if (sizes[d] == 0) empty_view = true;
+    const int64_t span = strides[d] * (sizes[d] - 1);
+    (span < 0 ? lo : hi) += span;
+  }
+  const auto capacity = static_cast<int64_t>(base.storage()->nbytes() / element_size(base.dtype()));
+  MT_CHECK(empty_view || (lo >= 0 && hi < capacity),
+           "make_view: view sizes {} strides {} offset {} reaches outside a storage of {} elements", shape_str(sizes),
+           shape_str(strides), offset, capacity);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.storage();
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  impl->device = base.device();
+  return Tensor(std::move(impl));
+}
+
+}  // namespace mt

@@ -1,0 +1,206 @@
+// mt::Tensor — a cheap, reference-counted handle to a strided view of a Storage.
+//
+// A tensor is (storage, sizes, strides, offset, dtype, device) plus autograd
+// metadata. Views share storage. Element offsets and strides are in elements.
+//
+// Layering: core/ knows the data; the *differentiable* methods declared at the
+// bottom of this class (reshape, permute, to(dtype), backward, ...) are defined
+// in autograd/tensor_methods.cpp, since they record on the tape. Free-function
+// ops (mt::matmul, mt::softmax, operators) live in autograd/ops.h.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace mt {
+
+using Shape = std::vector<int64_t>;
+
+std::string shape_str(const Shape& shape);
+int64_t shape_numel(const Shape& shape);
+Shape contiguous_strides(const Shape& shape);
+// Wraps a possibly negative dim into [0, ndim); names `op` in the error.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+
+namespace autograd {
+class Node;
+}
+
+// A block of memory owned through an Allocator. `version` counts in-place
+// writes so autograd can tell a saved tensor was modified after being saved.
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  uint64_t version_ = 0;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape sizes;
+  Shape strides;
+  int64_t offset = 0;
+  DType dtype = DType::F32;
+  Device device;
+
+  // Autograd metadata. A tensor with requires_grad and no grad_fn is a leaf.
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<autograd::Node> grad_fn;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  // ---- shape and layout
+  const Shape& sizes() const { return checked().sizes; }
+  const Shape& strides() const { return checked().strides; }
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const { return static_cast<int64_t>(sizes().size()); }
+  int64_t numel() const { return shape_numel(sizes()); }
+  int64_t offset() const { return checked().offset; }
+  DType dtype() const { return checked().dtype; }
+  Device device() const { return checked().device; }
+  bool is_contiguous() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype()); }
+
+  // ---- raw data (host-accessible devices only for typed access)
+  void* data_ptr() const;
+  template <typename T>
+  T* data() const {
+    MT_CHECK(dtype_of<T>() == dtype(), "Tensor::data<{}>(): tensor has dtype {}", dtype_of<T>(), dtype());
+    return static_cast<T*>(data_ptr());
+  }
+  const std::shared_ptr<Storage>& storage() const { return checked().storage; }
+
+  // The single value of a one-element tensor, converted to T.
+  template <typename T>
+  T item() const {
+    return static_cast<T>(item_as_double());
+  }
+  double item_as_double() const;
+  // All elements, in row-major order, converted to double (host-accessible devices).
+  std::vector<double> to_vector() const;
+
+  std::string str() const;  // PyTorch-like print: tensor([...], dtype=f16)
+  std::string shape_string() const { return shape_str(sizes()); }
+
+  // ---- autograd metadata
+  bool requires_grad() const { return checked().requires_grad; }
+  Tensor& requires_grad_(bool enabled = true);
+  bool is_leaf() const { return checked().grad_fn == nullptr; }
+  Tensor grad() const { return Tensor(checked().grad); }
+  void set_grad(const Tensor& g) { checked().grad = g.impl_; }
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return checked().grad_fn; }
+  // Shares storage, drops autograd history.
+  Tensor detach() const;
+
+  // ---- differentiable methods (defined in autograd/tensor_methods.cpp)
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor permute(const Shape& dims) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const { return transpose(0, 1); }
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor contiguous() const;
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+  Tensor clone() const;
+
+ private:
+  TensorImpl& checked() const {
+    MT_CHECK(impl_ != nullptr, "operation on an undefined tensor (default-constructed mt::Tensor)");
+    return *impl_;
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// ---- construction (core: no autograd history; requires_grad_ can be set after)
+Tensor empty(const Shape& shape, DType dtype = kF32, Device device = kCPU);
+Tensor empty_like(const Tensor& t);
+Tensor zeros(const Shape& shape, DType dtype = kF32, Device device = kCPU);
+Tensor ones(const Shape& shape, DType dtype = kF32, Device device = kCPU);
+Tensor full(const Shape& shape, double value, DType dtype = kF32, Device device = kCPU);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor arange(double start, double end, double step = 1.0, DType dtype = kF32, Device device = kCPU);
+Tensor scalar_tensor(double value, DType dtype = kF32, Device device = kCPU);
+// Values are given in row-major order and rounded to `dtype`.
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype = kF32, Device device = kCPU);
+Tensor from_vector(const std::vector<float>& values, const Shape& shape, DType dtype = kF32, Device device = kCPU);
+Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape, DType dtype = kI64, Device device = kCPU);
+
+// A view of `base`'s storage with the given geometry (no autograd; bounds-checked).
+Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, int64_t offset);
+
+// Reads/writes one element at a storage offset (in elements), host-accessible only.
+double read_element(const Tensor& t, int64_t storage_offset);
+void write_element(const Tensor& t, int64_t storage_offset, double value);
+
+// Calls fn(storage_offset) for every element of t in row-major order.
+template <typename Fn>
+void for_each_offset(const Shape& sizes, const Shape& strides, int64_t offset, Fn&& fn) {
+  const int64_t n = shape_numel(sizes);
+  if (n == 0) return;
+  const size_t nd = sizes.size();
+  std::vector<int64_t> index(nd, 0);
+  int64_t pos = offset;
+  for (int64_t i = 0; i < n; ++i) {
+    fn(pos);
+    for (size_t d = nd; d-- > 0;) {
+      if (++index[d] < sizes[d]) {
+        pos += strides[d];
+        break;
+      }
+      pos -= strides[d] * (sizes[d] - 1);
+      index[d] = 0;
+    }
+  }
+}
+
+}  // namespace mt
+
+template <>
+struct fmt::formatter<mt::Tensor> : fmt::formatter<std::string> {
+  auto format(const mt::Tensor& t, format_context& ctx) const {
+    return fmt::formatter<std::string>::format(t.str(), ctx);
+  }
+};

@@ -1,0 +1,121 @@
+// Per-element math shared by the CPU backend and the CUDA kernels.
+//
+// Each op's forward and backward formula lives here once, as __host__
+// __device__ templates over the compute type (float for f32/f16/bf16, double
+// for f64), so the CPU tests check the very formulas the GPU runs.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/macros.h"
+
+namespace mt::kernels {
+
+enum class UnaryOp : uint8_t {
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Reciprocal, Square,
+  Relu, GeluTanh, GeluErf, Silu, Tanh, Sigmoid,
+  PowScalar,  // x^a
+  Clamp,      // clamp(x, a, b)
+};
+
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
+
+// Scalar arguments of parameterised unary ops.
+struct UnaryArgs {
+  double a = 0;
+  double b = 0;
+};
+
+inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
+inline constexpr double kInvSqrt2 = 0.70710678118654752440;
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/sqrt(2 pi)
+
+template <typename T>
+MT_HOST_DEVICE inline T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+
+template <UnaryOp Op, typename T>
+MT_HOST_DEVICE inline T unary_forward(T x, T a, T b) {
+  if constexpr (Op == UnaryOp::Neg) return -x;
+  if constexpr (Op == UnaryOp::Exp) return std::exp(x);
+  if constexpr (Op == UnaryOp::Log) return std::log(x);
+  if constexpr (Op == UnaryOp::Sqrt) return std::sqrt(x);
+  if constexpr (Op == UnaryOp::Rsqrt) return T(1) / std::sqrt(x);
+  if constexpr (Op == UnaryOp::Abs) return std::fabs(x);
+  if constexpr (Op == UnaryOp::Sign) return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+  if constexpr (Op == UnaryOp::Reciprocal) return T(1) / x;
+  if constexpr (Op == UnaryOp::Square) return x * x;
+  if constexpr (Op == UnaryOp::Relu) return x > T(0) ? x : T(0);
+  if constexpr (Op == UnaryOp::GeluTanh) {
+    const T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
+    return T(0.5) * x * (T(1) + std::tanh(inner));
+  }
+  if constexpr (Op == UnaryOp::GeluErf) return T(0.5) * x * (T(1) + std::erf(x * T(kInvSqrt2)));
+  if constexpr (Op == UnaryOp::Silu) return x * sigmoid(x);
+  if constexpr (Op == UnaryOp::Tanh) return std::tanh(x);
+  if constexpr (Op == UnaryOp::Sigmoid) return sigmoid(x);
+  if constexpr (Op == UnaryOp::PowScalar) return std::pow(x, a);
+  if constexpr (Op == UnaryOp::Clamp) return x < a ? a : (x > b ? b : x);  // NaN passes through
+  return x;
+}
+
+// dL/dx given the input x, the forward output y and the incoming gradient g.
+template <UnaryOp Op, typename T>
+MT_HOST_DEVICE inline T unary_backward(T x, T y, T g, T a, T b) {
+  if constexpr (Op == UnaryOp::Neg) return -g;
+  if constexpr (Op == UnaryOp::Exp) return g * y;
+  if constexpr (Op == UnaryOp::Log) return g / x;
+  if constexpr (Op == UnaryOp::Sqrt) return g * T(0.5) / y;
+  if constexpr (Op == UnaryOp::Rsqrt) return g * T(-0.5) * y * y * y;
+  if constexpr (Op == UnaryOp::Abs) return x > T(0) ? g : (x < T(0) ? -g : T(0));
+  if constexpr (Op == UnaryOp::Sign) return T(0);
+  if constexpr (Op == UnaryOp::Reciprocal) return -g * y * y;
+  if constexpr (Op == UnaryOp::Square) return g * T(2) * x;
+  if constexpr (Op == UnaryOp::Relu) return x > T(0) ? g : T(0);
+  if constexpr (Op == UnaryOp::GeluTanh) {
+    const T x2 = x * x;
+    const T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x2 * x);
+    const T t = std::tanh(inner);
+    const T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x2);
+    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner);
+  }
+  if constexpr (Op == UnaryOp::GeluErf) {
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(kInvSqrt2)));
+    const T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
+    return g * (cdf + x * pdf);
+  }
+  if constexpr (Op == UnaryOp::Silu) {
+    const T s = sigmoid(x);
+    return g * s * (T(1) + x * (T(1) - s));
+  }
+  if constexpr (Op == UnaryOp::Tanh) return g * (T(1) - y * y);
+  if constexpr (Op == UnaryOp::Sigmoid) return g * y * (T(1) - y);
+  if constexpr (Op == UnaryOp::PowScalar) return a == T(0) ? T(0) : g * a * std::pow(x, a - T(1));
+  if constexpr (Op == UnaryOp::Clamp) return (x >= a && x <= b) ? g : T(0);
+  return g;
+}
+
+template <BinaryOp Op, typename T>
+MT_HOST_DEVICE inline T binary_forward(T a, T b) {
+  if constexpr (Op == BinaryOp::Add) return a + b;
+  if constexpr (Op == BinaryOp::Sub) return a - b;
+  if constexpr (Op == BinaryOp::Mul) return a * b;
+  if constexpr (Op == BinaryOp::Div) return a / b;
+  if constexpr (Op == BinaryOp::Pow) return std::pow(a, b);
+  // maximum/minimum propagate NaN like torch.maximum.
+  if constexpr (Op == BinaryOp::Maximum) return (a != a || a > b) ? a : b;
+  if constexpr (Op == BinaryOp::Minimum) return (a != a || a < b) ? a : b;
+  if constexpr (Op == BinaryOp::Eq) return a == b ? T(1) : T(0);
+  if constexpr (Op == BinaryOp::Ne) return a != b ? T(1) : T(0);
+  if constexpr (Op == BinaryOp::Lt) return a < b ? T(1) : T(0);
+  if constexpr (Op == BinaryOp::Le) return a <= b ? T(1) : T(0);
+  if constexpr (Op == BinaryOp::Gt) return a > b ? T(1) : T(0);
+  if constexpr (Op == BinaryOp::Ge) return a >= b ? T(1) : T(0);
+  return a;
+}
+
+constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+
+}  // namespace mt::kernels

@@ -1,0 +1,167 @@
+// CPU elementwise kernels: load to a contiguous compute buffer (float, or
+// double for f64/integers), apply the shared per-element formula from
+// kernels/common/elementwise.h, store with one rounding.
+#include "kernels/elementwise.h"
+
+#include "kernels/cpu/strided.h"
+
+namespace mt::kernels::cpu {
+namespace {
+
+constexpr int64_t kGrain = 1 << 15;  // elements per thread before splitting work
+
+template <typename Fn>
+void visit_unary(UnaryOp op, Fn&& fn) {
+  switch (op) {
+#define MT_UNARY_CASE(name) \
+  case UnaryOp::name: return fn(std::integral_constant<UnaryOp, UnaryOp::name>{});
+    MT_UNARY_CASE(Neg) MT_UNARY_CASE(Exp) MT_UNARY_CASE(Log) MT_UNARY_CASE(Sqrt) MT_UNARY_CASE(Rsqrt)
+    MT_UNARY_CASE(Abs) MT_UNARY_CASE(Sign) MT_UNARY_CASE(Reciprocal) MT_UNARY_CASE(Square) MT_UNARY_CASE(Relu)
+    MT_UNARY_CASE(GeluTanh) MT_UNARY_CASE(GeluErf) MT_UNARY_CASE(Silu) MT_UNARY_CASE(Tanh) MT_UNARY_CASE(Sigmoid)
+    MT_UNARY_CASE(PowScalar) MT_UNARY_CASE(Clamp)
+#undef MT_UNARY_CASE
+  }
+}
+
+template <typename Fn>
+void visit_binary(BinaryOp op, Fn&& fn) {
+  switch (op) {
+#define MT_BINARY_CASE(name) \
+  case BinaryOp::name: return fn(std::integral_constant<BinaryOp, BinaryOp::name>{});
+    MT_BINARY_CASE(Add) MT_BINARY_CASE(Sub) MT_BINARY_CASE(Mul) MT_BINARY_CASE(Div) MT_BINARY_CASE(Pow)
+    MT_BINARY_CASE(Maximum) MT_BINARY_CASE(Minimum) MT_BINARY_CASE(Eq) MT_BINARY_CASE(Ne) MT_BINARY_CASE(Lt)
+    MT_BINARY_CASE(Le) MT_BINARY_CASE(Gt) MT_BINARY_CASE(Ge)
+#undef MT_BINARY_CASE
+  }
+}
+
+// Output buffer: the output's own memory when it is contiguous of type T, else scratch.
+template <typename T>
+struct OutputBuffer {
+  explicit OutputBuffer(const Tensor& out) : out_(out), ptr_(direct_output<T>(out)) {
+    if (ptr_ == nullptr) {
+      scratch_.resize(static_cast<size_t>(out.numel()));
+      ptr_ = scratch_.data();
+    }
+  }
+  T* data() { return ptr_; }
+  void commit() {
+    if (scratch_.empty()) {
+      out_.storage()->bump_version();
+    } else {
+      store(ptr_, out_);
+    }
+  }
+
+ private:
+  const Tensor& out_;
+  T* ptr_;
+  std::vector<T> scratch_;
+};
+
+template <typename T>
+void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) {
+  Loaded<T> x(in);
+  OutputBuffer<T> y(out);
+  const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
+  T* py = y.data();
+  visit_unary(op, [&](auto tag) {
+    parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) py[i] = kernels::unary_forward<decltype(tag)::value, T>(x[i], a, b);
+    });
+  });
+  y.commit();
+}
+
+template <typename T>
+void unary_backward_typed(UnaryOp op, const Tensor& grad_out, const Tensor& in, const Tensor& out,
+                          const Tensor& grad_in, UnaryArgs args) {
+  Loaded<T> g(grad_out);
+  // Ops whose backward needs x or y read them; an undefined tensor means "not needed".
+  const Tensor& x_src = in.defined() ? in : grad_out;
+  const Tensor& y_src = out.defined() ? out : grad_out;
+  Loaded<T> x(x_src), y(y_src);
+  OutputBuffer<T> dx(grad_in);
+  const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
+  T* pdx = dx.data();
+  visit_unary(op, [&](auto tag) {
+    parallel_for(grad_in.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) pdx[i] = kernels::unary_backward<decltype(tag)::value, T>(x[i], y[i], g[i], a, b);
+    });
+  });
+  dx.commit();
+}
+
+template <typename T>
+void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  Loaded<T> va(a), vb(b);
+  OutputBuffer<T> y(out);
+  T* py = y.data();
+  visit_binary(op, [&](auto tag) {
+    parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) py[i] = kernels::binary_forward<decltype(tag)::value, T>(va[i], vb[i]);
+    });
+  });
+  y.commit();
+}
+
+void check_same_shape(const char* op, const Tensor& in, const Tensor& out) {
+  MT_CHECK(in.sizes() == out.sizes(), "{}: input shape {} does not match output shape {}", op, in.shape_string(),
+           out.shape_string());
+}
+
+}  // namespace
+
+void unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) {
+  check_same_shape("unary", in, out);
+  if (computes_in_double(in.dtype()) || computes_in_double(out.dtype())) {
+    unary_typed<double>(op, in, out, args);
+  } else {
+    unary_typed<float>(op, in, out, args);
+  }
+}
+
+void unary_backward(UnaryOp op, const Tensor& grad_out, const Tensor& in, const Tensor& out, const Tensor& grad_in,
+                    UnaryArgs args) {
+  check_same_shape("unary_backward", grad_out, grad_in);
+  if (computes_in_double(grad_in.dtype())) {
+    unary_backward_typed<double>(op, grad_out, in, out, grad_in, args);
+  } else {
+    unary_backward_typed<float>(op, grad_out, in, out, grad_in, args);
+  }
+}
+
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_same_shape("binary", a, out);
+  check_same_shape("binary", b, out);
+  if (computes_in_double(a.dtype()) || computes_in_double(b.dtype()) || computes_in_double(out.dtype())) {
+    binary_typed<double>(op, a, b, out);
+  } else {
+    binary_typed<float>(op, a, b, out);
+  }
+}
+
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_same_shape("where", cond, out);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    Loaded<float> c(cond);
+    Loaded<T> va(a), vb(b);
+    OutputBuffer<T> y(out);
+    T* py = y.data();
+    for (int64_t i = 0; i < out.numel(); ++i) py[i] = c[i] != 0.0f ? va[i] : vb[i];
+    y.commit();
+  };
+  if (computes_in_double(out.dtype())) {
+    run(double{});
+  } else {
+    run(float{});
+  }
+}
+
+void fill(const Tensor& out, double value) {
+  const Tensor v = full({}, value, out.dtype(), out.device());
+  cpu::copy(make_view(v, out.sizes(), Shape(out.sizes().size(), 0), 0), out);
+}
+
+}  // namespace mt::kernels::cpu

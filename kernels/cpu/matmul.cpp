@@ -1,0 +1,106 @@
+// CPU GEMM through Eigen (parallel over both cores with OpenMP).
+//
+// f32 and f64 operands are mapped in place when each matrix is plain row- or
+// column-major (so A^T and B^T from backward cost no copy); anything else,
+// including f16/bf16, is converted to a contiguous f32 buffer first, multiplied
+// with f32 accumulation, and rounded once on store.
+#include <Eigen/Core>
+
+#include "kernels/cpu/strided.h"
+#include "kernels/matmul.h"
+
+namespace mt::kernels::cpu {
+namespace {
+
+template <typename T>
+using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename T>
+using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+using Stride = Eigen::OuterStride<Eigen::Dynamic>;
+
+// A batched operand as Eigen sees it: a base pointer, a batch stride, and the
+// layout of each matrix.
+template <typename T>
+struct Operand {
+  const T* base = nullptr;
+  int64_t batch_stride = 0;
+  int64_t rows = 0, cols = 0, ld = 0;
+  bool row_major = true;
+  std::vector<T> owned;
+
+  explicit Operand(const Tensor& t) : rows(t.size(1)), cols(t.size(2)) {
+    const int64_t s0 = t.stride(0), s1 = t.stride(1), s2 = t.stride(2);
+    if (t.dtype() == dtype_of<T>()) {
+      const T* p = static_cast<const T*>(t.data_ptr());
+      if (s2 == 1 && s1 >= std::max<int64_t>(cols, 1)) {
+        set(p, s0, true, s1);
+        return;
+      }
+      if (s1 == 1 && s2 >= std::max<int64_t>(rows, 1)) {
+        set(p, s0, false, s2);
+        return;
+      }
+    }
+    Loaded<T> loaded(t);
+    owned.assign(loaded.data(), loaded.data() + loaded.size());
+    set(owned.data(), rows * cols, true, cols);
+  }
+
+  void set(const T* p, int64_t bs, bool rm, int64_t leading) {
+    base = p;
+    batch_stride = bs;
+    row_major = rm;
+    ld = std::max<int64_t>(leading, 1);
+  }
+};
+
+template <typename T>
+void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
+  Operand<T> A(a), B(b);
+  const int64_t batch = out.size(0), m = out.size(1), n = out.size(2);
+  T* dst = direct_output<T>(out);
+  std::vector<T> scratch;
+  if (dst == nullptr) {
+    scratch.resize(static_cast<size_t>(out.numel()));
+    dst = scratch.data();
+  }
+  for (int64_t i = 0; i < batch; ++i) {
+    Eigen::Map<RowMajor<T>> C(dst + i * m * n, m, n);
+    const T* pa = A.base + i * A.batch_stride;
+    const T* pb = B.base + i * B.batch_stride;
+    // Four layout combinations; Eigen picks a kernel for each.
+    if (A.row_major && B.row_major) {
+      C.noalias() = Eigen::Map<const RowMajor<T>, 0, Stride>(pa, A.rows, A.cols, Stride(A.ld)) *
+                    Eigen::Map<const RowMajor<T>, 0, Stride>(pb, B.rows, B.cols, Stride(B.ld));
+    } else if (A.row_major) {
+      C.noalias() = Eigen::Map<const RowMajor<T>, 0, Stride>(pa, A.rows, A.cols, Stride(A.ld)) *
+                    Eigen::Map<const ColMajor<T>, 0, Stride>(pb, B.rows, B.cols, Stride(B.ld));
+    } else if (B.row_major) {
+      C.noalias() = Eigen::Map<const ColMajor<T>, 0, Stride>(pa, A.rows, A.cols, Stride(A.ld)) *
+                    Eigen::Map<const RowMajor<T>, 0, Stride>(pb, B.rows, B.cols, Stride(B.ld));
+    } else {
+      C.noalias() = Eigen::Map<const ColMajor<T>, 0, Stride>(pa, A.rows, A.cols, Stride(A.ld)) *
+                    Eigen::Map<const ColMajor<T>, 0, Stride>(pb, B.rows, B.cols, Stride(B.ld));
+    }
+  }
+  if (scratch.empty()) {
+    out.storage()->bump_version();
+  } else {
+    store(dst, out);
+  }
+}
+
+}  // namespace
+
+void bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
+  MT_CHECK(a.dim() == 3 && b.dim() == 3 && out.dim() == 3 && a.size(0) == b.size(0) && a.size(0) == out.size(0) &&
+               a.size(2) == b.size(1) && out.size(1) == a.size(1) && out.size(2) == b.size(2),
+           "bmm kernel: shapes {} @ {} -> {} do not line up", a.shape_string(), b.shape_string(), out.shape_string());
+  if (out.dtype() == kF64) {
+    bmm_typed<double>(a, b, out);
+  } else {
+    bmm_typed<float>(a, b, out);
+  }
+}
+
+}  // namespace mt::kernels::cpu

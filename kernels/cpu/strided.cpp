@@ -1,0 +1,124 @@
+#include "kernels/cpu/strided.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+namespace mt::kernels::cpu {
+
+int64_t omp_threads() { return omp_get_num_threads(); }
+int64_t omp_thread_id() { return omp_get_thread_num(); }
+
+namespace {
+
+template <typename To, typename From>
+inline To convert(From v) {
+  if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+    return To(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// Converts n elements read at (sizes, strides, offset) from storage type S into dst.
+template <typename T, typename S>
+void gather(const Tensor& t, T* dst) {
+  const S* base = static_cast<const S*>(t.storage()->data());
+  if (t.is_contiguous()) {
+    const S* src = base + t.offset();
+    const int64_t n = t.numel();
+    for (int64_t i = 0; i < n; ++i) dst[i] = convert<T>(src[i]);
+    return;
+  }
+  int64_t i = 0;
+  for_each_offset(t.sizes(), t.strides(), t.offset(), [&](int64_t pos) { dst[i++] = convert<T>(base[pos]); });
+}
+
+template <typename T, typename S>
+void scatter(const T* src, const Tensor& out) {
+  S* base = static_cast<S*>(out.storage()->data());
+  if (out.is_contiguous()) {
+    S* dst = base + out.offset();
+    const int64_t n = out.numel();
+    for (int64_t i = 0; i < n; ++i) dst[i] = convert<S>(src[i]);
+    return;
+  }
+  int64_t i = 0;
+  for_each_offset(out.sizes(), out.strides(), out.offset(), [&](int64_t pos) { base[pos] = convert<S>(src[i++]); });
+}
+
+void check_host(const Tensor& t, const char* what) {
+  MT_CHECK(t.device().host_accessible(), "CPU kernel {}: tensor is on {}, expected a host tensor", what, t.device());
+}
+
+}  // namespace
+
+template <typename T>
+Loaded<T>::Loaded(const Tensor& t) : size_(t.numel()) {
+  check_host(t, "load");
+  if (t.dtype() == dtype_of<T>() && t.is_contiguous()) {
+    ptr_ = static_cast<const T*>(t.data_ptr());
+    return;
+  }
+  owned_.resize(static_cast<size_t>(size_));
+  visit_dtype(t.dtype(), [&](auto zero) { gather<T, decltype(zero)>(t, owned_.data()); });
+  ptr_ = owned_.data();
+}
+
+template <typename T>
+void store(const T* values, const Tensor& out) {
+  check_host(out, "store");
+  if (out.dtype() == dtype_of<T>() && out.is_contiguous()) {
+    T* dst = static_cast<T*>(out.data_ptr());
+    if (dst != values) std::memcpy(dst, values, static_cast<size_t>(out.numel()) * sizeof(T));
+  } else {
+    visit_dtype(out.dtype(), [&](auto zero) { scatter<T, decltype(zero)>(values, out); });
+  }
+  out.storage()->bump_version();
+}
+
+template class Loaded<float>;
+template class Loaded<double>;
+template class Loaded<int64_t>;
+template void store<float>(const float*, const Tensor&);
+template void store<double>(const double*, const Tensor&);
+template void store<int64_t>(const int64_t*, const Tensor&);
+
+void copy(const Tensor& src, const Tensor& dst) {
+  MT_CHECK(src.sizes() == dst.sizes(), "copy: source shape {} does not match destination shape {}",
+           src.shape_string(), dst.shape_string());
+  check_host(src, "copy");
+  check_host(dst, "copy");
+  if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
+    std::memmove(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+    dst.storage()->bump_version();
+    return;
+  }
+  // Same-dtype strided copies move bits (no rounding, NaN payloads kept).
+  if (src.dtype() == dst.dtype()) {
+    visit_dtype(src.dtype(), [&](auto zero) {
+      using S = decltype(zero);
+      // std::unique_ptr<S[]>, not std::vector: vector<bool> has no data().
+      auto tmp = std::make_unique<S[]>(static_cast<size_t>(src.numel()));
+      gather<S, S>(src, tmp.get());
+      scatter<S, S>(tmp.get(), dst);
+    });
+    dst.storage()->bump_version();
+    return;
+  }
+  if (computes_in_double(src.dtype()) || computes_in_double(dst.dtype())) {
+    Loaded<double> v(src);
+    store(v.data(), dst);
+  } else {
+    Loaded<float> v(src);
+    store(v.data(), dst);
+  }
+}
+
+}  // namespace mt::kernels::cpu

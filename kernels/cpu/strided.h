@@ -1,0 +1,70 @@
+// Moving tensor data between its stored dtype/layout and a contiguous compute
+// buffer. This is how the CPU backend honours "low-precision inputs compute
+// with f32 accumulation and round once on store": f16/bf16 (and f32) values
+// are loaded as float, f64 and integers as double, every op computes on the
+// buffer, and store() rounds each result once into the output's dtype.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace mt::kernels::cpu {
+
+// Tensors whose ops compute in double: f64 and the integer types (exact to 2^53).
+inline bool computes_in_double(DType t) { return t == kF64 || t == kI64 || t == kI32; }
+
+// The values of a (possibly strided, broadcast) tensor as a contiguous
+// row-major array of T. Borrows the tensor's memory when it already is one.
+template <typename T>
+class Loaded {
+ public:
+  explicit Loaded(const Tensor& t);
+  const T* data() const { return ptr_; }
+  int64_t size() const { return size_; }
+  const T& operator[](int64_t i) const { return ptr_[i]; }
+
+ private:
+  std::vector<T> owned_;
+  const T* ptr_ = nullptr;
+  int64_t size_ = 0;
+};
+
+// Writes n = out.numel() contiguous values into `out` (any dtype, any strides),
+// rounding each once to out's dtype.
+template <typename T>
+void store(const T* values, const Tensor& out);
+
+// dst[...] = src[...] with dtype conversion; shapes must match (src may be broadcast).
+void copy(const Tensor& src, const Tensor& dst);
+
+// Pointer to contiguous T data of `out` when it already is that, else nullptr.
+template <typename T>
+T* direct_output(const Tensor& out) {
+  return (out.dtype() == dtype_of<T>() && out.is_contiguous()) ? static_cast<T*>(out.data_ptr()) : nullptr;
+}
+
+// Wrappers so this header need not include omp.h.
+int64_t omp_threads();
+int64_t omp_thread_id();
+
+// Runs body(begin, end) over [0, n) split across the OpenMP threads when n is large.
+template <typename Body>
+void parallel_for(int64_t n, int64_t grain, Body&& body) {
+  if (n <= grain) {
+    body(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t threads = omp_threads();
+    const int64_t id = omp_thread_id();
+    const int64_t chunk = (n + threads - 1) / threads;
+    const int64_t begin = std::min(n, id * chunk);
+    const int64_t end = std::min(n, begin + chunk);
+    if (begin < end) body(begin, end);
+  }
+}
+
+}  // namespace mt::kernels::cpu

@@ -1,0 +1,11 @@
+// The one header a mixtape user includes.
+#pragma once
+
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "core/allocator.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/generator.h"
+#include "core/tensor.h"
