@@ -3,6 +3,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
+#include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/allocator.h"
 #include "core/dtype.h"

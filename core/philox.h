@@ -23,11 +23,12 @@ struct PhiloxBlock {
   uint32_t word[4];
 };
 
-MT_HOST_DEVICE inline PhiloxBlock philox4x32_10(uint64_t seed, uint64_t block) {
+// The full generator: ten rounds over a 128-bit counter with a 64-bit key.
+MT_HOST_DEVICE inline PhiloxBlock philox4x32_10(PhiloxBlock counter, uint32_t key0, uint32_t key1) {
   constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
   constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-  uint32_t c0 = static_cast<uint32_t>(block), c1 = static_cast<uint32_t>(block >> 32), c2 = 0, c3 = 0;
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  uint32_t c0 = counter.word[0], c1 = counter.word[1], c2 = counter.word[2], c3 = counter.word[3];
+  uint32_t k0 = key0, k1 = key1;
   for (int round = 0; round < 10; ++round) {
     const uint64_t p0 = static_cast<uint64_t>(kMul0) * c0;
     const uint64_t p1 = static_cast<uint64_t>(kMul1) * c2;
@@ -41,6 +42,12 @@ MT_HOST_DEVICE inline PhiloxBlock philox4x32_10(uint64_t seed, uint64_t block) {
     k1 += kWeyl1;
   }
   return {{c0, c1, c2, c3}};
+}
+
+// mixtape's stream: block number in the low 64 bits of the counter, seed as the key.
+MT_HOST_DEVICE inline PhiloxBlock philox4x32_10(uint64_t seed, uint64_t block) {
+  const PhiloxBlock counter{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0u, 0u}};
+  return philox4x32_10(counter, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
 // A uniform float in [0, 1) from the top 24 bits (exactly representable in f32).

@@ -1,19 +1,138 @@
-// The tape and the backward engine.
+// The tape and the backward engine: ordering, accumulation, guards, freed
+// graphs, saved-tensor versions, dtypes recorded at forward time.
 #include <catch2/catch.hpp>
 
 #include "mixtape.h"
 
 using namespace mt;
+using Catch::Contains;
+
+static Tensor vec(std::vector<double> v, DType dtype = kF64) {
+  const auto n = static_cast<int64_t>(v.size());
+  return from_vector(v, {n}, dtype);
+}
 
 TEST_CASE("backward accumulates into leaves through a shared subexpression", "[autograd]") {
-  Tensor x = from_vector(std::vector<double>{1.0, 2.0, 3.0}, {3}, kF64).requires_grad_();
-  Tensor y = mul(x, x);                // x^2
-  Tensor z = sum(add(y, mul(y, x)));   // sum(x^2 + x^3)
+  Tensor x = vec({1.0, 2.0, 3.0}).requires_grad_();
+  Tensor y = mul(x, x);               // x^2
+  Tensor z = sum(add(y, mul(y, x)));  // sum(x^2 + x^3)
   z.backward();
   const auto g = x.grad().to_vector();  // 2x + 3x^2
   CHECK(g[0] == Approx(5.0));
   CHECK(g[1] == Approx(16.0));
   CHECK(g[2] == Approx(33.0));
-  sum(x).backward();  // a second graph accumulates into the same .grad
+  const Tensor grad_before = x.grad();
+  sum(x).backward();  // a second graph accumulates into the same .grad tensor, in place
   CHECK(x.grad().to_vector()[0] == Approx(6.0));
+  CHECK(x.grad().is_same(grad_before));
+}
+
+TEST_CASE("nodes run in reverse record order and leaves without requires_grad get nothing", "[autograd]") {
+  Tensor a = vec({2.0}).requires_grad_();
+  Tensor b = vec({3.0});
+  Tensor c = mul(a, b);
+  Tensor d = mul(c, c);         // (ab)^2
+  Tensor e = add(d, mul(c, a));  // (ab)^2 + a^2 b
+  CHECK(c.grad_fn()->sequence_nr() < d.grad_fn()->sequence_nr());
+  sum(e).backward();
+  CHECK(a.grad().item<double>() == Approx(2 * 2.0 * 9.0 + 2 * 2.0 * 3.0));  // 2ab^2 + 2ab
+  CHECK(!b.grad().defined());
+  CHECK(!c.is_leaf());
+  CHECK(a.is_leaf());
+}
+
+TEST_CASE("a second backward through a freed graph is an error; retain_graph keeps it", "[autograd]") {
+  Tensor x = vec({1.0, 2.0}).requires_grad_();
+  Tensor loss = sum(exp(x));
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  loss.backward();  // allowed: the graph was retained
+  CHECK(x.grad().to_vector()[0] == Approx(2 * std::exp(1.0)));
+  REQUIRE_THROWS_WITH(loss.backward(), Contains("backward through the graph a second time") &&
+                                           Contains("retain_graph"));
+}
+
+TEST_CASE("backward on a non-scalar needs a gradient of the output's shape", "[autograd]") {
+  Tensor x = vec({1.0, 2.0}).requires_grad_();
+  Tensor y = mul(x, 3.0);
+  REQUIRE_THROWS_WITH(y.backward(), Contains("only be implied for a scalar") && Contains("[2]"));
+  REQUIRE_THROWS_WITH(y.backward(vec({1.0})), Contains("does not match output shape [2]"));
+  y.backward(vec({1.0, 10.0}));
+  CHECK(x.grad().to_vector() == std::vector<double>{3.0, 30.0});
+  REQUIRE_THROWS_WITH(sum(vec({1.0})).backward(), Contains("does not require grad"));
+}
+
+TEST_CASE("NoGradGuard and InferenceMode record nothing; detach cuts the graph", "[autograd]") {
+  Tensor x = vec({1.0}).requires_grad_();
+  {
+    NoGradGuard guard;
+    CHECK(!GradMode::is_enabled());
+    const Tensor y = mul(x, 2.0);
+    CHECK(!y.grad_fn());
+    CHECK(!y.requires_grad());
+    {
+      EnableGradGuard enable;
+      CHECK(mul(x, 2.0).grad_fn());
+    }
+  }
+  CHECK(GradMode::is_enabled());
+  {
+    InferenceMode inference;
+    CHECK(InferenceMode::is_enabled());
+    CHECK(!mul(x, 2.0).grad_fn());
+  }
+  CHECK(!InferenceMode::is_enabled());
+  const Tensor d = mul(x, 2.0).detach();
+  CHECK(!d.requires_grad());
+  CHECK(!d.grad_fn());
+}
+
+TEST_CASE("modifying a saved tensor in place before backward is caught", "[autograd]") {
+  Tensor w = vec({1.0, 2.0}).requires_grad_();
+  Tensor x = vec({3.0, 4.0});
+  Tensor y = sum(mul(w, x));  // saves x
+  copy_(x, vec({0.0, 0.0}));
+  REQUIRE_THROWS_WITH(y.backward(), Contains("modified in place"));
+}
+
+TEST_CASE("in-place writes into tensors in the graph need NoGradGuard", "[autograd]") {
+  Tensor w = vec({1.0}).requires_grad_();
+  REQUIRE_THROWS_WITH(copy_(w, vec({2.0})), Contains("NoGradGuard"));
+  NoGradGuard guard;
+  copy_(w, vec({2.0}));
+  CHECK(w.item<double>() == 2.0);
+}
+
+TEST_CASE("gradients come back in the dtype each input had at forward time", "[autograd]") {
+  // An f32 master weight used in f16: its gradient is f32, cast back by the cast's backward.
+  Tensor w = from_vector(std::vector<double>{0.5, -1.0}, {2}, kF32).requires_grad_();
+  Tensor x = from_vector(std::vector<double>{2.0, 3.0}, {2}, kF16);
+  Tensor y = mul(w.to(kF16), x);
+  CHECK(y.dtype() == kF16);
+  CHECK(y.grad_fn()->inputs()[0].dtype == kF16);
+  sum(y.to(kF32)).backward();
+  CHECK(w.grad().dtype() == kF32);
+  CHECK(w.grad().to_vector() == std::vector<double>{2.0, 3.0});
+}
+
+TEST_CASE("f16 gradients underflow exactly as on a GPU", "[autograd]") {
+  // The seed of AMP's loss scaling: 1e-8 is below half the smallest f16 subnormal.
+  Tensor w = from_vector(std::vector<double>{1.0}, {1}, kF32).requires_grad_();
+  Tensor loss = sum(mul(w.to(kF16), 1e-8).to(kF32));
+  loss.backward();
+  CHECK(w.grad().item<double>() == 0.0);  // the f16 gradient flushed to zero
+  w.set_grad(Tensor());
+  sum(mul(mul(w.to(kF16), 1e-8).to(kF32), 65536.0)).backward();  // a scaled loss keeps it
+  CHECK(w.grad().item<double>() > 0.0);
+}
+
+TEST_CASE("gradcheck passes a correct gradient and reports a wrong one", "[autograd][gradcheck]") {
+  Generator gen(5);
+  const Tensor x = randn({3, 2}, kF64, kCPU, &gen).requires_grad_();
+  const GradcheckResult good = gradcheck([](const std::vector<Tensor>& in) { return tanh(in[0]); }, {x});
+  CHECK(good.ok);
+  // A deliberately wrong backward: detach the second factor of x*x so d/dx is x, not 2x.
+  const GradcheckResult bad =
+      gradcheck([](const std::vector<Tensor>& in) { return mul(in[0], in[0].detach()); }, {x});
+  CHECK(!bad.ok);
+  CHECK_THAT(bad.message, Contains("analytic") && Contains("numeric"));
 }
