@@ -60,12 +60,14 @@ std::vector<Node*> nodes_in_reverse_record_order(Node* root) {
 
 }  // namespace
 
-Node::Node(std::string name, std::vector<Edge> edges, std::vector<InputMeta> inputs, BackwardFn fn)
+Node::Node(std::string name, std::vector<Edge> edges, std::vector<InputMeta> inputs, BackwardFn fn,
+           bool releasable)
     : name_(std::move(name)),
       sequence_nr_(next_sequence_nr.fetch_add(1)),
       edges_(std::move(edges)),
       inputs_(std::move(inputs)),
-      fn_(std::move(fn)) {}
+      fn_(std::move(fn)),
+      releasable_(releasable) {}
 
 std::vector<Tensor> Node::apply(const Tensor& grad_output) {
   MT_CHECK(fn_ != nullptr,
@@ -112,7 +114,8 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return std::any_of(inputs.begin(), inputs.end(), takes_part);
 }
 
-Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn) {
+Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn,
+              bool saves_tensors) {
   if (!needs_grad(inputs)) return output;
   std::vector<Edge> edges;
   std::vector<InputMeta> metas;
@@ -127,7 +130,8 @@ Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>&
     edges.push_back(std::move(e));
     metas.push_back(t.defined() ? InputMeta{t.sizes(), t.dtype(), t.device()} : InputMeta{{}, kF32, kCPU});
   }
-  output.impl()->grad_fn = std::make_shared<Node>(name, std::move(edges), std::move(metas), std::move(fn));
+  output.impl()->grad_fn =
+      std::make_shared<Node>(name, std::move(edges), std::move(metas), std::move(fn), saves_tensors);
   output.impl()->requires_grad = true;
   return output;
 }

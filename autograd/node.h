@@ -37,7 +37,10 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>
 
 class Node {
  public:
-  Node(std::string name, std::vector<Edge> edges, std::vector<InputMeta> inputs, BackwardFn fn);
+  // `releasable` nodes free their closure after a backward without retain_graph;
+  // nodes that save no tensors (views, casts) stay usable, as in PyTorch.
+  Node(std::string name, std::vector<Edge> edges, std::vector<InputMeta> inputs, BackwardFn fn,
+       bool releasable = true);
 
   const std::string& name() const { return name_; }
   uint64_t sequence_nr() const { return sequence_nr_; }
@@ -48,7 +51,9 @@ class Node {
   // Runs the backward function; gradients come back cast to the dtype each input ran in.
   std::vector<Tensor> apply(const Tensor& grad_output);
   // Frees the saved tensors (after a backward without retain_graph).
-  void release() { fn_ = nullptr; }
+  void release() {
+    if (releasable_) fn_ = nullptr;
+  }
 
  private:
   std::string name_;
@@ -56,6 +61,7 @@ class Node {
   std::vector<Edge> edges_;
   std::vector<InputMeta> inputs_;
   BackwardFn fn_;
+  bool releasable_;
 };
 
 // A tensor saved for backward, with the storage version it had when saved so
@@ -78,7 +84,9 @@ bool needs_grad(std::initializer_list<Tensor> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
 
 // Attaches a node to `output` when needs_grad(inputs); returns output.
-Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn);
+// `saves_tensors = false` marks closures that hold only shapes/dtypes (see Node).
+Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn,
+              bool saves_tensors = true);
 
 // Runs reverse-mode autodiff from `root` (engine.cpp).
 void backward(const Tensor& root, const Tensor& gradient, bool retain_graph);

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/autocast_cast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 #include "kernels/elementwise.h"
@@ -98,10 +99,13 @@ Tensor div(const Tensor& a, const Tensor& b) {
                                });
 }
 
-Tensor pow(const Tensor& a, const Tensor& b) {
-  return binary_differentiable(BinaryOp::Pow, "pow", a, b,
+Tensor pow(const Tensor& a_in, const Tensor& b_in) {
+  const auto in = autograd::autocast_inputs(amp::Op::Pow, {a_in, b_in});
+  return binary_differentiable(BinaryOp::Pow, "pow", in[0], in[1],
                                [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor& out) {
-                                 const Tensor ga = mul(mul(g, b_), pow(a_, sub(b_, 1.0)));
+                                 // d(a^b)/da = b a^(b-1), defined as 0 where b == 0 (0 * 0^-1 would be NaN).
+                                 const Tensor ga =
+                                     masked_fill(mul(mul(g, b_), pow(a_, sub(b_, 1.0))), eq(b_, 0.0), 0.0);
                                  // d(a^b)/db = a^b log a, defined as 0 where a == 0 and b >= 0 (as PyTorch).
                                  const Tensor gb = masked_fill(mul(mul(g, out), log(a_)),
                                                                logical_and(eq(a_, 0.0), ge(b_, 0.0)), 0.0);
@@ -160,19 +164,28 @@ Tensor mul(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Mul,
 Tensor div(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Div, "div", a, b); }
 Tensor rsub(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Sub, "rsub", a, b, true); }
 Tensor pow(const Tensor& a, double exponent) {
-  return unary_differentiable(UnaryOp::PowScalar, "pow", a, {exponent, 0});
+  return unary_differentiable(UnaryOp::PowScalar, "pow", autograd::autocast_input(amp::Op::Pow, a), {exponent, 0});
 }
 
 // ---------------------------------------------------------------- unary math and activations
 
 Tensor neg(const Tensor& x) { return unary_differentiable(UnaryOp::Neg, "neg", x, {}, x.dtype()); }
-Tensor exp(const Tensor& x) { return unary_differentiable(UnaryOp::Exp, "exp", x); }
-Tensor log(const Tensor& x) { return unary_differentiable(UnaryOp::Log, "log", x); }
+Tensor exp(const Tensor& x) {
+  return unary_differentiable(UnaryOp::Exp, "exp", autograd::autocast_input(amp::Op::Exp, x));
+}
+Tensor log(const Tensor& x) {
+  return unary_differentiable(UnaryOp::Log, "log", autograd::autocast_input(amp::Op::Log, x));
+}
 Tensor sqrt(const Tensor& x) { return unary_differentiable(UnaryOp::Sqrt, "sqrt", x); }
-Tensor rsqrt(const Tensor& x) { return unary_differentiable(UnaryOp::Rsqrt, "rsqrt", x); }
+Tensor rsqrt(const Tensor& x) {
+  return unary_differentiable(UnaryOp::Rsqrt, "rsqrt", autograd::autocast_input(amp::Op::Rsqrt, x));
+}
 Tensor abs(const Tensor& x) { return unary_differentiable(UnaryOp::Abs, "abs", x, {}, x.dtype()); }
 Tensor sign(const Tensor& x) { return unary_differentiable(UnaryOp::Sign, "sign", x, {}, x.dtype()); }
-Tensor reciprocal(const Tensor& x) { return unary_differentiable(UnaryOp::Reciprocal, "reciprocal", x); }
+Tensor reciprocal(const Tensor& x) {
+  return unary_differentiable(UnaryOp::Reciprocal, "reciprocal",
+                              autograd::autocast_input(amp::Op::Reciprocal, x));
+}
 Tensor square(const Tensor& x) { return unary_differentiable(UnaryOp::Square, "square", x, {}, x.dtype()); }
 Tensor relu(const Tensor& x) { return unary_differentiable(UnaryOp::Relu, "relu", x, {}, x.dtype()); }
 Tensor silu(const Tensor& x) { return unary_differentiable(UnaryOp::Silu, "silu", x); }

@@ -1,5 +1,6 @@
 // matmul / bmm / linear. Only bmm has its own backward rule; matmul and
 // linear are compositions of views and bmm, so their gradients follow.
+#include "autograd/autocast_cast.h"
 #include "autograd/op_helpers.h"
 #include "kernels/matmul.h"
 
@@ -8,7 +9,10 @@ namespace mt {
 using autograd::record;
 using autograd::save;
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  const auto in = autograd::autocast_inputs(amp::Op::Bmm, {a_in, b_in});
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
   autograd::check_same_device("bmm", a, b);
   MT_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors [batch, M, K] and [batch, K, N], got {} and {}",
            a.shape_string(), b.shape_string());
@@ -31,7 +35,10 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
                 });
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const auto in = autograd::autocast_inputs(amp::Op::MatMul, {a_in, b_in});
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
   MT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got {} and {}",
            a.shape_string(), b.shape_string());
   // Vectors become matrices and the added dim is removed from the result.
@@ -63,7 +70,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return bmm(a3, b3).reshape(out_shape);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const auto in = autograd::autocast_inputs(amp::Op::Linear, {x_in, weight_in, bias_in});
+  const Tensor& x = in[0];
+  const Tensor& weight = in[1];
+  const Tensor& bias = in[2];
   MT_CHECK(weight.dim() == 2, "linear: weight must be [out_features, in_features], got {}", weight.shape_string());
   MT_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
            "linear: input {} does not end in in_features = {} (weight {})", x.shape_string(), weight.size(1),

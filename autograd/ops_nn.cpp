@@ -1,5 +1,6 @@
 // Neural-network functions: softmax/log_softmax, layer_norm, cross_entropy,
 // mse_loss, embedding, dropout. Forward and backward of each sit together.
+#include "autograd/autocast_cast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 #include "kernels/cross_entropy.h"
@@ -38,13 +39,21 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* name) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false, "softmax"); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true, "log_softmax"); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return softmax_impl(autograd::autocast_input(amp::Op::Softmax, x), dim, false, "softmax");
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return softmax_impl(autograd::autocast_input(amp::Op::LogSoftmax, x), dim, true, "log_softmax");
+}
 
 // ---------------------------------------------------------------- layer_norm
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
+  const auto in = autograd::autocast_inputs(amp::Op::LayerNorm, {x_in, weight_in, bias_in});
+  const Tensor& x = in[0];
+  const Tensor& weight = in[1];
+  const Tensor& bias = in[2];
   autograd::check_floating("layer_norm", x);
   const auto k = static_cast<int64_t>(normalized_shape.size());
   MT_CHECK(k >= 1 && x.dim() >= k && Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape,
@@ -79,7 +88,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 // ---------------------------------------------------------------- losses
 
-Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const CrossEntropyOptions& options) {
+Tensor cross_entropy(const Tensor& logits_uncast, const Tensor& target_in, const CrossEntropyOptions& options) {
+  const Tensor logits_in = autograd::autocast_input(amp::Op::CrossEntropy, logits_uncast);
   autograd::check_floating("cross_entropy", logits_in);
   autograd::check_index_tensor("cross_entropy", target_in);
   autograd::check_same_device("cross_entropy", logits_in, target_in);
@@ -135,7 +145,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const Cro
                 });
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const auto in = autograd::autocast_inputs(amp::Op::MseLoss, {input_in, target_in});
+  const Tensor& input = in[0];
+  const Tensor& target = in[1];
   MT_CHECK(input.sizes() == target.sizes(), "mse_loss: input shape {} and target shape {} must match",
            input.shape_string(), target.shape_string());
   const Tensor squared = square(sub(input, target));

@@ -3,6 +3,7 @@
 // Every reduction permutes its input to [kept dims..., reduced dims...] so the
 // kernel sees independent rows; backward expands the gradient back over the
 // reduced dims.
+#include "autograd/autocast_cast.h"
 #include "autograd/op_helpers.h"
 #include "kernels/indexing.h"
 #include "kernels/reduce.h"
@@ -65,7 +66,8 @@ Tensor reduce(ReduceOp op, const Tensor& x, const ReductionPlan& p, DType dtype,
 
 }  // namespace
 
-Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim) {
+  const Tensor x = autograd::autocast_input(amp::Op::Sum, x_in);
   const ReductionPlan p = plan_reduction(x, dims, keepdim, "sum");
   Tensor out = reduce(ReduceOp::Sum, x, p, sum_result_type(x.dtype()));
   if (!autograd::needs_grad({x})) return out;
@@ -76,7 +78,8 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
 
 Tensor sum(const Tensor& x) { return sum(x, {}, false); }
 
-Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor mean(const Tensor& x_in, const Shape& dims, bool keepdim) {
+  const Tensor x = autograd::autocast_input(amp::Op::Mean, x_in);
   autograd::check_floating("mean", x);
   const ReductionPlan p = plan_reduction(x, dims, keepdim, "mean");
   Tensor out = reduce(ReduceOp::Mean, x, p, x.dtype());
@@ -89,7 +92,8 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
 
 Tensor mean(const Tensor& x) { return mean(x, {}, false); }
 
-Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
+Tensor var(const Tensor& x_in, const Shape& dims, double correction, bool keepdim) {
+  const Tensor x = autograd::autocast_input(amp::Op::Var, x_in);
   autograd::check_floating("var", x);
   const ReductionPlan p = plan_reduction(x, dims, keepdim, "var");
   Tensor out = reduce(ReduceOp::Var, x, p, x.dtype(), correction);

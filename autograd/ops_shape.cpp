@@ -20,7 +20,9 @@ namespace {
 template <typename Rule>
 Tensor record_view(const char* name, const Tensor& input, const Tensor& view, Rule rule) {
   if (!autograd::needs_grad({input})) return view;
-  return record(name, view, {input}, [rule](const Tensor& g) -> std::vector<Tensor> { return {rule(g)}; });
+  return record(
+      name, view, {input}, [rule](const Tensor& g) -> std::vector<Tensor> { return {rule(g)}; },
+      /*saves_tensors=*/false);
 }
 
 // Resolves a single -1 in a requested shape against numel.

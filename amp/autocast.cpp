@@ -1,0 +1,161 @@
+#include "amp/autocast.h"
+
+#include <array>
+#include <map>
+#include <memory>
+
+namespace mt::amp {
+namespace {
+
+constexpr PolicyEntry kPolicy[] = {
+    {Op::MatMul, "matmul", CastPolicy::LowerPrecision},
+    {Op::Bmm, "bmm", CastPolicy::LowerPrecision},
+    {Op::Linear, "linear", CastPolicy::LowerPrecision},
+    {Op::Addmm, "addmm", CastPolicy::LowerPrecision},
+    {Op::Conv2d, "conv2d", CastPolicy::LowerPrecision},
+    {Op::Attention, "scaled_dot_product_attention", CastPolicy::LowerPrecision},
+    {Op::Exp, "exp", CastPolicy::Fp32},
+    {Op::Log, "log", CastPolicy::Fp32},
+    {Op::Pow, "pow", CastPolicy::Fp32},
+    {Op::Reciprocal, "reciprocal", CastPolicy::Fp32},
+    {Op::Rsqrt, "rsqrt", CastPolicy::Fp32},
+    {Op::Softmax, "softmax", CastPolicy::Fp32},
+    {Op::LogSoftmax, "log_softmax", CastPolicy::Fp32},
+    {Op::LayerNorm, "layer_norm", CastPolicy::Fp32},
+    {Op::BatchNorm, "batch_norm", CastPolicy::Fp32},
+    {Op::GroupNorm, "group_norm", CastPolicy::Fp32},
+    {Op::CrossEntropy, "cross_entropy", CastPolicy::Fp32},
+    {Op::MseLoss, "mse_loss", CastPolicy::Fp32},
+    {Op::NllLoss, "nll_loss", CastPolicy::Fp32},
+    {Op::Sum, "sum", CastPolicy::Fp32},
+    {Op::Mean, "mean", CastPolicy::Fp32},
+    {Op::Var, "var", CastPolicy::Fp32},
+    {Op::Norm, "norm", CastPolicy::Fp32},
+    {Op::Cumsum, "cumsum", CastPolicy::Fp32},
+    {Op::Add, "add", CastPolicy::Promote},
+    {Op::Sub, "sub", CastPolicy::Promote},
+    {Op::Mul, "mul", CastPolicy::Promote},
+    {Op::Div, "div", CastPolicy::Promote},
+    {Op::Where, "where", CastPolicy::Promote},
+    {Op::Cat, "cat", CastPolicy::Promote},
+    {Op::Stack, "stack", CastPolicy::Promote},
+    {Op::Maximum, "maximum", CastPolicy::Promote},
+    {Op::Minimum, "minimum", CastPolicy::Promote},
+};
+
+const PolicyEntry& entry(Op op) {
+  for (const PolicyEntry& e : kPolicy) {
+    if (e.op == op) return e;
+  }
+  fail("autocast: op {} has no policy entry", static_cast<int>(op));
+}
+
+// Autocast state per device type: slot 0 = CPU, slot 1 = CUDA (and SIM).
+struct DeviceState {
+  bool enabled = false;
+  DType dtype;
+};
+
+struct CacheKey {
+  const TensorImpl* impl;
+  DType dtype;
+  bool operator<(const CacheKey& o) const { return impl != o.impl ? impl < o.impl : dtype < o.dtype; }
+};
+
+struct CacheEntry {
+  std::weak_ptr<TensorImpl> source;  // detects a freed and reused address
+  Tensor cast;
+};
+
+struct ThreadState {
+  std::array<DeviceState, 2> devices{DeviceState{false, kBF16}, DeviceState{false, kF16}};
+  int depth = 0;  // open Autocast regions (enabled or not)
+  bool cache_enabled = true;
+  std::map<CacheKey, CacheEntry> cache;
+};
+
+thread_local ThreadState state;
+
+int slot_of(Device d) { return d.is_cpu() ? 0 : 1; }
+
+}  // namespace
+
+std::span<const PolicyEntry> autocast_policy_table() { return kPolicy; }
+CastPolicy autocast_policy(Op op) { return entry(op).policy; }
+std::string_view op_name(Op op) { return entry(op).name; }
+
+Autocast::Autocast(Device device, DType dtype, bool enabled, bool cache_enabled) : slot_(slot_of(device)) {
+  MT_CHECK(!enabled || is_low_precision(dtype), "Autocast: dtype must be f16 or bf16, got {}", dtype);
+  DeviceState& s = state.devices[static_cast<size_t>(slot_)];
+  previous_enabled_ = s.enabled;
+  previous_dtype_ = s.dtype;
+  previous_cache_ = state.cache_enabled;
+  s.enabled = enabled;
+  if (enabled) s.dtype = dtype;
+  state.cache_enabled = cache_enabled;
+  ++state.depth;
+}
+
+Autocast::~Autocast() {
+  DeviceState& s = state.devices[static_cast<size_t>(slot_)];
+  s.enabled = previous_enabled_;
+  s.dtype = previous_dtype_;
+  state.cache_enabled = previous_cache_;
+  if (--state.depth == 0) state.cache.clear();  // the cache lives as long as the outermost region
+}
+
+bool is_autocast_enabled(Device device) { return state.devices[static_cast<size_t>(slot_of(device))].enabled; }
+DType autocast_dtype(Device device) { return state.devices[static_cast<size_t>(slot_of(device))].dtype; }
+DType default_autocast_dtype(Device device) { return device.is_cpu() ? kBF16 : kF16; }
+
+bool is_castable(const Tensor& t) {
+  return t.defined() && is_floating(t.dtype()) && t.dtype() != kF64 && is_autocast_enabled(t.device());
+}
+
+std::optional<DType> autocast_target(Op op, const std::vector<Tensor>& inputs) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : inputs) {
+    if (is_castable(t)) {
+      first = &t;
+      break;
+    }
+  }
+  if (first == nullptr) return std::nullopt;
+  switch (autocast_policy(op)) {
+    case CastPolicy::LowerPrecision: return autocast_dtype(first->device());
+    case CastPolicy::Fp32: return kF32;
+    case CastPolicy::Promote: {
+      DType widest = first->dtype();
+      for (const Tensor& t : inputs) {
+        if (is_castable(t)) widest = promote_types(widest, t.dtype());
+      }
+      return widest;
+    }
+  }
+  return std::nullopt;
+}
+
+bool cache_eligible(const Tensor& t) {
+  if (!state.cache_enabled || state.depth == 0) return false;
+  // Views are excluded: caching them leaked memory in PyTorch.
+  const bool whole_storage = t.offset() == 0 && t.is_contiguous() && t.nbytes() == t.storage()->nbytes();
+  return t.dtype() == kF32 && t.is_leaf() && t.requires_grad() && whole_storage;
+}
+
+Tensor cached_cast(const Tensor& t, DType dtype) {
+  auto it = state.cache.find({t.impl(), dtype});
+  if (it == state.cache.end()) return Tensor();
+  if (it->second.source.lock().get() != t.impl()) {
+    state.cache.erase(it);
+    return Tensor();
+  }
+  return it->second.cast;
+}
+
+void store_cached_cast(const Tensor& t, DType dtype, const Tensor& cast) {
+  state.cache[{t.impl(), dtype}] = {t.impl_ptr(), cast};
+}
+
+size_t cache_size() { return state.cache.size(); }
+
+}  // namespace mt::amp

@@ -1,0 +1,88 @@
+// Autocast: which dtype each op computes in, decided when the op is recorded.
+//
+//   mt::amp::Autocast guard(mt::kCPU, mt::kBF16);   // or (mt::kCUDA, mt::kF16)
+//   auto logits = model.forward(x);                 // linear/matmul run in bf16
+//   auto loss = mt::cross_entropy(logits, y);       // losses run in f32
+//
+// The state is thread-local and nestable; Autocast(device, dtype, false) opens
+// a region that must stay f32. Each op asks autocast_target() for the dtype
+// its floating inputs should be cast to; the op casts, runs, and its tape node
+// keeps the dtypes it ran in, so backward never re-decides.
+//
+// The policy mirrors PyTorch's lists (see autocast_policy_table()):
+//   LowerPrecision  matmul-like ops, where Tensor Cores give the speed
+//   Fp32            ops whose range or accumulation needs f32: exp/log/pow,
+//                   softmax, norms, losses, reductions
+//   Promote         ops mixing inputs: every floating input goes to the
+//                   widest input type (f32 if any input is f32)
+// Only floating, non-f64 tensors on the autocast device are ever cast.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace mt::amp {
+
+enum class CastPolicy { LowerPrecision, Fp32, Promote };
+
+enum class Op {
+  // lower precision
+  MatMul, Bmm, Linear, Addmm, Conv2d, Attention,
+  // fp32
+  Exp, Log, Pow, Reciprocal, Rsqrt, Softmax, LogSoftmax, LayerNorm, BatchNorm, GroupNorm,
+  CrossEntropy, MseLoss, NllLoss, Sum, Mean, Var, Norm, Cumsum,
+  // promote
+  Add, Sub, Mul, Div, Where, Cat, Stack, Maximum, Minimum,
+};
+
+struct PolicyEntry {
+  Op op;
+  std::string_view name;
+  CastPolicy policy;
+};
+
+// The whole policy, one row per op, in one readable table (autocast.cpp).
+std::span<const PolicyEntry> autocast_policy_table();
+CastPolicy autocast_policy(Op op);
+std::string_view op_name(Op op);
+
+// RAII autocast region for one device type (SIM counts as CUDA: it runs the
+// CUDA code path). Low-precision dtype: F16 or BF16.
+class Autocast {
+ public:
+  Autocast(Device device, DType dtype, bool enabled = true, bool cache_enabled = true);
+  ~Autocast();
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  int slot_;
+  bool previous_enabled_;
+  DType previous_dtype_;
+  bool previous_cache_;
+};
+
+bool is_autocast_enabled(Device device);
+DType autocast_dtype(Device device);
+// The default low-precision dtype of a device, as in PyTorch: f16 on CUDA, bf16 on the CPU.
+DType default_autocast_dtype(Device device);
+
+// The dtype `op`'s floating inputs should be cast to under the current
+// autocast state, or nullopt when autocast is off for their device.
+std::optional<DType> autocast_target(Op op, const std::vector<Tensor>& inputs);
+// True when autocast may cast `t` (floating, not f64, on an autocast device).
+bool is_castable(const Tensor& t);
+
+// ---- weight-cast cache: each f32 leaf parameter is cast once per outermost region.
+// Returns the cached cast of `t` to `dtype`, or an undefined tensor.
+Tensor cached_cast(const Tensor& t, DType dtype);
+void store_cached_cast(const Tensor& t, DType dtype, const Tensor& cast);
+// True when `t` qualifies: caching on, f32 leaf that requires grad, not a view.
+bool cache_eligible(const Tensor& t);
+size_t cache_size();  // for tests and diagnostics
+
+}  // namespace mt::amp

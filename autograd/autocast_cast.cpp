@@ -1,0 +1,29 @@
+#include "autograd/autocast_cast.h"
+
+namespace mt::autograd {
+namespace {
+
+Tensor cast_with_cache(const Tensor& t, DType dtype) {
+  if (!amp::is_castable(t) || t.dtype() == dtype) return t;
+  if (!amp::cache_eligible(t)) return t.to(dtype);
+  Tensor cached = amp::cached_cast(t, dtype);
+  if (cached.defined()) return cached;
+  Tensor cast = t.to(dtype);
+  amp::store_cached_cast(t, dtype, cast);
+  return cast;
+}
+
+}  // namespace
+
+std::vector<Tensor> autocast_inputs(amp::Op op, const std::vector<Tensor>& inputs) {
+  const std::optional<DType> target = amp::autocast_target(op, inputs);
+  if (!target) return inputs;
+  std::vector<Tensor> out;
+  out.reserve(inputs.size());
+  for (const Tensor& t : inputs) out.push_back(cast_with_cache(t, *target));
+  return out;
+}
+
+Tensor autocast_input(amp::Op op, const Tensor& input) { return autocast_inputs(op, {input}).front(); }
+
+}  // namespace mt::autograd
