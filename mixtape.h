@@ -1,6 +1,8 @@
 // The one header a mixtape user includes.
 #pragma once
 
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
@@ -10,3 +12,4 @@
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/tensor.h"
+#include "optim/optimizer.h"

@@ -1,0 +1,178 @@
+#include "amp/grad_scaler.h"
+
+#include <spdlog/spdlog.h>
+
+#include "amp/grad_state.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "kernels/amp.h"
+
+namespace mt::amp {
+
+bool StepOutcome::skipped() const { return found_inf_.defined() && found_inf_.item<double>() != 0.0; }
+
+GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
+  MT_CHECK(options.init_scale > 0, "GradScaler: init_scale must be positive, got {}", options.init_scale);
+  MT_CHECK(options.growth_factor > 1, "GradScaler: growth_factor must be > 1, got {}", options.growth_factor);
+  MT_CHECK(options.backoff_factor > 0 && options.backoff_factor < 1,
+           "GradScaler: backoff_factor must be in (0, 1), got {}", options.backoff_factor);
+  MT_CHECK(options.growth_interval > 0, "GradScaler: growth_interval must be positive, got {}",
+           options.growth_interval);
+}
+
+GradScaler::~GradScaler() { note_scaler_reset(this); }
+
+void GradScaler::ensure_state(Device device) {
+  if (scale_.defined()) {
+    MT_CHECK(scale_.device() == device, "GradScaler: loss on {} but the scale lives on {}", device, scale_.device());
+    return;
+  }
+  scale_ = full({1}, options_.init_scale, kF32, device);
+  growth_tracker_ = zeros({1}, kI32, device);
+  scale_at_last_check_ = options_.init_scale;
+}
+
+Tensor GradScaler::scale(const Tensor& loss) {
+  if (!options_.enabled) return loss;
+  ensure_state(loss.device());
+  note_loss_scaled(this);
+  // The product is recorded on the tape: backward starts from scale * dL.
+  const Tensor factor = loss.dim() == 0 ? scale_.reshape({}) : scale_;
+  return mul(loss.dtype() == kF32 ? loss : loss.to(kF32), factor);
+}
+
+GradScaler::PerOptimizer& GradScaler::state_of(const optim::Optimizer& optimizer) {
+  return per_optimizer_[&optimizer];
+}
+
+Tensor GradScaler::inverse_scale() const {
+  NoGradGuard no_grad;
+  // 1/scale in f64 rounded to f32, as PyTorch does (computed on the device).
+  return reciprocal(scale_.to(kF64)).to(kF32);
+}
+
+void GradScaler::unscale_(optim::Optimizer& optimizer) {
+  if (!options_.enabled) return;
+  MT_CHECK(scale_.defined(), "GradScaler::unscale_: no loss was scaled yet; call scale(loss).backward() first");
+  PerOptimizer& s = state_of(optimizer);
+  MT_CHECK(s.stage != Stage::Unscaled,
+           "GradScaler::unscale_: already called on this optimizer since the last update() (with gradient "
+           "accumulation, unscale_ once per optimizer step, after the last micro-batch)");
+  MT_CHECK(s.stage != Stage::Stepped, "GradScaler::unscale_: called after step(); call it before step()");
+  const std::vector<Tensor> grads = optimizer.gradients();
+  for (const Tensor& g : grads) {
+    MT_CHECK(g.dtype() != kF16,
+             "GradScaler::unscale_: attempting to unscale f16 gradients (shape {}). Keep f32 parameters under "
+             "autocast, or use an optimizer with master weights and let step() unscale inside the optimizer",
+             g.shape_string());
+  }
+  s.found_inf = zeros({1}, kF32, scale_.device());
+  kernels::unscale_and_check_inf(grads, s.found_inf, inverse_scale());
+  note_unscaled(this, optimizer.parameters());
+  s.stage = Stage::Unscaled;
+}
+
+StepOutcome GradScaler::step(optim::Optimizer& optimizer) {
+  if (!options_.enabled) {
+    optimizer.step();
+    return StepOutcome();
+  }
+  MT_CHECK(scale_.defined(), "GradScaler::step: no loss was scaled yet; call scale(loss).backward() first");
+  PerOptimizer& s = state_of(optimizer);
+  MT_CHECK(s.stage != Stage::Stepped, "GradScaler::step: already called on this optimizer since the last update()");
+  if (s.stage == Stage::Ready) {
+    // Fused path: one pass checks for inf/NaN, the optimizer kernel unscales
+    // as it reads each gradient (in f32, so f16 gradients lose nothing).
+    s.found_inf = zeros({1}, kF32, scale_.device());
+    kernels::unscale_and_check_inf(optimizer.gradients(), s.found_inf, Tensor());
+    optimizer.step({inverse_scale(), s.found_inf});
+  } else {
+    optimizer.step({Tensor(), s.found_inf});
+  }
+  s.stage = Stage::Stepped;
+  return StepOutcome(s.found_inf);
+}
+
+void GradScaler::update() {
+  if (!options_.enabled) return;
+  MT_CHECK(scale_.defined(), "GradScaler::update: no loss was scaled yet");
+  Tensor found_inf;
+  for (auto& [optimizer, s] : per_optimizer_) {
+    if (!s.found_inf.defined()) continue;
+    NoGradGuard no_grad;
+    found_inf = found_inf.defined() ? add(found_inf, s.found_inf) : s.found_inf;  // combined on the device
+  }
+  MT_CHECK(found_inf.defined(),
+           "GradScaler::update: no inf checks were recorded; call step(optimizer) (or unscale_) before update()");
+  kernels::update_scale(scale_, growth_tracker_, found_inf,
+                        {options_.growth_factor, options_.backoff_factor, options_.growth_interval,
+                         options_.min_scale, options_.max_scale});
+  per_optimizer_.clear();
+  note_scaler_reset(this);
+  check_for_collapse();
+}
+
+void GradScaler::update(double new_scale) {
+  if (!options_.enabled) return;
+  MT_CHECK(scale_.defined(), "GradScaler::update: no loss was scaled yet");
+  MT_CHECK(new_scale > 0 && std::isfinite(new_scale), "GradScaler::update: new scale must be positive and finite");
+  NoGradGuard no_grad;
+  fill_(scale_, new_scale);
+  per_optimizer_.clear();
+  note_scaler_reset(this);
+}
+
+void GradScaler::check_for_collapse() {
+  if (options_.collapse_check_interval <= 0 || ++updates_since_check_ < options_.collapse_check_interval) return;
+  updates_since_check_ = 0;
+  const double now = get_scale();  // the only sync, once per interval
+  if (now < 1.0) {
+    spdlog::warn(
+        "GradScaler: the loss scale fell to {:g} (< 1): gradients overflow f16 even unscaled. Typical causes: a "
+        "model pretrained in bf16 run in f16, a NaN-producing op, or too high a learning rate. Try bf16 autocast "
+        "(no scaler needed) or look for the op producing inf.",
+        now);
+  } else if (now < scale_at_last_check_ / 1024.0) {
+    spdlog::warn("GradScaler: the loss scale keeps falling ({:g} -> {:g} in {} updates): most steps are skipped",
+                 scale_at_last_check_, now, options_.collapse_check_interval);
+  }
+  scale_at_last_check_ = now;
+}
+
+double GradScaler::get_scale() const {
+  if (!options_.enabled) return 1.0;
+  return scale_.defined() ? scale_.item<double>() : options_.init_scale;
+}
+
+optim::StateDict GradScaler::state_dict() const {
+  optim::StateDict out;
+  if (!options_.enabled) return out;
+  out["scale"] = scale_tensor().defined() ? scale_.clone().detach() : full({1}, options_.init_scale);
+  out["growth_tracker"] = growth_tracker_.defined() ? growth_tracker_.clone().detach() : zeros({1}, kI32);
+  out["growth_factor"] = scalar_tensor(options_.growth_factor, kF64);
+  out["backoff_factor"] = scalar_tensor(options_.backoff_factor, kF64);
+  out["growth_interval"] = scalar_tensor(static_cast<double>(options_.growth_interval), kF64);
+  return out;
+}
+
+void GradScaler::load_state_dict(const optim::StateDict& state) {
+  MT_CHECK(options_.enabled || state.empty(), "GradScaler::load_state_dict: this scaler is disabled");
+  if (!options_.enabled) return;
+  auto get = [&](const char* key) -> const Tensor& {
+    auto it = state.find(key);
+    MT_CHECK(it != state.end(), "GradScaler::load_state_dict: missing '{}' (was the checkpoint saved without the "
+             "scaler state?)", key);
+    return it->second;
+  };
+  NoGradGuard no_grad;
+  const Tensor& scale = get("scale");
+  ensure_state(scale.device());
+  copy_(scale_, scale);
+  copy_(growth_tracker_, get("growth_tracker"));
+  options_.growth_factor = get("growth_factor").item<double>();
+  options_.backoff_factor = get("backoff_factor").item<double>();
+  options_.growth_interval = static_cast<int64_t>(get("growth_interval").item<double>());
+  per_optimizer_.clear();
+}
+
+}  // namespace mt::amp

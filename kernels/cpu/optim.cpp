@@ -1,0 +1,111 @@
+// CPU twins of the fused optimizer kernels: the same per-element math
+// (kernels/common/optim.h) in a loop over the parameter list.
+#include <cmath>
+
+#include "kernels/cpu/strided.h"
+#include "kernels/optim.h"
+
+namespace mt::kernels::cpu {
+namespace {
+
+bool skipped(const AmpControl& amp) { return amp.found_inf.defined() && *amp.found_inf.data<float>() != 0.0f; }
+float inv_scale_of(const AmpControl& amp) { return amp.inv_scale.defined() ? *amp.inv_scale.data<float>() : 1.0f; }
+
+// The weights an update reads and writes: the f32 master when there is one,
+// else the parameter itself (pure low precision: rounded every step).
+const Tensor& weights_of(const ParamSlot& s) { return s.master.defined() ? s.master : s.param; }
+
+// Writes the updated f32 weights back: into the master (then the parameter
+// gets its low-precision copy) or straight into the parameter.
+void write_back(const ParamSlot& s, const std::vector<float>& w, const StochasticRounding& rounding,
+                uint64_t& block) {
+  store(w.data(), weights_of(s));
+  if (!s.master.defined()) return;
+  if (rounding.enabled && s.param.dtype() == kBF16) {
+    auto* out = static_cast<BFloat16*>(s.param.data_ptr());
+    for (size_t i = 0; i < w.size(); ++i) {
+      const uint32_t bits = philox4x32_10(rounding.seed, rounding.block_offset + block + i / 4).word[i % 4];
+      out[i] = BFloat16::from_bits(f32_to_bf16_stochastic(w[i], bits));
+    }
+    block += (w.size() + 3) / 4;
+    s.param.storage()->bump_version();
+  } else {
+    store(w.data(), s.param);
+  }
+}
+
+std::vector<float> as_floats(const Tensor& t) {
+  Loaded<float> v(t);
+  return {v.data(), v.data() + v.size()};
+}
+
+// Advances a slot's step counter and returns the new count.
+float advance_step(const ParamSlot& s) {
+  float& t = *s.step.data<float>();
+  t += 1.0f;
+  s.step.storage()->bump_version();
+  return t;
+}
+
+}  // namespace
+
+void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& args, const AmpControl& amp,
+                const StochasticRounding& rounding) {
+  if (skipped(amp)) return;  // the device-side skip: nothing, not even the step count, changes
+  const float inv_scale = inv_scale_of(amp);
+  uint64_t block = 0;
+  for (const ParamSlot& s : slots) {
+    const float t = advance_step(s);
+    std::vector<float> w = as_floats(weights_of(s)), m = as_floats(s.state1), v = as_floats(s.state2);
+    Loaded<float> g(s.grad);
+    for (size_t i = 0; i < w.size(); ++i) {
+      adamw_update(w[i], m[i], v[i], g[static_cast<int64_t>(i)] * inv_scale, t, args);
+    }
+    store(m.data(), s.state1);
+    store(v.data(), s.state2);
+    write_back(s, w, rounding, block);
+  }
+}
+
+void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, const AmpControl& amp,
+              const StochasticRounding& rounding) {
+  if (skipped(amp)) return;
+  const float inv_scale = inv_scale_of(amp);
+  uint64_t block = 0;
+  for (const ParamSlot& s : slots) {
+    const bool first = advance_step(s) == 1.0f;
+    std::vector<float> w = as_floats(weights_of(s));
+    std::vector<float> buf = s.state1.defined() ? as_floats(s.state1) : std::vector<float>(w.size(), 0.0f);
+    Loaded<float> g(s.grad);
+    for (size_t i = 0; i < w.size(); ++i) {
+      sgd_update(w[i], buf[i], g[static_cast<int64_t>(i)] * inv_scale, first, args);
+    }
+    if (s.state1.defined()) store(buf.data(), s.state1);
+    write_back(s, w, rounding, block);
+  }
+}
+
+void sum_of_squares(const std::vector<Tensor>& tensors, const Tensor& out) {
+  double total = 0;
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    Loaded<float> v(t);
+    for (int64_t i = 0; i < v.size(); ++i) total += static_cast<double>(v[i]) * v[i];
+  }
+  *out.data<float>() = static_cast<float>(total);
+  out.storage()->bump_version();
+}
+
+void scale_by_clip_coefficient(const std::vector<Tensor>& tensors, const Tensor& total_norm, double max_norm) {
+  const double norm = *total_norm.data<float>();
+  const double coefficient = std::min(1.0, max_norm / (norm + 1e-6));  // NaN norm stays NaN: the step is skipped later
+  const auto c = static_cast<float>(std::isnan(norm) ? norm : coefficient);
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    std::vector<float> v = as_floats(t);
+    for (float& x : v) x *= c;
+    store(v.data(), t);
+  }
+}
+
+}  // namespace mt::kernels::cpu

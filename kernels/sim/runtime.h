@@ -1,0 +1,130 @@
+// The SIMT simulator's runtime: what a kernel compiled with MT_SIM calls into.
+//
+// How it works, in one paragraph. A kernel launch runs its blocks one after
+// another (or one block per worker thread, MT_SIM_THREADS=N). Inside a block,
+// every CUDA thread is a cooperative fiber (Boost.Context: a user-space stack
+// switch of a few nanoseconds, no system call). A fiber runs until it reaches
+// something that needs other threads — __syncthreads(), a warp shuffle or
+// vote, mma/ldmatrix — and then yields to the block's scheduler. When every
+// thread of the block is waiting, the scheduler completes what can complete
+// (a warp op whose lanes have all arrived, a barrier every thread reached) and
+// resumes those threads. When nothing can complete, the block is deadlocked and
+// the launch throws mt::Error naming the kernel, the block, and where each
+// thread is stuck — instead of hanging like the GPU would.
+//
+// Shared memory: `__shared__` variables are `static thread_local`, and a
+// worker thread runs one block at a time, so each running block has its own
+// copy (the HIP-CPU approach). Dynamic shared memory is a per-worker arena.
+//
+// Kernel code never includes this file directly: it includes
+// kernels/cuda/cuda_compat.h, which maps CUDA's names onto these functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <source_location>
+#include <string>
+#include <vector>
+
+namespace mt::simulator {
+
+struct uint3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}  // NOLINT: like CUDA's
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}                                      // NOLINT: like CUDA's
+  constexpr unsigned count() const { return x * y * z; }
+};
+
+// What kernel code reads as threadIdx, blockIdx, blockDim and gridDim. They are
+// per-OS-thread variables that the scheduler rewrites on every switch, so they
+// are also real variables a debugger can print and use in a breakpoint
+// condition: `break kernel.cu:42 if mt::simulator::threadIdx.x == 5`.
+extern thread_local constinit uint3 threadIdx;
+extern thread_local constinit uint3 blockIdx;
+extern thread_local constinit dim3 blockDim;
+extern thread_local constinit dim3 gridDim;
+
+// ---- host side: launching ---------------------------------------------------
+
+struct KernelLaunch {
+  const char* kernel_name = "?";
+  dim3 grid;
+  dim3 block;
+  std::size_t dynamic_shared_bytes = 0;
+  // Runs the kernel body once for the calling (simulated) thread.
+  void (*run_thread)(const void* context) = nullptr;
+  const void* context = nullptr;
+};
+
+// Runs every block of the launch to completion. Throws mt::Error on an invalid
+// configuration, a deadlock, or an exception thrown by kernel code.
+void run_kernel(const KernelLaunch& launch);
+
+// Worker threads used for blocks: MT_SIM_THREADS (default 1; 0 = all cores).
+int worker_threads();
+void set_worker_threads(int count);
+
+// Stack size of one simulated thread: MT_SIM_STACK_KB (default 64).
+std::size_t fiber_stack_bytes();
+
+// Number of fiber switches performed so far in this process (for benchmarks).
+std::uint64_t context_switch_count();
+
+// ---- race checking (MT_SIM_RACECHECK=1) ---------------------------------------
+
+struct RaceReport {
+  std::string kernel;
+  dim3 block;
+  std::string kind;  // "read-after-write", "write-after-read" or "write-after-write"
+  uint3 first_thread;   // the earlier access
+  uint3 second_thread;  // the later, conflicting one
+  std::uintptr_t address = 0;
+  std::string where;  // "dynamic shared memory offset 12" / "static shared memory"
+};
+
+bool racecheck_enabled();  // MT_SIM_RACECHECK, or the last set_racecheck_enabled
+void set_racecheck_enabled(bool enabled);
+// Reports found so far (each is also printed to stderr), cleared by the call.
+std::vector<RaceReport> take_race_reports();
+
+// ---- device side: what the intrinsics call ------------------------------------
+
+// __syncthreads(): wait until every thread of the block reaches this barrier.
+void syncthreads(std::source_location site);
+
+// A warp-synchronous operation. Each lane in `mask` deposits a pointer to its
+// input and to its output, then waits; once every lane in the mask has arrived
+// at the same operation (same `complete` function, mask and op_arg), the
+// scheduler calls complete() once with all 32 lanes' pointers (lanes outside
+// the mask have null pointers) and resumes them. This is how shuffles, votes,
+// __syncwarp, ldmatrix and mma are simulated.
+struct WarpLane {
+  const void* input = nullptr;
+  void* output = nullptr;
+};
+using WarpCompleteFn = void (*)(unsigned mask, const WarpLane* lanes, std::uint64_t op_arg);
+void warp_sync(const char* op_name, WarpCompleteFn complete, unsigned mask, const void* input, void* output,
+               std::uint64_t op_arg, std::source_location site);
+
+// __activemask(): the lanes of this warp that reach this same call before the
+// warp can make no further progress (lanes in another branch are inactive).
+unsigned active_mask(std::source_location site);
+
+unsigned lane_id();
+void* dynamic_shared_memory();
+
+// cp.async: queued per thread, performed when a later wait retires its group,
+// so a kernel that reads the destination before waiting sees stale data here too.
+void cp_async(void* shared_dst, const void* global_src, unsigned copy_bytes, unsigned src_bytes);
+void cp_async_commit_group();
+void cp_async_wait_group(unsigned groups_left_pending);
+
+// Tells the race checker about an access the compiler did not instrument
+// (ldmatrix rows, cp.async destinations).
+void note_memory_access(const void* address, std::size_t bytes, bool is_write);
+
+}  // namespace mt::simulator

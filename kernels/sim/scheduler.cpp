@@ -1,0 +1,559 @@
+// The block scheduler: CUDA threads as Boost.Context fibers.
+//
+// One BlockRun owns the fibers of one thread block. It resumes every runnable
+// thread in index order (a "pass"); each runs until it finishes or must wait
+// for other threads. After a pass nothing is runnable, so the scheduler looks
+// for something that can complete — a warp op all its lanes reached, an
+// __activemask() group, a barrier the whole block reached — and otherwise
+// reports a deadlock. Blocks never wait on each other (CUDA gives no such
+// guarantee either), so blocks simply run one after another.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
+
+#include "core/error.h"
+#include "kernels/cuda/launch_check.h"
+#include "kernels/sim/racecheck.h"
+#include "kernels/sim/runtime.h"
+
+namespace ctx = boost::context;
+
+namespace mt::simulator {
+
+thread_local constinit uint3 threadIdx{};
+thread_local constinit uint3 blockIdx{};
+thread_local constinit dim3 blockDim{};
+thread_local constinit dim3 gridDim{};
+
+namespace {
+
+// ---- settings -------------------------------------------------------------------
+
+int env_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return fallback;
+  char* end = nullptr;
+  const long parsed = std::strtol(value, &end, 10);
+  MT_CHECK(end != value && *end == '\0' && parsed >= 0, "{}: expected a non-negative integer, got '{}'", name, value);
+  return static_cast<int>(parsed);
+}
+
+std::atomic<int> configured_workers{-1};
+std::atomic<std::uint64_t> switch_counter{0};
+
+// ---- fiber stacks ------------------------------------------------------------------
+
+// Stacks are mmap'ed with a guard page (a stack overflow faults instead of
+// corrupting a neighbour) and recycled across blocks: allocating 1024 stacks
+// per block would cost more than running small kernels.
+class StackPool {
+ public:
+  explicit StackPool(std::size_t bytes) : allocator_(bytes) {}
+  StackPool(const StackPool&) = delete;
+  StackPool& operator=(const StackPool&) = delete;
+  ~StackPool() {
+    for (auto& stack : free_) allocator_.deallocate(stack);
+  }
+  ctx::stack_context allocate() {
+    if (free_.empty()) return allocator_.allocate();
+    const ctx::stack_context stack = free_.back();
+    free_.pop_back();
+    return stack;
+  }
+  void release(ctx::stack_context& stack) { free_.push_back(stack); }
+
+ private:
+  ctx::protected_fixedsize_stack allocator_;
+  std::vector<ctx::stack_context> free_;
+};
+
+// The StackAllocator Boost.Context copies into each fiber: a handle to the pool.
+struct PooledStack {
+  StackPool* pool;
+  ctx::stack_context allocate() { return pool->allocate(); }
+  void deallocate(ctx::stack_context& stack) noexcept { pool->release(stack); }
+};
+
+// ---- per-OS-thread state --------------------------------------------------------
+
+// Everything a worker thread reuses from block to block.
+struct Worker {
+  StackPool stacks{fiber_stack_bytes()};
+  std::byte* dynamic_shared = nullptr;
+  std::size_t dynamic_capacity = 0;
+
+  Worker() = default;
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker() { ::operator delete(dynamic_shared, std::align_val_t{128}); }
+
+  std::byte* shared_arena(std::size_t bytes) {
+    if (bytes > dynamic_capacity) {
+      ::operator delete(dynamic_shared, std::align_val_t{128});
+      dynamic_shared = static_cast<std::byte*>(::operator new(bytes, std::align_val_t{128}));
+      dynamic_capacity = bytes;
+    }
+    return dynamic_shared;
+  }
+};
+
+Worker& this_worker() {
+  thread_local Worker worker;
+  return worker;
+}
+
+enum class ThreadState { Runnable, AtBarrier, AtWarpOp, AtActiveMask, Finished };
+
+struct PendingCopy {
+  void* dst;
+  const void* src;
+  unsigned copy_bytes;
+  unsigned src_bytes;
+};
+
+struct SimThread {
+  uint3 index;
+  unsigned linear = 0;
+  ThreadState state = ThreadState::Runnable;
+  ctx::fiber fiber;      // this thread, while suspended
+  ctx::fiber scheduler;  // the scheduler, while this thread runs
+  std::source_location site;
+  // Warp op in progress.
+  const char* op_name = nullptr;
+  WarpCompleteFn op = nullptr;
+  unsigned mask = 0;
+  std::uint64_t op_arg = 0;
+  WarpLane lane;
+  unsigned active_mask_result = 0;
+  // cp.async groups: not yet committed, and committed but not yet waited for.
+  std::vector<PendingCopy> uncommitted;
+  std::deque<std::vector<PendingCopy>> committed;
+};
+
+class BlockRun;
+thread_local SimThread* current_thread = nullptr;
+thread_local BlockRun* current_block = nullptr;
+
+std::string short_file(const std::source_location& site) {
+  const std::string file = site.file_name();
+  const auto slash = file.find_last_of('/');
+  return slash == std::string::npos ? file : file.substr(slash + 1);
+}
+
+std::string site_text(const std::source_location& site) {
+  return fmt::format("{}:{}", short_file(site), site.line());
+}
+
+bool same_site(const std::source_location& a, const std::source_location& b) {
+  return a.line() == b.line() && a.column() == b.column() && std::strcmp(a.file_name(), b.file_name()) == 0;
+}
+
+// ---- one thread block -----------------------------------------------------------
+
+class BlockRun {
+ public:
+  BlockRun(const KernelLaunch& launch, uint3 block_index, Worker& worker)
+      : launch_(launch), block_index_(block_index), threads_(launch.block.count()) {
+    dynamic_shared_ = worker.shared_arena(launch.dynamic_shared_bytes);
+    // Fresh shared memory is garbage on a GPU; all-ones bytes (NaN, -1) make a
+    // read-before-write show up in results instead of reading a lucky zero.
+    std::memset(dynamic_shared_, 0xff, launch.dynamic_shared_bytes);
+    if (racecheck_enabled()) {
+      race_checker_.emplace(launch, block_index, dynamic_shared_, launch.dynamic_shared_bytes);
+    }
+    create_fibers(worker);
+  }
+
+  // Runs the block to completion; throws on deadlock or a kernel exception.
+  void run() {
+    current_block = this;
+    blockIdx = block_index_;
+    detail::current_race_checker = race_checker_ ? &*race_checker_ : nullptr;
+    struct Reset {
+      ~Reset() {
+        current_block = nullptr;
+        detail::current_race_checker = nullptr;
+      }
+    } reset;
+    for (;;) {
+      run_pass();
+      if (error_) std::rethrow_exception(error_);
+      if (finished_ == threads_.size()) return;
+      if (complete_warp_ops() || resolve_active_masks()) continue;
+      release_barrier_or_throw();
+    }
+  }
+
+  std::byte* dynamic_shared() const { return dynamic_shared_; }
+  detail::RaceChecker* race_checker() { return race_checker_ ? &*race_checker_ : nullptr; }
+
+  // Called from a simulated thread: park it and switch back to the scheduler.
+  static void wait(SimThread& thread) {
+    thread.scheduler = std::move(thread.scheduler).resume();
+  }
+
+ private:
+  void create_fibers(Worker& worker) {
+    const dim3 block = launch_.block;
+    for (unsigned linear = 0; linear < threads_.size(); ++linear) {
+      SimThread& thread = threads_[linear];
+      thread.linear = linear;
+      thread.index = {linear % block.x, (linear / block.x) % block.y, linear / (block.x * block.y)};
+      thread.fiber = ctx::fiber(std::allocator_arg, PooledStack{&worker.stacks},
+                                [this, &thread](ctx::fiber&& scheduler) { return thread_main(thread, std::move(scheduler)); });
+    }
+  }
+
+  ctx::fiber thread_main(SimThread& thread, ctx::fiber&& scheduler) {
+    thread.scheduler = std::move(scheduler);
+    try {
+      launch_.run_thread(launch_.context);
+    } catch (const ctx::detail::forced_unwind&) {
+      throw;  // Boost.Context is unwinding this fiber's stack; let it finish
+    } catch (...) {
+      if (!error_) error_ = std::current_exception();
+    }
+    thread.state = ThreadState::Finished;
+    ++finished_;
+    return std::move(thread.scheduler);
+  }
+
+  void resume(SimThread& thread) {
+    current_thread = &thread;
+    threadIdx = thread.index;
+    detail::current_linear_thread = thread.linear;
+    thread.fiber = std::move(thread.fiber).resume();
+    current_thread = nullptr;
+    switch_counter.fetch_add(2, std::memory_order_relaxed);  // into the thread and back
+  }
+
+  void run_pass() {
+    for (SimThread& thread : threads_) {
+      if (thread.state != ThreadState::Runnable) continue;
+      resume(thread);
+      if (error_) return;
+    }
+  }
+
+  unsigned warp_count() const { return static_cast<unsigned>((threads_.size() + 31) / 32); }
+
+  // Completes every warp op whose lanes have all arrived; true if any did.
+  bool complete_warp_ops() {
+    bool progressed = false;
+    for (unsigned warp = 0; warp < warp_count(); ++warp) {
+      for (unsigned lane = 0; lane < 32; ++lane) {
+        const unsigned linear = warp * 32 + lane;
+        if (linear >= threads_.size()) break;
+        SimThread& thread = threads_[linear];
+        if (thread.state == ThreadState::AtWarpOp && warp_group_ready(warp, thread)) {
+          complete_warp_group(warp, thread);
+          progressed = true;
+        }
+      }
+    }
+    return progressed;
+  }
+
+  bool warp_group_ready(unsigned warp, const SimThread& leader) {
+    const unsigned own_lane = leader.linear % 32;
+    if (((leader.mask >> own_lane) & 1u) == 0) {
+      fail_in_block(fmt::format("thread {} called {} at {} with mask 0x{:08x}, which does not include its own lane {}",
+                                leader.linear, leader.op_name, site_text(leader.site), leader.mask, own_lane));
+    }
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      if (((leader.mask >> lane) & 1u) == 0) continue;
+      const unsigned linear = warp * 32 + lane;
+      if (linear >= threads_.size()) {
+        fail_in_block(fmt::format("thread {} called {} at {} with mask 0x{:08x}, but lane {} does not exist "
+                                  "(the block has {} threads)",
+                                  leader.linear, leader.op_name, site_text(leader.site), leader.mask, lane,
+                                  threads_.size()));
+      }
+      const SimThread& other = threads_[linear];
+      if (other.state != ThreadState::AtWarpOp || other.op != leader.op || other.mask != leader.mask ||
+          other.op_arg != leader.op_arg) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void complete_warp_group(unsigned warp, SimThread& leader) {
+    WarpLane lanes[32] = {};
+    const unsigned mask = leader.mask;
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      if ((mask >> lane) & 1u) lanes[lane] = threads_[warp * 32 + lane].lane;
+    }
+    leader.op(mask, lanes, leader.op_arg);
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      if ((mask >> lane) & 1u) threads_[warp * 32 + lane].state = ThreadState::Runnable;
+    }
+    if (race_checker_) race_checker_->on_warp_sync(warp, mask);
+  }
+
+  // Lanes parked at one __activemask() call form the active set; true if any.
+  bool resolve_active_masks() {
+    bool progressed = false;
+    for (unsigned warp = 0; warp < warp_count(); ++warp) {
+      for (unsigned lane = 0; lane < 32 && warp * 32 + lane < threads_.size(); ++lane) {
+        SimThread& leader = threads_[warp * 32 + lane];
+        if (leader.state != ThreadState::AtActiveMask) continue;
+        unsigned mask = 0;
+        for (unsigned other = lane; other < 32 && warp * 32 + other < threads_.size(); ++other) {
+          const SimThread& t = threads_[warp * 32 + other];
+          if (t.state == ThreadState::AtActiveMask && same_site(t.site, leader.site)) mask |= 1u << other;
+        }
+        for (unsigned other = lane; other < 32; ++other) {
+          if ((mask >> other) & 1u) {
+            threads_[warp * 32 + other].active_mask_result = mask;
+            threads_[warp * 32 + other].state = ThreadState::Runnable;
+          }
+        }
+        progressed = true;
+      }
+    }
+    return progressed;
+  }
+
+  void release_barrier_or_throw() {
+    const SimThread* first_waiter = nullptr;
+    bool releasable = finished_ == 0;
+    for (const SimThread& thread : threads_) {
+      if (thread.state != ThreadState::AtBarrier) {
+        releasable = false;
+        break;
+      }
+      if (first_waiter == nullptr) first_waiter = &thread;
+      if (!same_site(thread.site, first_waiter->site)) releasable = false;
+    }
+    if (!releasable) throw_deadlock();
+    for (SimThread& thread : threads_) thread.state = ThreadState::Runnable;
+    if (race_checker_) race_checker_->on_barrier();
+  }
+
+  static std::string describe_state(const SimThread& thread) {
+    switch (thread.state) {
+      case ThreadState::Finished:
+        return "finished (returned from the kernel)";
+      case ThreadState::AtBarrier:
+        return fmt::format("wait at __syncthreads() at {}", site_text(thread.site));
+      case ThreadState::AtWarpOp:
+        return fmt::format("wait at {} (mask 0x{:08x}) at {}", thread.op_name, thread.mask, site_text(thread.site));
+      case ThreadState::AtActiveMask:
+        return fmt::format("wait at __activemask() at {}", site_text(thread.site));
+      case ThreadState::Runnable:
+        break;
+    }
+    return "runnable";
+  }
+
+  // Groups consecutive threads in the same state: "threads 0..31 wait at ...".
+  [[noreturn]] void throw_deadlock() {
+    std::string details;
+    std::size_t begin = 0;
+    for (std::size_t i = 1; i <= threads_.size(); ++i) {
+      const std::string state = describe_state(threads_[begin]);
+      if (i < threads_.size() && describe_state(threads_[i]) == state) continue;
+      details += begin + 1 == i ? fmt::format("\n  thread {} {}", begin, state)
+                                : fmt::format("\n  threads {}..{} {}", begin, i - 1, state);
+      begin = i;
+    }
+    fail_in_block(fmt::format(
+        "deadlock: no thread can make progress. Every thread of a block must reach the same __syncthreads(), "
+        "and every lane named in a warp op's mask must reach that op (thread numbers are x + y*blockDim.x + "
+        "z*blockDim.x*blockDim.y):{}",
+        details));
+  }
+
+  [[noreturn]] void fail_in_block(const std::string& what) const {
+    const dim3 b = launch_.block;
+    const dim3 g = launch_.grid;
+    fail("mt::sim: kernel '{}', block ({},{},{}) of grid ({},{},{}), block size ({},{},{}): {}", launch_.kernel_name,
+         block_index_.x, block_index_.y, block_index_.z, g.x, g.y, g.z, b.x, b.y, b.z, what);
+  }
+
+  const KernelLaunch& launch_;
+  uint3 block_index_;
+  std::vector<SimThread> threads_;
+  std::size_t finished_ = 0;
+  std::exception_ptr error_;
+  std::byte* dynamic_shared_ = nullptr;
+  std::optional<detail::RaceChecker> race_checker_;
+};
+
+SimThread& require_thread(const char* what) {
+  MT_CHECK(current_thread != nullptr, "{} called outside a simulated kernel", what);
+  return *current_thread;
+}
+
+// ---- running a launch ------------------------------------------------------------
+
+uint3 block_at(const dim3& grid, std::size_t linear) {
+  return {static_cast<unsigned>(linear % grid.x), static_cast<unsigned>((linear / grid.x) % grid.y),
+          static_cast<unsigned>(linear / (std::size_t{grid.x} * grid.y))};
+}
+
+void run_block(const KernelLaunch& launch, std::size_t linear_block) {
+  const uint3 index = block_at(launch.grid, linear_block);
+  try {
+    BlockRun block(launch, index, this_worker());
+    block.run();
+  } catch (const Error& error) {
+    if (std::strncmp(error.what(), "mt::sim:", 8) == 0) throw;
+    fail("mt::sim: kernel '{}', block ({},{},{}): {}", launch.kernel_name, index.x, index.y, index.z, error.what());
+  } catch (const std::exception& error) {
+    fail("mt::sim: kernel '{}', block ({},{},{}) threw: {}", launch.kernel_name, index.x, index.y, index.z,
+         error.what());
+  }
+}
+
+// Runs blocks [0, count) on this OS thread; stops at the first failure.
+void run_blocks_here(const KernelLaunch& launch, std::atomic<std::size_t>& next, std::size_t count,
+                     std::atomic<bool>& failed) {
+  blockDim = launch.block;
+  gridDim = launch.grid;
+  for (std::size_t block = next.fetch_add(1); block < count && !failed.load(); block = next.fetch_add(1)) {
+    run_block(launch, block);
+  }
+}
+
+}  // namespace
+
+// ---- public API ---------------------------------------------------------------------
+
+int worker_threads() {
+  int workers = configured_workers.load();
+  if (workers < 0) workers = env_int("MT_SIM_THREADS", 1);
+  if (workers == 0) workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return workers;
+}
+
+void set_worker_threads(int count) { configured_workers.store(count); }
+
+std::size_t fiber_stack_bytes() {
+  static const std::size_t bytes = static_cast<std::size_t>(std::max(16, env_int("MT_SIM_STACK_KB", 64))) * 1024;
+  return bytes;
+}
+
+std::uint64_t context_switch_count() { return switch_counter.load(std::memory_order_relaxed); }
+
+void run_kernel(const KernelLaunch& launch) {
+  MT_CHECK(current_thread == nullptr, "mt::sim: kernel '{}' launched from inside a kernel (dynamic parallelism is "
+                                      "not simulated)", launch.kernel_name);
+  kernels::detail::check_launch_shape(
+      launch.kernel_name, {launch.grid.x, launch.grid.y, launch.grid.z, launch.block.x, launch.block.y,
+                           launch.block.z, launch.dynamic_shared_bytes});
+  detail::racecheck_active = racecheck_enabled();
+  const std::size_t blocks = std::size_t{launch.grid.x} * launch.grid.y * launch.grid.z;
+  const std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(worker_threads()), blocks);
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  if (workers <= 1) {
+    run_blocks_here(launch, next, blocks, failed);
+    return;
+  }
+  std::exception_ptr first_error;
+  std::mutex error_mutex;
+  std::vector<std::thread> pool;
+  for (std::size_t i = 0; i < workers; ++i) {
+    pool.emplace_back([&] {
+      try {
+        run_blocks_here(launch, next, blocks, failed);
+      } catch (...) {
+        failed = true;
+        const std::lock_guard lock(error_mutex);
+        if (!first_error) first_error = std::current_exception();
+      }
+    });
+  }
+  for (auto& thread : pool) thread.join();
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+void syncthreads(std::source_location site) {
+  SimThread& thread = require_thread("__syncthreads()");
+  thread.state = ThreadState::AtBarrier;
+  thread.site = site;
+  BlockRun::wait(thread);
+}
+
+void warp_sync(const char* op_name, WarpCompleteFn complete, unsigned mask, const void* input, void* output,
+               std::uint64_t op_arg, std::source_location site) {
+  SimThread& thread = require_thread(op_name);
+  thread.state = ThreadState::AtWarpOp;
+  thread.site = site;
+  thread.op_name = op_name;
+  thread.op = complete;
+  thread.mask = mask;
+  thread.op_arg = op_arg;
+  thread.lane = {input, output};
+  BlockRun::wait(thread);
+}
+
+unsigned active_mask(std::source_location site) {
+  SimThread& thread = require_thread("__activemask()");
+  thread.state = ThreadState::AtActiveMask;
+  thread.site = site;
+  BlockRun::wait(thread);
+  return thread.active_mask_result;
+}
+
+unsigned lane_id() { return require_thread("lane id").linear % 32; }
+
+void* dynamic_shared_memory() {
+  require_thread("dynamic shared memory");
+  return current_block->dynamic_shared();
+}
+
+void note_memory_access(const void* address, std::size_t bytes, bool is_write) {
+  if (current_thread == nullptr || current_block == nullptr) return;
+  if (detail::RaceChecker* checker = current_block->race_checker()) {
+    checker->on_access(current_thread->linear, reinterpret_cast<std::uintptr_t>(address), bytes, is_write);
+  }
+}
+
+void cp_async(void* shared_dst, const void* global_src, unsigned copy_bytes, unsigned src_bytes) {
+  SimThread& thread = require_thread("cp.async");
+  MT_CHECK(copy_bytes == 4 || copy_bytes == 8 || copy_bytes == 16, "cp.async copies 4, 8 or 16 bytes, not {}",
+           copy_bytes);
+  MT_CHECK(src_bytes <= copy_bytes, "cp.async: src-size {} exceeds cp-size {}", src_bytes, copy_bytes);
+  MT_CHECK(reinterpret_cast<std::uintptr_t>(shared_dst) % copy_bytes == 0 &&
+               reinterpret_cast<std::uintptr_t>(global_src) % copy_bytes == 0,
+           "cp.async of {} bytes needs {}-byte aligned addresses (dst {}, src {})", copy_bytes, copy_bytes, shared_dst,
+           global_src);
+  thread.uncommitted.push_back({shared_dst, global_src, copy_bytes, src_bytes});
+}
+
+void cp_async_commit_group() {
+  SimThread& thread = require_thread("cp.async.commit_group");
+  thread.committed.push_back(std::move(thread.uncommitted));
+  thread.uncommitted.clear();
+}
+
+void cp_async_wait_group(unsigned groups_left_pending) {
+  SimThread& thread = require_thread("cp.async.wait_group");
+  while (thread.committed.size() > groups_left_pending) {
+    for (const PendingCopy& copy : thread.committed.front()) {
+      // Bytes past src-size are zero-filled, as the hardware does.
+      std::memcpy(copy.dst, copy.src, copy.src_bytes);
+      std::memset(static_cast<std::byte*>(copy.dst) + copy.src_bytes, 0, copy.copy_bytes - copy.src_bytes);
+      note_memory_access(copy.dst, copy.copy_bytes, true);
+    }
+    thread.committed.pop_front();
+  }
+}
+
+}  // namespace mt::simulator

@@ -1,0 +1,197 @@
+#include "optim/optimizer.h"
+
+#include <cmath>
+
+#include "amp/grad_state.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+
+namespace mt::optim {
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, PrecisionOptions precision)
+    : groups_(std::move(groups)), precision_(precision) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (const Tensor& p : groups_[g].params) {
+      MT_CHECK(p.defined() && p.is_leaf() && is_floating(p.dtype()),
+               "optimizer: parameters must be floating-point leaf tensors (group {})", g);
+      MT_CHECK(p.is_contiguous(), "optimizer: parameter of shape {} must be contiguous", p.shape_string());
+    }
+    MT_CHECK(groups_[g].lr >= 0, "optimizer: group {} has a negative learning rate {}", g, groups_[g].lr);
+    state_.emplace_back(groups_[g].params.size());
+  }
+}
+
+std::vector<Tensor> Optimizer::parameters() const {
+  std::vector<Tensor> out;
+  for (const ParamGroup& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
+  return out;
+}
+
+std::vector<Tensor> Optimizer::gradients() const {
+  std::vector<Tensor> out;
+  for (const Tensor& p : parameters()) {
+    if (p.grad().defined()) out.push_back(p.grad());
+  }
+  return out;
+}
+
+void Optimizer::zero_grad() {
+  for (const Tensor& p : parameters()) p.impl()->grad.reset();
+}
+
+Optimizer::ParamState& Optimizer::state_for(size_t group, size_t index) {
+  ParamState& s = state_[group][index];
+  if (s.step.defined()) return s;
+  const Tensor& p = groups_[group].params[index];
+  NoGradGuard no_grad;
+  if (precision_.master_weights && is_low_precision(p.dtype())) s.master = p.detach().to(kF32);
+  // State is f32 whenever there is an f32 copy of the weights to update; in
+  // pure low precision it lives in the parameter's own dtype.
+  const DType state_dtype = p.dtype() == kF32 || s.master.defined() ? kF32 : p.dtype();
+  const int n = state_count(groups_[group]);
+  if (n >= 1) s.state1 = zeros(p.sizes(), state_dtype, p.device());
+  if (n >= 2) s.state2 = zeros(p.sizes(), state_dtype, p.device());
+  s.step = zeros({1}, kF32, p.device());
+  return s;
+}
+
+Tensor Optimizer::master_of(const Tensor& param) const {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      if (groups_[g].params[i].is_same(param)) return state_[g][i].master;
+    }
+  }
+  return Tensor();
+}
+
+void Optimizer::step(const kernels::AmpControl& amp) {
+  NoGradGuard no_grad;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    // One fused call per parameter dtype within the group.
+    for (DType dtype : {kF32, kF16, kBF16, kF64}) {
+      std::vector<kernels::ParamSlot> slots;
+      for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+        const Tensor& p = groups_[g].params[i];
+        if (p.dtype() != dtype || !p.grad().defined()) continue;
+        MT_CHECK(p.grad().sizes() == p.sizes(), "{}: gradient shape {} does not match parameter shape {}", name(),
+                 p.grad().shape_string(), p.shape_string());
+        const ParamState& s = state_for(g, i);
+        slots.push_back({p, p.grad(), s.master, s.state1, s.state2, s.step});
+      }
+      if (slots.empty()) continue;
+      kernels::StochasticRounding rounding{precision_.stochastic_rounding, precision_.seed, rounding_offset_};
+      update(slots, groups_[g], amp, rounding);
+      for (const auto& slot : slots) rounding_offset_ += (static_cast<uint64_t>(slot.param.numel()) + 3) / 4;
+    }
+  }
+}
+
+StateDict Optimizer::state_dict() const {
+  StateDict out;
+  size_t flat = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    out[fmt::format("group.{}.lr", g)] = scalar_tensor(groups_[g].lr, kF64);
+    out[fmt::format("group.{}.weight_decay", g)] = scalar_tensor(groups_[g].weight_decay, kF64);
+    for (size_t i = 0; i < groups_[g].params.size(); ++i, ++flat) {
+      const ParamState& s = state_[g][i];
+      if (!s.step.defined()) continue;  // never stepped: no state yet
+      out[fmt::format("state.{}.step", flat)] = s.step.clone().detach();
+      if (s.master.defined()) out[fmt::format("state.{}.master", flat)] = s.master.clone().detach();
+      if (s.state1.defined()) out[fmt::format("state.{}.{}", flat, state_name(0))] = s.state1.clone().detach();
+      if (s.state2.defined()) out[fmt::format("state.{}.{}", flat, state_name(1))] = s.state2.clone().detach();
+    }
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const StateDict& state) {
+  NoGradGuard no_grad;
+  auto find = [&](const std::string& key) -> const Tensor* {
+    auto it = state.find(key);
+    return it == state.end() ? nullptr : &it->second;
+  };
+  size_t flat = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Tensor* lr = find(fmt::format("group.{}.lr", g));
+    MT_CHECK(lr != nullptr, "{}::load_state_dict: missing 'group.{}.lr' (was the state saved from an optimizer with "
+             "{} param groups?)", name(), g, groups_.size());
+    groups_[g].lr = lr->item<double>();
+    if (const Tensor* wd = find(fmt::format("group.{}.weight_decay", g))) groups_[g].weight_decay = wd->item<double>();
+    for (size_t i = 0; i < groups_[g].params.size(); ++i, ++flat) {
+      const Tensor* step = find(fmt::format("state.{}.step", flat));
+      state_[g][i] = ParamState{};
+      if (step == nullptr) continue;
+      ParamState& s = state_for(g, i);
+      auto load = [&](const Tensor& into, const std::string& key) {
+        if (!into.defined()) return;
+        const Tensor* src = find(key);
+        MT_CHECK(src != nullptr, "{}::load_state_dict: missing '{}'", name(), key);
+        MT_CHECK(src->sizes() == into.sizes(), "{}::load_state_dict: '{}' has shape {}, expected {}", name(), key,
+                 src->shape_string(), into.shape_string());
+        copy_(into, *src);
+      };
+      load(s.step, fmt::format("state.{}.step", flat));
+      load(s.master, fmt::format("state.{}.master", flat));
+      load(s.state1, fmt::format("state.{}.{}", flat, state_name(0)));
+      load(s.state2, fmt::format("state.{}.{}", flat, state_name(1)));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- AdamW and SGD
+
+static std::vector<ParamGroup> single_group(const std::vector<Tensor>& params, double lr, double weight_decay) {
+  return {ParamGroup{params, lr, weight_decay}};
+}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options, PrecisionOptions precision)
+    : Optimizer(std::move(groups), precision), options_(options) {
+  MT_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
+           "AdamW: betas must be in [0, 1), got ({}, {})", options.beta1, options.beta2);
+  MT_CHECK(options.eps >= 0, "AdamW: eps must be non-negative, got {}", options.eps);
+}
+
+AdamW::AdamW(const std::vector<Tensor>& params, AdamWOptions options, PrecisionOptions precision)
+    : AdamW(single_group(params, options.lr, options.weight_decay), options, precision) {}
+
+void AdamW::update(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group,
+                   const kernels::AmpControl& amp, const kernels::StochasticRounding& rounding) {
+  kernels::AdamWArgs args{group.lr, options_.beta1, options_.beta2, options_.eps, group.weight_decay};
+  kernels::adamw_step(slots, args, amp, rounding);
+}
+
+SGD::SGD(std::vector<ParamGroup> groups, SgdOptions options, PrecisionOptions precision)
+    : Optimizer(std::move(groups), precision), options_(options) {
+  MT_CHECK(options.momentum >= 0, "SGD: momentum must be non-negative, got {}", options.momentum);
+  MT_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
+           "SGD: nesterov needs momentum > 0 and dampening = 0");
+}
+
+SGD::SGD(const std::vector<Tensor>& params, SgdOptions options, PrecisionOptions precision)
+    : SGD(single_group(params, options.lr, options.weight_decay), options, precision) {}
+
+void SGD::update(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group, const kernels::AmpControl& amp,
+                 const kernels::StochasticRounding& rounding) {
+  kernels::SgdArgs args{group.lr, options_.momentum, options_.dampening, group.weight_decay, options_.nesterov};
+  kernels::sgd_step(slots, args, amp, rounding);
+}
+
+// ---------------------------------------------------------------- clipping
+
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  MT_CHECK(max_norm > 0, "clip_grad_norm_: max_norm must be positive, got {}", max_norm);
+  amp::check_gradients_unscaled(params, "clip_grad_norm_");
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  if (grads.empty()) return zeros({});
+  NoGradGuard no_grad;
+  Tensor squares = empty({1}, kF32, grads.front().device());
+  kernels::sum_of_squares(grads, squares);
+  Tensor norm = sqrt(squares);
+  kernels::scale_by_clip_coefficient(grads, norm, max_norm);
+  return norm.reshape({});
+}
+
+}  // namespace mt::optim

@@ -1,0 +1,137 @@
+// Optimizers with optional FP32 master weights.
+//
+// Three precision modes (see the mixed-precision issue):
+//  (a) autocast: f32 parameters, low-precision compute; the optimizer is plain f32.
+//  (b) master weights: f16/bf16 parameters, the optimizer keeps f32 masters and
+//      f32 state, updates the masters and writes the rounded copy into the
+//      parameter (optionally by stochastic rounding for bf16).
+//  (c) pure low precision: no masters; state and update in the parameter's
+//      dtype, to show honestly what goes wrong (updates below an ulp vanish).
+//
+// Each step is one fused kernel call per (param group, parameter dtype). The
+// kernel reads found_inf and inv_scale on the device, so under a GradScaler
+// the step never syncs with the host.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/optim.h"
+
+namespace mt::optim {
+
+struct ParamGroup {
+  std::vector<Tensor> params;
+  double lr = 1e-3;
+  double weight_decay = 0;
+};
+
+struct PrecisionOptions {
+  bool master_weights = false;       // mode (b) for f16/bf16 parameters
+  bool stochastic_rounding = false;  // bf16 copies written from masters by stochastic rounding
+  uint64_t seed = 0;                 // for stochastic rounding
+};
+
+using StateDict = std::map<std::string, Tensor>;
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<ParamGroup> groups, PrecisionOptions precision);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient. `amp` carries the
+  // GradScaler's device-side inv_scale and found_inf (empty without a scaler).
+  void step(const kernels::AmpControl& amp = {});
+  void zero_grad();  // sets gradients to none, as PyTorch does by default
+
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  std::vector<Tensor> parameters() const;
+  std::vector<Tensor> gradients() const;  // the defined ones
+  bool has_master_weights() const { return precision_.master_weights; }
+  // The f32 master of a parameter (undefined when it has none).
+  Tensor master_of(const Tensor& param) const;
+
+  // Named tensors: per-parameter state ("state.<i>.<name>", i counting
+  // parameters across groups in order) and per-group hyperparameters.
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
+
+ protected:
+  struct ParamState {
+    Tensor master;
+    Tensor state1;
+    Tensor state2;
+    Tensor step;
+  };
+  // Subclasses run their fused kernel on the slots of one (group, dtype) bucket.
+  virtual void update(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group,
+                      const kernels::AmpControl& amp, const kernels::StochasticRounding& rounding) = 0;
+  // Which state tensors a parameter needs: 0, 1 or 2.
+  virtual int state_count(const ParamGroup& group) const = 0;
+  virtual const char* state_name(int index) const = 0;
+  virtual const char* name() const = 0;
+
+ private:
+  ParamState& state_for(size_t group, size_t index);
+
+  std::vector<ParamGroup> groups_;
+  PrecisionOptions precision_;
+  std::vector<std::vector<ParamState>> state_;  // [group][param]
+  uint64_t rounding_offset_ = 0;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions options = {}, PrecisionOptions precision = {});
+  AdamW(const std::vector<Tensor>& params, AdamWOptions options = {}, PrecisionOptions precision = {});
+
+ private:
+  void update(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group, const kernels::AmpControl& amp,
+              const kernels::StochasticRounding& rounding) override;
+  int state_count(const ParamGroup&) const override { return 2; }
+  const char* state_name(int index) const override { return index == 0 ? "exp_avg" : "exp_avg_sq"; }
+  const char* name() const override { return "AdamW"; }
+  AdamWOptions options_;
+};
+
+struct SgdOptions {
+  double lr = 1e-2;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+};
+
+class SGD final : public Optimizer {
+ public:
+  SGD(std::vector<ParamGroup> groups, SgdOptions options = {}, PrecisionOptions precision = {});
+  SGD(const std::vector<Tensor>& params, SgdOptions options = {}, PrecisionOptions precision = {});
+
+ private:
+  void update(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group, const kernels::AmpControl& amp,
+              const kernels::StochasticRounding& rounding) override;
+  int state_count(const ParamGroup&) const override { return options_.momentum != 0 ? 1 : 0; }
+  const char* state_name(int) const override { return "momentum_buffer"; }
+  const char* name() const override { return "SGD"; }
+  SgdOptions options_;
+};
+
+// Clips the global L2 norm of the gradients to max_norm in place and returns
+// the norm before clipping (an f32 0-dim tensor on the gradients' device, so
+// no sync). One fused pass computes the norm, one scales. Calling it on
+// gradients a GradScaler has scaled but not unscaled is an error.
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+
+}  // namespace mt::optim

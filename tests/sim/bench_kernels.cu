@@ -1,0 +1,16 @@
+// Kernels for bench_switch: as little work as possible between switches.
+#include "tests/sim/bench_kernels.h"
+
+#include "kernels/cuda/launch.h"
+
+namespace mt::sim::bench {
+
+__global__ void barrier_loop_kernel(int barriers) {
+  for (int i = 0; i < barriers; ++i) __syncthreads();
+}
+
+void barrier_loop(int blocks, int threads, int barriers) {
+  launch("barrier_loop_kernel", barrier_loop_kernel, dim3(blocks), dim3(threads), 0, Stream{}, barriers);
+}
+
+}  // namespace mt::sim::bench

@@ -1,0 +1,120 @@
+// Three small kernels that show the patterns mixtape's real kernels use, and
+// run identically under nvcc and on the simulator:
+//
+//   block_sum     shared-memory tree + warp-shuffle reduction, atomicAdd
+//   transpose     coalesced tiled transpose; the +1 column avoids bank conflicts
+//   mma_gemm_f16  one warp per 16x8 tile: cp.async -> shared, ldmatrix -> mma.sync
+#include "tests/sim/example_kernels.h"
+
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/ptx.h"
+
+namespace mt::MT_KERNEL_NS {
+
+// ---- block_sum --------------------------------------------------------------------------
+
+constexpr int kSumThreads = 256;
+
+__device__ __forceinline__ float warp_sum(float value) {
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);
+  return value;
+}
+
+__global__ void __launch_bounds__(kSumThreads) block_sum_kernel(const float* __restrict__ in, float* out, int n) {
+  __shared__ float partial[kSumThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  float value = 0.0f;
+  for (int i = static_cast<int>(blockIdx.x) * kSumThreads + t; i < n; i += kSumThreads * static_cast<int>(gridDim.x)) {
+    value += __ldg(in + i);
+  }
+  partial[t] = value;
+  __syncthreads();
+  // Halve the active range until one warp is left, then finish with shuffles.
+  for (int stride = kSumThreads / 2; stride >= 32; stride /= 2) {
+    if (t < stride) partial[t] += partial[t + stride];
+    __syncthreads();
+  }
+  if (t < 32) {
+    const float total = warp_sum(partial[t]);
+    if (t == 0) atomicAdd(out, total);
+  }
+}
+
+void block_sum(const float* in, float* out, int n, Stream stream) {
+  const int blocks = n <= 0 ? 1 : (n + kSumThreads - 1) / kSumThreads < 64 ? (n + kSumThreads - 1) / kSumThreads : 64;
+  launch("block_sum_kernel", block_sum_kernel, dim3(blocks), dim3(kSumThreads), 0, stream, in, out, n);
+}
+
+// ---- transpose ------------------------------------------------------------------------------
+
+constexpr int kTile = 32;
+constexpr int kRowsPerPass = 8;
+
+__global__ void transpose_kernel(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+  __shared__ float tile[kTile][kTile + 1];  // +1: column reads hit 32 different banks
+  const int x = static_cast<int>(blockIdx.x) * kTile + static_cast<int>(threadIdx.x);
+  const int y0 = static_cast<int>(blockIdx.y) * kTile;
+  for (int dy = static_cast<int>(threadIdx.y); dy < kTile; dy += kRowsPerPass) {
+    if (x < cols && y0 + dy < rows) tile[dy][threadIdx.x] = in[(y0 + dy) * cols + x];
+  }
+  __syncthreads();
+  const int out_x = y0 + static_cast<int>(threadIdx.x);  // column of `out` = row of `in`
+  const int out_y0 = static_cast<int>(blockIdx.x) * kTile;
+  for (int dy = static_cast<int>(threadIdx.y); dy < kTile; dy += kRowsPerPass) {
+    if (out_x < rows && out_y0 + dy < cols) out[(out_y0 + dy) * rows + out_x] = tile[threadIdx.x][dy];
+  }
+}
+
+void transpose(const float* in, float* out, int rows, int cols, Stream stream) {
+  const dim3 grid((cols + kTile - 1) / kTile, (rows + kTile - 1) / kTile);
+  launch("transpose_kernel", transpose_kernel, grid, dim3(kTile, kRowsPerPass), 0, stream, in, out, rows, cols);
+}
+
+// ---- mma_gemm_f16 ---------------------------------------------------------------------------
+
+// Shared memory: A tile 16x16 then B tile 16x8, 16-bit elements.
+constexpr int kATileElements = 16 * 16;
+constexpr int kBTileElements = 16 * 8;
+
+__global__ void mma_gemm_f16_kernel(const std::uint16_t* a, const std::uint16_t* b, float* c, int n, int k) {
+  MT_DYNAMIC_SHARED(std::uint16_t, smem);
+  std::uint16_t* a_tile = smem;
+  std::uint16_t* b_tile = smem + kATileElements;
+  const unsigned lane = threadIdx.x;
+  const int tile_row = static_cast<int>(blockIdx.y) * 16;
+  const int tile_col = static_cast<int>(blockIdx.x) * 8;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int k0 = 0; k0 < k; k0 += 16) {
+    // A tile: 32 chunks of 16 bytes (row lane/2, half lane%2). B tile: 16 rows of 16 bytes.
+    const int a_row = static_cast<int>(lane / 2);
+    const int a_col = static_cast<int>(lane % 2) * 8;
+    ptx::cp_async_cg16(a_tile + a_row * 16 + a_col, a + (tile_row + a_row) * k + k0 + a_col);
+    if (lane < 16) ptx::cp_async_cg16(b_tile + lane * 8, b + (k0 + static_cast<int>(lane)) * n + tile_col);
+    ptx::cp_async_commit_group();
+    ptx::cp_async_wait_group<0>();
+    __syncthreads();  // other lanes' copies must be visible before ldmatrix
+
+    // A: matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).
+    std::uint32_t a_frag[4];
+    ptx::ldmatrix_x4(a_frag, a_tile + (lane % 16) * 16 + (lane / 16) * 8);
+    // B is stored k-major (row = k); .trans hands each lane two consecutive k of one column.
+    std::uint32_t b_frag[2];
+    ptx::ldmatrix_x2_trans(b_frag, b_tile + (lane % 16) * 8);
+    ptx::mma_m16n8k16_f16(acc, a_frag, b_frag, acc);
+    __syncthreads();  // the next iteration overwrites the tiles
+  }
+  const int row = tile_row + static_cast<int>(lane / 4);
+  const int col = tile_col + static_cast<int>(lane % 4) * 2;
+  c[row * n + col] = acc[0];
+  c[row * n + col + 1] = acc[1];
+  c[(row + 8) * n + col] = acc[2];
+  c[(row + 8) * n + col + 1] = acc[3];
+}
+
+void mma_gemm_f16(const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n, int k, Stream stream) {
+  const std::size_t shared_bytes = (kATileElements + kBTileElements) * sizeof(std::uint16_t);
+  launch("mma_gemm_f16_kernel", mma_gemm_f16_kernel, dim3(n / 8, m / 16), dim3(32), shared_bytes, stream, a, b, c, n,
+         k);
+}
+
+}  // namespace mt::MT_KERNEL_NS

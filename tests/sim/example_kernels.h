@@ -1,0 +1,21 @@
+// Example kernels that compile both ways: mt::sim::* always, mt::cuda::* when
+// CUDA is enabled (MT_WITH_CUDA_KERNELS). Pointers are device memory on the
+// GPU and host memory on the simulator.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/kernel_api.h"
+
+// *out += sum(in[0..n)); block-level tree reduction in shared memory, finished
+// by warp shuffles, one atomicAdd per block. *out must be initialised.
+MT_CUDA_KERNEL_API(void block_sum(const float* in, float* out, int n, mt::kernels::Stream stream));
+
+// out (cols x rows) = transpose of in (rows x cols), through a padded 32x33 tile.
+MT_CUDA_KERNEL_API(void transpose(const float* in, float* out, int rows, int cols, mt::kernels::Stream stream));
+
+// c (m x n, f32) = a (m x k, f16 row-major) * b (k x n, f16 row-major), one warp
+// per 16x8 output tile: cp.async to shared memory, ldmatrix, mma.sync.
+// m % 16 == 0, n % 8 == 0, k % 16 == 0.
+MT_CUDA_KERNEL_API(void mma_gemm_f16(const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n, int k,
+                                     mt::kernels::Stream stream));
