@@ -119,7 +119,7 @@ class Tensor {
   Tensor& requires_grad_(bool enabled = true);
   bool is_leaf() const { return checked().grad_fn == nullptr; }
   Tensor grad() const { return Tensor(checked().grad); }
-  void set_grad(const Tensor& g) { checked().grad = g.impl_; }
+  void set_grad(const Tensor& g) const { checked().grad = g.impl_; }
   const std::shared_ptr<autograd::Node>& grad_fn() const { return checked().grad_fn; }
   // Shares storage, drops autograd history.
   Tensor detach() const;

@@ -1,0 +1,196 @@
+// GradScaler: loss scaling rescues f16 gradients, skips on inf without a host
+// sync, follows PyTorch's scale trajectory, and rejects misuse.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "kernels/amp.h"
+#include "mixtape.h"
+
+using namespace mt;
+using amp::Autocast;
+using amp::GradScaler;
+using Catch::Contains;
+
+namespace {
+
+// A linear regression whose gradients are ~1e-8: the loss carries a 1e-8 factor.
+struct TinyGradientProblem {
+  Tensor x, target, w;
+  static constexpr double kTiny = 1e-8;
+
+  explicit TinyGradientProblem(uint64_t seed) {
+    Generator gen(seed);
+    x = randn({16, 8}, kF32, kCPU, &gen);
+    target = matmul(x, randn({8, 4}, kF32, kCPU, &gen));
+    w = zeros({4, 8}).requires_grad_();
+  }
+  Tensor loss() const { return mul(mse_loss(linear(x, w), target), kTiny); }
+  double true_loss() const {
+    NoGradGuard no_grad;
+    return mse_loss(linear(x, w), target).item<double>();
+  }
+};
+
+enum class Mode { Fp32, Fp16NoScaler, Fp16Scaler };
+
+std::vector<double> train_tiny(Mode mode, int steps) {
+  TinyGradientProblem p(7);
+  optim::SGD sgd({p.w}, {.lr = 0.05 / TinyGradientProblem::kTiny});
+  GradScaler scaler({.enabled = mode == Mode::Fp16Scaler});
+  std::vector<double> losses{p.true_loss()};
+  for (int i = 0; i < steps; ++i) {
+    sgd.zero_grad();
+    {
+      Autocast guard(kCPU, kF16, /*enabled=*/mode != Mode::Fp32);
+      const Tensor loss = p.loss();
+      scaler.scale(loss).backward();
+    }
+    scaler.step(sgd);
+    scaler.update();
+    losses.push_back(p.true_loss());
+  }
+  return losses;
+}
+
+}  // namespace
+
+TEST_CASE("tiny gradients: f32 trains, f16 without scaling stalls, GradScaler rescues it", "[scaler][underflow]") {
+  const auto fp32 = train_tiny(Mode::Fp32, 30);
+  const auto fp16 = train_tiny(Mode::Fp16NoScaler, 30);
+  const auto scaled = train_tiny(Mode::Fp16Scaler, 30);
+  INFO("f32 " << fp32.front() << " -> " << fp32.back() << "; f16 " << fp16.front() << " -> " << fp16.back()
+              << "; f16+scaler " << scaled.front() << " -> " << scaled.back());
+  CHECK(fp32.back() < 0.2 * fp32.front());
+  CHECK(fp16.back() == fp16.front());  // every gradient flushed to zero in f16: not one update
+  CHECK(scaled.back() < 0.2 * scaled.front());
+  CHECK(scaled.back() == Approx(fp32.back()).epsilon(0.1));
+}
+
+TEST_CASE("an injected inf skips the step on the device, halves the scale and resets the tracker", "[scaler]") {
+  Generator gen(1);
+  Tensor w = randn({3, 4}, kF32, kCPU, &gen).requires_grad_();
+  const Tensor x = randn({5, 4}, kF32, kCPU, &gen);
+  optim::AdamW opt({w}, {.lr = 1e-2});
+  GradScaler scaler({.growth_interval = 3});
+  auto iteration = [&](bool inject_inf) {
+    opt.zero_grad();
+    scaler.scale(sum(square(linear(x, w)))).backward();
+    if (inject_inf) {
+      NoGradGuard no_grad;
+      write_element(w.grad(), 5, INFINITY);
+    }
+    const auto outcome = scaler.step(opt);
+    scaler.update();
+    return outcome;
+  };
+  CHECK(!iteration(false).skipped());
+  CHECK(scaler.get_scale() == 65536.0);
+  CHECK(scaler.growth_tracker().item<int>() == 1);
+
+  const auto before = opt.state_dict();
+  const auto w_before = w.to_vector();
+  const auto outcome = iteration(true);
+  CHECK(outcome.skipped());
+  CHECK(w.to_vector() == w_before);  // bit-identical weights
+  const auto after = opt.state_dict();
+  for (const auto& [key, value] : before) {
+    INFO(key);
+    CHECK(after.at(key).to_vector() == value.to_vector());  // moments and step count untouched
+  }
+  CHECK(scaler.get_scale() == 32768.0);
+  CHECK(scaler.growth_tracker().item<int>() == 0);
+
+  // growth_interval clean steps double the scale.
+  for (int i = 0; i < 3; ++i) CHECK(!iteration(false).skipped());
+  CHECK(scaler.get_scale() == 65536.0);
+  CHECK(scaler.growth_tracker().item<int>() == 0);
+}
+
+TEST_CASE("a scripted found_inf sequence reproduces PyTorch's scale trajectory", "[scaler]") {
+  // PyTorch's documented update rule, written out on the host as the reference.
+  struct Reference {
+    double scale = 65536.0;
+    int tracker = 0;
+    void update(bool found_inf, double growth, double backoff, int interval) {
+      if (found_inf) {
+        scale *= backoff;
+        tracker = 0;
+      } else if (++tracker == interval) {
+        if (std::isfinite(static_cast<float>(scale * growth))) scale *= growth;
+        tracker = 0;
+      }
+    }
+  };
+  const std::vector<int> script = {0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};
+  Reference ref;
+  const Tensor scale = full({1}, 65536.0), tracker = zeros({1}, kI32);
+  for (int f : script) {
+    ref.update(f != 0, 2.0, 0.5, 4);
+    kernels::update_scale(scale, tracker, full({1}, f), {2.0, 0.5, 4});
+    REQUIRE(scale.item<double>() == ref.scale);
+    REQUIRE(tracker.item<int>() == ref.tracker);
+  }
+  // Growth stops short of inf: f32's largest power of two stays put.
+  const Tensor big = full({1}, std::ldexp(1.0, 127)), t = zeros({1}, kI32);
+  kernels::update_scale(big, t, zeros({1}), {2.0, 0.5, 1});
+  CHECK(big.item<double>() == std::ldexp(1.0, 127));
+}
+
+TEST_CASE("misuse of the READY -> UNSCALED -> STEPPED sequence is an error", "[scaler]") {
+  Tensor w = ones({2}).requires_grad_();
+  optim::SGD opt({w}, {.lr = 0.1});
+  GradScaler scaler;
+  REQUIRE_THROWS_WITH(scaler.unscale_(opt), Contains("no loss was scaled"));
+  scaler.scale(sum(w)).backward();
+  REQUIRE_THROWS_WITH(optim::clip_grad_norm_({w}, 1.0), Contains("still multiplied by the loss scale") &&
+                                                            Contains("unscale_"));
+  REQUIRE_THROWS_WITH(scaler.update(), Contains("no inf checks were recorded"));
+  scaler.unscale_(opt);
+  CHECK(w.grad().to_vector() == std::vector<double>{1.0, 1.0});  // unscaled in place
+  CHECK_NOTHROW(optim::clip_grad_norm_({w}, 1.0));
+  REQUIRE_THROWS_WITH(scaler.unscale_(opt), Contains("already called on this optimizer"));
+  scaler.step(opt);
+  REQUIRE_THROWS_WITH(scaler.step(opt), Contains("already called"));
+  REQUIRE_THROWS_WITH(scaler.unscale_(opt), Contains("after step()"));
+  scaler.update();
+  // After update() the cycle starts again.
+  opt.zero_grad();
+  scaler.scale(sum(w)).backward();
+  CHECK_NOTHROW(scaler.step(opt));
+  scaler.update();
+}
+
+TEST_CASE("unscaling f16 gradients is refused with advice; master-weight optimizers unscale in f32", "[scaler]") {
+  Tensor w = ones({4}, kF16).requires_grad_();
+  optim::SGD opt({w}, {.lr = 1.0}, {.master_weights = true});
+  // 65536 itself overflows an f16 loss (its largest value is 65504): start lower.
+  GradScaler scaler({.init_scale = 1024.0});
+  scaler.scale(sum(mul(w, 1e-3))).backward();  // f16 grads of 1e-3 * 1024
+  REQUIRE_THROWS_WITH(scaler.unscale_(opt), Contains("f16 gradients") && Contains("master weights"));
+  const auto outcome = scaler.step(opt);  // fused: the kernel multiplies by 1/scale in f32
+  scaler.update();
+  CHECK(!outcome.skipped());
+  CHECK(opt.master_of(w).to_vector()[0] == Approx(1.0 - 1e-3).epsilon(1e-3));
+}
+
+TEST_CASE("a disabled scaler costs nothing and changes nothing (bf16 needs none)", "[scaler]") {
+  Tensor w = ones({2}).requires_grad_();
+  optim::SGD opt({w}, {.lr = 0.5});
+  GradScaler scaler({.enabled = false});
+  const Tensor loss = sum(w);
+  CHECK(scaler.scale(loss).is_same(loss));
+  loss.backward();
+  CHECK(!scaler.step(opt).skipped());
+  scaler.update();
+  CHECK(w.to_vector() == std::vector<double>{0.5, 0.5});
+  CHECK(scaler.get_scale() == 1.0);
+  CHECK(scaler.state_dict().empty());
+}
+
+TEST_CASE("scale bounds clamp the trajectory when asked", "[scaler]") {
+  const Tensor scale = full({1}, 4.0), tracker = zeros({1}, kI32);
+  kernels::update_scale(scale, tracker, ones({1}), {2.0, 0.5, 10, /*min=*/3.0, 0});
+  CHECK(scale.item<double>() == 3.0);
+  kernels::update_scale(scale, tracker, zeros({1}), {2.0, 0.5, 1, 0, /*max=*/5.0});
+  CHECK(scale.item<double>() == 5.0);
+}

@@ -1,0 +1,128 @@
+// SGD and AdamW against their formulas, param groups, the three precision
+// modes, stochastic rounding, and clip_grad_norm_.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "mixtape.h"
+
+using namespace mt;
+
+namespace {
+void set_grad(const Tensor& p, const std::vector<double>& g) {
+  p.set_grad(from_vector(g, p.sizes(), p.dtype()));
+}
+}  // namespace
+
+TEST_CASE("AdamW follows PyTorch's update for three steps", "[optim]") {
+  Tensor p = from_vector(std::vector<double>{1.0, -2.0}, {2}).requires_grad_();
+  optim::AdamW opt({p}, {.lr = 0.1, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1});
+  double w[2] = {1.0, -2.0}, m[2] = {0, 0}, v[2] = {0, 0};
+  const double grads[3][2] = {{0.5, -1.0}, {0.25, 2.0}, {-1.0, 0.0}};
+  for (int t = 1; t <= 3; ++t) {
+    set_grad(p, {grads[t - 1][0], grads[t - 1][1]});
+    opt.step();
+    for (int i = 0; i < 2; ++i) {
+      const double g = grads[t - 1][i];
+      w[i] *= 1 - 0.1 * 0.1;
+      m[i] = 0.9 * m[i] + 0.1 * g;
+      v[i] = 0.99 * v[i] + 0.01 * g * g;
+      const double denom = std::sqrt(v[i]) / std::sqrt(1 - std::pow(0.99, t)) + 1e-8;
+      w[i] -= 0.1 / (1 - std::pow(0.9, t)) * m[i] / denom;
+    }
+    const auto got = p.to_vector();
+    CHECK(got[0] == Approx(w[0]).epsilon(1e-6));
+    CHECK(got[1] == Approx(w[1]).epsilon(1e-6));
+  }
+  CHECK(opt.state_dict().at("state.0.step").item<double>() == 3.0);
+}
+
+TEST_CASE("SGD with momentum, nesterov and weight decay", "[optim]") {
+  for (bool nesterov : {false, true}) {
+    Tensor p = from_vector(std::vector<double>{1.0}, {1}).requires_grad_();
+    optim::SGD opt({p}, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = nesterov});
+    double w = 1.0, buf = 0;
+    for (int t = 0; t < 4; ++t) {
+      const double g0 = 0.5 + t;
+      set_grad(p, {g0});
+      opt.step();
+      const double g = g0 + 0.01 * w;
+      buf = t == 0 ? g : 0.9 * buf + g;
+      w -= 0.1 * (nesterov ? g + 0.9 * buf : buf);
+      CHECK(p.item<double>() == Approx(w).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("param groups carry their own lr and weight decay; params without grads are skipped", "[optim]") {
+  Tensor a = ones({1}).requires_grad_(), b = ones({1}).requires_grad_(), c = ones({1}).requires_grad_();
+  optim::SGD opt(std::vector<optim::ParamGroup>{{{a}, 0.1, 0.0}, {{b, c}, 1.0, 0.5}}, {});
+  set_grad(a, {1.0});
+  set_grad(b, {1.0});
+  opt.step();
+  CHECK(a.item<double>() == Approx(0.9));
+  CHECK(b.item<double>() == Approx(1.0 - 1.0 * (1.0 + 0.5)));
+  CHECK(c.item<double>() == 1.0);
+  opt.zero_grad();
+  CHECK(!a.grad().defined());
+  REQUIRE_THROWS_WITH(optim::SGD({zeros({2}, kI64)}, {}), Catch::Contains("floating-point"));
+}
+
+TEST_CASE("master weights keep updates that f16 parameters alone would lose", "[optim][precision]") {
+  // Adding 1e-4 to 1.0 is below half an f16 ulp (4.9e-4): pure f16 never moves.
+  Tensor with_master = ones({4}, kF16).requires_grad_();
+  Tensor pure = ones({4}, kF16).requires_grad_();
+  optim::SGD sgd_master({with_master}, {.lr = 1e-4}, {.master_weights = true});
+  optim::SGD sgd_pure({pure}, {.lr = 1e-4});
+  for (int i = 0; i < 100; ++i) {
+    set_grad(with_master, {-1, -1, -1, -1});
+    set_grad(pure, {-1, -1, -1, -1});
+    sgd_master.step();
+    sgd_pure.step();
+  }
+  CHECK(pure.to_vector()[0] == 1.0);                                    // mode (c): stuck
+  CHECK(sgd_master.master_of(with_master).to_vector()[0] == Approx(1.01).epsilon(1e-4));  // f32 master moved
+  CHECK(with_master.to_vector()[0] == Approx(1.01).epsilon(1e-3));     // and the f16 copy follows it
+  CHECK(with_master.dtype() == kF16);
+  CHECK(sgd_master.master_of(with_master).dtype() == kF32);
+  CHECK(sgd_master.state_dict().count("state.0.master") == 1);
+}
+
+TEST_CASE("AdamW state dtypes follow the precision mode", "[optim][precision]") {
+  Tensor f16_master = ones({2}, kF16).requires_grad_();
+  Tensor bf16_pure = ones({2}, kBF16).requires_grad_();
+  optim::AdamW a({f16_master}, {}, {.master_weights = true});
+  optim::AdamW b({bf16_pure}, {});
+  set_grad(f16_master, {1, 1});
+  set_grad(bf16_pure, {1, 1});
+  a.step();
+  b.step();
+  CHECK(a.state_dict().at("state.0.exp_avg").dtype() == kF32);
+  CHECK(b.state_dict().at("state.0.exp_avg").dtype() == kBF16);
+}
+
+TEST_CASE("stochastic rounding keeps bf16 copies unbiased", "[optim][precision]") {
+  // 1 + 1e-3 is not a bf16 value (ulp at 1 is 2^-7 = 7.8e-3): nearest rounding
+  // always gives 1, stochastic rounding gives 1 + 2^-7 about 1e-3/7.8e-3 of the time.
+  const int64_t n = 4096;
+  Tensor p = ones({n}, kBF16).requires_grad_();
+  optim::SGD opt({p}, {.lr = 1e-3}, {.master_weights = true, .stochastic_rounding = true, .seed = 9});
+  p.set_grad(full({n}, -1.0, kBF16));
+  opt.step();
+  double mean = 0;
+  for (double v : p.to_vector()) mean += v;
+  mean /= n;
+  CHECK(mean == Approx(1.001).epsilon(2e-4));
+}
+
+TEST_CASE("clip_grad_norm_ returns the norm and scales gradients to max_norm", "[optim]") {
+  Tensor a = zeros({2}).requires_grad_(), b = zeros({1}).requires_grad_();
+  set_grad(a, {3.0, 0.0});
+  set_grad(b, {4.0});
+  const Tensor norm = optim::clip_grad_norm_({a, b}, 1.0);
+  CHECK(norm.item<double>() == Approx(5.0));
+  CHECK(a.grad().to_vector()[0] == Approx(0.6).epsilon(1e-5));
+  CHECK(b.grad().to_vector()[0] == Approx(0.8).epsilon(1e-5));
+  const Tensor small = optim::clip_grad_norm_({a, b}, 10.0);  // below the threshold: untouched
+  CHECK(small.item<double>() == Approx(1.0).epsilon(1e-5));
+  CHECK(b.grad().to_vector()[0] == Approx(0.8).epsilon(1e-5));
+}
