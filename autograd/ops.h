@@ -78,7 +78,7 @@ Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
 // Variance with `correction` (1 = unbiased, Bessel's correction; 0 = population).
 Tensor var(const Tensor& x, const Shape& dims, double correction = 1, bool keepdim = false);
-Tensor var(const Tensor& x, double correction = 1);
+Tensor var(const Tensor& x);  // over all elements, unbiased
 struct ValuesIndices {
   Tensor values;
   Tensor indices;  // i64

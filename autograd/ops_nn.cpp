@@ -167,7 +167,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   autograd::check_index_tensor("embedding", indices);
   Shape out_shape = indices.sizes();
   out_shape.push_back(weight.size(1));
-  return index_select(weight, 0, indices.reshape({indices.numel()})).reshape(out_shape);
+  try {
+    return index_select(weight, 0, indices.reshape({indices.numel()})).reshape(out_shape);
+  } catch (const Error& e) {
+    fail("embedding (weight {}, indices {}): {}", weight.shape_string(), indices.shape_string(), e.what());
+  }
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {

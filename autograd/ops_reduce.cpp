@@ -109,7 +109,7 @@ Tensor var(const Tensor& x_in, const Shape& dims, double correction, bool keepdi
                 });
 }
 
-Tensor var(const Tensor& x, double correction) { return var(x, {}, correction, false); }
+Tensor var(const Tensor& x) { return var(x, {}, 1.0, false); }
 
 namespace {
 

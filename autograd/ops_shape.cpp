@@ -49,6 +49,12 @@ Shape infer_shape(const Shape& requested, int64_t numel, const char* op) {
   return shape;
 }
 
+// wrap_dim accepts dim 0 / -1 on a 0-dim tensor (as PyTorch does), but ops
+// that index along a dim need one to exist.
+void check_has_dims(const char* op, const Tensor& x) {
+  MT_CHECK(x.dim() > 0, "{}: expected a tensor with at least 1 dim, got a 0-dim tensor", op);
+}
+
 // The geometry of x.slice(dim, start, end, step) on a tensor with `sizes`/`strides`/`offset`.
 Tensor slice_view(const Tensor& x, int64_t d, int64_t start, int64_t length, int64_t step) {
   Shape sizes = x.sizes(), strides = x.strides();
@@ -62,7 +68,9 @@ Tensor slice_view(const Tensor& x, int64_t d, int64_t start, int64_t length, int
 // ---------------------------------------------------------------- Tensor methods: views
 
 Tensor Tensor::view(const Shape& shape) const {
-  MT_CHECK(is_contiguous(), "view: tensor with shape {} and strides {} is not contiguous; use reshape() instead",
+  // An empty tensor addresses no memory, so any view of it is valid.
+  MT_CHECK(is_contiguous() || numel() == 0,
+           "view: tensor with shape {} and strides {} is not contiguous; use reshape() instead",
            shape_string(), shape_str(strides()));
   const Shape s = infer_shape(shape, numel(), "view");
   Tensor v = make_view(*this, s, contiguous_strides(s), offset());
@@ -70,7 +78,7 @@ Tensor Tensor::view(const Shape& shape) const {
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
-  if (is_contiguous()) return view(shape);
+  if (is_contiguous() || numel() == 0) return view(shape);
   return contiguous().view(shape);
 }
 
@@ -111,6 +119,7 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
 }
 
 Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
+  check_has_dims("narrow", *this);
   const int64_t d = wrap_dim(dim_, dim(), "narrow");
   const int64_t size_d = sizes()[static_cast<size_t>(d)];
   if (start < 0) start += size_d;
@@ -121,6 +130,7 @@ Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step) const {
+  check_has_dims("slice", *this);
   const int64_t d = wrap_dim(dim_, dim(), "slice");
   MT_CHECK(step > 0, "slice: step must be positive, got {}", step);
   const int64_t size_d = sizes()[static_cast<size_t>(d)];
@@ -138,6 +148,7 @@ Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step) con
 }
 
 Tensor Tensor::select(int64_t dim_, int64_t index) const {
+  check_has_dims("select", *this);
   const int64_t d = wrap_dim(dim_, dim(), "select");
   const int64_t size_d = sizes()[static_cast<size_t>(d)];
   MT_CHECK(index >= -size_d && index < size_d, "select: index {} is out of range for dim {} of size {}", index, d,
@@ -152,6 +163,9 @@ Tensor Tensor::expand(const Shape& shape) const {
   const size_t lead = shape.size() - sizes().size();
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i >= lead && shape[i] == -1) target[i] = sizes()[i - lead];
+    // -1 means "keep this dim", so it has no meaning for a new leading dim.
+    MT_CHECK(target[i] >= 0, "expand: invalid size {} at dim {} of {} for shape {} (-1 only keeps an existing dim)",
+             shape[i], i, shape_str(shape), shape_string());
     MT_CHECK(i < lead || sizes()[i - lead] == target[i] || sizes()[i - lead] == 1,
              "expand: cannot expand shape {} to {} (dim {} has size {})", shape_string(), shape_str(shape), i,
              sizes()[i - lead]);
@@ -235,6 +249,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   int64_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
+    check_has_dims("cat", t);
     autograd::check_same_device("cat", first, t);
     MT_CHECK(t.dim() == first.dim(), "cat: tensor {} has {} dims but tensor 0 has {} ({} vs {})", i, t.dim(),
              first.dim(), t.shape_string(), first.shape_string());
@@ -273,6 +288,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  check_has_dims("split", x);
   const int64_t d = wrap_dim(dim, x.dim(), "split");
   const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
   MT_CHECK(total == x.size(d), "split: sizes {} add up to {} but dim {} has size {}", shape_str(sizes), total, d,
@@ -288,6 +304,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   MT_CHECK(split_size > 0, "split: split_size must be positive, got {}", split_size);
+  check_has_dims("split", x);
   const int64_t size_d = x.size(dim);
   std::vector<int64_t> sizes;
   for (int64_t at = 0; at < size_d; at += split_size) sizes.push_back(std::min(split_size, size_d - at));
@@ -301,6 +318,11 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   autograd::check_same_device("index_select", x, index);
   MT_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got {}", index.shape_string());
   const int64_t d = wrap_dim(dim, x.dim(), "index_select");
+  if (x.dim() == 0) {
+    // A 0-dim input acts as a 1-element vector and stays 0-dim, as in PyTorch.
+    MT_CHECK(index.numel() == 1, "index_select: a 0-dim input takes exactly one index, got {}", index.shape_string());
+    return index_select(x.reshape({1}), 0, index).reshape({});
+  }
   Shape shape = x.sizes();
   shape[static_cast<size_t>(d)] = index.numel();
   Tensor out = empty(shape, x.dtype(), x.device());

@@ -85,10 +85,17 @@ Storage::~Storage() { allocator_for(device_).deallocate(data_, nbytes_); }
 
 // ------------------------------------------------------------------ tensor basics
 
-int64_t Tensor::size(int64_t dim) const { return sizes()[wrap_dim(dim, this->dim(), "Tensor::size")]; }
-int64_t Tensor::stride(int64_t dim) const { return strides()[wrap_dim(dim, this->dim(), "Tensor::stride")]; }
+int64_t Tensor::size(int64_t dim) const {
+  MT_CHECK(this->dim() > 0, "Tensor::size({}): a 0-dim tensor has no dims", dim);
+  return sizes()[static_cast<size_t>(wrap_dim(dim, this->dim(), "Tensor::size"))];
+}
+int64_t Tensor::stride(int64_t dim) const {
+  MT_CHECK(this->dim() > 0, "Tensor::stride({}): a 0-dim tensor has no dims", dim);
+  return strides()[static_cast<size_t>(wrap_dim(dim, this->dim(), "Tensor::stride"))];
+}
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no elements: any layout will do
   const auto& s = sizes();
   const auto& st = strides();
   int64_t expected = 1;

@@ -123,7 +123,7 @@ static void scatter_add_typed(const Tensor& out, int64_t dim, const Tensor& inde
   std::vector<T> acc(current.data(), current.data() + current.size());
   const Shape out_strides = contiguous_strides(out.sizes());
   const Shape& isz = index.sizes();
-  const int64_t dim_size = out.size(dim);
+  const int64_t dim_size = out.dim() == 0 ? 1 : out.size(dim);  // a 0-dim tensor acts as one element
   const Shape src_strides = contiguous_strides(src.sizes());
   for (int64_t i = 0; i < index.numel(); ++i) {
     int64_t rem = i, pos = 0, src_pos = 0;
