@@ -148,4 +148,32 @@ inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 inline Tensor operator/(double a, const Tensor& b) { return mul(reciprocal(b), a); }
 inline Tensor operator-(const Tensor& x) { return neg(x); }
 
+// ---------------------------------------------------------------- convolution and pooling (ops_conv.cpp)
+// NCHW layout, as PyTorch. A (height, width) pair; one number means both: conv2d(x, w, b, 2, 1).
+struct Size2 {
+  int64_t h = 0, w = 0;
+  constexpr Size2(int64_t both) : h(both), w(both) {}  // NOLINT(google-explicit-constructor): conv2d(x, w, b, 2)
+  constexpr Size2(int64_t height, int64_t width) : h(height), w(width) {}
+};
+
+// x [N, C, H, W], weight [O, C/groups, KH, KW], bias [O] (optional) -> [N, O, OH, OW] with
+// OH = (H + 2*padding.h - dilation.h*(KH-1) - 1) / stride.h + 1. Runs in f16/bf16 under autocast.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Size2 stride = 1,
+              Size2 padding = 0, Size2 dilation = 1, int64_t groups = 1);
+// Pooling over the last two dims of [N, C, H, W] (or [C, H, W]); padding is at most kernel/2.
+// max_pool2d's gradient goes to each window's maximum (the first one on ties); padding never wins.
+Tensor max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding = 0);
+// count_include_pad: divide by the window size including padded positions (PyTorch's default).
+Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding = 0, bool count_include_pad = true);
+// Output cell (i, j) averages rows [floor(i*H/OH), ceil((i+1)*H/OH)) and likewise columns.
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
+// x [N, C, ...]; running_mean / running_var [C] (f32 buffers, may be undefined in training),
+// weight / bias [C] (optional). Training normalises with the batch mean and biased variance and
+// updates the running buffers in place (not recorded): running = (1 - momentum) * running +
+// momentum * batch statistic, with the unbiased variance. Eval normalises with the running
+// statistics. Statistics are f32 (f64 for f64 input); runs in f32 under autocast.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = true,
+                  double momentum = 0.1, double eps = 1e-5);
+
 }  // namespace mt

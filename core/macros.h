@@ -1,7 +1,8 @@
 // Portability macros shared by host code and CUDA kernels.
 #pragma once
 
-#if defined(__CUDACC__) || defined(MT_SIM)
+// In the simulator build (MT_SIM) device code is ordinary host code.
+#if defined(__CUDACC__)
 #define MT_HOST_DEVICE __host__ __device__
 #else
 #define MT_HOST_DEVICE

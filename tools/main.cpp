@@ -1,45 +1,88 @@
-// The `mixtape` command line. Until the nn/CLI issue lands it offers `info`
-// and `demo`: a small MLP written with mixtape's ops and autograd, trained
-// with plain SGD on a synthetic classification task on the CPU.
+// The `mixtape` command line: train, eval, info.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
-#include <chrono>
+#include <Eigen/Core>
 #include <cstdio>
+#include <filesystem>
 
 #include "mixtape.h"
-#include "models/demo_mlp.h"
+#include "models/registry.h"
+#include "tools/data/dataset.h"
+#include "tools/trainer.h"
 #if defined(MT_WITH_CUDA)
 #include "kernels/cuda/device_info.h"
 #endif
 
 namespace {
 
-int run_info() {
-  std::printf("mixtape %s\n", "0.1.0");
-  std::printf("cpu: available\n");
+constexpr int kExitError = 1;
+constexpr int kExitNonFiniteLoss = 3;
+
+int run_info(const std::string& data_dir) {
+  std::printf("mixtape 0.1.0 (g++ %d.%d, C++%ld, Eigen %d.%d.%d)\n", __GNUC__, __GNUC_MINOR__, __cplusplus / 100 % 100,
+              EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  std::printf("cpu: %ld cores, %.1f GiB memory\n", sysconf(_SC_NPROCESSORS_ONLN),
+              static_cast<double>(pages) * static_cast<double>(page) / (1 << 30));
 #if defined(MT_WITH_CUDA)
   const auto devices = mt::cuda::query_devices();
   if (devices.count == 0) {
-    std::printf("cuda: built, %s\n", devices.error.empty() ? "no devices" : devices.error.c_str());
+    std::printf("cuda: built (runtime %d), %s\n", devices.runtime_version,
+                devices.error.empty() ? "no devices" : devices.error.c_str());
   } else {
     for (const auto& name : devices.names) std::printf("cuda: %s\n", name.c_str());
   }
 #else
   std::printf("cuda: not built\n");
 #endif
+  try {
+    mt::allocator_for(mt::kSIM);
+    std::printf("sim: available (CUDA kernels on the SIMT simulator)\n");
+  } catch (const mt::Error&) {
+    std::printf("sim: not available in this build\n");
+  }
+  const std::string dir = mt::data::fashion_mnist_directory(data_dir);
+  const bool found = std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz");
+  std::printf("fashion-mnist: %s (%s)\n", found ? "found" : "missing: apt-get install dataset-fashion-mnist",
+              dir.c_str());
+  std::printf("models:\n");
+  for (const auto& m : mt::models::model_list()) std::printf("  %-8s %s\n", m.name.c_str(), m.description.c_str());
   return 0;
 }
 
-int run_demo(const mt::models::DemoOptions& options) {
-  std::printf("demo: 2-%lld-%lld-3 MLP, SGD lr=%.3g, %d steps of batch %lld on a synthetic 3-class task (CPU)\n",
-              static_cast<long long>(options.hidden), static_cast<long long>(options.hidden), options.lr,
-              options.steps, static_cast<long long>(options.batch));
-  const auto start = std::chrono::steady_clock::now();
-  const auto result = mt::models::train_demo_mlp(options, [](int step, double loss) {
-    if (step == 1 || step % 100 == 0) std::printf("step %4d  loss %.4f\n", step, loss);
-  });
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("test accuracy %.2f%%  (%.1f s)\n", 100.0 * result.test_accuracy, seconds);
-  return 0;
+void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
+  std::vector<std::string> names;
+  for (const auto& m : mt::models::model_list()) names.push_back(m.name);
+  cmd->add_option("--model", c.model, "mlp | cnn | resnet")->check(CLI::IsMember(names));
+  cmd->add_option("--precision", c.precision, "fp32 | fp16 (autocast + GradScaler) | bf16 (autocast)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  cmd->add_flag("--master-weights", c.master_weights, "f16/bf16 parameters with f32 master weights in the optimizer");
+  cmd->add_option("--device", c.device, "auto | cpu | cuda | sim");
+  cmd->add_option("--epochs", c.epochs, "epochs")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", c.max_steps, "stop after N optimizer steps")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--batch", c.batch, "batch size")->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", c.lr, "peak learning rate")->check(CLI::PositiveNumber);
+  cmd->add_option("--optimizer", c.optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}));
+  cmd->add_option("--weight-decay", c.weight_decay, "weight decay (not on biases and norms)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--schedule", c.schedule, "cosine | constant | step")
+      ->check(CLI::IsMember({"cosine", "constant", "step"}));
+  cmd->add_option("--warmup", c.warmup, "linear warmup steps")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--grad-accum", c.grad_accum, "micro-batches per optimizer step")->check(CLI::PositiveNumber);
+  cmd->add_option("--clip", c.clip, "max gradient norm (0 = off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", c.seed, "random seed");
+  cmd->add_option("--save", c.save, "checkpoint (.safetensors) written each epoch and at the end");
+  cmd->add_option("--resume", c.resume, "continue from a checkpoint")->check(CLI::ExistingFile);
+  cmd->add_option("--log", c.log, "metrics as JSON lines");
+  cmd->add_option("--data", c.data, "Fashion-MNIST directory (default $MT_FASHION_MNIST or the Debian package's)");
+  cmd->add_option("--dataset", c.dataset, "fashion-mnist | synthetic")
+      ->check(CLI::IsMember({"fashion-mnist", "synthetic"}));
+  cmd->add_flag("--augment", c.augment, "random crop and horizontal flip");
+  cmd->add_option("--train-limit", c.train_limit, "use only the first N training images")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--test-limit", c.test_limit, "use only the first N test images")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("!--no-progress", c.progress, "no live progress line");
 }
 
 }  // namespace
@@ -47,19 +90,39 @@ int run_demo(const mt::models::DemoOptions& options) {
 int main(int argc, char** argv) {
   CLI::App app{"mixtape: native mixed-precision training in C++/CUDA"};
   app.require_subcommand(1);
-  auto* info = app.add_subcommand("info", "Show devices and build information");
-  mt::models::DemoOptions demo_options;
-  auto* demo = app.add_subcommand("demo", "Train a small MLP on synthetic data on the CPU");
-  demo->add_option("--steps", demo_options.steps, "SGD steps")->check(CLI::PositiveNumber);
-  demo->add_option("--lr", demo_options.lr, "learning rate")->check(CLI::PositiveNumber);
-  demo->add_option("--seed", demo_options.seed, "random seed");
+
+  mt::tools::TrainConfig config;
+  auto* train = app.add_subcommand("train", "Train a reference model on Fashion-MNIST");
+  add_train_options(train, config);
+
+  std::string checkpoint, eval_device = "auto", data_dir;
+  auto* eval = app.add_subcommand("eval", "Evaluate a checkpoint on the Fashion-MNIST test set");
+  eval->add_option("--checkpoint", checkpoint, "checkpoint (.safetensors)")->required()->check(CLI::ExistingFile);
+  eval->add_option("--device", eval_device, "auto | cpu | cuda | sim");
+  eval->add_option("--data", data_dir, "Fashion-MNIST directory");
+
+  auto* info = app.add_subcommand("info", "Devices, memory, versions, datasets and models");
+  info->add_option("--data", data_dir, "Fashion-MNIST directory");
+
   CLI11_PARSE(app, argc, argv);
   try {
-    if (*info) return run_info();
-    if (*demo) return run_demo(demo_options);
+    if (*info) return run_info(data_dir);
+    if (*eval) {
+      const auto r = mt::tools::evaluate_checkpoint(checkpoint, data_dir, eval_device);
+      std::printf("%s (%s, step %lld): test accuracy %.2f%%\n", r.model.c_str(), r.precision.c_str(),
+                  static_cast<long long>(r.step), 100.0 * r.accuracy);
+      return 0;
+    }
+    if (*train) {
+      mt::tools::train(config);
+      return 0;
+    }
+  } catch (const mt::tools::NonFiniteLoss& e) {
+    std::fprintf(stderr, "\nerror: %s\n", e.what());
+    return kExitNonFiniteLoss;
   } catch (const mt::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    std::fprintf(stderr, "\nerror: %s\n", e.what());
+    return kExitError;
   }
   return 0;
 }

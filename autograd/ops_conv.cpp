@@ -1,0 +1,246 @@
+// Convolution, pooling and batch norm: conv2d, max_pool2d, avg_pool2d,
+// adaptive_avg_pool2d, batch_norm. Forward and backward of each sit together;
+// the kernels are in kernels/cpu/{conv,pool,batch_norm}.cpp.
+#include "autograd/autocast_cast.h"
+#include "autograd/op_helpers.h"
+#include "kernels/batch_norm.h"
+#include "kernels/conv.h"
+#include "kernels/pool.h"
+
+namespace mt {
+
+using autograd::record;
+using autograd::save;
+
+namespace {
+
+std::string pair_str(Size2 p) { return fmt::format("({}, {})", p.h, p.w); }
+
+// Empty tensors like `t` for the gradients that are needed (undefined
+// otherwise).
+Tensor grad_buffer(bool needed, const Shape& shape, DType dtype, Device device) {
+  return needed ? empty(shape, dtype, device) : Tensor();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- conv2d
+
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Size2 stride, Size2 padding,
+              Size2 dilation, int64_t groups) {
+  const auto in = autograd::autocast_inputs(amp::Op::Conv2d, {x_in, weight_in, bias_in});
+  const Tensor& x = in[0];
+  const Tensor& weight = in[1];
+  const Tensor& bias = in[2];
+  MT_CHECK(x.dim() == 4, "conv2d: expected input [N, C, H, W], got {}", x.shape_string());
+  MT_CHECK(weight.dim() == 4,
+           "conv2d: expected weight [out_channels, in_channels/groups, kH, "
+           "kW], got {}",
+           weight.shape_string());
+  autograd::check_floating("conv2d", x);
+  autograd::check_same_device("conv2d", x, weight);
+  MT_CHECK(x.dtype() == weight.dtype(), "conv2d: input ({}) and weight ({}) must have the same dtype", x.dtype(),
+           weight.dtype());
+  MT_CHECK(stride.h > 0 && stride.w > 0 && dilation.h > 0 && dilation.w > 0 && padding.h >= 0 && padding.w >= 0,
+           "conv2d: stride {} and dilation {} must be positive and padding {} "
+           "non-negative",
+           pair_str(stride), pair_str(dilation), pair_str(padding));
+  const int64_t channels = x.size(1), out_channels = weight.size(0);
+  MT_CHECK(groups > 0 && channels % groups == 0 && out_channels % groups == 0,
+           "conv2d: groups = {} must divide both in_channels = {} (input {}) "
+           "and out_channels = {} (weight {})",
+           groups, channels, x.shape_string(), out_channels, weight.shape_string());
+  MT_CHECK(weight.size(1) * groups == channels,
+           "conv2d: input {} has {} channels but weight {} expects {} "
+           "(in_channels/groups = {} with groups = {})",
+           x.shape_string(), channels, weight.shape_string(), weight.size(1) * groups, weight.size(1), groups);
+  if (bias.defined()) {
+    MT_CHECK(bias.dim() == 1 && bias.size(0) == out_channels, "conv2d: bias {} must be [{}] (weight {})",
+             bias.shape_string(), out_channels, weight.shape_string());
+    autograd::check_same_device("conv2d", x, bias);
+    MT_CHECK(bias.dtype() == x.dtype(), "conv2d: bias ({}) must have the input's dtype ({})", bias.dtype(), x.dtype());
+  }
+  kernels::Conv2dGeometry g;
+  g.batch = x.size(0);
+  g.in_channels = channels;
+  g.in_h = x.size(2);
+  g.in_w = x.size(3);
+  g.out_channels = out_channels;
+  g.kernel_h = weight.size(2);
+  g.kernel_w = weight.size(3);
+  g.stride_h = stride.h;
+  g.stride_w = stride.w;
+  g.pad_h = padding.h;
+  g.pad_w = padding.w;
+  g.dilation_h = dilation.h;
+  g.dilation_w = dilation.w;
+  g.groups = groups;
+  const int64_t span_h = dilation.h * (g.kernel_h - 1) + 1, span_w = dilation.w * (g.kernel_w - 1) + 1;
+  MT_CHECK(g.in_h + 2 * padding.h >= span_h && g.in_w + 2 * padding.w >= span_w,
+           "conv2d: kernel {} (dilated extent {}x{}) is larger than the padded "
+           "input {}x{} (input {}, padding {})",
+           weight.shape_string(), span_h, span_w, g.in_h + 2 * padding.h, g.in_w + 2 * padding.w, x.shape_string(),
+           pair_str(padding));
+  g.out_h = (g.in_h + 2 * padding.h - span_h) / stride.h + 1;
+  g.out_w = (g.in_w + 2 * padding.w - span_w) / stride.w + 1;
+
+  Tensor y = empty({g.batch, out_channels, g.out_h, g.out_w}, x.dtype(), x.device());
+  kernels::conv2d_forward(x, weight, bias, g, y);
+  const bool need_x = autograd::needs_grad({x});
+  const bool need_w = autograd::needs_grad({weight});
+  const bool need_b = bias.defined() && autograd::needs_grad({bias});
+  if (!need_x && !need_w && !need_b) return y;
+  // x is needed only for dW and the weight only for dx: save just those.
+  return record("conv2d", y, {x, weight, bias},
+                [sx = save(need_w ? x : Tensor()), sw = save(need_x ? weight : Tensor()), g, need_x, need_w, need_b,
+                 xshape = x.sizes(), wshape = weight.sizes(), dtype = x.dtype()](const Tensor& gy) {
+                  const Tensor x_ = sx.get(), w_ = sw.get();
+                  Tensor dx = grad_buffer(need_x, xshape, dtype, gy.device());
+                  Tensor dw = grad_buffer(need_w, wshape, dtype, gy.device());
+                  Tensor db = grad_buffer(need_b, {g.out_channels}, dtype, gy.device());
+                  kernels::conv2d_backward(gy, x_, w_, g, dx, dw, db);
+                  return std::vector<Tensor>{dx, dw, db};
+                });
+}
+
+// ---------------------------------------------------------------- pooling
+
+namespace {
+
+// The pooled view of x: checks [N, C, H, W] or [C, H, W] and the window,
+// returns the output shape.
+Shape pool_output_shape(const char* op, const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
+  autograd::check_floating(op, x);
+  MT_CHECK(x.dim() == 3 || x.dim() == 4, "{}: expected input [N, C, H, W] or [C, H, W], got {}", op, x.shape_string());
+  MT_CHECK(kernel.h > 0 && kernel.w > 0 && stride.h > 0 && stride.w > 0,
+           "{}: kernel {} and stride {} must be positive (input {})", op, pair_str(kernel), pair_str(stride),
+           x.shape_string());
+  MT_CHECK(padding.h >= 0 && padding.w >= 0 && padding.h <= kernel.h / 2 && padding.w <= kernel.w / 2,
+           "{}: padding {} must be non-negative and at most half the kernel {} "
+           "(input {})",
+           op, pair_str(padding), pair_str(kernel), x.shape_string());
+  const int64_t h = x.size(-2), w = x.size(-1);
+  MT_CHECK(h + 2 * padding.h >= kernel.h && w + 2 * padding.w >= kernel.w,
+           "{}: kernel {} is larger than the padded input {}x{} (input {}, "
+           "padding {})",
+           op, pair_str(kernel), h + 2 * padding.h, w + 2 * padding.w, x.shape_string(), pair_str(padding));
+  Shape out(x.sizes().begin(), x.sizes().end() - 2);
+  out.push_back((h + 2 * padding.h - kernel.h) / stride.h + 1);
+  out.push_back((w + 2 * padding.w - kernel.w) / stride.w + 1);
+  return out;
+}
+
+kernels::Pool2dWindow make_window(Size2 kernel, Size2 stride, Size2 padding, bool count_include_pad) {
+  return {kernel.h, kernel.w, stride.h, stride.w, padding.h, padding.w, count_include_pad};
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
+  const Shape out_shape = pool_output_shape("max_pool2d", x, kernel, stride, padding);
+  Tensor y = empty(out_shape, x.dtype(), x.device());
+  Tensor indices = empty(out_shape, kI64, x.device());
+  kernels::max_pool2d_forward(x, make_window(kernel, stride, padding, true), y, indices);
+  if (!autograd::needs_grad({x})) return y;
+  return record("max_pool2d", y, {x}, [si = save(indices), xshape = x.sizes(), dtype = x.dtype()](const Tensor& gy) {
+    Tensor dx = empty(xshape, dtype, gy.device());
+    kernels::max_pool2d_backward(gy, si.get(), dx);
+    return std::vector<Tensor>{dx};
+  });
+}
+
+Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding, bool count_include_pad) {
+  const Shape out_shape = pool_output_shape("avg_pool2d", x, kernel, stride, padding);
+  const kernels::Pool2dWindow window = make_window(kernel, stride, padding, count_include_pad);
+  Tensor y = empty(out_shape, x.dtype(), x.device());
+  kernels::avg_pool2d_forward(x, window, y);
+  if (!autograd::needs_grad({x})) return y;
+  return record(
+      "avg_pool2d", y, {x},
+      [window, xshape = x.sizes(), dtype = x.dtype()](const Tensor& gy) {
+        Tensor dx = empty(xshape, dtype, gy.device());
+        kernels::avg_pool2d_backward(gy, window, dx);
+        return std::vector<Tensor>{dx};
+      },
+      /*saves_tensors=*/false);
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
+  autograd::check_floating("adaptive_avg_pool2d", x);
+  MT_CHECK(x.dim() == 3 || x.dim() == 4, "adaptive_avg_pool2d: expected input [N, C, H, W] or [C, H, W], got {}",
+           x.shape_string());
+  MT_CHECK(output_size.h > 0 && output_size.w > 0 && x.size(-2) > 0 && x.size(-1) > 0,
+           "adaptive_avg_pool2d: output size {} and input {} spatial size must "
+           "be positive",
+           pair_str(output_size), x.shape_string());
+  Shape out_shape(x.sizes().begin(), x.sizes().end() - 2);
+  out_shape.push_back(output_size.h);
+  out_shape.push_back(output_size.w);
+  Tensor y = empty(out_shape, x.dtype(), x.device());
+  kernels::adaptive_avg_pool2d_forward(x, y);
+  if (!autograd::needs_grad({x})) return y;
+  return record(
+      "adaptive_avg_pool2d", y, {x},
+      [xshape = x.sizes(), dtype = x.dtype()](const Tensor& gy) {
+        Tensor dx = empty(xshape, dtype, gy.device());
+        kernels::adaptive_avg_pool2d_backward(gy, dx);
+        return std::vector<Tensor>{dx};
+      },
+      /*saves_tensors=*/false);
+}
+
+// ---------------------------------------------------------------- batch_norm
+
+Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
+                  const Tensor& bias_in, bool training, double momentum, double eps) {
+  const auto in = autograd::autocast_inputs(amp::Op::BatchNorm, {x_in, weight_in, bias_in});
+  const Tensor& x = in[0];
+  const Tensor& weight = in[1];
+  const Tensor& bias = in[2];
+  autograd::check_floating("batch_norm", x);
+  MT_CHECK(x.dim() >= 2, "batch_norm: expected input [N, C, ...], got {}", x.shape_string());
+  const int64_t channels = x.size(1);
+  const std::pair<const char*, const Tensor*> per_channel[] = {
+      {"weight", &weight}, {"bias", &bias}, {"running_mean", &running_mean}, {"running_var", &running_var}};
+  for (const auto& [name, t] : per_channel) {
+    if (!t->defined()) continue;
+    MT_CHECK(t->dim() == 1 && t->size(0) == channels, "batch_norm: {} {} must be [{}] for input {} (C = {})", name,
+             t->shape_string(), channels, x.shape_string(), channels);
+    autograd::check_floating("batch_norm", *t);
+    autograd::check_same_device("batch_norm", x, *t);
+  }
+  MT_CHECK(training || (running_mean.defined() && running_var.defined()),
+           "batch_norm: eval mode (training = false) needs running_mean and "
+           "running_var (input {})",
+           x.shape_string());
+  MT_CHECK(!training || x.numel() / std::max<int64_t>(channels, 1) > 1 || x.numel() == 0,
+           "batch_norm: expected more than 1 value per channel when training, "
+           "got input {}",
+           x.shape_string());
+  MT_CHECK(eps >= 0, "batch_norm: eps must be non-negative, got {}", eps);
+
+  const DType stats_dtype = x.dtype() == kF64 ? kF64 : kF32;
+  Tensor y = empty(x.sizes(), x.dtype(), x.device());
+  Tensor save_mean = empty({channels}, stats_dtype, x.device());
+  Tensor save_invstd = empty({channels}, stats_dtype, x.device());
+  kernels::batch_norm_forward(x, weight, bias, running_mean, running_var, {training, momentum, eps}, y, save_mean,
+                              save_invstd);
+  const bool need_x = autograd::needs_grad({x});
+  const bool need_w = weight.defined() && autograd::needs_grad({weight});
+  const bool need_b = bias.defined() && autograd::needs_grad({bias});
+  if (!need_x && !need_w && !need_b) return y;
+  return record("batch_norm", y, {x, weight, bias},
+                [sx = save(x), sw = save(weight), smean = save(save_mean), sinvstd = save(save_invstd), training,
+                 need_x, need_w, need_b, wdtype = weight.defined() ? weight.dtype() : x.dtype(),
+                 bdtype = bias.defined() ? bias.dtype() : x.dtype()](const Tensor& gy) {
+                  const Tensor x_ = sx.get(), w_ = sw.get();
+                  const Shape cshape{x_.size(1)};
+                  Tensor dx = grad_buffer(need_x, x_.sizes(), x_.dtype(), x_.device());
+                  Tensor dw = grad_buffer(need_w, cshape, wdtype, x_.device());
+                  Tensor db = grad_buffer(need_b, cshape, bdtype, x_.device());
+                  kernels::batch_norm_backward(gy, x_, w_, smean.get(), sinvstd.get(), training, dx, dw, db);
+                  return std::vector<Tensor>{dx, dw, db};
+                });
+}
+
+}  // namespace mt

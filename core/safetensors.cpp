@@ -1,0 +1,184 @@
+#include "core/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+namespace mt {
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the format's limit
+
+std::optional<DType> dtype_from_name(const std::string& name) {
+  static const std::map<std::string, DType> names = {{"BOOL", kBool}, {"U8", kU8},   {"I32", kI32},
+                                                      {"I64", kI64},   {"F16", kF16}, {"BF16", kBF16},
+                                                      {"F32", kF32},   {"F64", kF64}};
+  auto it = names.find(name);
+  return it == names.end() ? std::nullopt : std::optional<DType>(it->second);
+}
+
+void write_all(int fd, const void* data, size_t bytes, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    MT_CHECK(n > 0, "save_safetensors: writing '{}' failed: {}", path, std::strerror(errno));
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::string safetensors_dtype_name(DType dtype) {
+  switch (dtype) {
+    case kBool: return "BOOL";
+    case kU8: return "U8";
+    case kI32: return "I32";
+    case kI64: return "I64";
+    case kF16: return "F16";
+    case kBF16: return "BF16";
+    case kF32: return "F32";
+    case kF64: return "F64";
+  }
+  return "?";
+}
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<Tensor> contiguous;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    MT_CHECK(name != "__metadata__", "save_safetensors: '__metadata__' is not a valid tensor name");
+    Tensor host = t.device().is_cpu() ? t : t.to(kCPU);
+    if (!host.is_contiguous()) host = host.contiguous();
+    const uint64_t bytes = host.nbytes();
+    header[name] = {{"dtype", safetensors_dtype_name(host.dtype())},
+                    {"shape", host.sizes()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    contiguous.push_back(host.detach());
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  const uint64_t header_size = text.size();
+
+  const std::string temp = fmt::format("{}.tmp.{}", path, ::getpid());
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  MT_CHECK(fd >= 0, "save_safetensors: cannot create '{}': {}", temp, std::strerror(errno));
+  try {
+    write_all(fd, &header_size, 8, temp);  // little-endian host
+    write_all(fd, text.data(), text.size(), temp);
+    for (const Tensor& t : contiguous) {
+      if (t.nbytes() > 0) write_all(fd, t.data_ptr(), t.nbytes(), temp);
+    }
+    MT_CHECK(::fsync(fd) == 0, "save_safetensors: fsync of '{}' failed: {}", temp, std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::unlink(temp.c_str());
+    fail("save_safetensors: cannot move the checkpoint into place at '{}': {}", path, reason);
+  }
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  MT_CHECK(in.good(), "load_safetensors: cannot open '{}'", path);
+  const auto file_size = static_cast<uint64_t>(in.tellg());
+  MT_CHECK(file_size >= 8, "load_safetensors: '{}' is {} bytes, too short to be a safetensors file", path, file_size);
+  in.seekg(0);
+  uint64_t header_size = 0;
+  in.read(reinterpret_cast<char*>(&header_size), 8);
+  MT_CHECK(header_size <= kMaxHeaderBytes && 8 + header_size <= file_size,
+           "load_safetensors: '{}' declares a {}-byte header but the file has {} bytes (truncated or not safetensors)",
+           path, header_size, file_size);
+  std::string text(header_size, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(header_size));
+
+  // Parse, rejecting duplicate tensor names (the parser would keep the last).
+  std::set<std::string> seen;
+  std::string duplicate;
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text, [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      if (depth == 1 && event == nlohmann::json::parse_event_t::key && !seen.insert(parsed.get<std::string>()).second) {
+        duplicate = parsed.get<std::string>();
+      }
+      return true;
+    });
+  } catch (const nlohmann::json::exception& e) {
+    fail("load_safetensors: '{}' has a corrupt header: {}", path, e.what());
+  }
+  MT_CHECK(duplicate.empty(), "load_safetensors: '{}' names tensor '{}' twice", path, duplicate);
+  MT_CHECK(header.is_object(), "load_safetensors: '{}': the header is not a JSON object", path);
+
+  SafetensorsFile out;
+  struct Span {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Span> spans;
+  const uint64_t data_size = file_size - 8 - header_size;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      MT_CHECK(it->is_object(), "load_safetensors: '{}': __metadata__ must be an object of strings", path);
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        MT_CHECK(m->is_string(), "load_safetensors: '{}': metadata '{}' is not a string", path, m.key());
+        out.metadata[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    const auto& e = *it;
+    MT_CHECK(e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets") &&
+                 e["dtype"].is_string() && e["shape"].is_array() && e["data_offsets"].is_array() &&
+                 e["data_offsets"].size() == 2,
+             "load_safetensors: '{}': entry '{}' needs dtype, shape and data_offsets", path, it.key());
+    const auto dtype = dtype_from_name(e["dtype"].get<std::string>());
+    MT_CHECK(dtype.has_value(), "load_safetensors: '{}': tensor '{}' has dtype {}, which mixtape does not support",
+             path, it.key(), e["dtype"].get<std::string>());
+    Shape shape;
+    for (const auto& d : e["shape"]) {
+      MT_CHECK(d.is_number_unsigned(), "load_safetensors: '{}': tensor '{}' has an invalid shape", path, it.key());
+      shape.push_back(d.get<int64_t>());
+    }
+    const auto begin = e["data_offsets"][0].get<uint64_t>(), end = e["data_offsets"][1].get<uint64_t>();
+    const uint64_t expected = static_cast<uint64_t>(shape_numel(shape)) * element_size(*dtype);
+    MT_CHECK(begin <= end && end - begin == expected,
+             "load_safetensors: '{}': tensor '{}' of shape {} needs {} bytes but its offsets [{}, {}] hold {}", path,
+             it.key(), shape_str(shape), expected, begin, end, end - begin);
+    MT_CHECK(end <= data_size, "load_safetensors: '{}': tensor '{}' ends at byte {} past the {} data bytes (truncated)",
+             path, it.key(), end, data_size);
+    spans.push_back({begin, end, it.key()});
+    Tensor t = empty(shape, *dtype);
+    in.seekg(static_cast<std::streamoff>(8 + header_size + begin));
+    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(expected));
+    MT_CHECK(in.good() || expected == 0, "load_safetensors: '{}': reading tensor '{}' failed", path, it.key());
+    out.tensors[it.key()] = t;
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  uint64_t cursor = 0;
+  for (const Span& s : spans) {
+    MT_CHECK(s.begin == cursor, "load_safetensors: '{}': tensor '{}' starts at byte {} but the previous one ends at {} "
+             "(a hole or an overlap)", path, s.name, s.begin, cursor);
+    cursor = s.end;
+  }
+  MT_CHECK(cursor == data_size, "load_safetensors: '{}': the tensors cover {} bytes but the file holds {} data bytes",
+           path, cursor, data_size);
+  return out;
+}
+
+}  // namespace mt

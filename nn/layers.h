@@ -1,0 +1,107 @@
+// Layers. Each holds its parameters as public Tensors with PyTorch's names
+// (weight, bias, running_mean, ...) so state_dicts line up with PyTorch's.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "nn/module.h"
+
+namespace mt::nn {
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Linear"; }
+  Tensor weight, bias;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) override;
+  bool is_norm_layer() const override { return true; }
+  std::string name() const override { return "LayerNorm"; }
+  Tensor weight, bias;
+
+ private:
+  Shape normalized_shape_;
+  double eps_;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  Tensor forward(const Tensor& indices) override;
+  std::string name() const override { return "Embedding"; }
+  Tensor weight;
+};
+
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override { return dropout(x, p_, is_training()); }
+  std::string name() const override { return "Dropout"; }
+
+ private:
+  double p_;
+};
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return relu(x); }
+  std::string name() const override { return "ReLU"; }
+};
+
+class GELU : public Module {
+ public:
+  explicit GELU(GeluApproximation approximation = GeluApproximation::None) : approximation_(approximation) {}
+  Tensor forward(const Tensor& x) override { return gelu(x, approximation_); }
+  std::string name() const override { return "GELU"; }
+
+ private:
+  GeluApproximation approximation_;
+};
+
+class SiLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return silu(x); }
+  std::string name() const override { return "SiLU"; }
+};
+
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_(start_dim), end_(end_dim) {}
+  Tensor forward(const Tensor& x) override { return x.flatten(start_, end_); }
+  std::string name() const override { return "Flatten"; }
+
+ private:
+  int64_t start_, end_;
+};
+
+// Runs its children in order; they are named "0", "1", ... as in PyTorch.
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  explicit Sequential(std::vector<std::shared_ptr<Module>> modules);
+  void push_back(std::shared_ptr<Module> module);
+  Tensor forward(const Tensor& x) override;
+  size_t size() const { return children().size(); }
+  std::shared_ptr<Module> operator[](size_t i) const { return children().at(i).second; }
+  std::string name() const override { return "Sequential"; }
+};
+
+// Holds modules without a forward of its own (named "0", "1", ...).
+class ModuleList : public Module {
+ public:
+  void push_back(std::shared_ptr<Module> module);
+  Tensor forward(const Tensor&) override;
+  size_t size() const { return children().size(); }
+  std::shared_ptr<Module> operator[](size_t i) const { return children().at(i).second; }
+  std::string name() const override { return "ModuleList"; }
+};
+
+}  // namespace mt::nn

@@ -1,0 +1,137 @@
+#include "nn/module.h"
+
+#include <set>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+
+namespace mt::nn {
+
+Tensor& Module::register_parameter(const std::string& name, Tensor& slot, Tensor value) {
+  MT_CHECK(is_floating(value.dtype()), "register_parameter '{}': parameters must be floating-point, got {}", name,
+           value.dtype());
+  slot = value.detach();
+  slot.requires_grad_();
+  parameters_.emplace_back(name, &slot);
+  return slot;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor& slot, Tensor value) {
+  slot = value.detach();
+  buffers_.emplace_back(name, &slot);
+  return slot;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  MT_CHECK(module != nullptr, "register_module '{}': null module", name);
+  children_.emplace_back(name, std::move(module));
+}
+
+template <typename Fn>
+void Module::visit_tensors(const std::string& prefix, bool parameters, Fn&& fn) const {
+  for (const auto& [name, slot] : parameters ? parameters_ : buffers_) fn(prefix + name, *slot, *this);
+  for (const auto& [name, child] : children_) child->visit_tensors(prefix + name + ".", parameters, fn);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  visit_tensors("", true, [&](const std::string& n, const Tensor& t, const Module&) { out.emplace_back(n, t); });
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  visit_tensors("", false, [&](const std::string& n, const Tensor& t, const Module&) { out.emplace_back(n, t); });
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+int64_t Module::parameter_count() const {
+  int64_t n = 0;
+  for (const Tensor& p : parameters()) n += p.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::zero_grad() {
+  for (const Tensor& p : parameters()) p.impl()->grad.reset();
+}
+
+void Module::to(Device device) {
+  NoGradGuard no_grad;
+  for (auto* list : {&parameters_, &buffers_}) {
+    for (auto& [name, slot] : *list) {
+      const bool is_parameter = slot->requires_grad();
+      *slot = slot->to(device).detach();
+      if (is_parameter) slot->requires_grad_();
+    }
+  }
+  for (auto& [name, child] : children_) child->to(device);
+}
+
+void Module::to(DType dtype, bool keep_norms_fp32) {
+  MT_CHECK(is_floating(dtype), "Module::to: can only cast to a floating dtype, got {}", dtype);
+  NoGradGuard no_grad;
+  const DType target = keep_norms_fp32 && is_norm_layer() ? kF32 : dtype;
+  for (auto* list : {&parameters_, &buffers_}) {
+    for (auto& [name, slot] : *list) {
+      if (!is_floating(slot->dtype())) continue;  // e.g. num_batches_tracked stays an integer
+      const bool is_parameter = slot->requires_grad();
+      *slot = slot->to(target).detach();
+      if (is_parameter) slot->requires_grad_();
+    }
+  }
+  for (auto& [name, child] : children_) child->to(dtype, keep_norms_fp32);
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  visit_tensors("", true, [&](const std::string& n, const Tensor& t, const Module&) { out[n] = t.detach(); });
+  visit_tensors("", false, [&](const std::string& n, const Tensor& t, const Module&) { out[n] = t.detach(); });
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  // Check everything first: a failed load leaves the model as it was.
+  std::set<std::string> expected;
+  std::vector<std::string> missing;
+  auto check = [&](const std::string& name, const Tensor& slot, const Module&) {
+    expected.insert(name);
+    auto it = state.find(name);
+    if (it == state.end()) {
+      missing.push_back(name);
+      return;
+    }
+    MT_CHECK(it->second.sizes() == slot.sizes(), "load_state_dict: '{}' has shape {} in the state but {} in the model",
+             name, it->second.shape_string(), slot.shape_string());
+  };
+  visit_tensors("", true, check);
+  visit_tensors("", false, check);
+  std::vector<std::string> unexpected;
+  for (const auto& [name, t] : state) {
+    if (!expected.count(name)) unexpected.push_back(name);
+  }
+  MT_CHECK(!strict || (missing.empty() && unexpected.empty()),
+           "load_state_dict: {} missing key(s) [{}] and {} unexpected key(s) [{}]", missing.size(),
+           fmt::join(missing, ", "), unexpected.size(), fmt::join(unexpected, ", "));
+
+  NoGradGuard no_grad;
+  auto load = [&](const std::string& name, const Tensor& slot, const Module&) {
+    auto it = state.find(name);
+    if (it == state.end()) return;
+    copy_(slot, it->second.device() == slot.device() ? it->second : it->second.to(slot.device()));
+  };
+  visit_tensors("", true, load);
+  visit_tensors("", false, load);
+}
+
+}  // namespace mt::nn

@@ -1,0 +1,88 @@
+// nn::Module: the base of every layer and model.
+//
+// A module registers its parameters, buffers and children by name, in order,
+// so named_parameters() yields PyTorch's dotted names ("features.0.weight")
+// and state_dict() matches what a PyTorch model of the same architecture
+// would save. Writing a model reads like libtorch's C++ frontend without the
+// holder macros:
+//
+//   struct Mlp : mt::nn::Module {
+//     std::shared_ptr<mt::nn::Linear> fc1, fc2;
+//     Mlp() {
+//       fc1 = register_module("fc1", std::make_shared<mt::nn::Linear>(784, 256));
+//       fc2 = register_module("fc2", std::make_shared<mt::nn::Linear>(256, 10));
+//     }
+//     mt::Tensor forward(const mt::Tensor& x) override { return fc2->forward(mt::relu(fc1->forward(x))); }
+//   };
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace mt::nn {
+
+using StateDict = std::map<std::string, Tensor>;
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  virtual Tensor forward(const Tensor& input) = 0;
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  // ---- traversal (registration order, children after own members, dotted names)
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  std::vector<Tensor> parameters() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+  int64_t parameter_count() const;
+
+  // ---- modes and placement
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  void zero_grad();
+  void to(Device device);
+  // Casts floating parameters and buffers; norm layers (is_norm_layer) stay
+  // f32 when keep_norms_fp32, as AMP's "BN in FP32" rule says.
+  void to(DType dtype, bool keep_norms_fp32 = true);
+  void half(bool keep_norms_fp32 = true) { to(kF16, keep_norms_fp32); }
+  virtual bool is_norm_layer() const { return false; }
+
+  // ---- state: parameters and buffers by dotted name
+  StateDict state_dict() const;
+  // strict: every key must match, with the same shape; the dtype converts.
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+  virtual std::string name() const { return "Module"; }
+
+ protected:
+  // Registered tensors are stored by address so to() can replace them in place.
+  Tensor& register_parameter(const std::string& name, Tensor& slot, Tensor value);
+  Tensor& register_buffer(const std::string& name, Tensor& slot, Tensor value);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  template <typename Fn>
+  void visit_tensors(const std::string& prefix, bool parameters, Fn&& fn) const;
+
+  std::vector<std::pair<std::string, Tensor*>> parameters_;
+  std::vector<std::pair<std::string, Tensor*>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace mt::nn

@@ -1,0 +1,112 @@
+#include "tools/data/dataset.h"
+
+#include <zlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "core/generator.h"
+
+namespace mt::data {
+namespace {
+
+// The whole (decompressed) content of a .gz file, or of a plain file.
+std::vector<uint8_t> read_gz(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  MT_CHECK(file != nullptr, "cannot open '{}'", path);
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> guard(file, gzclose);
+  std::vector<uint8_t> out;
+  std::vector<uint8_t> chunk(1 << 20);
+  while (true) {
+    const int n = gzread(file, chunk.data(), static_cast<unsigned>(chunk.size()));
+    if (n < 0) {
+      int code = 0;
+      fail("'{}' is corrupt: {}", path, gzerror(file, &code));
+    }
+    if (n == 0) break;
+    out.insert(out.end(), chunk.begin(), chunk.begin() + n);
+  }
+  return out;
+}
+
+uint32_t big_endian_u32(const std::vector<uint8_t>& bytes, size_t at) {
+  return (uint32_t{bytes[at]} << 24) | (uint32_t{bytes[at + 1]} << 16) | (uint32_t{bytes[at + 2]} << 8) |
+         uint32_t{bytes[at + 3]};
+}
+
+}  // namespace
+
+Dataset load_idx(const std::string& images_path, const std::string& labels_path) {
+  const std::vector<uint8_t> images = read_gz(images_path);
+  const std::vector<uint8_t> labels = read_gz(labels_path);
+  MT_CHECK(images.size() >= 16 && big_endian_u32(images, 0) == 0x00000803,
+           "'{}' is not an IDX image file (expected magic 0x00000803)", images_path);
+  MT_CHECK(labels.size() >= 8 && big_endian_u32(labels, 0) == 0x00000801,
+           "'{}' is not an IDX label file (expected magic 0x00000801)", labels_path);
+  const int64_t n = big_endian_u32(images, 4), rows = big_endian_u32(images, 8), cols = big_endian_u32(images, 12);
+  const int64_t n_labels = big_endian_u32(labels, 4);
+  MT_CHECK(n == n_labels, "'{}' holds {} images but '{}' holds {} labels", images_path, n, labels_path, n_labels);
+  MT_CHECK(static_cast<int64_t>(images.size()) == 16 + n * rows * cols,
+           "'{}' is truncated: {} images of {}x{} need {} bytes, the file has {}", images_path, n, rows, cols,
+           16 + n * rows * cols, images.size());
+  MT_CHECK(static_cast<int64_t>(labels.size()) == 8 + n, "'{}' is truncated: {} labels need {} bytes, it has {}",
+           labels_path, n, 8 + n, labels.size());
+
+  Dataset d;
+  d.images = empty({n, 1, rows, cols}, kF32);
+  float* px = d.images.data<float>();
+  const auto inv_std = static_cast<float>(1.0 / kFashionMnistStd);
+  for (int64_t i = 0; i < n * rows * cols; ++i) {
+    px[i] = (static_cast<float>(images[static_cast<size_t>(16 + i)]) / 255.0f - static_cast<float>(kFashionMnistMean)) *
+            inv_std;
+  }
+  d.labels = empty({n}, kI64);
+  int64_t* py = d.labels.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    py[i] = labels[static_cast<size_t>(8 + i)];
+    MT_CHECK(py[i] < 10, "'{}': label {} of sample {} is not a Fashion-MNIST class (0..9)", labels_path, py[i], i);
+  }
+  return d;
+}
+
+std::string fashion_mnist_directory(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* env = std::getenv("MT_FASHION_MNIST"); env != nullptr && *env != '\0') return env;
+  return kFashionMnistDefaultDir;
+}
+
+FashionMnist load_fashion_mnist(const std::string& directory_flag) {
+  const std::string dir = fashion_mnist_directory(directory_flag);
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                           "t10k-labels-idx1-ubyte.gz"}) {
+    MT_CHECK(std::filesystem::exists(std::filesystem::path(dir) / name),
+             "Fashion-MNIST not found: '{}/{}' does not exist. Install Debian's package (sudo apt-get install "
+             "dataset-fashion-mnist) or point --data / MT_FASHION_MNIST at a directory with the four IDX .gz files",
+             dir, name);
+  }
+  FashionMnist out;
+  out.directory = dir;
+  out.train = load_idx(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz");
+  out.test = load_idx(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz");
+  return out;
+}
+
+Dataset synthetic_images(int64_t n, int64_t classes, int64_t height, int64_t width, uint64_t seed) {
+  NoGradGuard no_grad;
+  Generator gen(seed);
+  const Tensor prototypes = randn({classes, 1, height, width}, kF32, kCPU, &gen);
+  Dataset d;
+  d.classes = classes;
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = i % classes;
+  d.labels = from_vector(labels, {n});
+  const Tensor noise = randn({n, 1, height, width}, kF32, kCPU, &gen);
+  d.images = add(index_select(prototypes, 0, d.labels), mul(noise, 1.5)).contiguous();
+  return d;
+}
+
+}  // namespace mt::data

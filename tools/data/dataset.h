@@ -1,0 +1,45 @@
+// Datasets for training: in-memory images (f32, normalised) with i64 labels.
+//
+// Fashion-MNIST comes from Debian's dataset-fashion-mnist package (IDX files
+// gzip-compressed, read with zlib). The directory is, in order: the --data
+// flag, $MT_FASHION_MNIST, /usr/share/datasets/fashion-mnist.
+#pragma once
+
+#include <string>
+
+#include "core/tensor.h"
+
+namespace mt::data {
+
+struct Dataset {
+  Tensor images;  // f32 [N, C, H, W], normalised
+  Tensor labels;  // i64 [N]
+  int64_t classes = 10;
+  int64_t size() const { return labels.numel(); }
+};
+
+struct FashionMnist {
+  Dataset train;
+  Dataset test;
+  std::string directory;
+};
+
+inline constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fashion-mnist";
+// Fashion-MNIST's training-set statistics, used to normalise every split.
+inline constexpr double kFashionMnistMean = 0.2860;
+inline constexpr double kFashionMnistStd = 0.3530;
+
+// Where the dataset is looked for (flag, environment, package path).
+std::string fashion_mnist_directory(const std::string& flag = "");
+// Loads both splits; a missing or corrupt file is an mt::Error naming the
+// file and, when absent, the package to install.
+FashionMnist load_fashion_mnist(const std::string& directory_flag = "");
+
+// Reads an IDX image file (magic 0x803) and its label file (magic 0x801).
+Dataset load_idx(const std::string& images_path, const std::string& labels_path);
+
+// A synthetic image-classification set for tests and benchmarks: each class
+// is a fixed random prototype plus noise, so it is learnable and deterministic.
+Dataset synthetic_images(int64_t n, int64_t classes, int64_t height, int64_t width, uint64_t seed);
+
+}  // namespace mt::data

@@ -1,0 +1,442 @@
+#include "tools/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "core/generator.h"
+#include "core/safetensors.h"
+#include "models/registry.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+#include "tools/data/loader.h"
+
+namespace mt::tools {
+
+Precision parse_precision(const std::string& text) {
+  if (text == "fp32") return Precision::Fp32;
+  if (text == "fp16") return Precision::Fp16;
+  if (text == "bf16") return Precision::Bf16;
+  fail("unknown precision '{}': expected fp32, fp16 or bf16", text);
+}
+
+std::string precision_name(Precision p) {
+  switch (p) {
+    case Precision::Fp32: return "fp32";
+    case Precision::Fp16: return "fp16";
+    case Precision::Bf16: return "bf16";
+  }
+  return "?";
+}
+
+Device resolve_device(const std::string& text) {
+  if (text == "auto") {
+    try {
+      allocator_for(kCUDA);
+      return kCUDA;
+    } catch (const Error&) {
+      return kCPU;  // no usable GPU: the CPU it is
+    }
+  }
+  const Device d = parse_device(text);
+  allocator_for(d);  // a clear error now if the device is unavailable
+  return d;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+DType low_precision_dtype(Precision p) { return p == Precision::Bf16 ? kBF16 : kF16; }
+
+data::Dataset limit(const data::Dataset& d, int64_t n) {
+  if (n <= 0 || n >= d.size()) return d;
+  data::Dataset out = d;
+  out.images = d.images.narrow(0, 0, n).contiguous();
+  out.labels = d.labels.narrow(0, 0, n).contiguous();
+  return out;
+}
+
+struct Splits {
+  data::Dataset train, test;
+};
+
+Splits load_data(const TrainConfig& c) {
+  Splits s;
+  if (c.dataset == "synthetic") {
+    s.train = data::synthetic_images(c.train_limit > 0 ? c.train_limit : 4096, 10, 28, 28, 1);
+    s.test = data::synthetic_images(c.test_limit > 0 ? c.test_limit : 1024, 10, 28, 28, 2);
+    return s;
+  }
+  MT_CHECK(c.dataset == "fashion-mnist", "unknown dataset '{}': expected fashion-mnist or synthetic", c.dataset);
+  data::FashionMnist f = data::load_fashion_mnist(c.data);
+  s.train = limit(f.train, c.train_limit);
+  s.test = limit(f.test, c.test_limit);
+  return s;
+}
+
+// Weight decay on weight matrices and kernels only: biases and norm
+// parameters (1-D) get none, the usual recipe.
+std::vector<optim::ParamGroup> param_groups(const nn::Module& model, double lr, double weight_decay) {
+  optim::ParamGroup decayed{{}, lr, weight_decay}, plain{{}, lr, 0.0};
+  for (const auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decayed : plain).params.push_back(p);
+  std::vector<optim::ParamGroup> groups;
+  if (!decayed.params.empty()) groups.push_back(decayed);
+  if (!plain.params.empty()) groups.push_back(plain);
+  return groups;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model,
+                                                 const optim::PrecisionOptions& precision) {
+  auto groups = param_groups(model, c.lr, c.weight_decay);
+  if (c.optimizer == "adamw") return std::make_unique<optim::AdamW>(groups, optim::AdamWOptions{.lr = c.lr}, precision);
+  if (c.optimizer == "sgd") {
+    return std::make_unique<optim::SGD>(groups, optim::SgdOptions{.lr = c.lr, .momentum = c.momentum}, precision);
+  }
+  fail("unknown optimizer '{}': expected adamw or sgd", c.optimizer);
+}
+
+std::unique_ptr<optim::LrScheduler> make_scheduler(const TrainConfig& c, optim::Optimizer& opt, int64_t total) {
+  if (c.schedule == "cosine") return std::make_unique<optim::WarmupCosineLr>(opt, std::min(c.warmup, total), total);
+  if (c.schedule == "constant") return std::make_unique<optim::ConstantLr>(opt, c.warmup);
+  if (c.schedule == "step") return std::make_unique<optim::StepLr>(opt, std::max<int64_t>(total / 3, 1), 0.1, c.warmup);
+  fail("unknown schedule '{}': expected cosine, constant or step", c.schedule);
+}
+
+nlohmann::json config_json(const TrainConfig& c) {
+  return {{"model", c.model},       {"precision", c.precision}, {"master_weights", c.master_weights},
+          {"device", c.device},     {"epochs", c.epochs},       {"steps", c.max_steps},
+          {"batch", c.batch},       {"lr", c.lr},               {"optimizer", c.optimizer},
+          {"weight_decay", c.weight_decay}, {"schedule", c.schedule}, {"warmup", c.warmup},
+          {"grad_accum", c.grad_accum},     {"clip", c.clip},         {"seed", c.seed},
+          {"dataset", c.dataset},   {"augment", c.augment}};
+}
+
+// ---------------------------------------------------------------- checkpoints
+
+struct Position {
+  int64_t epoch = 0;           // epoch in progress
+  int64_t batch_in_epoch = 0;  // next batch to train on
+  int64_t step = 0;            // optimizer steps done
+};
+
+void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
+                     const optim::Optimizer& opt, const amp::GradScaler& scaler, const optim::LrScheduler& sched,
+                     const Position& pos) {
+  std::map<std::string, Tensor> tensors = model.state_dict();
+  for (const auto& [k, v] : opt.state_dict()) tensors["optimizer." + k] = v;
+  for (const auto& [k, v] : scaler.state_dict()) tensors["scaler." + k] = v;
+  const GeneratorState rng = default_generator().state();
+  save_safetensors(path, tensors,
+                   {{"format", "mixtape-checkpoint-1"},
+                    {"config", config_json(c).dump()},
+                    {"model", c.model},
+                    {"precision", c.precision},
+                    {"epoch", std::to_string(pos.epoch)},
+                    {"batch_in_epoch", std::to_string(pos.batch_in_epoch)},
+                    {"step", std::to_string(pos.step)},
+                    {"scheduler_step", std::to_string(sched.last_step())},
+                    {"rng_seed", std::to_string(rng.seed)},
+                    {"rng_offset", std::to_string(rng.offset)}});
+}
+
+int64_t metadata_int(const SafetensorsFile& f, const std::string& key, const std::string& path) {
+  auto it = f.metadata.find(key);
+  MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no '{}' in its metadata (not a mixtape checkpoint?)", path,
+           key);
+  try {
+    return std::stoll(it->second);
+  } catch (const std::exception&) {
+    fail("checkpoint '{}': metadata '{}' = '{}' is not a number", path, key, it->second);
+  }
+}
+
+std::map<std::string, Tensor> with_prefix(const SafetensorsFile& f, const std::string& prefix, bool strip) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [k, v] : f.tensors) {
+    const bool has = k.rfind(prefix, 0) == 0;
+    if (strip && has) out[k.substr(prefix.size())] = v;
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> model_tensors(const SafetensorsFile& f) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [k, v] : f.tensors) {
+    if (k.rfind("optimizer.", 0) != 0 && k.rfind("scaler.", 0) != 0) out[k] = v;
+  }
+  return out;
+}
+
+Position load_checkpoint(const std::string& path, const TrainConfig& c, nn::Module& model, optim::Optimizer& opt,
+                         amp::GradScaler& scaler, optim::LrScheduler& sched) {
+  const SafetensorsFile f = load_safetensors(path);
+  auto it = f.metadata.find("model");
+  MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no model name in its metadata (not a mixtape checkpoint?)",
+           path);
+  MT_CHECK(it->second == c.model, "checkpoint '{}' holds a '{}' model but --model is '{}'", path, it->second, c.model);
+  try {
+    model.load_state_dict(model_tensors(f));
+    opt.load_state_dict(with_prefix(f, "optimizer.", true));
+    scaler.load_state_dict(with_prefix(f, "scaler.", true));
+  } catch (const Error& e) {
+    fail("checkpoint '{}' does not match this run: {}", path, e.what());
+  }
+  default_generator().set_state({static_cast<uint64_t>(metadata_int(f, "rng_seed", path)),
+                                 static_cast<uint64_t>(metadata_int(f, "rng_offset", path))});
+  sched.set_step(metadata_int(f, "scheduler_step", path));
+  return {metadata_int(f, "epoch", path), metadata_int(f, "batch_in_epoch", path), metadata_int(f, "step", path)};
+}
+
+// ---------------------------------------------------------------- progress and metrics
+
+std::string megabytes(int64_t bytes) { return fmt::format("{:.1f} MB", static_cast<double>(bytes) / (1 << 20)); }
+
+struct Reporter {
+  std::FILE* out;
+  bool progress;
+  std::ofstream log;
+
+  Reporter(std::FILE* o, bool show, const std::string& path) : out(o), progress(show && ::isatty(2)) {
+    if (!path.empty()) {
+      log.open(path, std::ios::trunc);
+      MT_CHECK(log.good(), "cannot write the metrics log '{}'", path);
+    }
+  }
+
+  void step(const nlohmann::json& m, int64_t epochs, int64_t batches) {
+    if (log.is_open()) log << m.dump() << '\n';
+    const int64_t step = m["step"].get<int64_t>();
+    const std::string line = fmt::format(
+        "epoch {}/{} step {} batch {}/{} loss {:.4f} lr {:.2e} scale {:g} {:.0f} samples/s mem {} (peak {})",
+        m["epoch"].get<int64_t>() + 1, epochs, step, m["batch"].get<int64_t>() + 1, batches, m["loss"].get<double>(),
+        m["lr"].get<double>(), m["scale"].get<double>(), m["samples_per_s"].get<double>(),
+        megabytes(m["memory_bytes"].get<int64_t>()), megabytes(m["peak_memory_bytes"].get<int64_t>()));
+    if (progress) {
+      std::fprintf(stderr, "\r%-120s", line.c_str());
+      std::fflush(stderr);
+    } else if (step % 100 == 0) {
+      std::fprintf(out, "%s\n", line.c_str());
+    }
+  }
+
+  void end_progress() {
+    if (progress) std::fprintf(stderr, "\n");
+  }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- evaluation
+
+double evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device, int64_t batch) {
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  int64_t correct = 0;
+  for (int64_t begin = 0; begin < data.size(); begin += batch) {
+    const int64_t n = std::min(batch, data.size() - begin);
+    const Tensor x = data.images.narrow(0, begin, n).to(device);
+    Tensor logits;
+    {
+      amp::Autocast guard(device, low_precision_dtype(precision), precision != Precision::Fp32);
+      logits = model.forward(x);
+    }
+    const Tensor hits = eq(argmax(logits, 1).to(kCPU), data.labels.narrow(0, begin, n));
+    correct += static_cast<int64_t>(sum(hits.to(kI64)).item<double>());
+  }
+  model.train(was_training);
+  return data.size() > 0 ? static_cast<double>(correct) / static_cast<double>(data.size()) : 0.0;
+}
+
+// ---------------------------------------------------------------- training
+
+TrainSummary train(const TrainConfig& c, std::FILE* out) {
+  const Precision precision = parse_precision(c.precision);
+  const Device device = resolve_device(c.device);
+  MT_CHECK(c.epochs > 0 && c.batch > 0 && c.grad_accum > 0, "train: epochs, batch and grad-accum must be positive");
+  MT_CHECK(c.lr > 0 && std::isfinite(c.lr), "train: the learning rate must be positive, got {}", c.lr);
+  MT_CHECK(!c.master_weights || precision != Precision::Fp32, "train: --master-weights needs --precision fp16 or bf16");
+
+  const Splits splits = load_data(c);
+  manual_seed(c.seed);
+  std::shared_ptr<nn::Module> model = models::make_model(c.model, splits.train.classes);
+  model->to(device);
+  if (c.master_weights) model->to(low_precision_dtype(precision), /*keep_norms_fp32=*/true);
+
+  data::DataLoader loader(splits.train, {.batch = c.batch, .shuffle = true, .augment = c.augment, .seed = c.seed});
+  const int64_t batches = loader.batches_per_epoch();
+  const int64_t steps_per_epoch = std::max<int64_t>(batches / c.grad_accum, 1);
+  const int64_t total_steps = c.epochs * steps_per_epoch;
+
+  auto opt = make_optimizer(c, *model, {.master_weights = c.master_weights, .seed = c.seed});
+  auto scheduler = make_scheduler(c, *opt, total_steps);
+  // f16 needs loss scaling; bf16 keeps f32's exponent range and needs none.
+  amp::GradScaler scaler({.enabled = precision == Precision::Fp16});
+
+  Position pos;
+  if (!c.resume.empty()) pos = load_checkpoint(c.resume, c, *model, *opt, scaler, *scheduler);
+  Reporter reporter(out, c.progress, c.log);
+  std::fprintf(out, "training %s (%lld parameters) on %s in %s%s, %s, batch %lld x %lld, %lld steps per epoch\n",
+               c.model.c_str(), static_cast<long long>(model->parameter_count()), device.str().c_str(),
+               c.precision.c_str(), c.master_weights ? " with f32 master weights" : "", c.optimizer.c_str(),
+               static_cast<long long>(c.batch), static_cast<long long>(c.grad_accum),
+               static_cast<long long>(steps_per_epoch));
+
+  TrainSummary summary;
+  summary.parameters = model->parameter_count();
+  std::deque<double> recent_losses, recent_scales;
+  allocator_for(device).reset_peak();
+  const auto start = Clock::now();
+  int64_t samples = 0;
+  bool stop = false;
+  for (int64_t epoch = pos.epoch; epoch < c.epochs && !stop; ++epoch) {
+    loader.start_epoch(epoch, epoch == pos.epoch ? pos.batch_in_epoch : 0);
+    int64_t micro = 0;
+    double accumulated_loss = 0;
+    while (auto batch = loader.next()) {
+      const Tensor x = batch->images.to(device), y = batch->labels.to(device);
+      Tensor loss;
+      {
+        amp::Autocast guard(device, low_precision_dtype(precision), precision != Precision::Fp32);
+        loss = cross_entropy(model->forward(x), y);
+      }
+      const Tensor micro_loss = c.grad_accum > 1 ? div(loss, static_cast<double>(c.grad_accum)) : loss;
+      scaler.scale(micro_loss).backward();
+      accumulated_loss += micro_loss.item<double>();  // the one read per micro-batch, for progress and NaN checks
+      samples += batch->labels.numel();
+      if (++micro < c.grad_accum) continue;
+      micro = 0;
+
+      double grad_norm = NAN;
+      if (c.clip > 0) {
+        scaler.unscale_(*opt);  // clip the true gradients, not the scaled ones
+        grad_norm = optim::clip_grad_norm_(model->parameters(), c.clip).item<double>();
+      }
+      const amp::StepOutcome outcome = scaler.step(*opt);
+      scaler.update();
+      const bool skipped = scaler.is_enabled() && outcome.skipped();
+      if (skipped) {
+        ++summary.skipped_steps;
+      } else {
+        scheduler->step();  // a skipped step must not advance the schedule
+      }
+      opt->zero_grad();
+      ++pos.step;
+      pos.epoch = epoch;
+      pos.batch_in_epoch = batch->index + 1;
+
+      const double scale = scaler.get_scale();
+      const double step_loss = accumulated_loss;
+      accumulated_loss = 0;
+      if (!std::isfinite(step_loss)) {
+        reporter.end_progress();
+        throw NonFiniteLoss(fmt::format(
+            "the loss became {} at step {} (epoch {}). Recent loss scales: [{}]. Last finite losses: [{}]. {}",
+            step_loss, pos.step, epoch + 1, fmt::join(recent_scales, ", "), fmt::join(recent_losses, ", "),
+            c.save.empty() ? "No checkpoint was being written."
+                           : fmt::format("The last good checkpoint '{}' was kept.", c.save)));
+      }
+      recent_losses.push_back(step_loss);
+      recent_scales.push_back(scale);
+      if (recent_losses.size() > 8) recent_losses.pop_front();
+      if (recent_scales.size() > 8) recent_scales.pop_front();
+      summary.losses.push_back(step_loss);
+
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      const AllocatorStats mem = memory_stats(device);
+      nlohmann::json m = {{"step", pos.step},
+                          {"epoch", epoch},
+                          {"batch", batch->index},
+                          {"loss", step_loss},
+                          {"lr", scheduler->current_lr()},
+                          {"scale", scale},
+                          {"samples_per_s", seconds > 0 ? static_cast<double>(samples) / seconds : 0.0},
+                          {"memory_bytes", mem.current_bytes},
+                          {"peak_memory_bytes", mem.peak_bytes},
+                          {"skipped", skipped}};
+      if (std::isfinite(grad_norm)) m["grad_norm"] = grad_norm;
+      reporter.step(m, c.epochs, batches);
+      if (c.max_steps > 0 && pos.step >= c.max_steps) {
+        stop = true;
+        break;
+      }
+    }
+    reporter.end_progress();
+    if (!stop) {
+      pos.epoch = epoch + 1;
+      pos.batch_in_epoch = 0;
+    }
+    const double accuracy = evaluate(*model, splits.test, precision, device);
+    summary.epoch_accuracies.push_back(accuracy);
+    std::fprintf(out, "epoch %lld: test accuracy %.2f%%\n", static_cast<long long>(epoch + 1), 100.0 * accuracy);
+    if (!c.save.empty()) save_checkpoint(c.save, c, *model, *opt, scaler, *scheduler, pos);
+  }
+
+  summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  summary.samples_per_second = summary.seconds > 0 ? static_cast<double>(samples) / summary.seconds : 0;
+  summary.test_accuracy = summary.epoch_accuracies.empty() ? 0 : summary.epoch_accuracies.back();
+  summary.peak_memory_bytes = memory_stats(device).peak_bytes;
+  summary.steps = pos.step;
+  summary.final_scale = scaler.get_scale();
+  std::fprintf(out,
+               "test accuracy %.2f%%  |  %lld steps in %.1f s, %.0f samples/s, peak memory %s, skipped steps %lld\n",
+               100.0 * summary.test_accuracy, static_cast<long long>(summary.steps), summary.seconds,
+               summary.samples_per_second, megabytes(summary.peak_memory_bytes).c_str(),
+               static_cast<long long>(summary.skipped_steps));
+  if (reporter.log.is_open()) {
+    reporter.log << nlohmann::json{{"summary",
+                                    {{"test_accuracy", summary.test_accuracy},
+                                     {"epoch_accuracies", summary.epoch_accuracies},
+                                     {"seconds", summary.seconds},
+                                     {"samples_per_s", summary.samples_per_second},
+                                     {"peak_memory_bytes", summary.peak_memory_bytes},
+                                     {"steps", summary.steps},
+                                     {"skipped_steps", summary.skipped_steps},
+                                     {"final_scale", summary.final_scale},
+                                     {"parameters", summary.parameters},
+                                     {"config", config_json(c)}}}}
+                          .dump()
+                   << '\n';
+  }
+  return summary;
+}
+
+EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_dir, const std::string& device_text) {
+  const SafetensorsFile f = load_safetensors(path);
+  auto model_name = f.metadata.find("model");
+  auto precision = f.metadata.find("precision");
+  MT_CHECK(model_name != f.metadata.end() && precision != f.metadata.end(),
+           "checkpoint '{}' has no model/precision metadata (not a mixtape checkpoint?)", path);
+  const Device device = resolve_device(device_text);
+  std::shared_ptr<nn::Module> model = models::make_model(model_name->second);
+  // A master-weight checkpoint stores low-precision parameters: match their dtype.
+  const auto state = model_tensors(f);
+  for (const auto& [name, p] : model->named_parameters()) {
+    auto it = state.find(name);
+    if (it != state.end() && it->second.dtype() != p.dtype()) {
+      model->to(it->second.dtype());
+      break;
+    }
+  }
+  try {
+    model->load_state_dict(state);
+  } catch (const Error& e) {
+    fail("checkpoint '{}' does not fit a '{}' model: {}", path, model_name->second, e.what());
+  }
+  model->to(device);
+  const data::FashionMnist data = data::load_fashion_mnist(data_dir);
+  return {evaluate(*model, data.test, parse_precision(precision->second), device), model_name->second,
+          precision->second, metadata_int(f, "step", path)};
+}
+
+}  // namespace mt::tools
