@@ -19,8 +19,9 @@ configure: setup
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# The embedded default: Fashion-MNIST, mixed precision, mlp on a CPU (cnn on a GPU), 3 epochs.
 train: build
-	@$(BUILD)/mixtape demo
+	@$(BUILD)/mixtape train
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

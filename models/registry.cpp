@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include "models/cnn.h"
 #include "models/mlp.h"
 
 namespace mt::models {
@@ -16,6 +17,10 @@ const std::vector<Entry>& entries() {
   static const std::vector<Entry> all = {
       {{"mlp", "784-256-128-10 MLP with ReLU (235,146 parameters)"},
        [](int64_t classes) { return std::make_shared<Mlp>(784, classes); }},
+      {{"cnn", "2 x (conv3x3 + BN + ReLU + maxpool) + 2 FC (421,834 parameters)"},
+       [](int64_t classes) { return std::make_shared<Cnn>(classes); }},
+      {{"resnet", "ResNet for 28x28: 3 stages x 2 BasicBlocks, 32/64/128 channels (696,042 parameters)"},
+       [](int64_t classes) { return std::make_shared<ResNet>(classes); }},
   };
   return all;
 }

@@ -1,8 +1,8 @@
 // Reference models by name, for the CLI and the tests.
 //
 //   mlp     784-256-128-10, ReLU                       235,146 parameters
-//   cnn     2 x (conv3x3 + BN + ReLU + maxpool), 2 FC  see models/registry.cpp
-//   resnet  a small ResNet for 28x28 inputs            see models/registry.cpp
+//   cnn     2 x (conv3x3 + BN + ReLU + maxpool), 2 FC  421,834 parameters (models/cnn.h)
+//   resnet  a small ResNet for 28x28 inputs            696,042 parameters (models/cnn.h)
 //
 // Parameter names and shapes match the PyTorch modules written out in each
 // model's comment, so their safetensors checkpoints load into PyTorch.

@@ -1,5 +1,6 @@
 #include "nn/layers.h"
 
+#include "autograd/grad_mode.h"
 #include "nn/init.h"
 
 namespace mt::nn {
@@ -35,6 +36,39 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim) {
 Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices); }
 
 Dropout::Dropout(double p) : p_(p) { MT_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got {}", p); }
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel, Size2 stride, Size2 padding, Size2 dilation,
+               int64_t groups, bool with_bias)
+    : stride_(stride), padding_(padding), dilation_(dilation), groups_(groups) {
+  MT_CHECK(groups > 0 && in_channels % groups == 0 && out_channels % groups == 0,
+           "Conv2d: groups {} must divide in_channels {} and out_channels {}", groups, in_channels, out_channels);
+  const int64_t fan_in = in_channels / groups * kernel.h * kernel.w;
+  register_parameter("weight", weight, empty({out_channels, in_channels / groups, kernel.h, kernel.w}));
+  init::default_weight_(weight, fan_in);
+  if (with_bias) {
+    register_parameter("bias", bias, empty({out_channels}));
+    init::default_bias_(bias, fan_in);
+  }
+}
+
+Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride_, padding_, dilation_, groups_); }
+
+BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum) : eps_(eps), momentum_(momentum) {
+  register_parameter("weight", weight, ones({channels}));
+  register_parameter("bias", bias, zeros({channels}));
+  register_buffer("running_mean", running_mean, zeros({channels}));
+  register_buffer("running_var", running_var, ones({channels}));
+  register_buffer("num_batches_tracked", num_batches_tracked, zeros({}, kI64));
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  MT_CHECK(x.dim() == 4, "BatchNorm2d: expected [N, C, H, W] input, got {}", x.shape_string());
+  if (is_training()) {
+    NoGradGuard no_grad;
+    copy_(num_batches_tracked, add(num_batches_tracked, 1.0));
+  }
+  return batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum_, eps_);
+}
 
 Sequential::Sequential(std::vector<std::shared_ptr<Module>> modules) {
   for (auto& m : modules) push_back(std::move(m));

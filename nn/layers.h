@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <vector>
 
@@ -80,6 +81,65 @@ class Flatten : public Module {
 
  private:
   int64_t start_, end_;
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel, Size2 stride = 1, Size2 padding = 0,
+         Size2 dilation = 1, int64_t groups = 1, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Conv2d"; }
+  Tensor weight, bias;
+
+ private:
+  Size2 stride_, padding_, dilation_;
+  int64_t groups_;
+};
+
+// Batch statistics in training (f32 always, as AMP's "BN in FP32" rule
+// says), running statistics in eval; num_batches_tracked as in PyTorch.
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t channels, double eps = 1e-5, double momentum = 0.1);
+  Tensor forward(const Tensor& x) override;
+  bool is_norm_layer() const override { return true; }
+  std::string name() const override { return "BatchNorm2d"; }
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  double eps_, momentum_;
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = 0)
+      : kernel_(kernel), stride_(stride.value_or(kernel)), padding_(padding) {}
+  Tensor forward(const Tensor& x) override { return max_pool2d(x, kernel_, stride_, padding_); }
+  std::string name() const override { return "MaxPool2d"; }
+
+ private:
+  Size2 kernel_, stride_, padding_;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(Size2 kernel, std::optional<Size2> stride = std::nullopt, Size2 padding = 0)
+      : kernel_(kernel), stride_(stride.value_or(kernel)), padding_(padding) {}
+  Tensor forward(const Tensor& x) override { return avg_pool2d(x, kernel_, stride_, padding_); }
+  std::string name() const override { return "AvgPool2d"; }
+
+ private:
+  Size2 kernel_, stride_, padding_;
+};
+
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(Size2 output_size) : output_(output_size) {}
+  Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, output_); }
+  std::string name() const override { return "AdaptiveAvgPool2d"; }
+
+ private:
+  Size2 output_;
 };
 
 // Runs its children in order; they are named "0", "1", ... as in PyTorch.

@@ -54,9 +54,12 @@ int run_info(const std::string& data_dir) {
 void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   std::vector<std::string> names;
   for (const auto& m : mt::models::model_list()) names.push_back(m.name);
-  cmd->add_option("--model", c.model, "mlp | cnn | resnet")->check(CLI::IsMember(names));
-  cmd->add_option("--precision", c.precision, "fp32 | fp16 (autocast + GradScaler) | bf16 (autocast)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  names.push_back("auto");
+  cmd->add_option("--model", c.model, "auto (mlp on a CPU, cnn on a GPU) | mlp | cnn | resnet")
+      ->check(CLI::IsMember(names));
+  cmd->add_option("--precision", c.precision,
+                  "auto (bf16 on a CPU, fp16 on a GPU) | fp32 | fp16 (autocast + GradScaler) | bf16 (autocast)")
+      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}));
   cmd->add_flag("--master-weights", c.master_weights, "f16/bf16 parameters with f32 master weights in the optimizer");
   cmd->add_option("--device", c.device, "auto | cpu | cuda | sim");
   cmd->add_option("--epochs", c.epochs, "epochs")->check(CLI::PositiveNumber);

@@ -260,9 +260,18 @@ double evaluate(nn::Module& model, const data::Dataset& data, Precision precisio
 
 // ---------------------------------------------------------------- training
 
-TrainSummary train(const TrainConfig& c, std::FILE* out) {
+// Resolves the "auto" choices against the device the run will use.
+TrainConfig resolve_defaults(const TrainConfig& requested, Device device) {
+  TrainConfig c = requested;
+  if (c.model == "auto") c.model = device.is_cpu() ? "mlp" : "cnn";
+  if (c.precision == "auto") c.precision = device.is_cpu() ? "bf16" : "fp16";  // autocast's default dtypes
+  return c;
+}
+
+TrainSummary train(const TrainConfig& requested, std::FILE* out) {
+  const Device device = resolve_device(requested.device);
+  const TrainConfig c = resolve_defaults(requested, device);
   const Precision precision = parse_precision(c.precision);
-  const Device device = resolve_device(c.device);
   MT_CHECK(c.epochs > 0 && c.batch > 0 && c.grad_accum > 0, "train: epochs, batch and grad-accum must be positive");
   MT_CHECK(c.lr > 0 && std::isfinite(c.lr), "train: the learning rate must be positive, got {}", c.lr);
   MT_CHECK(!c.master_weights || precision != Precision::Fp32, "train: --master-weights needs --precision fp16 or bf16");
@@ -298,6 +307,7 @@ TrainSummary train(const TrainConfig& c, std::FILE* out) {
   allocator_for(device).reset_peak();
   const auto start = Clock::now();
   int64_t samples = 0;
+  double eval_seconds = 0;  // excluded from the training throughput
   bool stop = false;
   for (int64_t epoch = pos.epoch; epoch < c.epochs && !stop; ++epoch) {
     loader.start_epoch(epoch, epoch == pos.epoch ? pos.batch_in_epoch : 0);
@@ -352,7 +362,7 @@ TrainSummary train(const TrainConfig& c, std::FILE* out) {
       if (recent_scales.size() > 8) recent_scales.pop_front();
       summary.losses.push_back(step_loss);
 
-      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count() - eval_seconds;
       const AllocatorStats mem = memory_stats(device);
       nlohmann::json m = {{"step", pos.step},
                           {"epoch", epoch},
@@ -376,14 +386,17 @@ TrainSummary train(const TrainConfig& c, std::FILE* out) {
       pos.epoch = epoch + 1;
       pos.batch_in_epoch = 0;
     }
+    const auto eval_start = Clock::now();
     const double accuracy = evaluate(*model, splits.test, precision, device);
+    eval_seconds += std::chrono::duration<double>(Clock::now() - eval_start).count();
     summary.epoch_accuracies.push_back(accuracy);
     std::fprintf(out, "epoch %lld: test accuracy %.2f%%\n", static_cast<long long>(epoch + 1), 100.0 * accuracy);
     if (!c.save.empty()) save_checkpoint(c.save, c, *model, *opt, scaler, *scheduler, pos);
   }
 
   summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  summary.samples_per_second = summary.seconds > 0 ? static_cast<double>(samples) / summary.seconds : 0;
+  const double train_seconds = summary.seconds - eval_seconds;
+  summary.samples_per_second = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0;
   summary.test_accuracy = summary.epoch_accuracies.empty() ? 0 : summary.epoch_accuracies.back();
   summary.peak_memory_bytes = memory_stats(device).peak_bytes;
   summary.steps = pos.step;

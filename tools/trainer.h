@@ -19,11 +19,14 @@ Precision parse_precision(const std::string& text);
 std::string precision_name(Precision p);
 
 struct TrainConfig {
-  std::string model = "mlp";
-  std::string precision = "fp32";  // fp32 | fp16 | bf16
+  // The embedded default (`mixtape train` with no flags, what `make train`
+  // runs): mixed precision on whatever device there is — mlp in bf16 on a
+  // CPU, cnn in fp16 on a GPU — for 3 epochs.
+  std::string model = "auto";      // auto | mlp | cnn | resnet
+  std::string precision = "auto";  // auto | fp32 | fp16 | bf16
   bool master_weights = false;     // f16/bf16 parameters with f32 masters in the optimizer
   std::string device = "auto";     // auto | cpu | cuda | sim
-  int64_t epochs = 1;
+  int64_t epochs = 3;
   int64_t max_steps = 0;  // stop after this many optimizer steps (0 = no limit)
   int64_t batch = 128;
   double lr = 1e-3;
@@ -51,7 +54,7 @@ struct TrainSummary {
   std::vector<double> epoch_accuracies;
   std::vector<double> losses;  // one per optimizer step
   double seconds = 0;
-  double samples_per_second = 0;
+  double samples_per_second = 0;  // training only (evaluation time excluded)
   int64_t peak_memory_bytes = 0;
   int64_t steps = 0;
   int64_t skipped_steps = 0;

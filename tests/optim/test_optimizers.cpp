@@ -48,7 +48,7 @@ TEST_CASE("SGD with momentum, nesterov and weight decay", "[optim]") {
       const double g = g0 + 0.01 * w;
       buf = t == 0 ? g : 0.9 * buf + g;
       w -= 0.1 * (nesterov ? g + 0.9 * buf : buf);
-      CHECK(p.item<double>() == Approx(w).epsilon(1e-6));
+      CHECK(p.item<double>() == Approx(w).epsilon(1e-5).margin(1e-7));  // f32 arithmetic vs f64 reference
     }
   }
 }

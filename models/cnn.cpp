@@ -1,0 +1,62 @@
+#include "models/cnn.h"
+
+namespace mt::models {
+
+Cnn::Cnn(int64_t classes) {
+  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(1, 32, 3, 1, 1));
+  bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(32));
+  conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(32, 64, 3, 1, 1));
+  bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(64));
+  fc1 = register_module("fc1", std::make_shared<nn::Linear>(64 * 7 * 7, 128));
+  fc2 = register_module("fc2", std::make_shared<nn::Linear>(128, classes));
+}
+
+Tensor Cnn::forward(const Tensor& x) {
+  Tensor h = max_pool2d(relu(bn1->forward(conv1->forward(x))), 2, 2);
+  h = max_pool2d(relu(bn2->forward(conv2->forward(h))), 2, 2);
+  return fc2->forward(relu(fc1->forward(h.flatten(1))));
+}
+
+BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride) {
+  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(in_channels, out_channels, 3, stride, 1, 1, 1, false));
+  bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(out_channels));
+  conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(out_channels, out_channels, 3, 1, 1, 1, 1, false));
+  bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(out_channels));
+  if (stride != 1 || in_channels != out_channels) {
+    downsample = register_module(
+        "downsample", std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+                          std::make_shared<nn::Conv2d>(in_channels, out_channels, 1, stride, 0, 1, 1, false),
+                          std::make_shared<nn::BatchNorm2d>(out_channels)}));
+  }
+}
+
+Tensor BasicBlock::forward(const Tensor& x) {
+  Tensor h = relu(bn1->forward(conv1->forward(x)));
+  h = bn2->forward(conv2->forward(h));
+  return relu(add(h, downsample ? downsample->forward(x) : x));
+}
+
+namespace {
+std::shared_ptr<nn::Sequential> stage(int64_t in_channels, int64_t out_channels, int64_t stride) {
+  return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<BasicBlock>(in_channels, out_channels, stride),
+      std::make_shared<BasicBlock>(out_channels, out_channels, 1)});
+}
+}  // namespace
+
+ResNet::ResNet(int64_t classes) {
+  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(1, 32, 3, 1, 1, 1, 1, false));
+  bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(32));
+  layer1 = register_module("layer1", stage(32, 32, 1));
+  layer2 = register_module("layer2", stage(32, 64, 2));
+  layer3 = register_module("layer3", stage(64, 128, 2));
+  fc = register_module("fc", std::make_shared<nn::Linear>(128, classes));
+}
+
+Tensor ResNet::forward(const Tensor& x) {
+  Tensor h = relu(bn1->forward(conv1->forward(x)));
+  h = layer3->forward(layer2->forward(layer1->forward(h)));
+  return fc->forward(adaptive_avg_pool2d(h, 1).flatten(1));
+}
+
+}  // namespace mt::models

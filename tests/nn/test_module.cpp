@@ -1,0 +1,130 @@
+// nn::Module and the layers: names, state_dict, modes, dtype moves, init.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "mixtape.h"
+#include "models/cnn.h"
+#include "models/mlp.h"
+#include "models/registry.h"
+#include "nn/layers.h"
+
+using namespace mt;
+using Catch::Contains;
+
+TEST_CASE("parameters are named in registration order with PyTorch's dotted names", "[nn]") {
+  models::Mlp mlp;
+  std::vector<std::string> names;
+  for (const auto& [n, p] : mlp.named_parameters()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight",
+                                          "fc3.bias"});
+  CHECK(mlp.parameter_count() == 235146);
+  models::ResNet resnet;
+  const auto state = resnet.state_dict();
+  CHECK(state.count("layer2.0.downsample.0.weight") == 1);
+  CHECK(state.count("layer2.0.downsample.1.running_var") == 1);
+  CHECK(state.count("layer1.1.bn2.num_batches_tracked") == 1);
+  CHECK(state.at("layer3.1.conv2.weight").sizes() == Shape{128, 128, 3, 3});
+  CHECK(resnet.parameter_count() == 696042);
+  CHECK(models::Cnn().parameter_count() == 421834);
+}
+
+TEST_CASE("models map [N, 1, 28, 28] images to [N, 10] logits", "[nn][models]") {
+  const Tensor x = randn({2, 1, 28, 28});
+  for (const char* name : {"mlp", "cnn", "resnet"}) {
+    INFO(name);
+    auto model = models::make_model(name);
+    CHECK(model->forward(x).sizes() == Shape{2, 10});
+  }
+  REQUIRE_THROWS_WITH(models::make_model("vgg"), Contains("unknown model 'vgg'") && Contains("mlp, cnn, resnet"));
+}
+
+TEST_CASE("Linear and Conv2d initialise like PyTorch: U(+-1/sqrt(fan_in))", "[nn][init]") {
+  nn::Linear linear(400, 30);
+  const auto w = linear.weight.to_vector();
+  const double bound = 1.0 / std::sqrt(400.0);
+  double max_abs = 0, sum_sq = 0;
+  for (double v : w) {
+    max_abs = std::max(max_abs, std::fabs(v));
+    sum_sq += v * v;
+  }
+  CHECK(max_abs <= bound);
+  CHECK(max_abs > 0.95 * bound);
+  CHECK(std::sqrt(sum_sq / w.size()) == Approx(bound / std::sqrt(3.0)).epsilon(0.05));  // std of U(-b, b)
+  nn::Conv2d conv(3, 8, 5);
+  CHECK(conv.weight.sizes() == Shape{8, 3, 5, 5});
+  const auto cw = conv.weight.to_vector();
+  CHECK(*std::max_element(cw.begin(), cw.end()) <= 1.0 / std::sqrt(75.0));
+}
+
+TEST_CASE("state_dict round-trips; mismatches are named and leave the model untouched", "[nn][state]") {
+  manual_seed(1);
+  models::Mlp a;
+  manual_seed(2);
+  models::Mlp b;
+  b.load_state_dict(a.state_dict());
+  CHECK(b.fc2.get()->weight.to_vector() == a.fc2.get()->weight.to_vector());
+
+  auto state = a.state_dict();
+  state.erase("fc3.bias");
+  state["extra.weight"] = zeros({1});
+  const auto before = b.fc1->weight.to_vector();
+  REQUIRE_THROWS_WITH(b.load_state_dict(state), Contains("1 missing key(s) [fc3.bias]") &&
+                                                    Contains("1 unexpected key(s) [extra.weight]"));
+  auto wrong = a.state_dict();
+  wrong["fc1.weight"] = zeros({3, 3});
+  REQUIRE_THROWS_WITH(b.load_state_dict(wrong), Contains("'fc1.weight' has shape [3, 3]") && Contains("[256, 784]"));
+  CHECK(b.fc1->weight.to_vector() == before);  // nothing was half-loaded
+  CHECK_NOTHROW(b.load_state_dict(state, /*strict=*/false));
+}
+
+TEST_CASE("train/eval reach every child; BatchNorm uses batch stats in training and running stats in eval",
+          "[nn]") {
+  models::Cnn cnn;
+  cnn.eval();
+  CHECK(!cnn.bn1->is_training());
+  cnn.train();
+  CHECK(cnn.bn2->is_training());
+  nn::BatchNorm2d bn(3);
+  const Tensor x = add(mul(randn({8, 3, 4, 4}), 2.0), 5.0);
+  bn.forward(x);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
+  CHECK(bn.running_mean.to_vector()[0] == Approx(0.5).epsilon(0.2));  // 0.9 * 0 + 0.1 * ~5
+  bn.eval();
+  const Tensor y = bn.forward(x);  // normalised with running stats: far from zero mean
+  CHECK(mean(y).item<double>() > 1.0);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
+}
+
+TEST_CASE("half() casts parameters but keeps norm layers in f32", "[nn][precision]") {
+  models::Cnn cnn;
+  cnn.half();
+  CHECK(cnn.conv1->weight.dtype() == kF16);
+  CHECK(cnn.fc2->bias.dtype() == kF16);
+  CHECK(cnn.bn1->weight.dtype() == kF32);
+  CHECK(cnn.bn1->running_var.dtype() == kF32);
+  CHECK(cnn.bn1->num_batches_tracked.dtype() == kI64);
+  CHECK(cnn.conv1->weight.requires_grad());
+  CHECK(cnn.conv1->weight.is_leaf());
+  nn::LayerNorm ln({4});
+  ln.to(kBF16, /*keep_norms_fp32=*/false);
+  CHECK(ln.weight.dtype() == kBF16);
+}
+
+TEST_CASE("Sequential, ModuleList, Dropout, Embedding, Flatten and activations", "[nn]") {
+  nn::Sequential seq({std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(12, 4),
+                      std::make_shared<nn::GELU>(), std::make_shared<nn::Dropout>(0.5), std::make_shared<nn::SiLU>(),
+                      std::make_shared<nn::ReLU>()});
+  CHECK(seq.size() == 6);
+  CHECK(seq.named_parameters().front().first == "1.weight");
+  const Tensor x = randn({5, 3, 4});
+  seq.eval();
+  const Tensor a = seq.forward(x), b = seq.forward(x);
+  CHECK(a.to_vector() == b.to_vector());  // dropout is the identity in eval
+  nn::ModuleList list;
+  list.push_back(std::make_shared<nn::Linear>(2, 2));
+  CHECK(list.named_parameters().front().first == "0.weight");
+  REQUIRE_THROWS_WITH(list.forward(x), Contains("ModuleList"));
+  nn::Embedding emb(10, 3);
+  CHECK(emb.forward(from_vector(std::vector<int64_t>{1, 9, 1}, {3})).sizes() == Shape{3, 3});
+  seq.zero_grad();
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The CLI's bad-input contract: a clear message and a non-zero exit, never a crash.
+# Usage: cli_errors.sh path/to/mixtape
+set -u
+mixtape="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+
+expect_failure() {  # expect_failure "<message regex>" args...
+  local pattern="$1"
+  shift
+  local output status
+  output=$("$mixtape" "$@" 2>&1)
+  status=$?
+  if [ $status -eq 0 ] || [ $status -ge 128 ] || ! grep -qE "$pattern" <<<"$output"; then
+    echo "FAIL: mixtape $* exited $status, expected a non-zero exit and /$pattern/; output:"
+    echo "$output" | tail -5
+    failures=$((failures + 1))
+  fi
+}
+
+expect_failure "unknown model|not in" train --model vgg
+expect_failure "not expected|extra|--bogus" train --bogus-flag
+expect_failure "dataset-fashion-mnist" train --data "$tmp/none" --steps 1
+expect_failure "precision" train --precision fp8
+head -c 100 /dev/urandom > "$tmp/corrupt.safetensors"
+expect_failure "corrupt|header|truncated|too short" eval --checkpoint "$tmp/corrupt.safetensors"
+expect_failure "corrupt|header|truncated|too short" train --resume "$tmp/corrupt.safetensors" --steps 1
+
+# A short run writes metrics and a checkpoint that `eval` reads back.
+if ! "$mixtape" train --model mlp --steps 5 --train-limit 1024 --test-limit 200 --no-progress \
+    --save "$tmp/c.safetensors" --log "$tmp/m.jsonl" > "$tmp/out.txt" 2>&1; then
+  echo "FAIL: a short training run failed:"; tail -5 "$tmp/out.txt"; failures=$((failures + 1))
+fi
+grep -q '"summary"' "$tmp/m.jsonl" || { echo "FAIL: no summary line in the metrics log"; failures=$((failures + 1)); }
+[ "$(grep -c '"step"' "$tmp/m.jsonl")" -ge 5 ] || { echo "FAIL: missing per-step metrics"; failures=$((failures + 1)); }
+"$mixtape" eval --checkpoint "$tmp/c.safetensors" --device cpu | grep -q "test accuracy" ||
+  { echo "FAIL: eval did not print the accuracy"; failures=$((failures + 1)); }
+"$mixtape" info | grep -q "fashion-mnist" || { echo "FAIL: info"; failures=$((failures + 1)); }
+
+[ $failures -eq 0 ] && echo "all CLI checks passed"
+exit $failures

@@ -1,0 +1,104 @@
+// safetensors files: round trip, the format's promises, and corrupt input.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/safetensors.h"
+#include "mixtape.h"
+
+using namespace mt;
+using Catch::Contains;
+
+namespace {
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("mixtape_test_" + name)).string();
+}
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+}  // namespace
+
+TEST_CASE("safetensors round-trips every dtype, shape and the metadata", "[safetensors]") {
+  const std::string path = temp_path("roundtrip.safetensors");
+  std::map<std::string, Tensor> tensors = {
+      {"a.f32", randn({2, 3})},
+      {"b.f16", from_vector(std::vector<double>{1.5, -65504}, {2}, kF16)},
+      {"c.bf16", from_vector(std::vector<double>{3.0}, {1, 1}, kBF16)},
+      {"d.i64", from_vector(std::vector<int64_t>{-7, 1ll << 40}, {2})},
+      {"e.scalar", scalar_tensor(2.5, kF64)},
+      {"f.empty", zeros({0, 3})},
+      {"g.strided", arange(0, 6).reshape({2, 3}).t()},
+  };
+  save_safetensors(path, tensors, {{"model", "mlp"}, {"note", "héllo"}});
+  const SafetensorsFile f = load_safetensors(path);
+  CHECK(f.metadata.at("model") == "mlp");
+  CHECK(f.metadata.at("note") == "héllo");
+  REQUIRE(f.tensors.size() == tensors.size());
+  for (const auto& [name, t] : tensors) {
+    INFO(name);
+    CHECK(f.tensors.at(name).dtype() == t.dtype());
+    CHECK(f.tensors.at(name).sizes() == t.sizes());
+    CHECK(f.tensors.at(name).to_vector() == t.to_vector());
+  }
+  // The format's layout: u64 header size, JSON, data 8-byte aligned.
+  const std::string bytes = read_file(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  CHECK((8 + n) % 8 == 0);
+  CHECK(bytes[8] == '{');
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("corrupt, truncated and inconsistent files are clear errors", "[safetensors]") {
+  const std::string good = temp_path("good.safetensors"), bad = temp_path("bad.safetensors");
+  save_safetensors(good, {{"w", ones({4, 4})}});
+  const std::string bytes = read_file(good);
+
+  write_file(bad, bytes.substr(0, bytes.size() - 10));
+  REQUIRE_THROWS_WITH(load_safetensors(bad), Contains("truncated") || Contains("cover"));
+  write_file(bad, bytes.substr(0, 5));
+  REQUIRE_THROWS_WITH(load_safetensors(bad), Contains("too short"));
+  std::string huge = bytes;
+  const uint64_t lie = 1ull << 40;
+  std::memcpy(huge.data(), &lie, 8);
+  write_file(bad, huge);
+  REQUIRE_THROWS_WITH(load_safetensors(bad), Contains("header"));
+  std::string garbage = bytes;
+  garbage[9] = '#';
+  write_file(bad, garbage);
+  REQUIRE_THROWS_WITH(load_safetensors(bad), Contains("corrupt header"));
+  REQUIRE_THROWS_WITH(load_safetensors(temp_path("does-not-exist")), Contains("cannot open"));
+
+  // A hand-made header with a hole between tensors and a wrong byte count.
+  auto make = [&](const std::string& json, size_t data_bytes) {
+    std::string header = json;
+    header.append((8 - header.size() % 8) % 8, ' ');
+    const uint64_t size = header.size();
+    std::string out(reinterpret_cast<const char*>(&size), 8);
+    return out + header + std::string(data_bytes, '\0');
+  };
+  write_file(bad, make(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})", 16));
+  REQUIRE_THROWS_WITH(load_safetensors(bad), Contains("hole or an overlap"));
+  write_file(bad, make(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8));
+  REQUIRE_THROWS_WITH(load_safetensors(bad), Contains("needs 12 bytes"));
+  write_file(bad, make(R"({"a":{"dtype":"U16","shape":[1],"data_offsets":[0,2]}})", 2));
+  REQUIRE_THROWS_WITH(load_safetensors(bad), Contains("dtype U16"));
+  write_file(bad, make(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8));
+  REQUIRE_THROWS_WITH(load_safetensors(bad), Contains("twice"));
+  std::filesystem::remove(good);
+  std::filesystem::remove(bad);
+}
+
+TEST_CASE("saving is atomic: a failed save keeps the previous file", "[safetensors]") {
+  const std::string path = temp_path("atomic.safetensors");
+  save_safetensors(path, {{"v", ones({2})}});
+  REQUIRE_THROWS(save_safetensors(path, {{"__metadata__", ones({1})}}));
+  CHECK(load_safetensors(path).tensors.at("v").to_vector() == std::vector<double>{1, 1});
+  REQUIRE_THROWS_WITH(save_safetensors("/nonexistent-dir/x.safetensors", {{"v", ones({1})}}), Contains("cannot create"));
+  std::filesystem::remove(path);
+}
