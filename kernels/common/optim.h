@@ -29,17 +29,34 @@ struct SgdArgs {
   bool nesterov = false;
 };
 
-// One AdamW update of (p, m, v) with gradient g at step t (1-based), as in
-// PyTorch's AdamW: decoupled weight decay, bias-corrected moments.
-MT_HOST_DEVICE inline void adamw_update(float& p, float& m, float& v, float g, float t, const AdamWArgs& a) {
-  const auto lr = static_cast<float>(a.lr), b1 = static_cast<float>(a.beta1), b2 = static_cast<float>(a.beta2);
-  p *= 1.0f - lr * static_cast<float>(a.weight_decay);
+// The per-step constants of AdamW's bias correction at step t (1-based),
+// computed once per tensor rather than once per element.
+struct AdamWStepConstants {
+  float step_size;        // lr / (1 - beta1^t)
+  float inv_sqrt_bias2;   // 1 / sqrt(1 - beta2^t)
+  float decay;            // 1 - lr * weight_decay
+};
+
+MT_HOST_DEVICE inline AdamWStepConstants adamw_step_constants(float t, const AdamWArgs& a) {
+  const auto lr = static_cast<float>(a.lr);
+  return {lr / (1.0f - powf(static_cast<float>(a.beta1), t)),
+          1.0f / sqrtf(1.0f - powf(static_cast<float>(a.beta2), t)), 1.0f - lr * static_cast<float>(a.weight_decay)};
+}
+
+// One AdamW update of (p, m, v) with gradient g, as in PyTorch's AdamW:
+// decoupled weight decay, bias-corrected moments.
+MT_HOST_DEVICE inline void adamw_update(float& p, float& m, float& v, float g, const AdamWStepConstants& k,
+                                        const AdamWArgs& a) {
+  const auto b1 = static_cast<float>(a.beta1), b2 = static_cast<float>(a.beta2);
+  p *= k.decay;
   m = b1 * m + (1.0f - b1) * g;
   v = b2 * v + (1.0f - b2) * g * g;
-  const float bias1 = 1.0f - powf(b1, t);
-  const float bias2 = 1.0f - powf(b2, t);
-  const float denom = sqrtf(v) / sqrtf(bias2) + static_cast<float>(a.eps);
-  p -= (lr / bias1) * m / denom;
+  p -= k.step_size * m / (sqrtf(v) * k.inv_sqrt_bias2 + static_cast<float>(a.eps));
+}
+
+// The same update at step t, computing the constants itself.
+MT_HOST_DEVICE inline void adamw_update(float& p, float& m, float& v, float g, float t, const AdamWArgs& a) {
+  adamw_update(p, m, v, g, adamw_step_constants(t, a), a);
 }
 
 // One SGD update; `first` says the momentum buffer is empty (it then starts at g).

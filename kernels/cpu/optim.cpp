@@ -17,27 +17,24 @@ const Tensor& weights_of(const ParamSlot& s) { return s.master.defined() ? s.mas
 
 // Writes the updated f32 weights back: into the master (then the parameter
 // gets its low-precision copy) or straight into the parameter.
-void write_back(const ParamSlot& s, const std::vector<float>& w, const StochasticRounding& rounding,
-                uint64_t& block) {
-  store(w.data(), weights_of(s));
+void write_back(const ParamSlot& s, Updatable<float>& updated, const StochasticRounding& rounding, uint64_t& block) {
+  updated.commit();
   if (!s.master.defined()) return;
+  const float* w = updated.data();
+  const auto n = static_cast<size_t>(s.param.numel());
   if (rounding.enabled && s.param.dtype() == kBF16) {
     auto* out = static_cast<BFloat16*>(s.param.data_ptr());
-    for (size_t i = 0; i < w.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       const uint32_t bits = philox4x32_10(rounding.seed, rounding.block_offset + block + i / 4).word[i % 4];
       out[i] = BFloat16::from_bits(f32_to_bf16_stochastic(w[i], bits));
     }
-    block += (w.size() + 3) / 4;
+    block += (n + 3) / 4;
     s.param.storage()->bump_version();
   } else {
-    store(w.data(), s.param);
+    store(w, s.param);
   }
 }
 
-std::vector<float> as_floats(const Tensor& t) {
-  Loaded<float> v(t);
-  return {v.data(), v.data() + v.size()};
-}
 
 // Advances a slot's step counter and returns the new count.
 float advance_step(const ParamSlot& s) {
@@ -55,14 +52,13 @@ void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& args, cons
   const float inv_scale = inv_scale_of(amp);
   uint64_t block = 0;
   for (const ParamSlot& s : slots) {
-    const float t = advance_step(s);
-    std::vector<float> w = as_floats(weights_of(s)), m = as_floats(s.state1), v = as_floats(s.state2);
+    const AdamWStepConstants k = adamw_step_constants(advance_step(s), args);
+    Updatable<float> w(weights_of(s)), m(s.state1), v(s.state2);
     Loaded<float> g(s.grad);
-    for (size_t i = 0; i < w.size(); ++i) {
-      adamw_update(w[i], m[i], v[i], g[static_cast<int64_t>(i)] * inv_scale, t, args);
-    }
-    store(m.data(), s.state1);
-    store(v.data(), s.state2);
+    float *pw = w.data(), *pm = m.data(), *pv = v.data();
+    for (int64_t i = 0; i < g.size(); ++i) adamw_update(pw[i], pm[i], pv[i], g[i] * inv_scale, k, args);
+    m.commit();
+    v.commit();
     write_back(s, w, rounding, block);
   }
 }
@@ -74,13 +70,18 @@ void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, const Am
   uint64_t block = 0;
   for (const ParamSlot& s : slots) {
     const bool first = advance_step(s) == 1.0f;
-    std::vector<float> w = as_floats(weights_of(s));
-    std::vector<float> buf = s.state1.defined() ? as_floats(s.state1) : std::vector<float>(w.size(), 0.0f);
+    Updatable<float> w(weights_of(s));
     Loaded<float> g(s.grad);
-    for (size_t i = 0; i < w.size(); ++i) {
-      sgd_update(w[i], buf[i], g[static_cast<int64_t>(i)] * inv_scale, first, args);
+    float* pw = w.data();
+    if (s.state1.defined()) {
+      Updatable<float> buf(s.state1);
+      float* pb = buf.data();
+      for (int64_t i = 0; i < g.size(); ++i) sgd_update(pw[i], pb[i], g[i] * inv_scale, first, args);
+      buf.commit();
+    } else {
+      float unused = 0;
+      for (int64_t i = 0; i < g.size(); ++i) sgd_update(pw[i], unused, g[i] * inv_scale, first, args);
     }
-    if (s.state1.defined()) store(buf.data(), s.state1);
     write_back(s, w, rounding, block);
   }
 }
@@ -102,9 +103,10 @@ void scale_by_clip_coefficient(const std::vector<Tensor>& tensors, const Tensor&
   const auto c = static_cast<float>(std::isnan(norm) ? norm : coefficient);
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
-    std::vector<float> v = as_floats(t);
-    for (float& x : v) x *= c;
-    store(v.data(), t);
+    Updatable<float> v(t);
+    float* p = v.data();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] *= c;
+    v.commit();
   }
 }
 

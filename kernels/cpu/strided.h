@@ -39,6 +39,36 @@ void store(const T* values, const Tensor& out);
 // dst[...] = src[...] with dtype conversion; shapes must match (src may be broadcast).
 void copy(const Tensor& src, const Tensor& dst);
 
+// Read-modify-write access to a tensor as contiguous T values: its own memory
+// when it already is contiguous T, else a scratch copy written back (rounded
+// once) by commit().
+template <typename T>
+class Updatable {
+ public:
+  explicit Updatable(const Tensor& t) : tensor_(t) {
+    if (t.dtype() == dtype_of<T>() && t.is_contiguous()) {
+      ptr_ = static_cast<T*>(t.data_ptr());
+      return;
+    }
+    Loaded<T> values(t);
+    scratch_.assign(values.data(), values.data() + values.size());
+    ptr_ = scratch_.data();
+  }
+  T* data() { return ptr_; }
+  void commit() {
+    if (scratch_.empty()) {
+      tensor_.storage()->bump_version();
+    } else {
+      store(ptr_, tensor_);
+    }
+  }
+
+ private:
+  const Tensor& tensor_;
+  T* ptr_ = nullptr;
+  std::vector<T> scratch_;
+};
+
 // Pointer to contiguous T data of `out` when it already is that, else nullptr.
 template <typename T>
 T* direct_output(const Tensor& out) {

@@ -1,6 +1,6 @@
 // The example kernels (example_kernels.cu) on the simulator, against plain
 // C++ references. gpu_examples.cpp runs the same kernels natively.
-#include "tests/sim/catch_compat.h"
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdint>

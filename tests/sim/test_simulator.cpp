@@ -1,6 +1,6 @@
 // Tests of the SIMT simulator: each feature a kernel can use, the errors it
 // reports for broken kernels, and the Tensor Core wrappers' fragment layouts.
-#include "tests/sim/catch_compat.h"
+#include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -172,33 +172,33 @@ TEST_CASE("static and dynamic shared memory are private to each block", "[sim][s
 
 TEST_CASE("a barrier some threads never reach is a deadlock, reported", "[sim][deadlock]") {
   const std::string message = error_of(test::early_return_before_barrier);
-  CHECK_THAT(message, CONTAINS_TEXT("early_return_kernel"));
-  CHECK_THAT(message, CONTAINS_TEXT("block (0,0,0)"));
-  CHECK_THAT(message, CONTAINS_TEXT("threads 0..39 wait at __syncthreads() at sim_test_kernels.cu:"));
-  CHECK_THAT(message, CONTAINS_TEXT("threads 40..63 finished"));
+  CHECK_THAT(message, Catch::Contains("early_return_kernel"));
+  CHECK_THAT(message, Catch::Contains("block (0,0,0)"));
+  CHECK_THAT(message, Catch::Contains("threads 0..39 wait at __syncthreads() at sim_test_kernels.cu:"));
+  CHECK_THAT(message, Catch::Contains("threads 40..63 finished"));
 }
 
 TEST_CASE("threads waiting at different barriers are a deadlock", "[sim][deadlock]") {
   const std::string message = error_of(test::divergent_barriers);
-  CHECK_THAT(message, CONTAINS_TEXT("divergent_barriers_kernel"));
-  CHECK_THAT(message, CONTAINS_TEXT("threads 0..15 wait at __syncthreads()"));
-  CHECK_THAT(message, CONTAINS_TEXT("threads 16..31 wait at __syncthreads()"));
+  CHECK_THAT(message, Catch::Contains("divergent_barriers_kernel"));
+  CHECK_THAT(message, Catch::Contains("threads 0..15 wait at __syncthreads()"));
+  CHECK_THAT(message, Catch::Contains("threads 16..31 wait at __syncthreads()"));
 }
 
 TEST_CASE("a shuffle whose mask names an exited lane is a deadlock", "[sim][deadlock]") {
   const std::string message = error_of(test::shuffle_with_exited_lane);
-  CHECK_THAT(message, CONTAINS_TEXT("exited_lane_kernel"));
-  CHECK_THAT(message, CONTAINS_TEXT("threads 0..30 wait at __shfl_sync (mask 0xffffffff)"));
-  CHECK_THAT(message, CONTAINS_TEXT("thread 31 finished"));
+  CHECK_THAT(message, Catch::Contains("exited_lane_kernel"));
+  CHECK_THAT(message, Catch::Contains("threads 0..30 wait at __shfl_sync (mask 0xffffffff)"));
+  CHECK_THAT(message, Catch::Contains("thread 31 finished"));
 }
 
 TEST_CASE("a warp op whose mask leaves out the caller is an error", "[sim][deadlock]") {
-  CHECK_THAT(error_of(test::mask_without_own_lane), CONTAINS_TEXT("does not include its own lane"));
+  CHECK_THAT(error_of(test::mask_without_own_lane), Catch::Contains("does not include its own lane"));
 }
 
 TEST_CASE("launches break CUDA's limits the same way on the simulator", "[sim]") {
-  CHECK_THAT(error_of(test::bad_launch_too_many_threads), CONTAINS_TEXT("1..1024 threads"));
-  CHECK_THAT(error_of(test::bad_launch_too_much_shared), CONTAINS_TEXT("dynamic shared memory"));
+  CHECK_THAT(error_of(test::bad_launch_too_many_threads), Catch::Contains("1..1024 threads"));
+  CHECK_THAT(error_of(test::bad_launch_too_much_shared), Catch::Contains("dynamic shared memory"));
 }
 
 TEST_CASE("racecheck reports a missing __syncthreads and nothing for correct code", "[sim][racecheck]") {
