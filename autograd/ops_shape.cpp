@@ -6,6 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
+#include "core/caching_allocator.h"
 #include "kernels/elementwise.h"
 #include "kernels/indexing.h"
 
@@ -232,7 +233,15 @@ Tensor Tensor::to(DType target) const {
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
-  fail("to({}): moving a {} tensor to {} needs the CUDA backend, which is not built yet", target, device(), target);
+  // Copy the bytes of a contiguous version (made on the source device) into
+  // a fresh contiguous tensor on the target: memcpy between host-accessible
+  // devices (cpu, sim), cudaMemcpy to or from a GPU.
+  const Tensor source = is_contiguous() ? detach() : detach().contiguous();
+  Tensor out = empty(sizes(), dtype(), target);
+  copy_bytes(out.data_ptr(), target, source.data_ptr(), source.device(), out.nbytes());
+  out.storage()->bump_version();
+  // Differentiable: the gradient moves back to where the input lives.
+  return record_view("to_device", *this, out, [source_device = device()](const Tensor& g) { return g.to(source_device); });
 }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {

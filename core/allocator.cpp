@@ -4,6 +4,7 @@
 #include <mutex>
 #include <new>
 
+#include "core/caching_allocator.h"
 #include "core/error.h"
 
 namespace mt {
@@ -79,14 +80,14 @@ Allocator& allocator_for(Device device) {
   static CpuAllocator cpu;
   if (device.is_cpu()) return cpu;
   auto& r = registry();
-  std::lock_guard lock(r.mutex);
-  Allocator* a = r.by_type[static_cast<int>(device.type)];
-  if (a == nullptr) {
-    fail("no allocator for device {}: {}", device,
-         device.is_cuda() ? "no CUDA device available: this build of mixtape has no CUDA backend yet"
-                          : "the sim device is not available in this build");
+  {
+    std::lock_guard lock(r.mutex);
+    if (Allocator* a = r.by_type[static_cast<int>(device.type)]; a != nullptr) return *a;
   }
-  return *a;
+  // Nothing registered: the caching allocators, created on first use (a
+  // static registrar in a static library may never be linked in).
+  if (device.is_sim()) return sim_caching_allocator();
+  return cuda_caching_allocator(device.index);  // "no CUDA device available: ..." without a GPU
 }
 
 AllocatorStats memory_stats(Device device) { return allocator_for(device).stats(); }

@@ -41,7 +41,8 @@ template <typename Sample>
 Tensor fill_random(const Shape& shape, DType dtype, Device device, Generator* gen, uint64_t per_block,
                    Sample&& sample) {
   MT_CHECK(is_floating(dtype), "random tensors must have a floating dtype, got {}", dtype);
-  MT_CHECK(device.host_accessible(), "random tensors on {} arrive with the CUDA backend", device);
+  // The same Philox stream everywhere: drawn on the host, then moved to a GPU.
+  if (!device.host_accessible()) return host_to_device(fill_random(shape, dtype, kCPU, gen, per_block, sample), device);
   Tensor t = empty(shape, dtype, device);
   const auto n = static_cast<uint64_t>(t.numel());
   const GeneratorState s = (gen ? *gen : default_generator()).reserve((n + per_block - 1) / per_block);

@@ -59,13 +59,14 @@ std::string Tensor::str() const {
   } else if (requires_grad()) {
     suffix += ", requires_grad=True";
   }
-  if (!device().host_accessible()) return fmt::format("tensor(<{} on {}>{})", shape_string(), device(), suffix);
+  // A GPU tensor is printed from a host copy of its values.
+  const Tensor values = device().host_accessible() ? *this : device_to_host(*this);
 
   bool scientific = false;
   if (is_floating(dtype())) {
     double max_abs = 0, min_abs = INFINITY;
     for_each_offset(sizes(), strides(), offset(), [&](int64_t p) {
-      const double a = std::fabs(read_element(*this, p));
+      const double a = std::fabs(read_element(values, p));
       if (std::isfinite(a) && a > 0) {
         max_abs = std::max(max_abs, a);
         min_abs = std::min(min_abs, a);
@@ -73,9 +74,9 @@ std::string Tensor::str() const {
     });
     scientific = max_abs >= 1e8 || (max_abs > 0 && min_abs < 1e-4);
   }
-  Printer printer{*this, numel() > kSummariseAbove, scientific, "tensor("};
+  Printer printer{values, numel() > kSummariseAbove, scientific, "tensor("};
   if (dim() == 0) {
-    printer.out += format_value(read_element(*this, offset()), dtype(), scientific);
+    printer.out += format_value(read_element(values, offset()), dtype(), scientific);
   } else {
     printer.print_dim(0, offset(), 7);
   }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/caching_allocator.h"
+
 namespace mt {
 
 // ------------------------------------------------------------------ shapes
@@ -173,12 +175,37 @@ void write_element(const Tensor& t, int64_t storage_offset, double value) {
   });
 }
 
+Tensor host_to_device(const Tensor& host, Device device) {
+  if (device.host_accessible() && host.device().is_cpu() && device.is_cpu()) return host;
+  MT_CHECK(host.device().host_accessible() && host.is_contiguous(), "host_to_device: expected a contiguous host tensor");
+  Tensor out = empty(host.sizes(), host.dtype(), device);
+  if (out.nbytes() > 0) copy_bytes(out.data_ptr(), device, host.data_ptr(), host.device(), out.nbytes());
+  return out;
+}
+
+Tensor device_to_host(const Tensor& t) {
+  if (t.device().host_accessible()) return t;
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(t.storage()->nbytes(), kCPU);
+  if (t.storage()->nbytes() > 0) {
+    copy_bytes(impl->storage->data(), kCPU, t.storage()->data(), t.device(), t.storage()->nbytes());
+  }
+  impl->sizes = t.sizes();
+  impl->strides = t.strides();
+  impl->offset = t.offset();
+  impl->dtype = t.dtype();
+  impl->device = kCPU;
+  return Tensor(std::move(impl));
+}
+
 double Tensor::item_as_double() const {
   MT_CHECK(numel() == 1, "item(): expected a tensor with one element, got shape {}", shape_string());
+  if (!device().host_accessible()) return device_to_host(*this).item_as_double();  // a sync with the device
   return read_element(*this, offset());
 }
 
 std::vector<double> Tensor::to_vector() const {
+  if (!device().host_accessible()) return device_to_host(*this).to_vector();
   std::vector<double> out;
   out.reserve(static_cast<size_t>(numel()));
   for_each_offset(sizes(), strides(), offset(), [&](int64_t pos) { out.push_back(read_element(*this, pos)); });
@@ -201,8 +228,8 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype(), t.device()); }
 
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  if (!device.host_accessible()) return host_to_device(full(shape, value, dtype, kCPU), device);
   Tensor t = empty(shape, dtype, device);
-  MT_CHECK(device.host_accessible(), "full: filling {} tensors arrives with the CUDA backend", device);
   const int64_t n = t.numel();
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
@@ -225,6 +252,7 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
            "arange: expected finite start/end and a non-zero step, got ({}, {}, {})", start, end, step);
   MT_CHECK((end - start) / step >= 0, "arange: step {} does not move from {} towards {}", step, start, end);
   const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  if (!device.host_accessible()) return host_to_device(arange(start, end, step, dtype, kCPU), device);
   Tensor t = empty({n}, dtype, device);
   for (int64_t i = 0; i < n; ++i) write_element(t, i, start + static_cast<double>(i) * step);
   return t;
@@ -234,6 +262,7 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType 
   MT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
            "from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape_str(shape),
            shape_numel(shape));
+  if (!device.host_accessible()) return host_to_device(from_vector(values, shape, dtype, kCPU), device);
   Tensor t = empty(shape, dtype, device);
   for (size_t i = 0; i < values.size(); ++i) write_element(t, static_cast<int64_t>(i), values[i]);
   return t;
@@ -247,6 +276,7 @@ Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape, DType
   MT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
            "from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape_str(shape),
            shape_numel(shape));
+  if (!device.host_accessible()) return host_to_device(from_vector(values, shape, dtype, kCPU), device);
   Tensor t = empty(shape, dtype, device);
   if (dtype == kI64) {
     std::copy(values.begin(), values.end(), t.data<int64_t>());

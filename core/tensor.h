@@ -168,6 +168,12 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType 
 Tensor from_vector(const std::vector<float>& values, const Shape& shape, DType dtype = kF32, Device device = kCPU);
 Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape, DType dtype = kI64, Device device = kCPU);
 
+// Raw moves between the host and a device that the host cannot read (CUDA):
+// a contiguous host tensor's bytes onto `device`, and a tensor's whole
+// storage back to a host tensor with the same geometry. No autograd.
+Tensor host_to_device(const Tensor& host, Device device);
+Tensor device_to_host(const Tensor& t);
+
 // A view of `base`'s storage with the given geometry (no autograd; bounds-checked).
 Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, int64_t offset);
 

@@ -6,7 +6,9 @@
 
 #include <vector>
 
+#include "kernels/cuda/multi_tensor_api.h"
 #include "kernels/dispatch.h"
+#include "kernels/elementwise.h"
 
 namespace mt::kernels {
 
@@ -27,8 +29,32 @@ void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tenso
 // x *= inv_scale (an undefined inv_scale only checks). One launch for the list.
 inline void unscale_and_check_inf(const std::vector<Tensor>& tensors, const Tensor& found_inf,
                                   const Tensor& inv_scale) {
-  backend_for(found_inf.device(), "unscale_and_check_inf");
-  cpu::unscale_and_check_inf(tensors, found_inf, inv_scale);
+  const Backend backend = backend_for(found_inf.device(), "unscale_and_check_inf");
+  if (backend == Backend::Cpu) return cpu::unscale_and_check_inf(tensors, found_inf, inv_scale);
+  MT_CHECK(found_inf.dtype() == kF32 && (!inv_scale.defined() || inv_scale.dtype() == kF32),
+           "unscale_and_check_inf: found_inf and inv_scale must be f32");
+  ContiguousStaging staging;
+  std::vector<TensorRef> refs;
+  for (const Tensor& t : tensors) {
+    if (!t.defined() || t.numel() == 0) continue;
+    MT_CHECK(t.device() == found_inf.device(), "unscale_and_check_inf: a gradient is on {} but found_inf is on {}",
+             t.device(), found_inf.device());
+    refs.push_back(tensor_ref(staging.stage(t, inv_scale.defined())));
+  }
+  auto* flag = static_cast<float*>(found_inf.data_ptr());
+  const auto* factor = inv_scale.defined() ? static_cast<const float*>(inv_scale.data_ptr()) : nullptr;
+  if (backend == Backend::Sim) {
+    sim::unscale_and_check_inf(refs.data(), static_cast<int>(refs.size()), flag, factor,
+                               current_stream(found_inf.device()));
+  } else {
+    [&] {
+      MT_CUDA_CALL(unscale_and_check_inf(refs.data(), static_cast<int>(refs.size()), flag, factor,
+                                         current_stream(found_inf.device())));
+    }();
+  }
+  staging.write_back();
+  for (const Tensor& t : tensors) mark_written(t);
+  mark_written(found_inf);
 }
 
 // PyTorch's update rule: on inf, scale *= backoff and the tracker resets;
@@ -36,8 +62,25 @@ inline void unscale_and_check_inf(const std::vector<Tensor>& tensors, const Tens
 // grows (unless that would overflow to inf) and the tracker resets.
 inline void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
                          ScaleUpdateArgs args) {
-  backend_for(scale.device(), "update_scale");
-  cpu::update_scale(scale, growth_tracker, found_inf, args);
+  const Backend backend = backend_for(scale.device(), "update_scale");
+  if (backend == Backend::Cpu) return cpu::update_scale(scale, growth_tracker, found_inf, args);
+  MT_CHECK(scale.dtype() == kF32 && growth_tracker.dtype() == kI32 && found_inf.dtype() == kF32,
+           "update_scale: expected f32 scale, i32 growth_tracker and f32 found_inf, got {}, {}, {}", scale.dtype(),
+           growth_tracker.dtype(), found_inf.dtype());
+  auto* s = static_cast<float*>(scale.data_ptr());
+  auto* tracker = static_cast<int32_t*>(growth_tracker.data_ptr());
+  const auto* flag = static_cast<const float*>(found_inf.data_ptr());
+  if (backend == Backend::Sim) {
+    sim::update_scale(s, tracker, flag, args.growth_factor, args.backoff_factor, args.growth_interval, args.min_scale,
+                      args.max_scale, current_stream(scale.device()));
+  } else {
+    [&] {
+      MT_CUDA_CALL(update_scale(s, tracker, flag, args.growth_factor, args.backoff_factor, args.growth_interval,
+                                args.min_scale, args.max_scale, current_stream(scale.device())));
+    }();
+  }
+  mark_written(scale);
+  mark_written(growth_tracker);
 }
 
 }  // namespace mt::kernels

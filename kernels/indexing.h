@@ -3,7 +3,9 @@
 // index_add and scatter_add accumulate in a fixed order: deterministic.
 #pragma once
 
+#include "kernels/cuda/indexing_api.h"
 #include "kernels/dispatch.h"
+#include "kernels/elementwise.h"
 
 namespace mt::kernels {
 
@@ -14,22 +16,106 @@ void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& ou
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 }  // namespace cpu
 
+namespace detail {
+
+// The device kernels take contiguous tensors and i64 indices; these make
+// contiguous copies on the tensor's own device (and write results back).
+inline Tensor contiguous_as(const Tensor& t, DType dtype) {
+  if (t.is_contiguous() && t.dtype() == dtype) return t;
+  Tensor c = empty(t.sizes(), dtype, t.device());
+  kernels::copy(t, c);
+  return c;
+}
+inline Tensor as_vector_if_scalar(const Tensor& t) { return t.dim() == 0 ? make_view(t, {1}, {1}, t.offset()) : t; }
+
+// On the sim device indices are host memory: check them like the CPU does,
+// so an out-of-range index is an mt::Error rather than a trap.
+inline void check_indices(const char* op, const Tensor& index, int64_t size) {
+  if (!index.device().host_accessible()) return;
+  const auto* values = static_cast<const int64_t*>(index.data_ptr());
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    MT_CHECK(values[i] >= 0 && values[i] < size, "{}: index {} at position {} is out of range for a dim of size {}", op,
+             values[i], i, size);
+  }
+}
+
+template <typename Launch>
+void run_on_device(Device device, const char* op, Launch&& launch) {
+  switch (backend_for(device, op)) {
+    case Backend::Cpu: return;
+    case Backend::Sim: return launch(std::false_type{});
+    case Backend::Cuda: return launch(std::true_type{});
+  }
+}
+
+}  // namespace detail
+
 inline void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
-  backend_for(out.device(), "index_select");
-  cpu::index_select(in, dim, index, out);
+  if (backend_for(out.device(), "index_select") == Backend::Cpu) return cpu::index_select(in, dim, index, out);
+  const Tensor src = detail::contiguous_as(in, in.dtype());
+  const Tensor idx = detail::contiguous_as(index, kI64);
+  const Tensor dst = out.is_contiguous() ? out : empty(out.sizes(), out.dtype(), out.device());
+  detail::check_indices("index_select", idx, in.dim() == 0 ? 1 : in.size(dim));
+  detail::run_on_device(out.device(), "index_select", [&](auto on_gpu) {
+    if constexpr (decltype(on_gpu)::value) {
+      MT_CUDA_CALL(index_select(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), current_stream(out.device())));
+    } else {
+      sim::index_select(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), current_stream(out.device()));
+    }
+  });
+  if (!dst.is_same(out)) kernels::copy(dst, out);
+  mark_written(out);
 }
 // out.select(dim, index[i]) += src.select(dim, i)
 inline void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
-  backend_for(out.device(), "index_add");
-  cpu::index_add(out, dim, index, src);
+  if (backend_for(out.device(), "index_add") == Backend::Cpu) return cpu::index_add(out, dim, index, src);
+  const Tensor values = detail::contiguous_as(src, src.dtype());
+  const Tensor idx = detail::contiguous_as(index, kI64);
+  const Tensor dst = detail::contiguous_as(out, out.dtype());
+  detail::check_indices("index_add", idx, out.dim() == 0 ? 1 : out.size(dim));
+  detail::run_on_device(out.device(), "index_add", [&](auto on_gpu) {
+    if constexpr (decltype(on_gpu)::value) {
+      MT_CUDA_CALL(index_add(tensor_ref(dst), dim, tensor_ref(idx), tensor_ref(values), current_stream(out.device())));
+    } else {
+      sim::index_add(tensor_ref(dst), dim, tensor_ref(idx), tensor_ref(values), current_stream(out.device()));
+    }
+  });
+  if (!dst.is_same(out)) kernels::copy(dst, out);
+  mark_written(out);
 }
 inline void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
-  backend_for(out.device(), "gather");
-  cpu::gather(in, dim, index, out);
+  if (backend_for(out.device(), "gather") == Backend::Cpu) return cpu::gather(in, dim, index, out);
+  const Tensor src = detail::as_vector_if_scalar(detail::contiguous_as(in, in.dtype()));
+  const Tensor idx = detail::as_vector_if_scalar(detail::contiguous_as(index, kI64));
+  const Tensor dst = out.is_contiguous() ? out : empty(out.sizes(), out.dtype(), out.device());
+  detail::check_indices("gather", idx, src.size(dim == 0 || in.dim() == 0 ? 0 : dim));
+  detail::run_on_device(out.device(), "gather", [&](auto on_gpu) {
+    if constexpr (decltype(on_gpu)::value) {
+      MT_CUDA_CALL(gather(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), current_stream(out.device())));
+    } else {
+      sim::gather(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), current_stream(out.device()));
+    }
+  });
+  if (!dst.is_same(out)) kernels::copy(dst, out);
+  mark_written(out);
 }
 inline void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
-  backend_for(out.device(), "scatter_add");
-  cpu::scatter_add(out, dim, index, src);
+  if (backend_for(out.device(), "scatter_add") == Backend::Cpu) return cpu::scatter_add(out, dim, index, src);
+  const Tensor values = detail::as_vector_if_scalar(detail::contiguous_as(src, src.dtype()));
+  const Tensor idx = detail::as_vector_if_scalar(detail::contiguous_as(index, kI64));
+  const Tensor dst = detail::contiguous_as(out, out.dtype());
+  const Tensor dst_view = detail::as_vector_if_scalar(dst);
+  detail::check_indices("scatter_add", idx, dst_view.size(out.dim() == 0 ? 0 : dim));
+  detail::run_on_device(out.device(), "scatter_add", [&](auto on_gpu) {
+    if constexpr (decltype(on_gpu)::value) {
+      MT_CUDA_CALL(
+          scatter_add(tensor_ref(dst_view), dim, tensor_ref(idx), tensor_ref(values), current_stream(out.device())));
+    } else {
+      sim::scatter_add(tensor_ref(dst_view), dim, tensor_ref(idx), tensor_ref(values), current_stream(out.device()));
+    }
+  });
+  if (!dst.is_same(out)) kernels::copy(dst, out);
+  mark_written(out);
 }
 
 }  // namespace mt::kernels

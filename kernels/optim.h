@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "kernels/common/optim.h"
+#include "kernels/cuda/multi_tensor_api.h"
 #include "kernels/dispatch.h"
+#include "kernels/elementwise.h"
 
 namespace mt::kernels {
 
@@ -43,29 +45,151 @@ void sum_of_squares(const std::vector<Tensor>& tensors, const Tensor& out);
 void scale_by_clip_coefficient(const std::vector<Tensor>& tensors, const Tensor& total_norm, double max_norm);
 }  // namespace cpu
 
+namespace detail {
+
+inline float* f32_pointer(const Tensor& t, const char* what) {
+  if (!t.defined()) return nullptr;
+  MT_CHECK(t.dtype() == kF32, "fused optimizer: {} must be f32, got {}", what, t.dtype());
+  return static_cast<float*>(t.data_ptr());
+}
+
+// The slots as the multi-tensor kernels see them (contiguous, f32 state),
+// with each slot's first Philox block for stochastic rounding.
+struct DeviceSlots {
+  ContiguousStaging staging;
+  std::vector<OptimSlotRef> refs;
+  DeviceSlots(const std::vector<ParamSlot>& slots, const StochasticRounding& rounding) {
+    uint64_t block = rounding.block_offset;
+    for (const ParamSlot& s : slots) {
+      MT_CHECK(s.param.numel() == s.grad.numel(), "fused optimizer: parameter {} and gradient {} differ in size",
+               s.param.shape_string(), s.grad.shape_string());
+      OptimSlotRef r;
+      const Tensor param = staging.stage(s.param, true);
+      r.param = param.data_ptr();
+      r.param_dtype = static_cast<DTypeCode>(param.dtype());
+      const Tensor grad = staging.stage(s.grad, false);
+      r.grad = grad.data_ptr();
+      r.grad_dtype = static_cast<DTypeCode>(grad.dtype());
+      r.master = f32_pointer(staging.stage(s.master, true), "the master copy");
+      r.state1 = f32_pointer(staging.stage(s.state1, true), "optimizer state");
+      r.state2 = f32_pointer(staging.stage(s.state2, true), "optimizer state");
+      r.step = f32_pointer(s.step, "the step counter");
+      r.numel = s.param.numel();
+      r.stochastic_bf16 = rounding.enabled && s.master.defined() && s.param.dtype() == kBF16;
+      if (r.stochastic_bf16) {
+        r.philox_block = block;
+        block += static_cast<uint64_t>((r.numel + 3) / 4);
+      }
+      refs.push_back(r);
+    }
+  }
+  void finish(const std::vector<ParamSlot>& slots) {
+    staging.write_back();
+    for (const ParamSlot& s : slots) {
+      mark_written(s.param);
+      mark_written(s.master);
+      mark_written(s.state1);
+      mark_written(s.state2);
+      mark_written(s.step);
+    }
+  }
+};
+
+inline const float* optional_f32(const Tensor& t) {
+  return t.defined() ? static_cast<const float*>(t.data_ptr()) : nullptr;
+}
+
+inline std::vector<TensorRef> flat_refs(const std::vector<Tensor>& tensors, ContiguousStaging& staging, bool written) {
+  std::vector<TensorRef> refs;
+  for (const Tensor& t : tensors) {
+    if (t.defined() && t.numel() > 0) refs.push_back(tensor_ref(staging.stage(t, written)));
+  }
+  return refs;
+}
+
+}  // namespace detail
+
 // Each slot's step counter is incremented before its update, unless the step is skipped.
 inline void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& args, const AmpControl& amp,
                        const StochasticRounding& rounding = {}) {
   if (slots.empty()) return;
-  backend_for(slots.front().param.device(), "adamw_step");
-  cpu::adamw_step(slots, args, amp, rounding);
+  const Backend backend = backend_for(slots.front().param.device(), "adamw_step");
+  if (backend == Backend::Cpu) return cpu::adamw_step(slots, args, amp, rounding);
+  detail::DeviceSlots device_slots(slots, rounding);
+  for (const OptimSlotRef& r : device_slots.refs) {
+    MT_CHECK(r.state1 != nullptr && r.state2 != nullptr, "adamw_step: every parameter needs exp_avg and exp_avg_sq");
+  }
+  const auto& refs = device_slots.refs;
+  const auto count = static_cast<int>(refs.size());
+  const float* inv_scale = detail::optional_f32(amp.inv_scale);
+  const float* found_inf = detail::optional_f32(amp.found_inf);
+  const Stream stream = current_stream(slots.front().param.device());
+  if (backend == Backend::Sim) {
+    sim::adamw_step(refs.data(), count, args, inv_scale, found_inf, rounding.seed, stream);
+  } else {
+    [&] { MT_CUDA_CALL(adamw_step(refs.data(), count, args, inv_scale, found_inf, rounding.seed, stream)); }();
+  }
+  device_slots.finish(slots);
 }
 inline void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, const AmpControl& amp,
                      const StochasticRounding& rounding = {}) {
   if (slots.empty()) return;
-  backend_for(slots.front().param.device(), "sgd_step");
-  cpu::sgd_step(slots, args, amp, rounding);
+  const Backend backend = backend_for(slots.front().param.device(), "sgd_step");
+  if (backend == Backend::Cpu) return cpu::sgd_step(slots, args, amp, rounding);
+  detail::DeviceSlots device_slots(slots, rounding);
+  const auto& refs = device_slots.refs;
+  const auto count = static_cast<int>(refs.size());
+  const float* inv_scale = detail::optional_f32(amp.inv_scale);
+  const float* found_inf = detail::optional_f32(amp.found_inf);
+  const Stream stream = current_stream(slots.front().param.device());
+  if (backend == Backend::Sim) {
+    sim::sgd_step(refs.data(), count, args, inv_scale, found_inf, rounding.seed, stream);
+  } else {
+    [&] { MT_CUDA_CALL(sgd_step(refs.data(), count, args, inv_scale, found_inf, rounding.seed, stream)); }();
+  }
+  device_slots.finish(slots);
 }
 // out (f32 [1]) = sum over all tensors of x^2, accumulated in f32 (f64 on the CPU).
 inline void sum_of_squares(const std::vector<Tensor>& tensors, const Tensor& out) {
-  backend_for(out.device(), "sum_of_squares");
-  cpu::sum_of_squares(tensors, out);
+  const Backend backend = backend_for(out.device(), "sum_of_squares");
+  if (backend == Backend::Cpu) return cpu::sum_of_squares(tensors, out);
+  MT_CHECK(out.dtype() == kF32 && out.numel() == 1, "sum_of_squares: out must be an f32 scalar");
+  ContiguousStaging staging;
+  const std::vector<TensorRef> refs = detail::flat_refs(tensors, staging, false);
+  int64_t chunks = 0;
+  for (const TensorRef& r : refs) chunks += (r.numel + kMultiTensorChunk - 1) / kMultiTensorChunk;
+  const Tensor partials = empty({std::max<int64_t>(chunks, 1)}, kF32, out.device());
+  auto* partial_ptr = static_cast<float*>(partials.data_ptr());
+  auto* out_ptr = static_cast<float*>(out.data_ptr());
+  if (backend == Backend::Sim) {
+    sim::sum_of_squares(refs.data(), static_cast<int>(refs.size()), partial_ptr, out_ptr, current_stream(out.device()));
+  } else {
+    [&] {
+      MT_CUDA_CALL(sum_of_squares(refs.data(), static_cast<int>(refs.size()), partial_ptr, out_ptr,
+                                  current_stream(out.device())));
+    }();
+  }
+  mark_written(out);
 }
 // x *= min(1, max_norm / (total_norm + 1e-6)) for every tensor, computed on the device.
-inline void scale_by_clip_coefficient(const std::vector<Tensor>& tensors, const Tensor& total_norm,
-                                      double max_norm) {
-  backend_for(total_norm.device(), "scale_by_clip_coefficient");
-  cpu::scale_by_clip_coefficient(tensors, total_norm, max_norm);
+inline void scale_by_clip_coefficient(const std::vector<Tensor>& tensors, const Tensor& total_norm, double max_norm) {
+  const Backend backend = backend_for(total_norm.device(), "scale_by_clip_coefficient");
+  if (backend == Backend::Cpu) return cpu::scale_by_clip_coefficient(tensors, total_norm, max_norm);
+  MT_CHECK(total_norm.dtype() == kF32, "scale_by_clip_coefficient: total_norm must be f32");
+  ContiguousStaging staging;
+  const std::vector<TensorRef> refs = detail::flat_refs(tensors, staging, true);
+  const auto* norm = static_cast<const float*>(total_norm.data_ptr());
+  if (backend == Backend::Sim) {
+    sim::scale_by_clip_coefficient(refs.data(), static_cast<int>(refs.size()), norm, max_norm,
+                                   current_stream(total_norm.device()));
+  } else {
+    [&] {
+      MT_CUDA_CALL(scale_by_clip_coefficient(refs.data(), static_cast<int>(refs.size()), norm, max_norm,
+                                             current_stream(total_norm.device())));
+    }();
+  }
+  staging.write_back();
+  for (const Tensor& t : tensors) mark_written(t);
 }
 
 }  // namespace mt::kernels

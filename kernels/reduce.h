@@ -3,6 +3,7 @@
 // elements (row-major over the permuted view) and writes one value per row.
 #pragma once
 
+#include "kernels/cuda/reduce_api.h"
 #include "kernels/dispatch.h"
 
 namespace mt::kernels {
@@ -23,13 +24,38 @@ void reduce_rows_with_index(ReduceOp op, const Tensor& in, const Tensor& values,
 }  // namespace cpu
 
 inline void reduce_rows(ReduceOp op, const Tensor& in, const Tensor& out, ReduceArgs args) {
-  backend_for(out.device(), "reduce");
-  cpu::reduce_rows(op, in, out, args);
+  MT_CHECK(in.numel() == args.rows * args.cols && out.numel() == args.rows,
+           "reduce: {} input elements and {} outputs do not make {} rows of {}", in.numel(), out.numel(), args.rows,
+           args.cols);
+  MT_CHECK(op != ReduceOp::Max && op != ReduceOp::Min, "reduce: max/min go through reduce_rows_with_index");
+  const Backend backend = backend_for(out.device(), "reduce");
+  if (backend == Backend::Cpu) return cpu::reduce_rows(op, in, out, args);
+  const Stream stream = current_stream(out.device());
+  const int code = static_cast<int>(op);
+  [&] {
+    if (backend == Backend::Sim)
+      return sim::reduce_rows(code, tensor_ref(in), tensor_ref(out), args.rows, args.cols, args.correction, stream);
+    MT_CUDA_CALL(reduce_rows(code, tensor_ref(in), tensor_ref(out), args.rows, args.cols, args.correction, stream));
+  }();
+  mark_written(out);
 }
 inline void reduce_rows_with_index(ReduceOp op, const Tensor& in, const Tensor& values, const Tensor& indices,
                                    ReduceArgs args) {
-  backend_for(indices.device(), "reduce_with_index");
-  cpu::reduce_rows_with_index(op, in, values, indices, args);
+  MT_CHECK(args.cols > 0, "max/min/argmax: cannot reduce over an empty dimension");
+  MT_CHECK(in.numel() == args.rows * args.cols && indices.numel() == args.rows && indices.dtype() == kI64,
+           "reduce_with_index: {} input elements and {} i64 outputs do not make {} rows of {}", in.numel(),
+           indices.numel(), args.rows, args.cols);
+  const Backend backend = backend_for(indices.device(), "reduce_with_index");
+  if (backend == Backend::Cpu) return cpu::reduce_rows_with_index(op, in, values, indices, args);
+  const Stream stream = current_stream(indices.device());
+  const bool is_max = op == ReduceOp::Max;
+  const TensorRef x = tensor_ref(in), v = tensor_ref(values), i = tensor_ref(indices);
+  [&] {
+    if (backend == Backend::Sim) return sim::reduce_rows_with_index(is_max, x, v, i, args.rows, args.cols, stream);
+    MT_CUDA_CALL(reduce_rows_with_index(is_max, x, v, i, args.rows, args.cols, stream));
+  }();
+  mark_written(values);
+  mark_written(indices);
 }
 
 }  // namespace mt::kernels

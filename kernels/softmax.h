@@ -1,7 +1,13 @@
 // softmax / log_softmax over the last dim of a [rows, cols] problem. The
 // caller passes views whose last dim is the softmax dim.
+//
+// CPU tensors run kernels/cpu/softmax.cpp; SIM and CUDA tensors run
+// kernels/cuda/softmax.cu (one block per row, online max/sum) on contiguous
+// buffers — a strided view is copied contiguous on its device first.
 #pragma once
 
+#include "kernels/cuda/dispatch_helpers.h"
+#include "kernels/cuda/rowwise.h"
 #include "kernels/dispatch.h"
 
 namespace mt::kernels {
@@ -12,12 +18,42 @@ void softmax_backward(const Tensor& grad_out, const Tensor& out, const Tensor& g
 }  // namespace cpu
 
 inline void softmax_forward(const Tensor& in, const Tensor& out, bool log) {
-  backend_for(out.device(), "softmax");
-  cpu::softmax_forward(in, out, log);
+  const Backend backend = backend_for(out.device(), "softmax");
+  if (backend == Backend::Cpu) return cpu::softmax_forward(in, out, log);
+  using namespace device_buffers;
+  const int64_t cols = in.dim() == 0 ? 1 : in.size(-1);
+  const int64_t rows = cols == 0 ? 0 : in.numel() / cols;
+  const DType dtype = out.dtype();
+  const KernelDType kd = kernel_dtype(dtype, "softmax");
+  const Tensor x = contiguous_as(in, dtype);
+  const Tensor y = output_buffer(out, dtype);
+  const Stream stream = current_stream(out.device());
+  [&] {
+    if (backend == Backend::Sim)
+      return ::mt::sim::softmax_forward(kd, x.data_ptr(), y.data_ptr(), rows, cols, log, stream);
+    MT_CUDA_CALL(softmax_forward(kd, x.data_ptr(), y.data_ptr(), rows, cols, log, stream));
+  }();
+  finish_output(y, out);
 }
+
 inline void softmax_backward(const Tensor& grad_out, const Tensor& out, const Tensor& grad_in, bool log) {
-  backend_for(grad_in.device(), "softmax_backward");
-  cpu::softmax_backward(grad_out, out, grad_in, log);
+  const Backend backend = backend_for(grad_in.device(), "softmax_backward");
+  if (backend == Backend::Cpu) return cpu::softmax_backward(grad_out, out, grad_in, log);
+  using namespace device_buffers;
+  const int64_t cols = out.dim() == 0 ? 1 : out.size(-1);
+  const int64_t rows = cols == 0 ? 0 : out.numel() / cols;
+  const DType dtype = grad_in.dtype();
+  const KernelDType kd = kernel_dtype(dtype, "softmax_backward");
+  const Tensor dy = contiguous_as(grad_out, dtype), y = contiguous_as(out, dtype);
+  const Tensor dx = output_buffer(grad_in, dtype);
+  const Stream stream = current_stream(grad_in.device());
+  [&] {
+    if (backend == Backend::Sim) {
+      return ::mt::sim::softmax_backward(kd, dy.data_ptr(), y.data_ptr(), dx.data_ptr(), rows, cols, log, stream);
+    }
+    MT_CUDA_CALL(softmax_backward(kd, dy.data_ptr(), y.data_ptr(), dx.data_ptr(), rows, cols, log, stream));
+  }();
+  finish_output(dx, grad_in);
 }
 
 }  // namespace mt::kernels

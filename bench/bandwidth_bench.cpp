@@ -1,0 +1,91 @@
+// Memory-bound kernels against the device-to-device copy bandwidth.
+//
+//   bandwidth_bench [--mb 256] [--min-ms 200]
+//
+// Each kernel is timed on tensors of a few hundred MB and reported as GB/s of
+// bytes it must read plus write, and as % of a cudaMemcpy device-to-device copy
+// of the same size (counted the same way: read + write), the target
+// being >= 80%. Runs through mixtape's op API on the CUDA device, so it times
+// what training uses (dispatch, caching allocator, kernels). Exits 77 without
+// a GPU.
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "mixtape.h"
+
+namespace {
+
+double time_ms(const std::function<void()>& fn, double min_ms) {
+  fn();  // warm up (and let the caching allocator fill)
+  cudaDeviceSynchronize();
+  int iterations = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  do {
+    fn();
+    ++iterations;
+    cudaDeviceSynchronize();
+    elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  } while (elapsed < min_ms);
+  return elapsed / iterations;
+}
+
+void report(const char* name, double bytes, double ms, double copy_gbs) {
+  const double gbs = bytes / (ms * 1e6);
+  std::printf("| %-34s | %8.3f | %8.0f | %5.1f%% |\n", name, ms, gbs, 100.0 * gbs / copy_gbs);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "bandwidth_bench: no GPU\n");
+    return 77;
+  }
+  double mb = 256, min_ms = 200;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--mb") == 0) mb = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--min-ms") == 0) min_ms = std::atof(argv[i + 1]);
+  }
+  using namespace mt;
+  NoGradGuard no_grad;
+  const auto n32 = static_cast<int64_t>(mb * (1 << 20) / 4);  // f32 elements in `mb` megabytes
+
+  // The reference: a plain device-to-device copy of `mb` MB.
+  void *src = nullptr, *dst = nullptr;
+  const size_t bytes = static_cast<size_t>(n32) * 4;
+  cudaMalloc(&src, bytes);
+  cudaMalloc(&dst, bytes);
+  const double copy_ms = time_ms([&] { cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice); }, min_ms);
+  const double copy_gbs = 2.0 * static_cast<double>(bytes) / (copy_ms * 1e6);
+  cudaFree(src);
+  cudaFree(dst);
+  std::printf("| kernel (%g MB per operand) | ms | GB/s | %% of copy |\n|---|---|---|---|\n", mb);
+  std::printf("| %-34s | %8.3f | %8.0f | 100.0%% |\n", "cudaMemcpy D2D (read + write)", copy_ms, copy_gbs);
+
+  for (DType dtype : {kF32, kF16, kBF16}) {
+    const int64_t n = n32 * 4 / static_cast<int64_t>(element_size(dtype));
+    const double elsize = static_cast<double>(element_size(dtype));
+    const std::string tag = std::string(" ") + std::string(dtype_name(dtype));
+    const Tensor a = randn({n / 1024, 1024}, kF32).to(dtype).to(kCUDA);
+    const Tensor b = randn({n / 1024, 1024}, kF32).to(dtype).to(kCUDA);
+    report(("add" + tag).c_str(), 3.0 * n * elsize, time_ms([&] { add(a, b); }, min_ms), copy_gbs);
+    report(("gelu" + tag).c_str(), 2.0 * n * elsize, time_ms([&] { gelu(a); }, min_ms), copy_gbs);
+    report(("softmax rows of 1024" + tag).c_str(), 2.0 * n * elsize, time_ms([&] { softmax(a, 1); }, min_ms),
+           copy_gbs);
+    const Tensor w = ones({1024}, dtype, kCUDA), bias = zeros({1024}, dtype, kCUDA);
+    report(("layer_norm rows of 1024" + tag).c_str(), 2.0 * n * elsize,
+           time_ms([&] { layer_norm(a, {1024}, w, bias); }, min_ms), copy_gbs);
+    const Tensor target = zeros({n / 1024}, kI64, kCUDA);
+    report(("cross_entropy 1024 classes" + tag).c_str(), 1.0 * n * elsize,
+           time_ms([&] { cross_entropy(a, target); }, min_ms), copy_gbs);
+  }
+  return 0;
+}

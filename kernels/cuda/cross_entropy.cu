@@ -1,0 +1,117 @@
+// Cross-entropy fused with log_softmax, forward and backward.
+//
+// What: per row r of logits [rows, C] with class index t_r and label
+//   smoothing eps, q = (1 - eps) * onehot(t_r) + eps / C:
+//     loss_r = -sum_c q_c * log_softmax(x_r)_c = (1 - eps)(lse - x_t) + eps/C * (C*lse - sum_c x_c)
+//     dloss/dx_rc = grad_r * (softmax(x_r)_c - q_c)
+//   Rows whose target is ignore_index get loss 0 and gradient 0 (the caller
+//   divides by the count of the others for a mean). Same semantics as
+//   kernels/cpu/cross_entropy.cpp.
+// Algorithm: one block per row. Forward never materialises log_softmax: one
+//   read of the row gives the online (max, sum exp) pair and the plain sum of
+//   the logits (for smoothing), reduced with warp shuffles + shared memory;
+//   thread 0 reads x_t. The row's log-sum-exp is saved so the backward is a
+//   single elementwise pass: read x, write grad, nothing else.
+// Precision: lse, the sums and the loss in f32 (f64 for f64 logits); the
+//   gradient is rounded once to the logits' dtype.
+// Bound: bandwidth-bound: forward reads the logits once, backward reads them
+//   once and writes the gradient once — the [rows, C] log-probabilities never
+//   touch memory (for a 50K vocabulary that is the point of fusing).
+// Speed: not yet measured on a GPU.
+#include <cmath>
+
+#include "kernels/cuda/block_reduce.h"
+#include "kernels/cuda/element.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/rowwise.h"
+
+namespace mt::MT_KERNEL_NS {
+namespace {
+
+using namespace rowwise;
+
+template <typename E>
+__global__ void cross_entropy_forward_kernel(const typename E::Storage* logits, const int64_t* target,
+                                             typename E::Acc* loss, typename E::Acc* lse_out, int64_t classes,
+                                             int64_t ignore_index, typename E::Acc smoothing) {
+  using Acc = typename E::Acc;
+  __shared__ Acc scratch_max[32], scratch_sum[32], scratch[32];
+  const int64_t row = blockIdx.x;
+  const typename E::Storage* x = logits + row * classes;
+  MaxSum<Acc> stats{negative_infinity<Acc>(), Acc(0)};
+  Acc sum_x = 0;
+  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+    const Acc v = E::to_acc(x[c]);
+    accumulate(stats, v);
+    sum_x += v;
+  }
+  stats = block_max_sum(stats, scratch_max, scratch_sum);
+  if (smoothing != Acc(0)) sum_x = block_sum(sum_x, scratch);
+  if (threadIdx.x != 0) return;
+  const Acc lse = stats.max + acc_log(stats.sum);
+  lse_out[row] = lse;
+  const int64_t label = target[row];
+  if (label == ignore_index) {
+    loss[row] = 0;
+  } else if (label < 0 || label >= classes) {
+    loss[row] = static_cast<Acc>(NAN);  // the CPU backend throws; a kernel can only poison the result
+  } else {
+    Acc value = (Acc(1) - smoothing) * (lse - E::to_acc(x[label]));
+    if (smoothing != Acc(0)) value += smoothing / static_cast<Acc>(classes) * (static_cast<Acc>(classes) * lse - sum_x);
+    loss[row] = value;
+  }
+}
+
+template <typename E>
+__global__ void cross_entropy_backward_kernel(const typename E::Storage* logits, const int64_t* target,
+                                              const typename E::Acc* lse_in, const typename E::Acc* grad_loss,
+                                              int64_t grad_loss_stride, typename E::Storage* grad_logits,
+                                              int64_t classes, int64_t ignore_index, typename E::Acc smoothing) {
+  using Acc = typename E::Acc;
+  const int64_t row = blockIdx.x;
+  const typename E::Storage* x = logits + row * classes;
+  typename E::Storage* dx = grad_logits + row * classes;
+  const int64_t label = target[row];
+  if (label == ignore_index) {
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) dx[c] = E::from_acc(Acc(0));
+    return;
+  }
+  const bool valid = label >= 0 && label < classes;
+  const Acc grad = valid ? grad_loss[row * grad_loss_stride] : static_cast<Acc>(NAN);
+  const Acc lse = lse_in[row];
+  const Acc uniform = smoothing / static_cast<Acc>(classes);
+  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+    const Acc q = (c == label ? Acc(1) - smoothing : Acc(0)) + uniform;
+    dx[c] = E::from_acc(grad * (acc_exp(E::to_acc(x[c]) - lse) - q));
+  }
+}
+
+}  // namespace
+
+void cross_entropy_forward(kernels::KernelDType dtype, const void* logits, const int64_t* target, void* loss, void* lse,
+                           int64_t rows, int64_t classes, int64_t ignore_index, double label_smoothing, Stream stream) {
+  if (rows <= 0 || classes <= 0) return;
+  element::visit(dtype, [&](auto tag) {
+    using E = decltype(tag);
+    using Acc = typename E::Acc;
+    launch("cross_entropy_forward_kernel", cross_entropy_forward_kernel<E>, dim3(static_cast<unsigned>(rows)),
+           dim3(threads_for_row(classes)), 0, stream, static_cast<const typename E::Storage*>(logits), target,
+           static_cast<Acc*>(loss), static_cast<Acc*>(lse), classes, ignore_index, static_cast<Acc>(label_smoothing));
+  });
+}
+
+void cross_entropy_backward(kernels::KernelDType dtype, const void* logits, const int64_t* target, const void* lse,
+                            const void* grad_loss, int64_t grad_loss_stride, void* grad_logits, int64_t rows,
+                            int64_t classes, int64_t ignore_index, double label_smoothing, Stream stream) {
+  if (rows <= 0 || classes <= 0) return;
+  element::visit(dtype, [&](auto tag) {
+    using E = decltype(tag);
+    using Acc = typename E::Acc;
+    launch("cross_entropy_backward_kernel", cross_entropy_backward_kernel<E>, dim3(static_cast<unsigned>(rows)),
+           dim3(threads_for_row(classes)), 0, stream, static_cast<const typename E::Storage*>(logits), target,
+           static_cast<const Acc*>(lse), static_cast<const Acc*>(grad_loss), grad_loss_stride,
+           static_cast<typename E::Storage*>(grad_logits), classes, ignore_index, static_cast<Acc>(label_smoothing));
+  });
+}
+
+}  // namespace mt::MT_KERNEL_NS

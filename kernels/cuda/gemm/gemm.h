@@ -1,0 +1,65 @@
+// The GEMM ladder's host entry points (plain C++: op code, tests and the
+// benchmark include this without any CUDA header).
+//
+//   C[b] = op(A[b]) @ op(B[b])  (+ bias[n] on every row)  (then ReLU)
+//
+// for b < batch, where op(A) is M x K and op(B) is K x N. Every matrix is
+// row-major with a leading dimension; `trans_a` means A is stored as its
+// transpose (K x M, element (i, k) at a[k * lda + i]), likewise `trans_b`
+// (B stored N x K). So NN, NT, TN (and TT) all read their operands in place.
+// F16/BF16 operands are std::uint16_t bit patterns; C and bias have the same
+// dtype as A and B. Products accumulate in f32 (f64 for f64) and C is rounded
+// once. Each version lives in its own file next to this header:
+//
+//   v1_naive.cu               one thread per output, operands from global memory
+//   v2_shared_tiles.cu        16x16 tiles staged through shared memory
+//   v3_register_blocking.cu   64x64 block tile, 4x4 outputs per thread
+//   v4_tensor_core.cu         ldmatrix + mma.sync m16n8k16 (f16/bf16 only)
+//   v5_pipelined.cu           v4 + a 3-stage cp.async shared-memory pipeline
+//
+// v1-v3 accept every dtype (f64, f32, f16, bf16); v4/v5 only f16/bf16.
+// kernels/cuda/matmul.cu picks one per problem (gemm()).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/kernel_api.h"
+#include "kernels/cuda/kernel_dtype.h"
+
+namespace mt::kernels {
+
+struct GemmArgs {
+  KernelDType dtype = KernelDType::F32;
+  int batch = 1, m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  int64_t lda = 0, batch_stride_a = 0;
+  bool trans_a = false;
+  const void* b = nullptr;
+  int64_t ldb = 0, batch_stride_b = 0;
+  bool trans_b = false;
+  void* c = nullptr;
+  int64_t ldc = 0, batch_stride_c = 0;
+  const void* bias = nullptr;  // [n], dtype of C; null for none
+  bool relu = false;
+  bool allow_tf32 = false;  // f32 only; honoured by the cuBLASLt back end (own kernels stay true FP32)
+};
+
+// Which implementation gemm() uses. Auto: MT_GEMM from the environment
+// (auto|own|cublaslt), else own kernels. CublasLt exists only in the GPU build.
+enum class GemmBackend : int { Auto, Own, CublasLt };
+
+}  // namespace mt::kernels
+
+MT_CUDA_KERNEL_API(void gemm_v1_naive(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void gemm_v2_shared_tiles(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void gemm_v3_register_blocking(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void gemm_v4_tensor_core(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void gemm_v5_pipelined(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+// Production entry (kernels/cuda/matmul.cu): the best own kernel for the
+// dtype (v5 for f16/bf16, v3 for f32, v2 for f64) or cuBLASLt.
+MT_CUDA_KERNEL_API(void gemm(const mt::kernels::GemmArgs& args, mt::kernels::GemmBackend backend,
+                             mt::kernels::Stream stream))
+// Name of the back end gemm() would use for `backend` ("own" or "cublaslt").
+MT_CUDA_KERNEL_API(const char* gemm_backend_name(mt::kernels::GemmBackend backend))
+// cuBLASLt directly (throws in the simulator build); for the benchmark.
+MT_CUDA_KERNEL_API(void gemm_cublaslt(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))

@@ -1,0 +1,217 @@
+// The production GEMM entry: mt::{sim,cuda}::gemm picks an implementation.
+//
+// What: C[b] = op(A[b]) @ op(B[b]) (+ bias, ReLU), the kernel behind
+//   mt::kernels::bmm (kernels/matmul.h) and Linear.
+// Algorithm: no kernel of its own — it chooses one.
+//   own back end: f16/bf16 -> ladder v5 (cp.async pipeline + mma.sync),
+//                 f32 -> v3 (register-blocked, true FP32),
+//                 f64 -> v2 (shared-memory tiles).
+//   cuBLASLt back end (GPU build only): cublasLtMatmul with the row-major
+//     problem expressed as its column-major transpose, C^T = op(B)^T op(A)^T,
+//     and the bias / ReLU as a cuBLASLt epilogue. FP32 runs
+//     CUBLAS_COMPUTE_32F unless GemmArgs::allow_tf32 asks for TF32.
+//   Selection: an explicit GemmBackend wins; Auto reads MT_GEMM
+//   (auto|own|cublaslt). auto means: own kernels in the simulator; cuBLASLt on
+//   a GPU (the faster one known — the own mma.sync path cannot reach Hopper's
+//   wgmma peak). MT_GEMM=cublaslt in a simulator run falls back to own (there
+//   is no cuBLASLt without a GPU); an explicit GemmBackend::CublasLt there throws.
+// Precision: as the chosen kernel (f32 accumulation, one rounding).
+// Bound / speed: see the versions; not yet measured on a GPU.
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/gemm/gemm.h"
+#include "kernels/cuda/launch.h"
+
+#if !MT_SIM_BUILD
+#include <cublasLt.h>
+
+#include <mutex>
+#endif
+
+namespace mt::MT_KERNEL_NS {
+namespace {
+
+using kernels::GemmArgs;
+using kernels::GemmBackend;
+using kernels::KernelDType;
+
+GemmBackend backend_from_environment() {
+  const char* value = std::getenv("MT_GEMM");
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return GemmBackend::Auto;
+  if (std::strcmp(value, "own") == 0) return GemmBackend::Own;
+  if (std::strcmp(value, "cublaslt") == 0) return GemmBackend::CublasLt;
+  throw std::invalid_argument(std::string("MT_GEMM='") + value + "': expected auto, own or cublaslt");
+}
+
+GemmBackend resolve(GemmBackend requested) {
+  if (requested != GemmBackend::Auto) return requested;
+  const GemmBackend from_env = backend_from_environment();
+#if MT_SIM_BUILD
+  (void)from_env;
+  return GemmBackend::Own;  // no cuBLASLt in the simulator
+#else
+  return from_env == GemmBackend::Own ? GemmBackend::Own : GemmBackend::CublasLt;
+#endif
+}
+
+void gemm_own(const GemmArgs& args, Stream stream) {
+  switch (args.dtype) {
+    case KernelDType::F16:
+    case KernelDType::BF16: gemm_v5_pipelined(args, stream); return;
+    case KernelDType::F32: gemm_v3_register_blocking(args, stream); return;
+    case KernelDType::F64: gemm_v2_shared_tiles(args, stream); return;
+  }
+}
+
+#if !MT_SIM_BUILD
+
+void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw std::runtime_error(std::string("cuBLASLt: ") + what + " failed with status " +
+                             std::to_string(static_cast<int>(status)));
+  }
+}
+
+constexpr std::size_t kWorkspaceBytes = 32u << 20;
+
+struct CublasLtContext {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+};
+
+CublasLtContext& cublaslt_context() {
+  static CublasLtContext context;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    check_cublas(cublasLtCreate(&context.handle), "cublasLtCreate");
+    if (cudaMalloc(&context.workspace, kWorkspaceBytes) != cudaSuccess) {
+      throw std::runtime_error("cuBLASLt: could not allocate the 32 MiB workspace");
+    }
+  });
+  return context;
+}
+
+cudaDataType_t data_type(KernelDType dtype) {
+  switch (dtype) {
+    case KernelDType::F16: return CUDA_R_16F;
+    case KernelDType::BF16: return CUDA_R_16BF;
+    case KernelDType::F32: return CUDA_R_32F;
+    case KernelDType::F64: return CUDA_R_64F;
+  }
+  return CUDA_R_32F;
+}
+
+// RAII for the descriptors of one call.
+struct LtDescriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~LtDescriptors() {
+    if (preference) cublasLtMatmulPreferenceDestroy(preference);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+void set_batch(cublasLtMatrixLayout_t layout, int batch, int64_t stride) {
+  check_cublas(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)),
+               "batch count");
+  check_cublas(
+      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+      "batch stride");
+}
+
+#endif
+
+}  // namespace
+
+void gemm_cublaslt(const GemmArgs& args, Stream stream) {
+#if MT_SIM_BUILD
+  (void)args;
+  (void)stream;
+  throw std::invalid_argument("gemm: the cuBLASLt back end needs a GPU build; the sim device runs own kernels only");
+#else
+  if (args.m == 0 || args.n == 0 || args.batch == 0) return;
+  if (args.k == 0) {  // cuBLASLt rejects k == 0; the own kernels handle the epilogue-only case
+    gemm_own(args, stream);
+    return;
+  }
+  CublasLtContext& context = cublaslt_context();
+  const cudaDataType_t type = data_type(args.dtype);
+  const bool f64 = args.dtype == KernelDType::F64;
+  const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F
+                                      : (args.dtype == KernelDType::F32 && args.allow_tf32)
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;
+  LtDescriptors d;
+  check_cublas(cublasLtMatmulDescCreate(&d.op, compute, scale_type), "matmul descriptor");
+  // Column-major view: C^T (n x m) = op(B)^T (n x k) * op(A)^T (k x m).
+  const cublasOperation_t op_first = args.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = args.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)),
+               "transa");
+  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)),
+               "transb");
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (args.bias != nullptr)
+    epilogue = args.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  else if (args.relu)
+    epilogue = CUBLASLT_EPILOGUE_RELU;
+  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+               "epilogue");
+  if (args.bias != nullptr) {
+    check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &args.bias, sizeof(args.bias)),
+                 "bias pointer");
+  }
+  const uint64_t n = static_cast<uint64_t>(args.n), m = static_cast<uint64_t>(args.m),
+                 k = static_cast<uint64_t>(args.k);
+  check_cublas(cublasLtMatrixLayoutCreate(&d.a, type, args.trans_b ? k : n, args.trans_b ? n : k, args.ldb),
+               "layout of B");
+  check_cublas(cublasLtMatrixLayoutCreate(&d.b, type, args.trans_a ? m : k, args.trans_a ? k : m, args.lda),
+               "layout of A");
+  check_cublas(cublasLtMatrixLayoutCreate(&d.c, type, n, m, args.ldc), "layout of C");
+  if (args.batch > 1) {
+    set_batch(d.a, args.batch, args.batch_stride_b);
+    set_batch(d.b, args.batch, args.batch_stride_a);
+    set_batch(d.c, args.batch, args.batch_stride_c);
+  }
+  check_cublas(cublasLtMatmulPreferenceCreate(&d.preference), "preference");
+  check_cublas(cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &kWorkspaceBytes, sizeof(kWorkspaceBytes)),
+               "workspace preference");
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  check_cublas(
+      cublasLtMatmulAlgoGetHeuristic(context.handle, d.op, d.a, d.b, d.c, d.c, d.preference, 1, &heuristic, &found),
+      "algorithm heuristic");
+  if (found == 0) throw std::runtime_error("cuBLASLt: no algorithm for this GEMM");
+  const float alpha32 = 1.0f, beta32 = 0.0f;
+  const double alpha64 = 1.0, beta64 = 0.0;
+  const void* alpha = f64 ? static_cast<const void*>(&alpha64) : static_cast<const void*>(&alpha32);
+  const void* beta = f64 ? static_cast<const void*>(&beta64) : static_cast<const void*>(&beta32);
+  check_cublas(
+      cublasLtMatmul(context.handle, d.op, alpha, args.b, d.a, args.a, d.b, beta, args.c, d.c, args.c, d.c,
+                     &heuristic.algo, context.workspace, kWorkspaceBytes, static_cast<cudaStream_t>(stream.handle)),
+      "cublasLtMatmul");
+#endif
+}
+
+void gemm(const GemmArgs& args, GemmBackend backend, Stream stream) {
+  if (resolve(backend) == GemmBackend::CublasLt) {
+    gemm_cublaslt(args, stream);
+  } else {
+    gemm_own(args, stream);
+  }
+}
+
+const char* gemm_backend_name(GemmBackend backend) {
+  return resolve(backend) == GemmBackend::CublasLt ? "cublaslt" : "own";
+}
+
+}  // namespace mt::MT_KERNEL_NS

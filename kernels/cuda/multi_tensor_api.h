@@ -1,0 +1,50 @@
+// Host entry points of the multi-tensor AMP and optimizer kernels
+// (kernels/cuda/amp.cu, kernels/cuda/optim.cu). Every tensor is contiguous;
+// device scalars (found_inf, inv_scale, scale, step, ...) are f32 unless noted
+// and are read only by the kernels, never by the host.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/optim.h"
+#include "kernels/cuda/kernel_api.h"
+#include "kernels/cuda/tensor_ref.h"
+
+namespace mt::kernels {
+
+inline constexpr std::int64_t kMultiTensorChunk = 65536;  // elements per block
+
+// One parameter of a fused optimizer step (pointers to contiguous data).
+struct OptimSlotRef {
+  void* param = nullptr;  // written only when `master` is set
+  DTypeCode param_dtype = DTypeCode::F32;
+  const void* grad = nullptr;
+  DTypeCode grad_dtype = DTypeCode::F32;
+  float* master = nullptr;  // f32 master weights, or null: the update reads and writes `param`
+  float* state1 = nullptr;  // exp_avg / momentum buffer (null: SGD without momentum)
+  float* state2 = nullptr;  // exp_avg_sq
+  float* step = nullptr;    // f32 [1]
+  std::int64_t numel = 0;
+  bool stochastic_bf16 = false;    // write param from master by stochastic rounding
+  std::uint64_t philox_block = 0;  // first Philox block of this parameter's rounding bits
+};
+
+}  // namespace mt::kernels
+
+// found_inf |= any non-finite element; then x *= *inv_scale when inv_scale is not null.
+MT_CUDA_KERNEL_API(void unscale_and_check_inf(const mt::kernels::TensorRef* tensors, int count, float* found_inf,
+                                              const float* inv_scale, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void update_scale(float* scale, std::int32_t* growth_tracker, const float* found_inf,
+                                     double growth_factor, double backoff_factor, std::int64_t growth_interval,
+                                     double min_scale, double max_scale, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void adamw_step(const mt::kernels::OptimSlotRef* slots, int count,
+                                   const mt::kernels::AdamWArgs& args, const float* inv_scale, const float* found_inf,
+                                   std::uint64_t rounding_seed, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void sgd_step(const mt::kernels::OptimSlotRef* slots, int count, const mt::kernels::SgdArgs& args,
+                                 const float* inv_scale, const float* found_inf, std::uint64_t rounding_seed,
+                                 mt::kernels::Stream stream))
+// partials: scratch of (total chunks) floats on the device; out: f32 [1].
+MT_CUDA_KERNEL_API(void sum_of_squares(const mt::kernels::TensorRef* tensors, int count, float* partials, float* out,
+                                       mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void scale_by_clip_coefficient(const mt::kernels::TensorRef* tensors, int count,
+                                                  const float* total_norm, double max_norm, mt::kernels::Stream stream))

@@ -1,0 +1,204 @@
+// Row reductions: sum, mean, var (two-pass), and max/min with their index.
+//
+// What: the caller permutes the input so the reduced dims come last; the
+// kernel sees `rows` rows of `cols` elements (row-major over that possibly
+// strided view) and writes one value per row.
+//
+// Algorithm: one block per row (grid-stride over rows). Each thread folds a
+// strided slice of the row into a register, then the block combines:
+// warp shuffles (__shfl_down_sync, 5 steps) inside each warp, one value per
+// warp through shared memory, and a last shuffle round in warp 0. Var makes a
+// second pass over the row for sum((x - mean)^2) instead of E[x^2] - E[x]^2,
+// which cancels catastrophically when the mean is large. max/min carry
+// (value, index) pairs; the first NaN wins and ties keep the lowest index, as
+// on the CPU and in PyTorch.
+//
+// Precision: f32/f16/bf16 accumulate in f32 (the CPU reference in f64), f64
+// and integers in f64; rounded once on store.
+//
+// Bound: memory bandwidth for long rows. The block size follows the row
+// length (32..256 threads), so short rows do not idle 256 threads; a single
+// very long row (a full-tensor sum) uses one block — a split-row (two-kernel)
+// version is the next rung. Measured speed: not yet measured on a GPU.
+#include "kernels/cuda/launch.h"
+
+#include "kernels/cuda/elementwise_loop.h"
+#include "kernels/cuda/reduce_api.h"
+
+namespace mt::MT_KERNEL_NS {
+
+namespace {
+
+enum : int { kSum = 0, kMean = 1, kMax = 2, kMin = 3, kVar = 4 };  // mt::kernels::ReduceOp
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The sum of every thread's v, returned to all threads. `scratch` holds 32 T.
+template <typename T>
+__device__ T block_sum(T v, T* scratch) {
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  v = warp_sum(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int warps = static_cast<int>(blockDim.x / 32);
+  if (warp == 0) {
+    v = lane < warps ? scratch[lane] : T(0);
+    v = warp_sum(v);
+    if (lane == 0) scratch[0] = v;
+  }
+  __syncthreads();
+  const T total = scratch[0];
+  __syncthreads();  // scratch is reused by the next call
+  return total;
+}
+
+// Does candidate (b, bi) beat the current best (a, ai)? ai < 0 means "no value yet".
+template <typename T>
+__device__ __forceinline__ bool beats(T a, std::int64_t ai, T b, std::int64_t bi, bool is_max) {
+  if (bi < 0) return false;
+  if (ai < 0) return true;
+  const bool a_nan = a != a, b_nan = b != b;
+  if (a_nan) return b_nan && bi < ai;
+  if (b_nan) return true;
+  if (is_max ? b > a : b < a) return true;
+  return b == a && bi < ai;
+}
+
+int threads_for(std::int64_t cols) {
+  int threads = 32;
+  while (threads < cols && threads < 256) threads *= 2;
+  return threads;
+}
+
+dim3 grid_for(std::int64_t rows) { return dim3(static_cast<unsigned>(rows < 65535 ? rows : 65535)); }
+
+}  // namespace
+
+template <typename T>
+__global__ void reduce_rows_kernel(StridedIter<1> in, StridedIter<1> out, std::int64_t rows, std::int64_t cols,
+                                   int op, double correction) {
+  __shared__ T scratch[32];
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    T acc = T(0);
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      std::int64_t off[1];
+      operand_offsets(in, row * cols + c, off);
+      acc += load_as<T>(in.data[0], in.dtype[0], off[0]);
+    }
+    const T total = block_sum(acc, scratch);
+    T result = op == kSum ? total : total / static_cast<T>(cols);
+    if (op == kVar) {
+      const T mean = result;
+      T squares = T(0);
+      for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        std::int64_t off[1];
+        operand_offsets(in, row * cols + c, off);
+        const T d = load_as<T>(in.data[0], in.dtype[0], off[0]) - mean;
+        squares += d * d;
+      }
+      squares = block_sum(squares, scratch);
+      const double denom = static_cast<double>(cols) - correction;
+      result = denom > 0 ? squares / static_cast<T>(denom) : static_cast<T>(NAN);
+    }
+    if (threadIdx.x == 0) {
+      std::int64_t off[1];
+      operand_offsets(out, row, off);
+      store_as<T>(out.data[0], out.dtype[0], off[0], result);
+    }
+  }
+}
+
+template <typename T>
+__global__ void reduce_with_index_kernel(StridedIter<1> in, StridedIter<1> values, StridedIter<1> indices,
+                                         std::int64_t rows, std::int64_t cols, bool is_max) {
+  __shared__ T best_value[32];
+  __shared__ std::int64_t best_index[32];
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    T best = T(0);
+    std::int64_t arg = -1;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      std::int64_t off[1];
+      operand_offsets(in, row * cols + c, off);
+      const T v = load_as<T>(in.data[0], in.dtype[0], off[0]);
+      if (beats(best, arg, v, c, is_max)) {
+        best = v;
+        arg = c;
+      }
+    }
+    // Warp: pairwise with shuffles; then one pair per warp through shared memory.
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const T other = __shfl_down_sync(0xffffffffu, best, offset);
+      const std::int64_t other_arg = __shfl_down_sync(0xffffffffu, arg, offset);
+      if (lane + offset < 32 && beats(best, arg, other, other_arg, is_max)) {
+        best = other;
+        arg = other_arg;
+      }
+    }
+    if (lane == 0) {
+      best_value[warp] = best;
+      best_index[warp] = arg;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int warps = static_cast<int>(blockDim.x / 32);
+      for (int w = 1; w < warps; ++w) {
+        if (beats(best, arg, best_value[w], best_index[w], is_max)) {
+          best = best_value[w];
+          arg = best_index[w];
+        }
+      }
+      std::int64_t off[1];
+      if (values.data[0] != nullptr) {
+        operand_offsets(values, row, off);
+        store_as<T>(values.data[0], values.dtype[0], off[0], best);
+      }
+      operand_offsets(indices, row, off);
+      static_cast<std::int64_t*>(indices.data[0])[off[0]] = arg;
+    }
+    __syncthreads();
+  }
+}
+
+void reduce_rows(int op, const TensorRef& in, const TensorRef& out, std::int64_t rows, std::int64_t cols,
+                 double correction, Stream stream) {
+  if (rows == 0) return;
+  const TensorRef* in_operands[1] = {&in};
+  const TensorRef* out_operands[1] = {&out};
+  const auto in_it = make_strided_iter(in_operands);
+  const auto out_it = make_strided_iter(out_operands);
+  const dim3 block(threads_for(cols));
+  if (kernels::computes_in_double(in.dtype)) {
+    launch("reduce_rows_kernel", reduce_rows_kernel<double>, grid_for(rows), block, 0, stream, in_it, out_it, rows,
+           cols, op, correction);
+  } else {
+    launch("reduce_rows_kernel", reduce_rows_kernel<float>, grid_for(rows), block, 0, stream, in_it, out_it, rows,
+           cols, op, correction);
+  }
+}
+
+void reduce_rows_with_index(bool is_max, const TensorRef& in, const TensorRef& values, const TensorRef& indices,
+                            std::int64_t rows, std::int64_t cols, Stream stream) {
+  if (rows == 0) return;
+  const TensorRef* in_operands[1] = {&in};
+  const TensorRef* value_operands[1] = {&values};
+  const TensorRef* index_operands[1] = {&indices};
+  const auto in_it = make_strided_iter(in_operands);
+  const auto index_it = make_strided_iter(index_operands);
+  StridedIter<1> value_it;
+  if (values.data != nullptr) value_it = make_strided_iter(value_operands);
+  const dim3 block(threads_for(cols));
+  if (kernels::computes_in_double(in.dtype)) {
+    launch("reduce_with_index_kernel", reduce_with_index_kernel<double>, grid_for(rows), block, 0, stream, in_it,
+           value_it, index_it, rows, cols, is_max);
+  } else {
+    launch("reduce_with_index_kernel", reduce_with_index_kernel<float>, grid_for(rows), block, 0, stream, in_it,
+           value_it, index_it, rows, cols, is_max);
+  }
+}
+
+}  // namespace mt::MT_KERNEL_NS

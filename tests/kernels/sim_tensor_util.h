@@ -1,0 +1,36 @@
+// Tensor helpers for the SIM-device tests: the same random data on the CPU
+// and on the sim device, and a max-abs-difference against the CPU result.
+#pragma once
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "core/tensor.h"
+
+namespace mt::test {
+
+inline Tensor random_tensor(const Shape& shape, DType dtype, Device device, unsigned seed, double lo = -1,
+                            double hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (double& x : v) x = dist(rng);
+  return from_vector(v, shape, dtype, device);
+}
+
+// max |a - b| / (1 + max |b|) over all elements, both read as doubles.
+inline double relative_difference(const Tensor& a, const Tensor& b) {
+  const std::vector<double> va = a.to(kCPU).to_vector(), vb = b.to(kCPU).to_vector();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < va.size(); ++i) {
+    diff = std::max(diff, std::abs(va[i] - vb[i]));
+    scale = std::max(scale, std::abs(vb[i]));
+  }
+  return std::isnan(diff) ? INFINITY : diff / (1 + scale);
+}
+
+inline double dtype_tolerance(DType t) { return t == kF64 ? 1e-12 : t == kF32 ? 1e-5 : t == kF16 ? 4e-3 : 2e-2; }
+
+}  // namespace mt::test

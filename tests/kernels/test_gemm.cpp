@@ -1,0 +1,261 @@
+// The GEMM ladder (kernels/cuda/gemm) and the production gemm() entry, run on
+// the SIMT simulator and compared with a double-precision CPU reference.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+#include "kernels/cuda/gemm/gemm.h"
+#include "tests/kernels/gemm_test_util.h"
+
+namespace {
+
+using mt::kernels::GemmArgs;
+using mt::kernels::GemmBackend;
+using mt::kernels::KernelDType;
+using mt::test::DeviceLikeBuffer;
+using GemmFn = std::function<void(const GemmArgs&, mt::kernels::Stream)>;
+
+struct Problem {
+  int batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  bool bias = false, relu = false;
+  int pad = 0;  // extra elements per leading dimension
+};
+
+// Runs `fn` on random data and checks every output against a double reference
+// computed from the (already rounded) inputs.
+void check_gemm(const GemmFn& fn, KernelDType dtype, const Problem& p, unsigned seed = 1) {
+  const int64_t lda = (p.trans_a ? p.m : p.k) + p.pad;
+  const int64_t ldb = (p.trans_b ? p.k : p.n) + p.pad;
+  const int64_t ldc = p.n + p.pad;
+  const int64_t a_rows = p.trans_a ? p.k : p.m, b_rows = p.trans_b ? p.n : p.k;
+  const int64_t stride_a = a_rows * lda, stride_b = b_rows * ldb, stride_c = p.m * ldc;
+  std::mt19937 rng(seed);
+  DeviceLikeBuffer a(dtype, static_cast<size_t>(stride_a * p.batch)), b(dtype, static_cast<size_t>(stride_b * p.batch));
+  DeviceLikeBuffer c(dtype, static_cast<size_t>(stride_c * p.batch)), bias(dtype, static_cast<size_t>(p.n));
+  a.fill_random(rng);
+  b.fill_random(rng);
+  bias.fill_random(rng);
+  c.fill(4096.0);  // padding must survive (4096 is exact in every dtype)
+
+  GemmArgs args;
+  args.dtype = dtype;
+  args.batch = p.batch;
+  args.m = p.m, args.n = p.n, args.k = p.k;
+  args.a = a.data(), args.lda = lda, args.batch_stride_a = stride_a, args.trans_a = p.trans_a;
+  args.b = b.data(), args.ldb = ldb, args.batch_stride_b = stride_b, args.trans_b = p.trans_b;
+  args.c = c.data(), args.ldc = ldc, args.batch_stride_c = stride_c;
+  args.bias = p.bias ? bias.data() : nullptr;
+  args.relu = p.relu;
+  fn(args, {});
+
+  const double out_eps = dtype == KernelDType::BF16  ? 1.0 / 128
+                         : dtype == KernelDType::F16 ? 1.0 / 1024
+                         : dtype == KernelDType::F32 ? 1e-6
+                                                     : 1e-14;
+  const double sum_eps = dtype == KernelDType::F64 ? 1e-13 : 1e-5;
+  int bad = 0;
+  for (int bi = 0; bi < p.batch; ++bi) {
+    for (int i = 0; i < p.m; ++i) {
+      for (int j = 0; j < p.n; ++j) {
+        double ref = 0, mag = 0;
+        for (int kk = 0; kk < p.k; ++kk) {
+          const double x = a.get(static_cast<size_t>(bi * stride_a + (p.trans_a ? kk * lda + i : i * lda + kk)));
+          const double y = b.get(static_cast<size_t>(bi * stride_b + (p.trans_b ? j * ldb + kk : kk * ldb + j)));
+          ref += x * y;
+          mag += std::abs(x * y);
+        }
+        if (p.bias) ref += bias.get(static_cast<size_t>(j));
+        if (p.relu) ref = ref < 0 ? 0 : ref;
+        const double got = c.get(static_cast<size_t>(bi * stride_c + i * ldc + j));
+        const double tol = out_eps * std::abs(ref) + sum_eps * (mag + 1);
+        if (!(std::abs(got - ref) <= tol) && ++bad <= 5) {
+          UNSCOPED_INFO("C[" << bi << "][" << i << "][" << j << "] = " << got << ", expected " << ref);
+        }
+      }
+      for (int j = p.n; j < ldc; ++j) {  // padding columns untouched
+        if (c.get(static_cast<size_t>(bi * stride_c + i * ldc + j)) != 4096.0 && ++bad <= 5) {
+          UNSCOPED_INFO("padding C[" << bi << "][" << i << "][" << j << "] was overwritten");
+        }
+      }
+    }
+  }
+  CHECK(bad == 0);
+}
+
+struct Version {
+  const char* name;
+  GemmFn fn;
+  bool all_dtypes;
+};
+
+std::vector<Version> versions() {
+  return {{"v1_naive", mt::sim::gemm_v1_naive, true},
+          {"v2_shared_tiles", mt::sim::gemm_v2_shared_tiles, true},
+          {"v3_register_blocking", mt::sim::gemm_v3_register_blocking, true},
+          {"v4_tensor_core", mt::sim::gemm_v4_tensor_core, false},
+          {"v5_pipelined", mt::sim::gemm_v5_pipelined, false}};
+}
+
+const char* layout_name(bool ta, bool tb) { return ta ? (tb ? "TT" : "TN") : (tb ? "NT" : "NN"); }
+
+}  // namespace
+
+TEST_CASE("every GEMM version matches the CPU reference for f16 and bf16, all layouts", "[gemm][sim]") {
+  for (const auto& v : versions()) {
+    for (KernelDType dtype : {KernelDType::F16, KernelDType::BF16}) {
+      for (int layout = 0; layout < 4; ++layout) {
+        const bool ta = layout & 1, tb = layout & 2;
+        for (const auto& [m, n, k] : {std::tuple{64, 48, 40}, std::tuple{37, 29, 23}}) {
+          INFO(v.name << " " << mt::kernels::kernel_dtype_name(dtype) << " " << layout_name(ta, tb) << " " << m << "x"
+                      << n << "x" << k);
+          check_gemm(v.fn, dtype, Problem{1, m, n, k, ta, tb});
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("scalar GEMM versions (v1-v3) handle f32 and f64", "[gemm][sim]") {
+  for (const auto& v : versions()) {
+    if (!v.all_dtypes) continue;
+    for (KernelDType dtype : {KernelDType::F32, KernelDType::F64}) {
+      for (int layout = 0; layout < 4; ++layout) {
+        const bool ta = layout & 1, tb = layout & 2;
+        INFO(v.name << " " << mt::kernels::kernel_dtype_name(dtype) << " " << layout_name(ta, tb));
+        check_gemm(v.fn, dtype, Problem{1, 37, 29, 23, ta, tb});
+        check_gemm(v.fn, dtype, Problem{2, 64, 48, 40, ta, tb, true, true});
+      }
+    }
+  }
+}
+
+TEST_CASE("GEMM versions: batched with bias and ReLU epilogue", "[gemm][sim]") {
+  for (const auto& v : versions()) {
+    for (KernelDType dtype : {KernelDType::F16, KernelDType::BF16}) {
+      INFO(v.name << " " << mt::kernels::kernel_dtype_name(dtype));
+      check_gemm(v.fn, dtype, Problem{3, 37, 29, 23, false, false, true, true});
+      check_gemm(v.fn, dtype, Problem{2, 64, 48, 40, false, true, true, false});
+      check_gemm(v.fn, dtype, Problem{2, 64, 48, 40, true, false, false, true});
+    }
+  }
+}
+
+TEST_CASE("Tensor Core GEMMs: padded leading dimensions take the aligned cp.async path with partial chunks",
+          "[gemm][sim]") {
+  for (const auto& v : versions()) {
+    if (v.all_dtypes) continue;
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool ta = layout & 1, tb = layout & 2;
+      INFO(v.name << " " << layout_name(ta, tb));
+      // M, N, K ragged (39, 31, 23), every leading dimension padded by 1 to a multiple of 8.
+      Problem p{2, 39, 31, 23, ta, tb, true, false, /*pad=*/1};
+      check_gemm(v.fn, KernelDType::F16, p);
+      // K = 200: 7 k-slices, so every pipeline stage is refilled while others are read.
+      check_gemm(v.fn, KernelDType::BF16, Problem{1, 130, 136, 200, ta, tb, false, false, 0});
+    }
+  }
+}
+
+TEST_CASE("GEMM versions: K = 0 gives the epilogue of a zero product, empty shapes do nothing", "[gemm][sim]") {
+  for (const auto& v : versions()) {
+    INFO(v.name);
+    check_gemm(v.fn, KernelDType::F16, Problem{2, 5, 7, 0, false, false, true, true});
+    check_gemm(v.fn, KernelDType::BF16, Problem{1, 0, 7, 3});
+  }
+}
+
+TEST_CASE("Tensor Core GEMMs reject f32 and f64", "[gemm][sim]") {
+  DeviceLikeBuffer a(KernelDType::F32, 64), b(KernelDType::F32, 64), c(KernelDType::F32, 64);
+  GemmArgs args;
+  args.dtype = KernelDType::F32;
+  args.m = args.n = args.k = 8;
+  args.a = a.data(), args.b = b.data(), args.c = c.data();
+  args.lda = args.ldb = args.ldc = 8;
+  CHECK_THROWS_WITH(mt::sim::gemm_v5_pipelined(args, {}), Catch::Contains("f16 or bf16"));
+  CHECK_THROWS_WITH(mt::sim::gemm_v4_tensor_core(args, {}), Catch::Contains("f16 or bf16"));
+  args.lda = 4;
+  CHECK_THROWS_WITH(mt::sim::gemm_v1_naive(args, {}), Catch::Contains("leading dimension"));
+}
+
+TEST_CASE("production gemm() picks an own kernel for every dtype on the simulator", "[gemm][sim]") {
+  const auto production = [](const GemmArgs& args, mt::kernels::Stream s) {
+    mt::sim::gemm(args, GemmBackend::Auto, s);
+  };
+  for (KernelDType dtype : {KernelDType::F16, KernelDType::BF16, KernelDType::F32, KernelDType::F64}) {
+    INFO(mt::kernels::kernel_dtype_name(dtype));
+    check_gemm(production, dtype, Problem{2, 37, 29, 23, true, false, true, true});
+  }
+  CHECK(std::string(mt::sim::gemm_backend_name(GemmBackend::Auto)) == "own");
+  ::setenv("MT_GEMM", "cublaslt", 1);
+  CHECK(std::string(mt::sim::gemm_backend_name(GemmBackend::Auto)) == "own");  // no cuBLASLt on the sim
+  ::setenv("MT_GEMM", "bogus", 1);
+  CHECK_THROWS_WITH(mt::sim::gemm_backend_name(GemmBackend::Auto), Catch::Contains("MT_GEMM"));
+  ::unsetenv("MT_GEMM");
+  GemmArgs args;
+  args.m = args.n = args.k = 1;
+  CHECK_THROWS_WITH(mt::sim::gemm(args, GemmBackend::CublasLt, {}), Catch::Contains("GPU"));
+}
+
+// ---- mt::kernels::bmm on the sim device (Tensor level, through autograd) ----
+
+#include "kernels/matmul.h"
+#include "tests/kernels/sim_tensor_util.h"
+
+TEST_CASE("matmul on the sim device matches the CPU for every dtype, transposed views and batches", "[gemm][sim]") {
+  using namespace mt;
+  for (DType dtype : {kF16, kBF16, kF32, kF64}) {
+    INFO(dtype_name(dtype));
+    const Tensor a_cpu = test::random_tensor({3, 37, 23}, dtype, kCPU, 1);
+    const Tensor b_cpu = test::random_tensor({3, 29, 23}, dtype, kCPU, 2);
+    const Tensor a_sim = a_cpu.to(kSIM).requires_grad_(), b_sim = b_cpu.to(kSIM).requires_grad_();
+    const Tensor a_ref = a_cpu.clone().requires_grad_(), b_ref = b_cpu.clone().requires_grad_();
+    // A @ B^T: B^T is a column-major view, read in place (NT).
+    const Tensor c_sim = matmul(a_sim, b_sim.transpose(1, 2));
+    const Tensor c_ref = matmul(a_ref, b_ref.transpose(1, 2));
+    CHECK(c_sim.device() == kSIM);
+    CHECK(c_sim.dtype() == dtype);
+    CHECK(test::relative_difference(c_sim, c_ref) <= test::dtype_tolerance(dtype));
+    // Backward runs dA = dC @ B (NN) and dB^T = A^T @ dC (TN) on the sim device too.
+    sum(mul(c_sim, c_sim)).backward();
+    sum(mul(c_ref, c_ref)).backward();
+    CHECK(test::relative_difference(a_sim.grad(), a_ref.grad()) <= 4 * test::dtype_tolerance(dtype));
+    CHECK(test::relative_difference(b_sim.grad(), b_ref.grad()) <= 4 * test::dtype_tolerance(dtype));
+  }
+}
+
+TEST_CASE("kernels::bmm on the sim device copies strided operands and writes strided outputs", "[gemm][sim]") {
+  using namespace mt;
+  // Every other column of a wider matrix: neither row- nor column-major.
+  const Tensor wide = test::random_tensor({2, 16, 24}, kF16, kCPU, 3);
+  const Tensor a_cpu = wide.slice(2, 0, 24, 2);  // [2, 16, 12], strides (384, 24, 2)
+  const Tensor b_cpu = test::random_tensor({2, 12, 10}, kF16, kCPU, 4);
+  const Tensor out_cpu = empty({2, 16, 10}, kF16, kCPU);
+  kernels::bmm(a_cpu, b_cpu, out_cpu);
+  const Tensor a_sim = wide.to(kSIM).slice(2, 0, 24, 2), b_sim = b_cpu.to(kSIM);
+  const Tensor out_sim = empty({2, 10, 16}, kF16, kSIM).transpose(1, 2);  // a column-major output
+  kernels::bmm(a_sim, b_sim, out_sim);
+  CHECK(test::relative_difference(out_sim, out_cpu) <= test::dtype_tolerance(kF16));
+}
+
+// ---- shared-memory hazards: the simulator's race checker over the ladder ----
+
+#include "kernels/sim/runtime.h"
+
+TEST_CASE("GEMM versions have no shared-memory races (simulator race checker)", "[gemm][sim][racecheck]") {
+  const bool was_enabled = mt::simulator::racecheck_enabled();
+  mt::simulator::set_racecheck_enabled(true);
+  (void)mt::simulator::take_race_reports();
+  for (const auto& v : versions()) {
+    for (int layout = 0; layout < 4; ++layout) {
+      INFO(v.name << " " << layout_name(layout & 1, layout & 2));
+      // 7 k-slices: v5 refills each pipeline stage while the others are read.
+      check_gemm(v.fn, KernelDType::F16, Problem{1, 70, 40, 200, bool(layout & 1), bool(layout & 2)});
+      const auto races = mt::simulator::take_race_reports();
+      CHECK(races.empty());
+    }
+  }
+  mt::simulator::set_racecheck_enabled(was_enabled);
+}

@@ -1,0 +1,514 @@
+// The CUDA kernels of the elementwise, reduce, indexing, dropout, AMP and
+// optimizer families, run on the `sim` device (the SIMT simulator), against
+// the CPU backend: forward through the autograd API, backward through it,
+// F32 / F16 / BF16, strided and broadcast inputs. Shapes stay small: every
+// simulated thread is a fiber.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/amp.h"
+#include "kernels/optim.h"
+#include "mixtape.h"
+
+using namespace mt;
+using Catch::Matchers::Contains;
+
+namespace {
+
+Tensor random_cpu(const Shape& shape, DType dtype, unsigned seed, double lo = -2, double hi = 2) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (double& x : v) x = dist(rng);
+  return from_vector(v, shape, dtype);
+}
+
+// Both sides compute in f32 and round once, so they differ by the f32
+// accumulation order at most: a couple of ulps of the stored dtype.
+double tolerance(DType t) {
+  switch (t) {
+    case DType::F64: return 1e-12;
+    case DType::F32: return 1e-5;
+    case DType::F16: return 2e-3;
+    case DType::BF16: return 1.6e-2;
+    default: return 0;
+  }
+}
+
+// |sim - cpu| <= tol * (1 + |cpu|) elementwise (NaN must match NaN); names the first bad element.
+void check_matches(const Tensor& on_sim, const Tensor& on_cpu, double tol, const std::string& what) {
+  INFO(what);
+  REQUIRE(on_sim.defined());
+  REQUIRE(on_cpu.defined());
+  CHECK(on_sim.device() == kSIM);
+  CHECK(on_sim.dtype() == on_cpu.dtype());
+  REQUIRE(on_sim.sizes() == on_cpu.sizes());
+  const std::vector<double> got = on_sim.to(kCPU).to_vector(), want = on_cpu.to_vector();
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool ok = (std::isnan(want[i]) && std::isnan(got[i])) ||
+                    std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])) ||
+                    (std::isinf(want[i]) && got[i] == want[i]);
+    if (!ok) {
+      FAIL_CHECK("element " << i << ": sim " << got[i] << " vs cpu " << want[i]);
+      return;
+    }
+  }
+}
+
+// A leaf on each device holding the same values.
+struct Pair {
+  Tensor cpu, sim;
+};
+Pair leaf_pair(const Tensor& values, bool requires_grad = true) {
+  Pair p{values.clone().detach(), values.to(kSIM).detach()};
+  if (requires_grad) {
+    p.cpu.requires_grad_();
+    p.sim.requires_grad_();
+  }
+  return p;
+}
+
+const DType kFloatTypes[] = {kF32, kF16, kBF16};
+
+}  // namespace
+
+TEST_CASE("to(device) moves data and gradients between cpu and sim", "[sim][to]") {
+  const Tensor x = random_cpu({3, 4}, kF32, 1).requires_grad_();
+  const Tensor on_sim = x.to(kSIM);
+  CHECK(on_sim.device() == kSIM);
+  CHECK(on_sim.to_vector() == x.to_vector());
+  CHECK(x.to(kCPU).is_same(x));
+  // A strided view arrives contiguous with the same values.
+  const Tensor t = x.t().to(kSIM);
+  CHECK(t.is_contiguous());
+  CHECK(t.to(kCPU).to_vector() == x.t().contiguous().to_vector());
+  // The gradient flows back to the CPU leaf.
+  sum(mul(on_sim, 3.0)).backward();
+  REQUIRE(x.grad().defined());
+  CHECK(x.grad().device() == kCPU);
+  for (double g : x.grad().to_vector()) CHECK(g == 3.0);
+  // Half-precision bits survive the trip.
+  const Tensor h = random_cpu({5}, kBF16, 2);
+  CHECK(h.to(kSIM).to(kCPU).to_vector() == h.to_vector());
+}
+
+TEST_CASE("unary ops and their backward match the CPU on sim", "[sim][elementwise]") {
+  struct Case {
+    const char* name;
+    std::function<Tensor(const Tensor&)> fn;
+    double lo, hi;
+  };
+  const std::vector<Case> cases = {
+      {"neg", [](const Tensor& x) { return neg(x); }, -2, 2},
+      {"exp", [](const Tensor& x) { return exp(x); }, -2, 2},
+      {"log", [](const Tensor& x) { return log(x); }, 0.2, 3},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }, 0.2, 3},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, 0.2, 3},
+      {"abs", [](const Tensor& x) { return abs(x); }, -2, 2},
+      {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, 0.5, 2},
+      {"square", [](const Tensor& x) { return square(x); }, -2, 2},
+      {"relu", [](const Tensor& x) { return relu(x); }, -2, 2},
+      {"gelu", [](const Tensor& x) { return gelu(x); }, -2, 2},
+      {"gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApproximation::Tanh); }, -2, 2},
+      {"silu", [](const Tensor& x) { return silu(x); }, -2, 2},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, -2, 2},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, -2, 2},
+      {"pow", [](const Tensor& x) { return pow(x, 2.5); }, 0.2, 2},
+      {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); }, -2, 2},
+  };
+  for (DType dtype : kFloatTypes) {
+    for (const Case& c : cases) {
+      const std::string what = std::string(c.name) + " " + std::string(dtype_name(dtype));
+      // Input: a transposed (strided) view; weights for a non-trivial gradient.
+      Pair x = leaf_pair(random_cpu({7, 5}, dtype, 11, c.lo, c.hi));
+      const Tensor w = random_cpu({5, 7}, dtype, 12);
+      const Tensor y_cpu = c.fn(x.cpu.t()), y_sim = c.fn(x.sim.t());
+      check_matches(y_sim, y_cpu, tolerance(dtype), what + " forward");
+      sum(mul(y_cpu, w)).backward();
+      sum(mul(y_sim, w.to(kSIM))).backward();
+      check_matches(x.sim.grad(), x.cpu.grad(), 2 * tolerance(dtype), what + " backward");
+    }
+  }
+}
+
+TEST_CASE("the 128-bit vector path and its ragged tail", "[sim][elementwise]") {
+  for (DType dtype : kFloatTypes) {
+    // 1000 = 125 packs of 8 halves (or 250 of 4 floats); 1003 leaves a tail.
+    for (int64_t n : {1000, 1003}) {
+      const Tensor a = random_cpu({n}, dtype, 3), b = random_cpu({n}, dtype, 4);
+      check_matches(add(a.to(kSIM), b.to(kSIM)), add(a, b), tolerance(dtype), "add contiguous");
+      check_matches(exp(a.to(kSIM)), exp(a), tolerance(dtype), "exp contiguous");
+      // An offset view is not 16-byte aligned: the scalar path must give the same.
+      check_matches(mul(a.to(kSIM).narrow(0, 1, n - 1), b.to(kSIM).narrow(0, 1, n - 1)),
+                    mul(a.narrow(0, 1, n - 1), b.narrow(0, 1, n - 1)), tolerance(dtype), "mul unaligned");
+    }
+  }
+}
+
+TEST_CASE("binary ops with broadcasting and strides match the CPU on sim", "[sim][elementwise]") {
+  struct Case {
+    const char* name;
+    std::function<Tensor(const Tensor&, const Tensor&)> fn;
+    bool differentiable;
+  };
+  const std::vector<Case> cases = {
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, true},
+      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, true},
+      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, true},
+      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, true},
+      {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }, true},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, true},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, true},
+      {"lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); }, false},
+      {"ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); }, false},
+      {"eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, false},
+  };
+  for (DType dtype : kFloatTypes) {
+    for (const Case& c : cases) {
+      const std::string what = std::string(c.name) + " " + std::string(dtype_name(dtype));
+      Pair a = leaf_pair(random_cpu({4, 3}, dtype, 21, 0.3, 2), c.differentiable);  // used as a [3, 4] view
+      Pair b = leaf_pair(random_cpu({4}, dtype, 22, 0.3, 2), c.differentiable);     // broadcast over rows
+      const Tensor y_cpu = c.fn(a.cpu.t(), b.cpu), y_sim = c.fn(a.sim.t(), b.sim);
+      check_matches(y_sim, y_cpu, tolerance(dtype), what + " forward");
+      if (!c.differentiable) continue;
+      sum(y_cpu).backward();
+      sum(y_sim).backward();
+      check_matches(a.sim.grad(), a.cpu.grad(), 2 * tolerance(dtype), what + " grad a");
+      check_matches(b.sim.grad(), b.cpu.grad(), 4 * tolerance(dtype), what + " grad b (a reduction)");
+    }
+  }
+  // Mixed dtypes promote (f16 + bf16 -> f32); scalars broadcast.
+  const Tensor h = random_cpu({6}, kF16, 5), g = random_cpu({6}, kBF16, 6);
+  check_matches(add(h.to(kSIM), g.to(kSIM)), add(h, g), 1e-6, "f16 + bf16");
+  check_matches(mul(h.to(kSIM), 0.3), mul(h, 0.3), tolerance(kF16), "tensor * scalar");
+}
+
+TEST_CASE("where, masked_fill, casts, copies and fills match the CPU on sim", "[sim][elementwise]") {
+  for (DType dtype : kFloatTypes) {
+    const std::string what(dtype_name(dtype));
+    Pair a = leaf_pair(random_cpu({3, 5}, dtype, 31));
+    Pair b = leaf_pair(random_cpu({5}, dtype, 32));
+    const Tensor y_cpu = where(gt(a.cpu, 0.0), a.cpu, b.cpu);
+    const Tensor y_sim = where(gt(a.sim, 0.0), a.sim, b.sim);
+    check_matches(y_sim, y_cpu, 0, what + " where");
+    sum(mul(y_cpu, y_cpu)).backward();
+    sum(mul(y_sim, y_sim)).backward();
+    check_matches(a.sim.grad(), a.cpu.grad(), tolerance(dtype), what + " where grad a");
+    check_matches(b.sim.grad(), b.cpu.grad(), 2 * tolerance(dtype), what + " where grad b");
+    check_matches(masked_fill(a.sim.detach(), lt(a.sim.detach(), 0.0), -7.0),
+                  masked_fill(a.cpu.detach(), lt(a.cpu.detach(), 0.0), -7.0), 0, what + " masked_fill");
+    // Casts to every dtype round once, like the CPU.
+    for (DType target : {kF64, kF32, kF16, kBF16, kI64, kI32, kU8, kBool}) {
+      const Tensor src = mul(a.cpu.detach(), 3.0);
+      check_matches(src.to(kSIM).to(target), src.to(target), 0, what + " cast to " + std::string(dtype_name(target)));
+    }
+  }
+  // f32 -> f16 overflows to inf and underflows to subnormals/zero exactly like the CPU.
+  const Tensor extremes = from_vector(std::vector<double>{70000.0, -1e-6, 1e-8, 65504.0, 3.14159}, {5});
+  check_matches(extremes.to(kSIM).to(kF16), extremes.to(kF16), 0, "f16 rounding edge cases");
+  check_matches(extremes.to(kSIM).to(kBF16), extremes.to(kBF16), 0, "bf16 rounding");
+  // Strided copies: contiguous() of a permuted 3-D view, copy_ into a strided destination, fill_.
+  const Tensor x = random_cpu({2, 3, 4}, kF32, 33);
+  check_matches(x.to(kSIM).permute({2, 0, 1}).contiguous(), x.permute({2, 0, 1}).contiguous(), 0, "contiguous");
+  Tensor dst_cpu = zeros({4, 6}), dst_sim = zeros({4, 6}, kF32, kSIM);
+  copy_(dst_cpu.slice(1, 0, 6, 2), x.select(0, 0).t());
+  copy_(dst_sim.slice(1, 0, 6, 2), x.to(kSIM).select(0, 0).t());
+  check_matches(dst_sim, dst_cpu, 0, "copy_ into a strided view");
+  fill_(dst_cpu.select(1, 1), 2.5);
+  fill_(dst_sim.select(1, 1), 2.5);
+  check_matches(dst_sim, dst_cpu, 0, "fill_ a column");
+  check_matches(cat({x.to(kSIM), x.to(kSIM)}, 1), cat({x, x}, 1), 0, "cat");
+}
+
+TEST_CASE("reductions and their backward match the CPU on sim", "[sim][reduce]") {
+  for (DType dtype : kFloatTypes) {
+    const std::string what(dtype_name(dtype));
+    Pair x = leaf_pair(random_cpu({4, 6, 5}, dtype, 41));
+    const double tol = 4 * tolerance(dtype);
+    // Reduce a permuted (strided) view over one, two and all dims.
+    const Tensor pc = x.cpu.permute({2, 0, 1}), ps = x.sim.permute({2, 0, 1});
+    check_matches(sum(ps, {1}), sum(pc, {1}), tol, what + " sum dim 1");
+    check_matches(mean(ps, {0, 2}, true), mean(pc, {0, 2}, true), tol, what + " mean keepdim");
+    check_matches(var(ps, {2}), var(pc, {2}), tol, what + " var");
+    check_matches(var(ps, {2}, 0.0), var(pc, {2}, 0.0), tol, what + " var correction 0");
+    check_matches(sum(ps), sum(pc), tol, what + " sum all");
+    check_matches(max(ps), max(pc), 0, what + " max");
+    check_matches(min(ps), min(pc), 0, what + " min");
+    check_matches(argmax(ps, 1), argmax(pc, 1), 0, what + " argmax dim");
+    check_matches(argmax(ps), argmax(pc), 0, what + " argmax flat");
+    const auto mc = max(pc, 2, true), ms = max(ps, 2, true);
+    check_matches(ms.values, mc.values, 0, what + " max values");
+    check_matches(ms.indices, mc.indices, 0, what + " max indices");
+    check_matches(min(ps, 0).indices, min(pc, 0).indices, 0, what + " min indices");
+    // Backward through sum, mean and var.
+    add(add(sum(mul(sum(pc, {1}), sum(pc, {1}))), mean(pc)), sum(var(pc, {0}))).backward();
+    add(add(sum(mul(sum(ps, {1}), sum(ps, {1}))), mean(ps)), sum(var(ps, {0}))).backward();
+    check_matches(x.sim.grad(), x.cpu.grad(), 2 * tol, what + " backward");
+  }
+  // Rows longer than a block (cols > 256), and NaN / ties in max.
+  const Tensor wide = random_cpu({3, 300}, kF32, 42);
+  check_matches(sum(wide.to(kSIM), {1}), sum(wide, {1}), 1e-5, "long rows");
+  check_matches(argmax(wide.to(kSIM), 1), argmax(wide, 1), 0, "argmax long rows");
+  const Tensor special = from_vector(std::vector<double>{1, 5, 5, 2, NAN, 3, NAN, 0, 7, 7, 7, 7}, {3, 4});
+  check_matches(argmax(special.to(kSIM), 1), argmax(special, 1), 0, "argmax NaN and ties");
+  check_matches(max(special.to(kSIM), 1).values, max(special, 1).values, 0, "max with NaN");
+  const Tensor ints = from_vector(std::vector<int64_t>{3, -1, 4, 1, -5, 9}, {2, 3});
+  check_matches(sum(ints.to(kSIM), {1}), sum(ints, {1}), 0, "integer sum");
+}
+
+TEST_CASE("index_select, embedding, gather and their backward match the CPU on sim", "[sim][indexing]") {
+  const Tensor rows = from_vector(std::vector<int64_t>{3, 0, 3, 9, 1, 3, 0}, {7});  // duplicates accumulate
+  for (DType dtype : kFloatTypes) {
+    const std::string what(dtype_name(dtype));
+    const double tol = 2 * tolerance(dtype);
+    Pair w = leaf_pair(random_cpu({10, 6}, dtype, 51));
+    const Tensor yc = index_select(w.cpu, 0, rows), ys = index_select(w.sim, 0, rows.to(kSIM));
+    check_matches(ys, yc, 0, what + " index_select");
+    const Tensor g = random_cpu({7, 6}, dtype, 52);
+    sum(mul(yc, g)).backward();
+    sum(mul(ys, g.to(kSIM))).backward();
+    check_matches(w.sim.grad(), w.cpu.grad(), tol, what + " index_select backward (index_add)");
+    // Along dim 1 of a transposed view.
+    const Tensor cols = from_vector(std::vector<int64_t>{5, 5, 2}, {3});
+    check_matches(index_select(w.sim.detach().t(), 1, cols.to(kSIM)), index_select(w.cpu.detach().t(), 1, cols), 0,
+                  what + " index_select dim 1 strided");
+    // Embedding: 2-D indices.
+    Pair e = leaf_pair(random_cpu({10, 4}, dtype, 53));
+    const Tensor tokens = from_vector(std::vector<int64_t>{1, 2, 1, 9, 0, 1}, {2, 3});
+    const Tensor ec = embedding(e.cpu, tokens), es = embedding(e.sim, tokens.to(kSIM));
+    check_matches(es, ec, 0, what + " embedding");
+    sum(mul(ec, ec)).backward();
+    sum(mul(es, es)).backward();
+    check_matches(e.sim.grad(), e.cpu.grad(), tol, what + " embedding backward");
+    // gather along dim 1 (+ backward: scatter_add), index narrower than the input.
+    Pair x = leaf_pair(random_cpu({4, 5}, dtype, 54));
+    const Tensor idx = from_vector(std::vector<int64_t>{0, 4, 4, 1, 1, 1, 3, 2, 0, 2, 2, 4}, {4, 3});
+    const Tensor gc = gather(x.cpu, 1, idx), gs = gather(x.sim, 1, idx.to(kSIM));
+    check_matches(gs, gc, 0, what + " gather");
+    sum(mul(gc, gc)).backward();
+    sum(mul(gs, gs)).backward();
+    check_matches(x.sim.grad(), x.cpu.grad(), tol, what + " gather backward (scatter_add)");
+    // gather along dim 0.
+    const Tensor idx0 = from_vector(std::vector<int64_t>{3, 0, 1, 1, 2}, {1, 5});
+    check_matches(gather(x.sim.detach(), 0, idx0.to(kSIM)), gather(x.cpu.detach(), 0, idx0), 0, what + " gather dim 0");
+  }
+  // Out-of-range indices are an mt::Error on sim too.
+  const Tensor w = random_cpu({4, 2}, kF32, 55).to(kSIM);
+  CHECK_THROWS_WITH(index_select(w, 0, from_vector(std::vector<int64_t>{1, 4}, {2}, kI64, kSIM)),
+                    Contains("out of range"));
+  CHECK_THROWS_WITH(gather(w, 1, from_vector(std::vector<int64_t>{2}, {1, 1}, kI64, kSIM)), Contains("out of range"));
+}
+
+TEST_CASE("dropout draws the same Philox mask on sim as on the CPU", "[sim][dropout]") {
+  for (DType dtype : kFloatTypes) {
+    const std::string what(dtype_name(dtype));
+    Pair x = leaf_pair(random_cpu({6, 11}, dtype, 61));  // 66 elements: a ragged last Philox block
+    Generator gen_cpu(1234), gen_sim(1234);
+    const Tensor yc = dropout(x.cpu.t(), 0.3, true, &gen_cpu);
+    const Tensor ys = dropout(x.sim.t(), 0.3, true, &gen_sim);
+    check_matches(ys, yc, 0, what + " dropout forward");
+    const Tensor g = random_cpu({11, 6}, dtype, 62);
+    sum(mul(yc, g)).backward();
+    sum(mul(ys, g.to(kSIM))).backward();
+    check_matches(x.sim.grad(), x.cpu.grad(), tolerance(dtype), what + " dropout backward");
+    // The next call continues the stream identically on both devices.
+    check_matches(dropout(x.sim.detach(), 0.5, true, &gen_sim), dropout(x.cpu.detach(), 0.5, true, &gen_cpu), 0,
+                  what + " second draw");
+  }
+}
+
+namespace {
+
+// The same list of gradients on both devices: two chunks of f32, f16, a
+// strided bf16 view, and 60 tiny tensors (more than one launch's table).
+struct GradList {
+  std::vector<Tensor> cpu, sim;
+};
+GradList make_grad_list() {
+  GradList list;
+  auto add_pair = [&](const Tensor& t) {
+    list.cpu.push_back(t.clone());
+    list.sim.push_back(t.to(kSIM));
+  };
+  add_pair(random_cpu({70000}, kF32, 71));
+  add_pair(random_cpu({33}, kF16, 72, -100, 100));
+  add_pair(random_cpu({5, 4}, kBF16, 73));
+  for (unsigned i = 0; i < 60; ++i) add_pair(random_cpu({3}, kF32, 100 + i));
+  // A transposed (non-contiguous) view in the list.
+  list.cpu[2] = list.cpu[2].t();
+  list.sim[2] = list.sim[2].t();
+  return list;
+}
+
+void check_lists(const std::vector<Tensor>& sim, const std::vector<Tensor>& cpu, double tol, const std::string& what) {
+  for (size_t i = 0; i < cpu.size(); ++i) check_matches(sim[i], cpu[i], tol, what + " tensor " + std::to_string(i));
+}
+
+}  // namespace
+
+TEST_CASE("multi-tensor unscale_and_check_inf and update_scale match the CPU on sim", "[sim][amp]") {
+  GradList grads = make_grad_list();
+  const Tensor found_cpu = zeros({1}), found_sim = zeros({1}, kF32, kSIM);
+  const Tensor inv_cpu = full({1}, 0.25), inv_sim = full({1}, 0.25, kF32, kSIM);
+  kernels::unscale_and_check_inf(grads.cpu, found_cpu, inv_cpu);
+  kernels::unscale_and_check_inf(grads.sim, found_sim, inv_sim);
+  check_lists(grads.sim, grads.cpu, 0, "unscaled");
+  check_matches(found_sim, found_cpu, 0, "found_inf (clean)");
+  CHECK(found_sim.item<float>() == 0.0f);
+  // One inf in the last tiny tensor and a NaN in the big one's second chunk.
+  write_element(grads.cpu[62], 1, INFINITY);
+  write_element(grads.sim[62], 1, INFINITY);
+  write_element(grads.cpu[0], 65536 + 7, NAN);
+  write_element(grads.sim[0], 65536 + 7, NAN);
+  kernels::unscale_and_check_inf(grads.cpu, found_cpu, Tensor());  // check only
+  kernels::unscale_and_check_inf(grads.sim, found_sim, Tensor());
+  CHECK(found_sim.item<float>() == 1.0f);
+  check_lists(grads.sim, grads.cpu, 0, "check-only leaves values");
+
+  // The scale update, step by step against the CPU (growth every 2 clean steps).
+  const Tensor scale_cpu = full({1}, 65536.0), scale_sim = full({1}, 65536.0, kF32, kSIM);
+  const Tensor tracker_cpu = zeros({1}, kI32), tracker_sim = zeros({1}, kI32, kSIM);
+  const kernels::ScaleUpdateArgs args{
+      .growth_factor = 2.0, .backoff_factor = 0.5, .growth_interval = 2, .min_scale = 1.0, .max_scale = 1 << 20};
+  for (float inf : {0.f, 0.f, 1.f, 0.f, 1.f, 1.f, 0.f, 0.f, 0.f}) {
+    fill_(found_cpu, inf);
+    fill_(found_sim, inf);
+    kernels::update_scale(scale_cpu, tracker_cpu, found_cpu, args);
+    kernels::update_scale(scale_sim, tracker_sim, found_sim, args);
+    check_matches(scale_sim, scale_cpu, 0, "scale");
+    check_matches(tracker_sim, tracker_cpu, 0, "growth tracker");
+  }
+}
+
+namespace {
+
+struct SlotSet {
+  std::vector<kernels::ParamSlot> cpu, sim;
+};
+
+// f32 parameter without master; bf16 and f16 parameters with f32 masters; optional state.
+SlotSet make_slots(bool with_state2, bool with_state1 = true) {
+  SlotSet set;
+  auto add = [&](const Shape& shape, DType param_dtype, bool master, unsigned seed) {
+    const Tensor w = random_cpu(shape, kF32, seed);
+    const Tensor g = random_cpu(shape, param_dtype, seed + 1);
+    for (int d = 0; d < 2; ++d) {
+      const Device dev = d == 0 ? kCPU : kSIM;
+      kernels::ParamSlot s;
+      s.param = w.to(param_dtype).to(dev);
+      s.grad = g.to(dev);
+      if (master) s.master = w.to(dev);
+      if (with_state1) s.state1 = zeros(shape, kF32, dev);
+      if (with_state2) s.state2 = zeros(shape, kF32, dev);
+      s.step = zeros({1}, kF32, dev);
+      (d == 0 ? set.cpu : set.sim).push_back(s);
+    }
+  };
+  add({70000}, kF32, false, 81);
+  add({7, 3}, kBF16, true, 83);
+  add({9}, kF16, true, 85);
+  return set;
+}
+
+void check_slots(const SlotSet& set, const std::string& what) {
+  for (size_t i = 0; i < set.cpu.size(); ++i) {
+    const auto& c = set.cpu[i];
+    const auto& s = set.sim[i];
+    const std::string name = what + " slot " + std::to_string(i);
+    check_matches(s.param, c.param, 1e-6, name + " param");
+    if (c.master.defined()) check_matches(s.master, c.master, 1e-6, name + " master");
+    if (c.state1.defined()) check_matches(s.state1, c.state1, 1e-6, name + " state1");
+    if (c.state2.defined()) check_matches(s.state2, c.state2, 1e-6, name + " state2");
+    check_matches(s.step, c.step, 0, name + " step");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("fused AdamW matches the CPU on sim, and skips on found_inf without a host read", "[sim][optim]") {
+  SlotSet set = make_slots(true);
+  const kernels::AdamWArgs args{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
+  const kernels::AmpControl amp_cpu{full({1}, 0.5), zeros({1})};
+  const kernels::AmpControl amp_sim{full({1}, 0.5, kF32, kSIM), zeros({1}, kF32, kSIM)};
+  const kernels::StochasticRounding rounding{.enabled = true, .seed = 99, .block_offset = 5};
+  for (int step = 0; step < 2; ++step) {
+    kernels::adamw_step(set.cpu, args, amp_cpu, rounding);
+    kernels::adamw_step(set.sim, args, amp_sim, rounding);
+    check_slots(set, "adamw step " + std::to_string(step));
+  }
+  CHECK(set.sim[0].step.item<float>() == 2.0f);
+  // found_inf = 1: nothing changes, not even the step counters.
+  fill_(amp_cpu.found_inf, 1.0);
+  fill_(amp_sim.found_inf, 1.0);
+  const std::vector<double> before = set.sim[1].param.to_vector();
+  kernels::adamw_step(set.cpu, args, amp_cpu, rounding);
+  kernels::adamw_step(set.sim, args, amp_sim, rounding);
+  CHECK(set.sim[1].param.to_vector() == before);
+  CHECK(set.sim[0].step.item<float>() == 2.0f);
+  check_slots(set, "adamw skipped");
+}
+
+TEST_CASE("fused SGD matches the CPU on sim", "[sim][optim]") {
+  for (bool momentum : {false, true}) {
+    SlotSet set = make_slots(false, momentum);
+    kernels::SgdArgs args{
+        .lr = 0.1, .momentum = momentum ? 0.9 : 0.0, .dampening = 0.1, .weight_decay = 0.01, .nesterov = momentum};
+    if (momentum) args.dampening = 0;  // nesterov needs zero dampening
+    for (int step = 0; step < 2; ++step) {
+      kernels::sgd_step(set.cpu, args, {}, {});
+      kernels::sgd_step(set.sim, args, {}, {});
+      check_slots(set, std::string(momentum ? "nesterov" : "plain") + " sgd step " + std::to_string(step));
+    }
+  }
+}
+
+TEST_CASE("sum_of_squares and clip scaling match the CPU on sim", "[sim][optim]") {
+  GradList grads = make_grad_list();
+  const Tensor total_cpu = zeros({1}), total_sim = zeros({1}, kF32, kSIM);
+  kernels::sum_of_squares(grads.cpu, total_cpu);
+  kernels::sum_of_squares(grads.sim, total_sim);
+  check_matches(total_sim, total_cpu, 1e-5, "sum of squares");
+  const Tensor norm_cpu = sqrt(total_cpu), norm_sim = sqrt(total_sim);
+  kernels::scale_by_clip_coefficient(grads.cpu, norm_cpu, 1.0);
+  kernels::scale_by_clip_coefficient(grads.sim, norm_sim, 1.0);
+  check_lists(grads.sim, grads.cpu, 2e-5, "clipped");
+  // The clipped list has norm 1 (up to the 1e-6 in the coefficient).
+  kernels::sum_of_squares(grads.sim, total_sim);
+  CHECK(total_sim.item<float>() == Approx(1.0).epsilon(1e-3));
+}
+
+TEST_CASE("a small training step with GradScaler and AdamW runs on sim like on the CPU", "[sim][optim][amp]") {
+  const Tensor x = random_cpu({16}, kF32, 91), target = random_cpu({16}, kF32, 92);
+  Tensor params[2];
+  for (int d = 0; d < 2; ++d) {
+    const Device dev = d == 0 ? kCPU : kSIM;
+    Tensor w = random_cpu({16}, kF32, 93).to(dev).requires_grad_();
+    optim::AdamW opt({w}, {.lr = 0.05});
+    amp::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 2});
+    for (int step = 0; step < 3; ++step) {
+      opt.zero_grad();
+      const Tensor loss = mean(square(sub(mul(x.to(dev), w), target.to(dev))));
+      scaler.scale(loss).backward();
+      scaler.step(opt);
+      scaler.update();
+    }
+    params[d] = w;
+    if (d == 1) CHECK(scaler.scale_tensor().device() == kSIM);
+  }
+  check_matches(params[1].detach(), params[0].detach(), 1e-5, "parameters after 3 steps");
+}
+
+TEST_CASE("same-dtype copies move bits for every dtype, contiguous and strided", "[sim][elementwise]") {
+  for (DType dtype : {kF64, kF32, kF16, kBF16, kI64, kI32, kU8, kBool}) {
+    INFO(dtype_name(dtype));
+    const Tensor x = random_cpu({5, 37}, kF32, 201, 0, 100).to(dtype);  // 185 elements: a ragged 16-byte tail
+    const Tensor on_sim = x.to(kSIM);
+    check_matches(on_sim.clone(), x.clone(), 0, "clone (16-byte path)");
+    check_matches(on_sim.t().contiguous(), x.t().contiguous(), 0, "transpose copy");
+    check_matches(on_sim.slice(1, 1, 37, 3).contiguous(), x.slice(1, 1, 37, 3).contiguous(), 0, "strided slice copy");
+  }
+}

@@ -1,0 +1,330 @@
+// softmax / log_softmax, layer_norm and cross_entropy CUDA kernels
+// (kernels/cuda/{softmax,layer_norm,cross_entropy}.cu) run on the SIMT
+// simulator and compared with a double reference built on the same per-row
+// math the CPU backend uses (kernels/common).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "kernels/common/layer_norm.h"
+#include "kernels/common/softmax.h"
+#include "kernels/cuda/rowwise.h"
+#include "tests/kernels/gemm_test_util.h"
+
+namespace {
+
+using mt::kernels::KernelDType;
+using mt::test::DeviceLikeBuffer;
+
+const KernelDType kAllDTypes[] = {KernelDType::F32, KernelDType::F16, KernelDType::BF16, KernelDType::F64};
+
+KernelDType acc_dtype(KernelDType t) { return t == KernelDType::F64 ? KernelDType::F64 : KernelDType::F32; }
+double out_eps(KernelDType t) {
+  switch (t) {
+    case KernelDType::F16: return 1.0 / 1024;
+    case KernelDType::BF16: return 1.0 / 128;
+    case KernelDType::F32: return 1e-6;
+    case KernelDType::F64: return 1e-14;
+  }
+  return 0;
+}
+double acc_eps(KernelDType t) { return t == KernelDType::F64 ? 1e-12 : 2e-5; }
+
+std::vector<double> values(const DeviceLikeBuffer& b) {
+  std::vector<double> v(b.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = b.get(i);
+  return v;
+}
+
+// Counts mismatches, reporting the first few.
+struct Checker {
+  int bad = 0;
+  void operator()(const char* what, size_t i, double got, double ref, double tol) {
+    if (!(std::abs(got - ref) <= tol) && ++bad <= 5) {
+      UNSCOPED_INFO(what << "[" << i << "] = " << got << ", expected " << ref << " (tol " << tol << ")");
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("sim softmax and log_softmax forward/backward match the reference", "[sim][softmax]") {
+  for (KernelDType dtype : kAllDTypes) {
+    // 13000 f32/f64 values exceed the 48 KB row cache: the two-read path.
+    for (int64_t cols : {1, 7, 33, 300, 13000}) {
+      const int64_t rows = cols > 1000 ? 2 : 5;
+      for (bool log : {false, true}) {
+        INFO(mt::kernels::kernel_dtype_name(dtype) << " cols=" << cols << " log=" << log);
+        std::mt19937 rng(static_cast<unsigned>(cols));
+        const size_t n = static_cast<size_t>(rows * cols);
+        DeviceLikeBuffer x(dtype, n), y(dtype, n), dy(dtype, n), dx(dtype, n);
+        x.fill_random(rng, -6, 6);
+        dy.fill_random(rng);
+        mt::sim::softmax_forward(dtype, x.data(), y.data(), rows, cols, log, {});
+        mt::sim::softmax_backward(dtype, dy.data(), y.data(), dx.data(), rows, cols, log, {});
+        const auto vx = values(x), vy = values(y), vdy = values(dy), vdx = values(dx);
+        std::vector<double> ref_y(n), ref_dx(n);
+        Checker check;
+        for (int64_t r = 0; r < rows; ++r) {
+          const size_t o = static_cast<size_t>(r * cols);
+          mt::kernels::softmax_row(vx.data() + o, ref_y.data() + o, cols, log);
+          // Backward from the kernel's own (rounded) y, as autograd would run it.
+          mt::kernels::softmax_backward_row(vdy.data() + o, vy.data() + o, ref_dx.data() + o, cols, log);
+        }
+        for (size_t i = 0; i < n; ++i) {
+          check("y", i, vy[i], ref_y[i], out_eps(dtype) * std::abs(ref_y[i]) + acc_eps(dtype) * (log ? 10 : 1));
+          check("dx", i, vdx[i], ref_dx[i], out_eps(dtype) * std::abs(ref_dx[i]) + acc_eps(dtype) * 10);
+        }
+        CHECK(check.bad == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("sim softmax keeps -inf entries at zero probability and is exact on large logits", "[sim][softmax]") {
+  DeviceLikeBuffer x(KernelDType::F16, 4), y(KernelDType::F16, 4);
+  x.set(0, -INFINITY), x.set(1, 60000), x.set(2, 60000), x.set(3, -INFINITY);
+  mt::sim::softmax_forward(KernelDType::F16, x.data(), y.data(), 1, 4, false, {});
+  CHECK(y.get(0) == 0);
+  CHECK(y.get(1) == 0.5);
+  CHECK(y.get(2) == 0.5);
+  CHECK(y.get(3) == 0);
+}
+
+TEST_CASE("sim layer_norm forward/backward match the reference, with and without affine", "[sim][layer_norm]") {
+  for (KernelDType dtype : kAllDTypes) {
+    for (int64_t cols : {1, 5, 64, 333, 13000}) {
+      for (bool affine : {true, false}) {
+        const int64_t rows = cols > 1000 ? 3 : 37;
+        INFO(mt::kernels::kernel_dtype_name(dtype) << " cols=" << cols << " affine=" << affine);
+        std::mt19937 rng(static_cast<unsigned>(cols) + 7);
+        const size_t n = static_cast<size_t>(rows * cols);
+        const KernelDType stats = acc_dtype(dtype);
+        DeviceLikeBuffer x(dtype, n), y(dtype, n), dy(dtype, n), dx(dtype, n);
+        DeviceLikeBuffer w(dtype, static_cast<size_t>(cols)), b(dtype, static_cast<size_t>(cols));
+        DeviceLikeBuffer dw(dtype, static_cast<size_t>(cols)), db(dtype, static_cast<size_t>(cols));
+        DeviceLikeBuffer mean(stats, static_cast<size_t>(rows)), rstd(stats, static_cast<size_t>(rows));
+        x.fill_random(rng, -2, 3);
+        dy.fill_random(rng);
+        w.fill_random(rng, 0.5, 1.5);
+        b.fill_random(rng);
+        const double eps = 1e-5;
+        mt::sim::layer_norm_forward(dtype, x.data(), affine ? w.data() : nullptr, affine ? b.data() : nullptr, eps,
+                                    y.data(), mean.data(), rstd.data(), rows, cols, {});
+        mt::sim::layer_norm_backward(dtype, dy.data(), x.data(), affine ? w.data() : nullptr, mean.data(), rstd.data(),
+                                     dx.data(), affine ? dw.data() : nullptr, affine ? db.data() : nullptr, rows, cols,
+                                     {});
+        const auto vx = values(x), vw = values(w), vb = values(b), vdy = values(dy);
+        Checker check;
+        std::vector<double> ref_y(static_cast<size_t>(cols)), ref_dx(static_cast<size_t>(cols));
+        std::vector<double> ref_dw(static_cast<size_t>(cols), 0.0), ref_db(static_cast<size_t>(cols), 0.0);
+        for (int64_t r = 0; r < rows; ++r) {
+          const size_t o = static_cast<size_t>(r * cols);
+          double m = 0, s = 0;
+          mt::kernels::layer_norm_row(vx.data() + o, affine ? vw.data() : nullptr, affine ? vb.data() : nullptr,
+                                      ref_y.data(), cols, eps, &m, &s);
+          check("mean", static_cast<size_t>(r), mean.get(static_cast<size_t>(r)), m, acc_eps(dtype));
+          check("rstd", static_cast<size_t>(r), rstd.get(static_cast<size_t>(r)), s, acc_eps(dtype) * s);
+          mt::kernels::layer_norm_backward_row(vdy.data() + o, vx.data() + o, affine ? vw.data() : nullptr, m, s,
+                                               ref_dx.data(), cols);
+          for (int64_t c = 0; c < cols; ++c) {
+            const size_t i = o + static_cast<size_t>(c);
+            check("y", i, y.get(i), ref_y[static_cast<size_t>(c)],
+                  out_eps(dtype) * std::abs(ref_y[static_cast<size_t>(c)]) + acc_eps(dtype) * 10);
+            check("dx", i, dx.get(i), ref_dx[static_cast<size_t>(c)],
+                  out_eps(dtype) * std::abs(ref_dx[static_cast<size_t>(c)]) + acc_eps(dtype) * 10 * s);
+            ref_dw[static_cast<size_t>(c)] += vdy[i] * (vx[i] - m) * s;
+            ref_db[static_cast<size_t>(c)] += vdy[i];
+          }
+        }
+        if (affine) {
+          for (size_t c = 0; c < static_cast<size_t>(cols); ++c) {
+            check("dweight", c, dw.get(c), ref_dw[c], out_eps(dtype) * std::abs(ref_dw[c]) + acc_eps(dtype) * rows * 4);
+            check("dbias", c, db.get(c), ref_db[c], out_eps(dtype) * std::abs(ref_db[c]) + acc_eps(dtype) * rows);
+          }
+        }
+        CHECK(check.bad == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("sim layer_norm parameter gradients are deterministic and cover rows == 0", "[sim][layer_norm]") {
+  const int64_t rows = 50, cols = 40;
+  std::mt19937 rng(3);
+  DeviceLikeBuffer x(KernelDType::F32, rows * cols), dy(KernelDType::F32, rows * cols);
+  DeviceLikeBuffer mean(KernelDType::F32, rows), rstd(KernelDType::F32, rows), y(KernelDType::F32, rows * cols);
+  x.fill_random(rng);
+  dy.fill_random(rng);
+  mt::sim::layer_norm_forward(KernelDType::F32, x.data(), nullptr, nullptr, 1e-5, y.data(), mean.data(), rstd.data(),
+                              rows, cols, {});
+  DeviceLikeBuffer dw1(KernelDType::F32, cols), dw2(KernelDType::F32, cols), db(KernelDType::F32, cols);
+  mt::sim::layer_norm_backward(KernelDType::F32, dy.data(), x.data(), nullptr, mean.data(), rstd.data(), nullptr,
+                               dw1.data(), nullptr, rows, cols, {});
+  mt::sim::layer_norm_backward(KernelDType::F32, dy.data(), x.data(), nullptr, mean.data(), rstd.data(), nullptr,
+                               dw2.data(), nullptr, rows, cols, {});
+  CHECK(values(dw1) == values(dw2));
+  db.fill(7);
+  mt::sim::layer_norm_backward(KernelDType::F32, dy.data(), x.data(), nullptr, mean.data(), rstd.data(), nullptr,
+                               nullptr, db.data(), 0, cols, {});
+  CHECK(values(db) == std::vector<double>(cols, 0.0));
+}
+
+TEST_CASE("sim cross_entropy forward/backward: ignore_index, label smoothing, broadcast grad", "[sim][cross_entropy]") {
+  for (KernelDType dtype : kAllDTypes) {
+    for (int64_t classes : {1, 5, 37, 1000}) {
+      for (double smoothing : {0.0, 0.1}) {
+        for (int64_t grad_stride : {1, 0}) {
+          INFO(mt::kernels::kernel_dtype_name(dtype)
+               << " C=" << classes << " smoothing=" << smoothing << " grad_stride=" << grad_stride);
+          const int64_t rows = 6, ignore = -100;
+          std::mt19937 rng(static_cast<unsigned>(classes) * 3);
+          const size_t n = static_cast<size_t>(rows * classes);
+          const KernelDType acc = acc_dtype(dtype);
+          DeviceLikeBuffer logits(dtype, n), grad(dtype, n);
+          DeviceLikeBuffer loss(acc, rows), lse(acc, rows), grad_loss(acc, rows);
+          logits.fill_random(rng, -5, 5);
+          grad_loss.fill_random(rng, 0.5, 2);
+          std::vector<int64_t> target(static_cast<size_t>(rows));
+          for (int64_t r = 0; r < rows; ++r) target[static_cast<size_t>(r)] = (r * 7 + 3) % classes;
+          target[2] = ignore;
+          mt::sim::cross_entropy_forward(dtype, logits.data(), target.data(), loss.data(), lse.data(), rows, classes,
+                                         ignore, smoothing, {});
+          mt::sim::cross_entropy_backward(dtype, logits.data(), target.data(), lse.data(), grad_loss.data(),
+                                          grad_stride, grad.data(), rows, classes, ignore, smoothing, {});
+          const auto vx = values(logits);
+          Checker check;
+          for (int64_t r = 0; r < rows; ++r) {
+            const size_t o = static_cast<size_t>(r * classes);
+            const double row_lse = mt::kernels::softmax_row<double>(vx.data() + o, nullptr, classes, false);
+            const int64_t label = target[static_cast<size_t>(r)];
+            check("lse", static_cast<size_t>(r), lse.get(static_cast<size_t>(r)), row_lse, acc_eps(dtype) * 10);
+            double ref_loss = 0;
+            if (label != ignore) {
+              ref_loss = (1 - smoothing) * (row_lse - vx[o + static_cast<size_t>(label)]);
+              for (int64_t c = 0; c < classes; ++c) {
+                ref_loss += smoothing / static_cast<double>(classes) * (row_lse - vx[o + static_cast<size_t>(c)]);
+              }
+            }
+            check("loss", static_cast<size_t>(r), loss.get(static_cast<size_t>(r)), ref_loss, acc_eps(dtype) * 50);
+            const double g = grad_loss.get(static_cast<size_t>(r * grad_stride));
+            for (int64_t c = 0; c < classes; ++c) {
+              const size_t i = o + static_cast<size_t>(c);
+              double ref = 0;
+              if (label != ignore) {
+                const double q = (c == label ? 1 - smoothing : 0) + smoothing / static_cast<double>(classes);
+                ref = g * (std::exp(vx[i] - row_lse) - q);
+              }
+              check("grad", i, grad.get(i), ref, out_eps(dtype) * std::abs(ref) + acc_eps(dtype) * 10);
+            }
+          }
+          CHECK(check.bad == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("sim cross_entropy marks an out-of-range target with NaN", "[sim][cross_entropy]") {
+  DeviceLikeBuffer logits(KernelDType::F32, 6), loss(KernelDType::F32, 2), lse(KernelDType::F32, 2);
+  logits.fill(1);
+  const int64_t target[2] = {1, 5};
+  mt::sim::cross_entropy_forward(KernelDType::F32, logits.data(), target, loss.data(), lse.data(), 2, 3, -100, 0, {});
+  CHECK(std::abs(loss.get(0) - std::log(3.0)) < 1e-6);
+  CHECK(std::isnan(loss.get(1)));
+}
+
+// ---- the Tensor-level dispatchers on the sim device, through autograd ----
+
+#include "tests/kernels/sim_tensor_util.h"
+
+TEST_CASE("softmax, log_softmax and layer_norm on the sim device match the CPU, forward and backward",
+          "[sim][softmax][layer_norm]") {
+  using namespace mt;
+  for (DType dtype : {kF32, kF16, kBF16, kF64}) {
+    INFO(dtype_name(dtype));
+    const Tensor x_cpu = test::random_tensor({4, 6, 50}, dtype, kCPU, 11, -3, 3);
+    const Tensor w_cpu = test::random_tensor({50}, dtype, kCPU, 12, 0.5, 1.5);
+    const Tensor b_cpu = test::random_tensor({50}, dtype, kCPU, 13);
+    const Tensor go_cpu = test::random_tensor({4, 6, 50}, dtype, kCPU, 14);
+    for (int which = 0; which < 4; ++which) {
+      INFO("op " << which);
+      Tensor x[2], w[2], b[2], y[2];
+      for (int d = 0; d < 2; ++d) {
+        const Device device = d == 0 ? kCPU : kSIM;
+        x[d] = x_cpu.to(device).detach().requires_grad_();
+        w[d] = w_cpu.to(device).detach().requires_grad_();
+        b[d] = b_cpu.to(device).detach().requires_grad_();
+        switch (which) {
+          case 0: y[d] = softmax(x[d], -1); break;
+          case 1: y[d] = log_softmax(x[d], 1); break;  // not the last dim: a strided view reaches the kernel
+          case 2: y[d] = layer_norm(x[d], {50}, w[d], b[d], 1e-5); break;
+          default: y[d] = layer_norm(x[d], {6, 50}, Tensor(), Tensor(), 1e-5); break;
+        }
+        sum(mul(y[d], go_cpu.to(device))).backward();
+      }
+      CHECK(y[1].device() == kSIM);
+      const double tol = 4 * test::dtype_tolerance(dtype);
+      CHECK(test::relative_difference(y[1], y[0]) <= tol);
+      CHECK(test::relative_difference(x[1].grad(), x[0].grad()) <= tol);
+      if (which == 2) {
+        CHECK(test::relative_difference(w[1].grad(), w[0].grad()) <= 4 * tol);
+        CHECK(test::relative_difference(b[1].grad(), b[0].grad()) <= 4 * tol);
+      }
+    }
+  }
+}
+
+TEST_CASE("cross_entropy on the sim device matches the CPU, with ignore_index and label smoothing",
+          "[sim][cross_entropy]") {
+  using namespace mt;
+  const Tensor target_cpu = from_vector(std::vector<int64_t>{3, -100, 0, 9, 4, 4, 1}, {7});
+  for (DType dtype : {kF32, kF16, kBF16, kF64}) {
+    for (Reduction reduction : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+      INFO(dtype_name(dtype) << " reduction " << static_cast<int>(reduction));
+      const Tensor logits_cpu = test::random_tensor({7, 10}, dtype, kCPU, 21, -4, 4);
+      Tensor logits[2], loss[2];
+      for (int d = 0; d < 2; ++d) {
+        const Device device = d == 0 ? kCPU : kSIM;
+        logits[d] = logits_cpu.to(device).detach().requires_grad_();
+        CrossEntropyOptions options;
+        options.label_smoothing = 0.1;
+        options.reduction = reduction;
+        loss[d] = cross_entropy(logits[d], target_cpu.to(device), options);
+        sum(loss[d]).backward();
+      }
+      const double tol = 4 * test::dtype_tolerance(dtype);
+      CHECK(test::relative_difference(loss[1], loss[0]) <= tol);
+      CHECK(test::relative_difference(logits[1].grad(), logits[0].grad()) <= tol);
+    }
+  }
+  const Tensor bad = from_vector(std::vector<int64_t>{3, 10}, {2}, kI64, kSIM);
+  CHECK_THROWS_WITH(cross_entropy(test::random_tensor({2, 10}, kF32, kSIM, 1), bad), Catch::Contains("out of range"));
+}
+
+#include "kernels/sim/runtime.h"
+
+TEST_CASE("row-wise kernels have no shared-memory races (simulator race checker)", "[sim][racecheck][softmax]") {
+  const bool was_enabled = mt::simulator::racecheck_enabled();
+  mt::simulator::set_racecheck_enabled(true);
+  (void)mt::simulator::take_race_reports();
+  const int64_t rows = 3, cols = 300;
+  std::mt19937 rng(5);
+  DeviceLikeBuffer x(KernelDType::F32, rows * cols), y(KernelDType::F32, rows * cols),
+      dx(KernelDType::F32, rows * cols);
+  DeviceLikeBuffer mean(KernelDType::F32, rows), rstd(KernelDType::F32, rows), dw(KernelDType::F32, cols),
+      db(KernelDType::F32, cols);
+  DeviceLikeBuffer loss(KernelDType::F32, rows), lse(KernelDType::F32, rows);
+  x.fill_random(rng);
+  const int64_t target[rows] = {0, 5, 299};
+  mt::sim::softmax_forward(KernelDType::F32, x.data(), y.data(), rows, cols, false, {});
+  mt::sim::softmax_backward(KernelDType::F32, x.data(), y.data(), dx.data(), rows, cols, true, {});
+  mt::sim::layer_norm_forward(KernelDType::F32, x.data(), nullptr, nullptr, 1e-5, y.data(), mean.data(), rstd.data(),
+                              rows, cols, {});
+  mt::sim::layer_norm_backward(KernelDType::F32, x.data(), x.data(), nullptr, mean.data(), rstd.data(), dx.data(),
+                               dw.data(), db.data(), rows, cols, {});
+  mt::sim::cross_entropy_forward(KernelDType::F32, x.data(), target, loss.data(), lse.data(), rows, cols, -100, 0.1,
+                                 {});
+  CHECK(mt::simulator::take_race_reports().empty());
+  mt::simulator::set_racecheck_enabled(was_enabled);
+}
