@@ -15,11 +15,11 @@ namespace {
 
 struct Mlp {
   std::vector<Tensor> params;
-  explicit Mlp(uint64_t seed) {
+  explicit Mlp(uint64_t seed, Device device = kCPU) {
     Generator gen(seed);
     auto init = [&](const Shape& s, double fan_in) {
       const double bound = 1.0 / std::sqrt(fan_in);
-      return uniform(s, -bound, bound, kF32, kCPU, &gen).requires_grad_();
+      return uniform(s, -bound, bound, kF32, device, &gen).requires_grad_();
     };
     params = {init({32, 2}, 2), init({32}, 2), init({32, 32}, 32), init({32}, 32), init({3, 32}, 32), init({3}, 32)};
   }
@@ -36,6 +36,7 @@ struct RunOptions {
   bool scaler = false;
   double clip = 0;
   int steps = 60;
+  Device device = kCPU;
 };
 
 struct Run {
@@ -50,7 +51,7 @@ double train_step(Mlp& model, optim::AdamW& opt, GradScaler& scaler, const model
   opt.zero_grad();
   Tensor loss;
   {
-    Autocast guard(kCPU, o.dtype, o.autocast);
+    Autocast guard(o.device, o.dtype, o.autocast);
     loss = cross_entropy(model.forward(data.x.narrow(0, begin, batch)), data.y.narrow(0, begin, batch));
   }
   scaler.scale(loss).backward();
@@ -64,9 +65,14 @@ double train_step(Mlp& model, optim::AdamW& opt, GradScaler& scaler, const model
   return loss.item<double>();
 }
 
+models::Dataset demo_data(Device device) {
+  models::Dataset d = models::make_demo_dataset(1024, 5);
+  return {d.x.to(device), d.y.to(device)};
+}
+
 Run train(const RunOptions& o) {
-  const models::Dataset data = models::make_demo_dataset(1024, 5);
-  Mlp model(9);
+  const models::Dataset data = demo_data(o.device);
+  Mlp model(9, o.device);
   optim::AdamW opt(model.params, {.lr = 1e-2});
   GradScaler scaler({.enabled = o.scaler});
   Run run;
@@ -85,9 +91,12 @@ double mean_abs_difference(const std::vector<double>& a, const std::vector<doubl
 }  // namespace
 
 TEST_CASE("f16 and bf16 autocast training tracks the f32 loss curve", "[amp][e2e]") {
-  const Run fp32 = train({});
-  const Run fp16 = train({.autocast = true, .dtype = kF16, .scaler = true});
-  const Run bf16 = train({.autocast = true, .dtype = kBF16});
+  for (Device device : {kCPU, kSIM}) {
+  INFO("device " << device.str());
+  const int steps = device.is_cpu() ? 60 : 30;  // the simulator is slower
+  const Run fp32 = train({.steps = steps, .device = device});
+  const Run fp16 = train({.autocast = true, .dtype = kF16, .scaler = true, .steps = steps, .device = device});
+  const Run bf16 = train({.autocast = true, .dtype = kBF16, .steps = steps, .device = device});
   // Stated tolerance: the mean per-step |loss difference| stays under 0.02
   // (f16, 10-bit mantissa) and 0.05 (bf16, 7-bit mantissa) nats, on a loss
   // that starts near ln 3 = 1.1.
@@ -99,23 +108,29 @@ TEST_CASE("f16 and bf16 autocast training tracks the f32 loss curve", "[amp][e2e
   CHECK(fp32.losses.back() < 0.6 * fp32.losses.front());
   CHECK(fp16.losses.back() < 0.6 * fp16.losses.front());
   CHECK(bf16.losses.back() < 0.6 * bf16.losses.front());
+  }
 }
 
 TEST_CASE("clipping after unscale_ sees the same norms as f32 clipping", "[amp]") {
-  const Run fp32 = train({.clip = 0.5, .steps = 10});
-  const Run fp16 = train({.autocast = true, .dtype = kF16, .scaler = true, .clip = 0.5, .steps = 10});
+  for (Device device : {kCPU, kSIM}) {
+  INFO("device " << device.str());
+  const Run fp32 = train({.clip = 0.5, .steps = 10, .device = device});
+  const Run fp16 = train({.autocast = true, .dtype = kF16, .scaler = true, .clip = 0.5, .steps = 10, .device = device});
   REQUIRE(fp16.norms.size() == fp32.norms.size());
   for (size_t i = 0; i < fp32.norms.size(); ++i) {
     INFO("step " << i);
     CHECK(fp16.norms[i] == Approx(fp32.norms[i]).epsilon(0.02));  // unscaled: not 65536x larger
   }
   CHECK(fp32.norms.front() > 0.5);  // the clip was active
+  }
 }
 
 TEST_CASE("model + optimizer + scaler state round-trips and continues bit-identically", "[amp][checkpoint]") {
-  const models::Dataset data = models::make_demo_dataset(1024, 5);
-  const RunOptions o{.autocast = true, .dtype = kF16, .scaler = true, .clip = 1.0};
-  Mlp model(9);
+  for (Device device : {kCPU, kSIM}) {
+  INFO("device " << device.str());
+  const models::Dataset data = demo_data(device);
+  const RunOptions o{.autocast = true, .dtype = kF16, .scaler = true, .clip = 1.0, .device = device};
+  Mlp model(9, device);
   optim::AdamW opt(model.params, {.lr = 1e-2});
   GradScaler scaler({.init_scale = 1024.0, .growth_interval = 3});
   for (int step = 0; step < 7; ++step) train_step(model, opt, scaler, data, step, o, nullptr);
@@ -130,7 +145,7 @@ TEST_CASE("model + optimizer + scaler state round-trips and continues bit-identi
   for (int step = 7; step < 14; ++step) continued.push_back(train_step(model, opt, scaler, data, step, o, nullptr));
 
   // "Resume" into fresh objects.
-  Mlp resumed(123);
+  Mlp resumed(123, device);
   {
     NoGradGuard no_grad;
     for (size_t i = 0; i < resumed.params.size(); ++i) copy_(resumed.params[i], saved_params[i]);
@@ -144,4 +159,5 @@ TEST_CASE("model + optimizer + scaler state round-trips and continues bit-identi
   CHECK(replayed == continued);
   CHECK(scaler2.get_scale() == scaler.get_scale());
   REQUIRE_THROWS_WITH(scaler2.load_state_dict({}), Catch::Contains("missing 'scale'"));
+  }
 }

@@ -18,11 +18,12 @@ struct TinyGradientProblem {
   Tensor x, target, w;
   static constexpr double kTiny = 1e-8;
 
-  explicit TinyGradientProblem(uint64_t seed) {
+  TinyGradientProblem(uint64_t seed, Device device) {
     Generator gen(seed);
     x = randn({16, 8}, kF32, kCPU, &gen);
-    target = matmul(x, randn({8, 4}, kF32, kCPU, &gen));
-    w = zeros({4, 8}).requires_grad_();
+    target = matmul(x, randn({8, 4}, kF32, kCPU, &gen)).to(device);
+    x = x.to(device);
+    w = zeros({4, 8}, kF32, device).requires_grad_();
   }
   Tensor loss() const { return mul(mse_loss(linear(x, w), target), kTiny); }
   double true_loss() const {
@@ -33,15 +34,15 @@ struct TinyGradientProblem {
 
 enum class Mode { Fp32, Fp16NoScaler, Fp16Scaler };
 
-std::vector<double> train_tiny(Mode mode, int steps) {
-  TinyGradientProblem p(7);
+std::vector<double> train_tiny(Mode mode, int steps, Device device) {
+  TinyGradientProblem p(7, device);
   optim::SGD sgd({p.w}, {.lr = 0.05 / TinyGradientProblem::kTiny});
   GradScaler scaler({.enabled = mode == Mode::Fp16Scaler});
   std::vector<double> losses{p.true_loss()};
   for (int i = 0; i < steps; ++i) {
     sgd.zero_grad();
     {
-      Autocast guard(kCPU, kF16, /*enabled=*/mode != Mode::Fp32);
+      Autocast guard(device, kF16, /*enabled=*/mode != Mode::Fp32);
       const Tensor loss = p.loss();
       scaler.scale(loss).backward();
     }
@@ -54,22 +55,30 @@ std::vector<double> train_tiny(Mode mode, int steps) {
 
 }  // namespace
 
+// Each AMP scenario runs on the CPU and, through the CUDA kernels, on the sim device.
+const Device kAmpDevices[] = {kCPU, kSIM};
+
 TEST_CASE("tiny gradients: f32 trains, f16 without scaling stalls, GradScaler rescues it", "[scaler][underflow]") {
-  const auto fp32 = train_tiny(Mode::Fp32, 30);
-  const auto fp16 = train_tiny(Mode::Fp16NoScaler, 30);
-  const auto scaled = train_tiny(Mode::Fp16Scaler, 30);
+  for (Device device : kAmpDevices) {
+  INFO("device " << device.str());
+  const auto fp32 = train_tiny(Mode::Fp32, 30, device);
+  const auto fp16 = train_tiny(Mode::Fp16NoScaler, 30, device);
+  const auto scaled = train_tiny(Mode::Fp16Scaler, 30, device);
   INFO("f32 " << fp32.front() << " -> " << fp32.back() << "; f16 " << fp16.front() << " -> " << fp16.back()
               << "; f16+scaler " << scaled.front() << " -> " << scaled.back());
   CHECK(fp32.back() < 0.2 * fp32.front());
   CHECK(fp16.back() == fp16.front());  // every gradient flushed to zero in f16: not one update
   CHECK(scaled.back() < 0.2 * scaled.front());
   CHECK(scaled.back() == Approx(fp32.back()).epsilon(0.1));
+  }
 }
 
 TEST_CASE("an injected inf skips the step on the device, halves the scale and resets the tracker", "[scaler]") {
+  for (Device device : kAmpDevices) {
+  INFO("device " << device.str());
   Generator gen(1);
-  Tensor w = randn({3, 4}, kF32, kCPU, &gen).requires_grad_();
-  const Tensor x = randn({5, 4}, kF32, kCPU, &gen);
+  Tensor w = randn({3, 4}, kF32, device, &gen).requires_grad_();
+  const Tensor x = randn({5, 4}, kF32, device, &gen);
   optim::AdamW opt({w}, {.lr = 1e-2});
   GradScaler scaler({.growth_interval = 3});
   auto iteration = [&](bool inject_inf) {
@@ -104,6 +113,7 @@ TEST_CASE("an injected inf skips the step on the device, halves the scale and re
   for (int i = 0; i < 3; ++i) CHECK(!iteration(false).skipped());
   CHECK(scaler.get_scale() == 65536.0);
   CHECK(scaler.growth_tracker().item<int>() == 0);
+  }
 }
 
 TEST_CASE("a scripted found_inf sequence reproduces PyTorch's scale trajectory", "[scaler]") {
@@ -122,13 +132,16 @@ TEST_CASE("a scripted found_inf sequence reproduces PyTorch's scale trajectory",
     }
   };
   const std::vector<int> script = {0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};
-  Reference ref;
-  const Tensor scale = full({1}, 65536.0), tracker = zeros({1}, kI32);
-  for (int f : script) {
-    ref.update(f != 0, 2.0, 0.5, 4);
-    kernels::update_scale(scale, tracker, full({1}, f), {2.0, 0.5, 4});
-    REQUIRE(scale.item<double>() == ref.scale);
-    REQUIRE(tracker.item<int>() == ref.tracker);
+  for (Device device : kAmpDevices) {
+    INFO("device " << device.str());
+    Reference ref;
+    const Tensor scale = full({1}, 65536.0, kF32, device), tracker = zeros({1}, kI32, device);
+    for (int f : script) {
+      ref.update(f != 0, 2.0, 0.5, 4);
+      kernels::update_scale(scale, tracker, full({1}, f, kF32, device), {2.0, 0.5, 4});
+      REQUIRE(scale.item<double>() == ref.scale);
+      REQUIRE(tracker.item<int>() == ref.tracker);
+    }
   }
   // Growth stops short of inf: f32's largest power of two stays put.
   const Tensor big = full({1}, std::ldexp(1.0, 127)), t = zeros({1}, kI32);

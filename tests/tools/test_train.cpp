@@ -193,3 +193,31 @@ TEST_CASE("shuffling is seeded per epoch and augmentation is reproducible", "[da
   CHECK(a.next()->images.to_vector() == b.next()->images.to_vector());
   CHECK(a.batches_per_epoch() == 4);
 }
+
+TEST_CASE("a few training steps on the sim device match the CPU run's losses", "[e2e][sim]") {
+  // The same run through the CUDA kernels (on the simulator) and the CPU
+  // kernels: losses agree within the precision's tolerance.
+  struct Case {
+    const char* model;
+    const char* precision;
+    double tolerance;
+  };
+  for (const Case& k : {Case{"mlp", "fp32", 1e-4}, Case{"mlp", "fp16", 2e-2}, Case{"mlp", "bf16", 5e-2}}) {
+    INFO(k.model << " " << k.precision);
+    tools::TrainConfig c = quick_config();
+    c.model = k.model;
+    c.precision = k.precision;
+    c.batch = 32;
+    c.max_steps = 3;
+    c.train_limit = 256;
+    c.test_limit = 64;
+    std::FILE* sink = std::fopen("/dev/null", "w");
+    c.device = "cpu";
+    const auto cpu = tools::train(c, sink);
+    c.device = "sim";
+    const auto sim = tools::train(c, sink);
+    std::fclose(sink);
+    REQUIRE(sim.losses.size() == cpu.losses.size());
+    for (size_t i = 0; i < cpu.losses.size(); ++i) CHECK(sim.losses[i] == Approx(cpu.losses[i]).epsilon(k.tolerance));
+  }
+}
