@@ -1,8 +1,15 @@
 // Batch normalisation over x viewed as [N, C, S] (S = the spatial elements),
 // one set of statistics per channel. Statistics are computed in f32 (f64 for
 // f64 inputs). weight/bias and running buffers may be undefined tensors.
+//
+// CPU tensors run kernels/cpu/batch_norm.cpp; SIM and CUDA tensors run
+// kernels/cuda/batch_norm.cu on contiguous buffers: x/y/dy/dx in x's dtype;
+// weight, bias, running stats and the per-channel gradients as f32 (f64 for
+// f64 x) buffers, converted back to their own dtypes here.
 #pragma once
 
+#include "kernels/cuda/cnn_api.h"
+#include "kernels/cuda/dispatch_helpers.h"
 #include "kernels/dispatch.h"
 
 namespace mt::kernels {
@@ -27,24 +34,87 @@ void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight
                          const Tensor& dbias);
 }  // namespace cpu
 
+namespace device_buffers {
+struct BatchNormLayout {
+  int64_t n, c, s;
+};
+inline BatchNormLayout batch_norm_layout(const Tensor& x) {
+  MT_CHECK(x.dim() >= 2, "batch_norm kernel: expected [N, C, ...], got {}", x.shape_string());
+  const int64_t n = x.size(0), c = x.size(1);
+  return {n, c, n * c == 0 ? 0 : x.numel() / (n * c)};
+}
+// An in-place acc-dtype view of a running buffer: itself, or a converted copy
+// (written back by finish_output).
+inline Tensor inplace_as(const Tensor& t, DType dtype) { return contiguous_as(t, dtype); }
+}  // namespace device_buffers
+
 inline void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                                const Tensor& running_var, const BatchNormArgs& args, const Tensor& y,
                                const Tensor& save_mean, const Tensor& save_invstd) {
-  if (backend_for(y.device(), "batch_norm") != Backend::Cpu) {
-    fail("batch_norm: no CUDA kernel yet (tensor on {}); run it on the CPU", y.device());
+  const Backend backend = backend_for(y.device(), "batch_norm");
+  if (backend == Backend::Cpu) {
+    return cpu::batch_norm_forward(x, weight, bias, running_mean, running_var, args, y, save_mean, save_invstd);
   }
-  cpu::batch_norm_forward(x, weight, bias, running_mean, running_var, args, y, save_mean, save_invstd);
+  using namespace device_buffers;
+  const BatchNormLayout L = batch_norm_layout(x);
+  const DType dtype = x.dtype(), acc = accumulator_dtype(dtype);
+  const KernelDType kd = kernel_dtype(dtype, "batch_norm");
+  const Tensor vx = contiguous_as(x, dtype), vw = contiguous_as(weight, acc), vb = contiguous_as(bias, acc);
+  const bool update = args.training;
+  const Tensor rm = inplace_as(running_mean, acc), rv = inplace_as(running_var, acc);
+  const Tensor vy = output_buffer(y, dtype), vmean = output_buffer(save_mean, acc),
+               vinvstd = output_buffer(save_invstd, acc);
+  const Stream stream = current_stream(y.device());
+  [&] {
+    if (backend == Backend::Sim) {
+      return ::mt::sim::batch_norm_forward(kd, vx.data_ptr(), data_or_null(vw), data_or_null(vb),
+                                           mutable_data_or_null(rm), mutable_data_or_null(rv), args.training,
+                                           args.momentum, args.eps, vy.data_ptr(), vmean.data_ptr(), vinvstd.data_ptr(),
+                                           L.n, L.c, L.s, stream);
+    }
+    MT_CUDA_CALL(batch_norm_forward(kd, vx.data_ptr(), data_or_null(vw), data_or_null(vb), mutable_data_or_null(rm),
+                                    mutable_data_or_null(rv), args.training, args.momentum, args.eps, vy.data_ptr(),
+                                    vmean.data_ptr(), vinvstd.data_ptr(), L.n, L.c, L.s, stream));
+  }();
+  finish_output(vy, y);
+  finish_output(vmean, save_mean);
+  finish_output(vinvstd, save_invstd);
+  if (update) {
+    finish_output(rm, running_mean);
+    finish_output(rv, running_var);
+  }
 }
+
 inline void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& save_mean,
                                 const Tensor& save_invstd, bool training, const Tensor& dx, const Tensor& dweight,
                                 const Tensor& dbias) {
-  if (backend_for(dy.device(), "batch_norm_backward") != Backend::Cpu) {
-    fail(
-        "batch_norm_backward: no CUDA kernel yet (tensor on {}); run it on "
-        "the CPU",
-        dy.device());
+  const Backend backend = backend_for(x.device(), "batch_norm_backward");
+  if (backend == Backend::Cpu) {
+    return cpu::batch_norm_backward(dy, x, weight, save_mean, save_invstd, training, dx, dweight, dbias);
   }
-  cpu::batch_norm_backward(dy, x, weight, save_mean, save_invstd, training, dx, dweight, dbias);
+  using namespace device_buffers;
+  const BatchNormLayout L = batch_norm_layout(x);
+  const DType dtype = x.dtype(), acc = accumulator_dtype(dtype);
+  const KernelDType kd = kernel_dtype(dtype, "batch_norm_backward");
+  const Tensor vdy = contiguous_as(dy, dtype), vx = contiguous_as(x, dtype), vw = contiguous_as(weight, acc);
+  const Tensor vmean = contiguous_as(save_mean, acc), vinvstd = contiguous_as(save_invstd, acc);
+  const Tensor vdx = output_buffer(dx, dtype), vdw = output_buffer(dweight, acc), vdb = output_buffer(dbias, acc);
+  const Tensor sums = empty({2 * L.c}, acc, x.device());
+  const Stream stream = current_stream(x.device());
+  [&] {
+    if (backend == Backend::Sim) {
+      return ::mt::sim::batch_norm_backward(kd, vdy.data_ptr(), vx.data_ptr(), data_or_null(vw), vmean.data_ptr(),
+                                            vinvstd.data_ptr(), training, mutable_data_or_null(vdx),
+                                            mutable_data_or_null(vdw), mutable_data_or_null(vdb), sums.data_ptr(), L.n,
+                                            L.c, L.s, stream);
+    }
+    MT_CUDA_CALL(batch_norm_backward(kd, vdy.data_ptr(), vx.data_ptr(), data_or_null(vw), vmean.data_ptr(),
+                                     vinvstd.data_ptr(), training, mutable_data_or_null(vdx), mutable_data_or_null(vdw),
+                                     mutable_data_or_null(vdb), sums.data_ptr(), L.n, L.c, L.s, stream));
+  }();
+  finish_output(vdx, dx);
+  finish_output(vdw, dweight);
+  finish_output(vdb, dbias);
 }
 
 }  // namespace mt::kernels

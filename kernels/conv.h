@@ -5,8 +5,14 @@
 // im2col unrolls the receptive fields into a [C/groups*KH*KW, OH*OW] matrix,
 // y_g = W_g @ col. Backward: dW_g += dy_g @ col^T, dcol = W_g^T @ dy_g folded
 // back into dx by col2im, dbias = sum of dy over N, OH, OW.
+//
+// SIM and CUDA tensors run kernels/cuda/conv.cu (im2col + the production GEMM
+// of kernels/cuda/gemm, Tensor Cores for f16/bf16) on contiguous buffers of
+// the convolution's dtype, with workspaces allocated here on the device.
 #pragma once
 
+#include "kernels/cuda/cnn_api.h"
+#include "kernels/cuda/dispatch_helpers.h"
 #include "kernels/dispatch.h"
 
 namespace mt::kernels {
@@ -28,19 +34,87 @@ void conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, co
                      const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
 }  // namespace cpu
 
+namespace device_buffers {
+inline ConvShape conv_shape(const Conv2dGeometry& g) {
+  ConvShape s;
+  s.batch = g.batch, s.in_channels = g.in_channels, s.in_h = g.in_h, s.in_w = g.in_w;
+  s.out_channels = g.out_channels, s.kernel_h = g.kernel_h, s.kernel_w = g.kernel_w;
+  s.stride_h = g.stride_h, s.stride_w = g.stride_w, s.pad_h = g.pad_h, s.pad_w = g.pad_w;
+  s.dilation_h = g.dilation_h, s.dilation_w = g.dilation_w, s.groups = g.groups;
+  s.out_h = g.out_h, s.out_w = g.out_w;
+  return s;
+}
+}  // namespace device_buffers
+
 inline void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dGeometry& geometry,
                            const Tensor& y) {
-  if (backend_for(y.device(), "conv2d") != Backend::Cpu) {
-    fail("conv2d: no CUDA kernel yet (tensor on {}); run it on the CPU", y.device());
-  }
-  cpu::conv2d_forward(x, weight, bias, geometry, y);
+  const Backend backend = backend_for(y.device(), "conv2d");
+  if (backend == Backend::Cpu) return cpu::conv2d_forward(x, weight, bias, geometry, y);
+  using namespace device_buffers;
+  MT_CHECK(x.sizes() == Shape({geometry.batch, geometry.in_channels, geometry.in_h, geometry.in_w}) &&
+               y.sizes() == Shape({geometry.batch, geometry.out_channels, geometry.out_h, geometry.out_w}),
+           "conv2d kernel: x {} / y {} do not match the geometry", x.shape_string(), y.shape_string());
+  const ConvShape shape = conv_shape(geometry);
+  MT_CHECK(shape.patch() + 1 <= INT32_MAX && shape.out_plane() <= INT32_MAX && shape.out_channels <= INT32_MAX,
+           "conv2d kernel: x {} with weight {} is too large for the GEMM's 32-bit sizes", x.shape_string(),
+           weight.shape_string());
+  const DType dtype = y.dtype();
+  const KernelDType kd = kernel_dtype(dtype, "conv2d");
+  const Tensor vx = contiguous_as(x, dtype), vw = contiguous_as(weight, dtype), vb = contiguous_as(bias, dtype);
+  const Tensor vy = output_buffer(y, dtype);
+  const Tensor col = empty({conv2d_forward_col_elements(shape)}, dtype, y.device());
+  const Tensor packed = bias.defined() ? empty({conv2d_forward_weight_elements(shape)}, dtype, y.device()) : Tensor();
+  const Stream stream = current_stream(y.device());
+  [&] {
+    if (backend == Backend::Sim) {
+      return ::mt::sim::conv2d_forward(kd, vx.data_ptr(), vw.data_ptr(), data_or_null(vb), vy.data_ptr(), shape,
+                                       col.data_ptr(), mutable_data_or_null(packed), stream);
+    }
+    MT_CUDA_CALL(conv2d_forward(kd, vx.data_ptr(), vw.data_ptr(), data_or_null(vb), vy.data_ptr(), shape,
+                                col.data_ptr(), mutable_data_or_null(packed), stream));
+  }();
+  finish_output(vy, y);
 }
+
 inline void conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Conv2dGeometry& geometry,
                             const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
-  if (backend_for(dy.device(), "conv2d_backward") != Backend::Cpu) {
-    fail("conv2d_backward: no CUDA kernel yet (tensor on {}); run it on the CPU", dy.device());
-  }
-  cpu::conv2d_backward(dy, x, weight, geometry, dx, dweight, dbias);
+  const Backend backend = backend_for(dy.device(), "conv2d_backward");
+  if (backend == Backend::Cpu) return cpu::conv2d_backward(dy, x, weight, geometry, dx, dweight, dbias);
+  using namespace device_buffers;
+  // The gradients have the convolution's compute dtype (dy might have been handed over in another).
+  const Tensor& any_grad = dx.defined() ? dx : dweight.defined() ? dweight : dbias;
+  if (!any_grad.defined()) return;
+  MT_CHECK(dy.sizes() == Shape({geometry.batch, geometry.out_channels, geometry.out_h, geometry.out_w}),
+           "conv2d_backward kernel: dy {} does not match the geometry", dy.shape_string());
+  MT_CHECK(!dweight.defined() || x.defined(), "conv2d_backward kernel: the weight gradient needs x");
+  MT_CHECK(!dx.defined() || weight.defined(), "conv2d_backward kernel: the input gradient needs the weight");
+  const ConvShape shape = conv_shape(geometry);
+  MT_CHECK(shape.batch * shape.out_plane() <= INT32_MAX && shape.patch() <= INT32_MAX,
+           "conv2d_backward kernel: dy {} is too large for the GEMM's 32-bit sizes", dy.shape_string());
+  const DType dtype = any_grad.dtype();
+  const KernelDType kd = kernel_dtype(dtype, "conv2d_backward");
+  const Tensor vdy = contiguous_as(dy, dtype);
+  const Tensor vx = dweight.defined() ? contiguous_as(x, dtype) : Tensor();
+  const Tensor vw = dx.defined() ? contiguous_as(weight, dtype) : Tensor();
+  const Tensor vdx = output_buffer(dx, dtype), vdw = output_buffer(dweight, dtype), vdb = output_buffer(dbias, dtype);
+  const Device device = dy.device();
+  const Tensor col =
+      dx.defined() || dweight.defined() ? empty({conv2d_backward_col_elements(shape)}, dtype, device) : Tensor();
+  const Tensor dy_t = dweight.defined() ? empty({conv2d_backward_dy_elements(shape)}, dtype, device) : Tensor();
+  const Stream stream = current_stream(device);
+  [&] {
+    if (backend == Backend::Sim) {
+      return ::mt::sim::conv2d_backward(kd, vdy.data_ptr(), data_or_null(vx), data_or_null(vw),
+                                        mutable_data_or_null(vdx), mutable_data_or_null(vdw), mutable_data_or_null(vdb),
+                                        shape, mutable_data_or_null(col), mutable_data_or_null(dy_t), stream);
+    }
+    MT_CUDA_CALL(conv2d_backward(kd, vdy.data_ptr(), data_or_null(vx), data_or_null(vw), mutable_data_or_null(vdx),
+                                 mutable_data_or_null(vdw), mutable_data_or_null(vdb), shape, mutable_data_or_null(col),
+                                 mutable_data_or_null(dy_t), stream));
+  }();
+  finish_output(vdx, dx);
+  finish_output(vdw, dweight);
+  finish_output(vdb, dbias);
 }
 
 }  // namespace mt::kernels

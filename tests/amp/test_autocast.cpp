@@ -15,10 +15,14 @@ Tensor param(const Shape& shape, uint64_t seed) {
 }  // namespace
 
 TEST_CASE("every op runs in the dtype its policy says, under f16 and bf16", "[autocast]") {
+  // On the CPU and on the sim device (whose ops run the CUDA kernels).
+  for (Device device : {kCPU, kSIM})
   for (DType low : {kF16, kBF16}) {
-    INFO("autocast dtype " << dtype_name(low));
-    const Tensor x = param({4, 8}, 1), w = param({3, 8}, 2), b = param({3}, 3);
-    Autocast guard(kCPU, low);
+    INFO("device " << device.str() << ", autocast dtype " << dtype_name(low));
+    const Tensor x = param({4, 8}, 1).detach().to(device).requires_grad_();
+    const Tensor w = param({3, 8}, 2).detach().to(device).requires_grad_();
+    const Tensor b = param({3}, 3).detach().to(device).requires_grad_();
+    Autocast guard(device, low);
     // lower precision
     CHECK(matmul(x, w.t()).dtype() == low);
     CHECK(bmm(x.unsqueeze(0), w.t().unsqueeze(0)).dtype() == low);
@@ -37,7 +41,7 @@ TEST_CASE("every op runs in the dtype its policy says, under f16 and bf16", "[au
     CHECK(mean(h).dtype() == kF32);
     CHECK(var(h).dtype() == kF32);
     CHECK(mse_loss(h, h.detach()).dtype() == kF32);
-    CHECK(cross_entropy(h, from_vector(std::vector<int64_t>{0, 1, 2, 0}, {4})).dtype() == kF32);
+    CHECK(cross_entropy(h, from_vector(std::vector<int64_t>{0, 1, 2, 0}, {4}, kI64, device)).dtype() == kF32);
     // promote: widest input wins
     CHECK(add(h, b).dtype() == kF32);
     CHECK(mul(h, h).dtype() == low);

@@ -1,0 +1,93 @@
+// Host entry points of the CNN kernel families (conv.cu, pool.cu,
+// batch_norm.cu), over raw contiguous NCHW buffers. Plain C++: the
+// dispatchers in kernels/conv.h, pool.h and batch_norm.h include this and
+// call mt::sim::... for the SIM device or mt::cuda::... for a GPU.
+//
+// Element buffers have `dtype` (f16/bf16 as 16-bit bit patterns). Statistics
+// and per-channel parameters of batch norm (mean, invstd, running stats,
+// weight, bias, their gradients) are "acc" buffers: f32, or f64 when dtype is
+// f64. Workspaces are allocated by the caller with the sizes the *_workspace
+// helpers below give (in elements of `dtype`, or of acc where stated).
+// Optional pointers may be null.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/kernel_api.h"
+#include "kernels/cuda/kernel_dtype.h"
+
+namespace mt::kernels {
+
+// The convolution's shape (the fields of kernels/conv.h's Conv2dGeometry, in
+// a header nvcc can read).
+struct ConvShape {
+  int64_t batch = 0, in_channels = 0, in_h = 0, in_w = 0;
+  int64_t out_channels = 0, kernel_h = 0, kernel_w = 0;
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+  int64_t out_h = 0, out_w = 0;
+
+  int64_t group_in() const { return in_channels / groups; }
+  int64_t group_out() const { return out_channels / groups; }
+  int64_t patch() const { return group_in() * kernel_h * kernel_w; }  // K of the GEMM
+  int64_t out_plane() const { return out_h * out_w; }                 // L
+};
+
+// Forward workspaces: col [N, G, K+1, L] and the packed weight [O, K+1]
+// (the +1 row/column carries the bias through the GEMM).
+inline int64_t conv2d_forward_col_elements(const ConvShape& s) {
+  return s.batch * s.groups * (s.patch() + 1) * s.out_plane();
+}
+inline int64_t conv2d_forward_weight_elements(const ConvShape& s) { return s.out_channels * (s.patch() + 1); }
+// Backward workspaces: col [N * G * K * L] (im2col for dW, then dcol for dx)
+// and dy transposed [O, N, L].
+inline int64_t conv2d_backward_col_elements(const ConvShape& s) {
+  return s.batch * s.groups * s.patch() * s.out_plane();
+}
+inline int64_t conv2d_backward_dy_elements(const ConvShape& s) { return s.batch * s.out_channels * s.out_plane(); }
+
+struct PoolShape {
+  int64_t planes = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  bool count_include_pad = true;
+};
+
+}  // namespace mt::kernels
+
+MT_CUDA_KERNEL_API(void conv2d_forward(mt::kernels::KernelDType dtype, const void* x, const void* weight,
+                                       const void* bias, void* y, const mt::kernels::ConvShape& shape,
+                                       void* col_workspace, void* weight_workspace, mt::kernels::Stream stream))
+// dx / dweight / dbias may be null; x is read only for dweight, weight only for dx.
+MT_CUDA_KERNEL_API(void conv2d_backward(mt::kernels::KernelDType dtype, const void* dy, const void* x,
+                                        const void* weight, void* dx, void* dweight, void* dbias,
+                                        const mt::kernels::ConvShape& shape, void* col_workspace, void* dy_workspace,
+                                        mt::kernels::Stream stream))
+
+// indices: i64 [planes, OH, OW], h * W + w of each window's max.
+MT_CUDA_KERNEL_API(void max_pool2d_forward(mt::kernels::KernelDType dtype, const void* x, void* y, int64_t* indices,
+                                           const mt::kernels::PoolShape& shape, mt::kernels::Stream stream))
+// acc_workspace: [planes, H, W] acc elements (may be dx itself for f32/f64).
+MT_CUDA_KERNEL_API(void max_pool2d_backward(mt::kernels::KernelDType dtype, const void* dy, const int64_t* indices,
+                                            void* dx, void* acc_workspace, const mt::kernels::PoolShape& shape,
+                                            mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void avg_pool2d_forward(mt::kernels::KernelDType dtype, const void* x, void* y,
+                                           const mt::kernels::PoolShape& shape, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void avg_pool2d_backward(mt::kernels::KernelDType dtype, const void* dy, void* dx,
+                                            const mt::kernels::PoolShape& shape, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void adaptive_avg_pool2d_forward(mt::kernels::KernelDType dtype, const void* x, void* y,
+                                                    const mt::kernels::PoolShape& shape, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void adaptive_avg_pool2d_backward(mt::kernels::KernelDType dtype, const void* dy, void* dx,
+                                                     const mt::kernels::PoolShape& shape, mt::kernels::Stream stream))
+
+// x viewed as [N, C, S]. Training: batch statistics into save_mean /
+// save_invstd, running stats (acc, may be null) updated in place. Eval: the
+// running stats normalise (and are copied into save_mean / save_invstd).
+MT_CUDA_KERNEL_API(void batch_norm_forward(mt::kernels::KernelDType dtype, const void* x, const void* weight,
+                                           const void* bias, void* running_mean, void* running_var, bool training,
+                                           double momentum, double eps, void* y, void* save_mean, void* save_invstd,
+                                           int64_t n, int64_t c, int64_t s, mt::kernels::Stream stream))
+// sums_workspace: [2, C] acc elements.
+MT_CUDA_KERNEL_API(void batch_norm_backward(mt::kernels::KernelDType dtype, const void* dy, const void* x,
+                                            const void* weight, const void* save_mean, const void* save_invstd,
+                                            bool training, void* dx, void* dweight, void* dbias, void* sums_workspace,
+                                            int64_t n, int64_t c, int64_t s, mt::kernels::Stream stream))
