@@ -1,6 +1,6 @@
 // A small MLP trained with plain SGD on a synthetic 2-D, 3-class task, written
-// directly against mixtape's ops and autograd (no nn/ layer yet). The CLI's
-// `demo` command and the end-to-end test both run it.
+// directly against mixtape's ops and autograd (no nn/ layers), for tests
+// that check the layers below nn/ on their own.
 #pragma once
 
 #include <cstdint>
