@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/macros.h"
 
@@ -117,5 +118,35 @@ MT_HOST_DEVICE inline T binary_forward(T a, T b) {
 }
 
 constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+
+// Calls fn(std::integral_constant<UnaryOp, op>{}) so the loop a backend runs
+// is instantiated once per op with the op known at compile time. Host code;
+// the CPU kernels and the CUDA launchers share it.
+template <typename Fn>
+inline void visit_unary(UnaryOp op, Fn&& fn) {
+  switch (op) {
+#define MT_UNARY_CASE(name) \
+  case UnaryOp::name: return fn(std::integral_constant<UnaryOp, UnaryOp::name>{});
+    MT_UNARY_CASE(Neg) MT_UNARY_CASE(Exp) MT_UNARY_CASE(Log) MT_UNARY_CASE(Sqrt) MT_UNARY_CASE(Rsqrt)
+    MT_UNARY_CASE(Abs) MT_UNARY_CASE(Sign) MT_UNARY_CASE(Reciprocal) MT_UNARY_CASE(Square) MT_UNARY_CASE(Relu)
+    MT_UNARY_CASE(GeluTanh) MT_UNARY_CASE(GeluErf) MT_UNARY_CASE(Silu) MT_UNARY_CASE(Tanh) MT_UNARY_CASE(Sigmoid)
+    MT_UNARY_CASE(PowScalar) MT_UNARY_CASE(Clamp)
+#undef MT_UNARY_CASE
+  }
+}
+
+// The same for binary ops.
+template <typename Fn>
+inline void visit_binary(BinaryOp op, Fn&& fn) {
+  switch (op) {
+#define MT_BINARY_CASE(name) \
+  case BinaryOp::name: return fn(std::integral_constant<BinaryOp, BinaryOp::name>{});
+    MT_BINARY_CASE(Add) MT_BINARY_CASE(Sub) MT_BINARY_CASE(Mul) MT_BINARY_CASE(Div) MT_BINARY_CASE(Pow)
+    MT_BINARY_CASE(Maximum) MT_BINARY_CASE(Minimum) MT_BINARY_CASE(Eq) MT_BINARY_CASE(Ne) MT_BINARY_CASE(Lt)
+    MT_BINARY_CASE(Le) MT_BINARY_CASE(Gt) MT_BINARY_CASE(Ge)
+#undef MT_BINARY_CASE
+  }
+}
+
 
 }  // namespace mt::kernels

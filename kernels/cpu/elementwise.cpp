@@ -10,54 +10,8 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 15;  // elements per thread before splitting work
 
-template <typename Fn>
-void visit_unary(UnaryOp op, Fn&& fn) {
-  switch (op) {
-#define MT_UNARY_CASE(name) \
-  case UnaryOp::name: return fn(std::integral_constant<UnaryOp, UnaryOp::name>{});
-    MT_UNARY_CASE(Neg) MT_UNARY_CASE(Exp) MT_UNARY_CASE(Log) MT_UNARY_CASE(Sqrt) MT_UNARY_CASE(Rsqrt)
-    MT_UNARY_CASE(Abs) MT_UNARY_CASE(Sign) MT_UNARY_CASE(Reciprocal) MT_UNARY_CASE(Square) MT_UNARY_CASE(Relu)
-    MT_UNARY_CASE(GeluTanh) MT_UNARY_CASE(GeluErf) MT_UNARY_CASE(Silu) MT_UNARY_CASE(Tanh) MT_UNARY_CASE(Sigmoid)
-    MT_UNARY_CASE(PowScalar) MT_UNARY_CASE(Clamp)
-#undef MT_UNARY_CASE
-  }
-}
 
-template <typename Fn>
-void visit_binary(BinaryOp op, Fn&& fn) {
-  switch (op) {
-#define MT_BINARY_CASE(name) \
-  case BinaryOp::name: return fn(std::integral_constant<BinaryOp, BinaryOp::name>{});
-    MT_BINARY_CASE(Add) MT_BINARY_CASE(Sub) MT_BINARY_CASE(Mul) MT_BINARY_CASE(Div) MT_BINARY_CASE(Pow)
-    MT_BINARY_CASE(Maximum) MT_BINARY_CASE(Minimum) MT_BINARY_CASE(Eq) MT_BINARY_CASE(Ne) MT_BINARY_CASE(Lt)
-    MT_BINARY_CASE(Le) MT_BINARY_CASE(Gt) MT_BINARY_CASE(Ge)
-#undef MT_BINARY_CASE
-  }
-}
 
-// Output buffer: the output's own memory when it is contiguous of type T, else scratch.
-template <typename T>
-struct OutputBuffer {
-  explicit OutputBuffer(const Tensor& out) : out_(out), ptr_(direct_output<T>(out)) {
-    if (ptr_ == nullptr) {
-      scratch_.resize(static_cast<size_t>(out.numel()));
-      ptr_ = scratch_.data();
-    }
-  }
-  T* data() { return ptr_; }
-  void commit() {
-    if (scratch_.empty()) {
-      out_.storage()->bump_version();
-    } else {
-      store(ptr_, out_);
-    }
-  }
-
- private:
-  const Tensor& out_;
-  T* ptr_;
-  std::vector<T> scratch_;
-};
 
 template <typename T>
 void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) {
@@ -65,7 +19,7 @@ void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args
   OutputBuffer<T> y(out);
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   T* py = y.data();
-  visit_unary(op, [&](auto tag) {
+  kernels::visit_unary(op, [&](auto tag) {
     parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) py[i] = kernels::unary_forward<decltype(tag)::value, T>(x[i], a, b);
     });
@@ -84,7 +38,7 @@ void unary_backward_typed(UnaryOp op, const Tensor& grad_out, const Tensor& in, 
   OutputBuffer<T> dx(grad_in);
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   T* pdx = dx.data();
-  visit_unary(op, [&](auto tag) {
+  kernels::visit_unary(op, [&](auto tag) {
     parallel_for(grad_in.numel(), kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) pdx[i] = kernels::unary_backward<decltype(tag)::value, T>(x[i], y[i], g[i], a, b);
     });
@@ -97,7 +51,7 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
   Loaded<T> va(a), vb(b);
   OutputBuffer<T> y(out);
   T* py = y.data();
-  visit_binary(op, [&](auto tag) {
+  kernels::visit_binary(op, [&](auto tag) {
     parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) py[i] = kernels::binary_forward<decltype(tag)::value, T>(va[i], vb[i]);
     });

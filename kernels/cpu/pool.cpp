@@ -21,30 +21,6 @@ Planes planes_of(const Tensor& t) {
   return {h * w == 0 ? 0 : t.numel() / (h * w), h, w};
 }
 
-// A writable contiguous T buffer for `out`: its own memory when possible.
-template <typename T>
-class Output {
- public:
-  explicit Output(const Tensor& out) : out_(out), ptr_(direct_output<T>(out)) {
-    if (ptr_ == nullptr) {
-      scratch_.resize(static_cast<size_t>(out.numel()));
-      ptr_ = scratch_.data();
-    }
-  }
-  T* data() { return ptr_; }
-  void commit() {
-    if (scratch_.empty()) {
-      out_.storage()->bump_version();
-    } else {
-      store(ptr_, out_);
-    }
-  }
-
- private:
-  Tensor out_;
-  T* ptr_;
-  std::vector<T> scratch_;
-};
 
 // The input rows [start, end) of pooling window o along one dim, before
 // clipping.
@@ -56,8 +32,8 @@ template <typename T>
 void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const Tensor& indices) {
   const Planes in = planes_of(x), out = planes_of(y);
   const Loaded<T> vx(x);
-  Output<T> vy(y);
-  Output<int64_t> vi(indices);
+  OutputBuffer<T> vy(y);
+  OutputBuffer<int64_t> vi(indices);
   T* py = vy.data();
   int64_t* pi = vi.data();
   parallel_for(in.count, 1, [&](int64_t begin, int64_t end) {
@@ -100,7 +76,7 @@ void max_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx) {
   const Planes in = planes_of(dx), out = planes_of(dy);
   const Loaded<T> vdy(dy);
   const Loaded<int64_t> vi(indices);
-  Output<T> vdx(dx);
+  OutputBuffer<T> vdx(dx);
   T* pdx = vdx.data();
   std::fill(pdx, pdx + dx.numel(), T(0));
   const int64_t per_plane = out.h * out.w;
@@ -139,7 +115,7 @@ template <typename T>
 void avg_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y) {
   const Planes in = planes_of(x), out = planes_of(y);
   const Loaded<T> vx(x);
-  Output<T> vy(y);
+  OutputBuffer<T> vy(y);
   T* py = vy.data();
   parallel_for(in.count, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
@@ -161,7 +137,7 @@ template <typename T>
 void avg_backward(const Tensor& dy, const Pool2dWindow& k, const Tensor& dx) {
   const Planes in = planes_of(dx), out = planes_of(dy);
   const Loaded<T> vdy(dy);
-  Output<T> vdx(dx);
+  OutputBuffer<T> vdx(dx);
   T* pdx = vdx.data();
   std::fill(pdx, pdx + dx.numel(), T(0));
   parallel_for(in.count, 1, [&](int64_t begin, int64_t end) {
@@ -187,7 +163,7 @@ template <typename T>
 void adaptive_forward(const Tensor& x, const Tensor& y) {
   const Planes in = planes_of(x), out = planes_of(y);
   const Loaded<T> vx(x);
-  Output<T> vy(y);
+  OutputBuffer<T> vy(y);
   T* py = vy.data();
   parallel_for(in.count, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
@@ -212,7 +188,7 @@ template <typename T>
 void adaptive_backward(const Tensor& dy, const Tensor& dx) {
   const Planes in = planes_of(dx), out = planes_of(dy);
   const Loaded<T> vdy(dy);
-  Output<T> vdx(dx);
+  OutputBuffer<T> vdx(dx);
   T* pdx = vdx.data();
   std::fill(pdx, pdx + dx.numel(), T(0));
   parallel_for(in.count, 1, [&](int64_t begin, int64_t end) {

@@ -75,6 +75,32 @@ T* direct_output(const Tensor& out) {
   return (out.dtype() == dtype_of<T>() && out.is_contiguous()) ? static_cast<T*>(out.data_ptr()) : nullptr;
 }
 
+// A write-only contiguous T buffer for `out`: its own memory when it already
+// is contiguous T, else scratch stored (rounded once) into it by commit().
+template <typename T>
+class OutputBuffer {
+ public:
+  explicit OutputBuffer(const Tensor& out) : out_(out), ptr_(direct_output<T>(out)) {
+    if (ptr_ == nullptr) {
+      scratch_.resize(static_cast<size_t>(out.numel()));
+      ptr_ = scratch_.data();
+    }
+  }
+  T* data() { return ptr_; }
+  void commit() {
+    if (scratch_.empty()) {
+      out_.storage()->bump_version();
+    } else {
+      store(ptr_, out_);
+    }
+  }
+
+ private:
+  Tensor out_;
+  T* ptr_;
+  std::vector<T> scratch_;
+};
+
 // Wrappers so this header need not include omp.h.
 int64_t omp_threads();
 int64_t omp_thread_id();

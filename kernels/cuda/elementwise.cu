@@ -39,30 +39,7 @@ using kernels::UnaryOp;
 
 namespace {
 
-template <typename Fn>
-void visit_unary(UnaryOp op, Fn&& fn) {
-  switch (op) {
-#define MT_UNARY_CASE(name) \
-  case UnaryOp::name: return fn(std::integral_constant<UnaryOp, UnaryOp::name>{});
-    MT_UNARY_CASE(Neg) MT_UNARY_CASE(Exp) MT_UNARY_CASE(Log) MT_UNARY_CASE(Sqrt) MT_UNARY_CASE(Rsqrt)
-    MT_UNARY_CASE(Abs) MT_UNARY_CASE(Sign) MT_UNARY_CASE(Reciprocal) MT_UNARY_CASE(Square) MT_UNARY_CASE(Relu)
-    MT_UNARY_CASE(GeluTanh) MT_UNARY_CASE(GeluErf) MT_UNARY_CASE(Silu) MT_UNARY_CASE(Tanh) MT_UNARY_CASE(Sigmoid)
-    MT_UNARY_CASE(PowScalar) MT_UNARY_CASE(Clamp)
-#undef MT_UNARY_CASE
-  }
-}
 
-template <typename Fn>
-void visit_binary(BinaryOp op, Fn&& fn) {
-  switch (op) {
-#define MT_BINARY_CASE(name) \
-  case BinaryOp::name: return fn(std::integral_constant<BinaryOp, BinaryOp::name>{});
-    MT_BINARY_CASE(Add) MT_BINARY_CASE(Sub) MT_BINARY_CASE(Mul) MT_BINARY_CASE(Div) MT_BINARY_CASE(Pow)
-    MT_BINARY_CASE(Maximum) MT_BINARY_CASE(Minimum) MT_BINARY_CASE(Eq) MT_BINARY_CASE(Ne) MT_BINARY_CASE(Lt)
-    MT_BINARY_CASE(Le) MT_BINARY_CASE(Gt) MT_BINARY_CASE(Ge)
-#undef MT_BINARY_CASE
-  }
-}
 
 }  // namespace
 
@@ -135,7 +112,7 @@ void unary(UnaryOp op, const TensorRef& in, const TensorRef& out, double a, doub
   const TensorRef* operands[2] = {&out, &in};
   const auto it = make_strided_iter(operands);
   const bool dbl = kernels::computes_in_double(in.dtype) || kernels::computes_in_double(out.dtype);
-  visit_unary(op, [&](auto tag) {
+  kernels::visit_unary(op, [&](auto tag) {
     constexpr UnaryOp Op = decltype(tag)::value;
     if (dbl) {
       launch("unary_kernel", unary_kernel<Op, double>, elementwise_grid(work_items(it)), dim3(kElementwiseThreads), 0,
@@ -156,7 +133,7 @@ void unary_backward(UnaryOp op, const TensorRef& grad_out, const TensorRef& in, 
   const TensorRef* operands[4] = {&grad_in, &grad_out, &x, &y};
   const auto it = make_strided_iter(operands);
   const bool dbl = kernels::computes_in_double(grad_in.dtype);
-  visit_unary(op, [&](auto tag) {
+  kernels::visit_unary(op, [&](auto tag) {
     constexpr UnaryOp Op = decltype(tag)::value;
     if (dbl) {
       launch("unary_backward_kernel", unary_backward_kernel<Op, double>, elementwise_grid(work_items(it)),
@@ -174,7 +151,7 @@ void binary(BinaryOp op, const TensorRef& a, const TensorRef& b, const TensorRef
   const auto it = make_strided_iter(operands);
   const bool dbl = kernels::computes_in_double(a.dtype) || kernels::computes_in_double(b.dtype) ||
                    kernels::computes_in_double(out.dtype);
-  visit_binary(op, [&](auto tag) {
+  kernels::visit_binary(op, [&](auto tag) {
     constexpr BinaryOp Op = decltype(tag)::value;
     if (dbl) {
       launch("binary_kernel", binary_kernel<Op, double>, elementwise_grid(work_items(it)), dim3(kElementwiseThreads),

@@ -2,8 +2,10 @@
 // and on the sim device, and a max-abs-difference against the CPU result.
 #pragma once
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -32,5 +34,34 @@ inline double relative_difference(const Tensor& a, const Tensor& b) {
 }
 
 inline double dtype_tolerance(DType t) { return t == kF64 ? 1e-12 : t == kF32 ? 1e-5 : t == kF16 ? 4e-3 : 2e-2; }
+
+// Uniform values in [lo, hi) on the CPU, the same for every run of a seed.
+inline Tensor random_cpu(const Shape& shape, DType dtype, unsigned seed, double lo = -2, double hi = 2) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (double& x : v) x = dist(rng);
+  return from_vector(v, shape, dtype);
+}
+
+// |sim - cpu| <= tol * (1 + |cpu|) elementwise (NaN must match NaN); names the first bad element.
+inline void check_matches(const Tensor& on_sim, const Tensor& on_cpu, double tol, const std::string& what) {
+  INFO(what);
+  REQUIRE(on_sim.defined());
+  REQUIRE(on_cpu.defined());
+  CHECK(on_sim.device() == kSIM);
+  CHECK(on_sim.dtype() == on_cpu.dtype());
+  REQUIRE(on_sim.sizes() == on_cpu.sizes());
+  const std::vector<double> got = on_sim.to(kCPU).to_vector(), want = on_cpu.to_vector();
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool ok = (std::isnan(want[i]) && std::isnan(got[i])) ||
+                    std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])) ||
+                    (std::isinf(want[i]) && got[i] == want[i]);
+    if (!ok) {
+      FAIL_CHECK("element " << i << ": sim " << got[i] << " vs cpu " << want[i]);
+      return;
+    }
+  }
+}
 
 }  // namespace mt::test

@@ -10,18 +10,18 @@
 #include <vector>
 
 #include "mixtape.h"
+#include "tests/kernels/sim_tensor_util.h"
 #include "models/registry.h"
 
 using namespace mt;
 
 namespace {
 
+using test::check_matches;
+
+// Inputs in [-1, 1] unless a test asks otherwise.
 Tensor random_cpu(const Shape& shape, DType dtype, unsigned seed, double lo = -1, double hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
-  for (double& x : v) x = dist(rng);
-  return from_vector(v, shape, dtype);
+  return test::random_cpu(shape, dtype, seed, lo, hi);
 }
 
 // Both devices compute in f32 and round once (dx of conv twice in f16/bf16 on
@@ -36,24 +36,6 @@ double tolerance(DType t) {
   }
 }
 
-// |sim - cpu| <= tol * (1 + |cpu|) elementwise; names the first bad element.
-void check_matches(const Tensor& on_sim, const Tensor& on_cpu, double tol, const std::string& what) {
-  INFO(what);
-  REQUIRE(on_sim.defined());
-  REQUIRE(on_cpu.defined());
-  CHECK(on_sim.device() == kSIM);
-  CHECK(on_sim.dtype() == on_cpu.dtype());
-  REQUIRE(on_sim.sizes() == on_cpu.sizes());
-  const std::vector<double> got = on_sim.to(kCPU).to_vector(), want = on_cpu.to_vector();
-  for (size_t i = 0; i < got.size(); ++i) {
-    const bool ok =
-        (std::isnan(want[i]) && std::isnan(got[i])) || std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]));
-    if (!ok) {
-      FAIL_CHECK("element " << i << ": sim " << got[i] << " vs cpu " << want[i]);
-      return;
-    }
-  }
-}
 
 struct Pair {
   Tensor cpu, sim;

@@ -13,19 +13,15 @@
 #include "kernels/amp.h"
 #include "kernels/optim.h"
 #include "mixtape.h"
+#include "tests/kernels/sim_tensor_util.h"
 
 using namespace mt;
 using Catch::Matchers::Contains;
 
 namespace {
 
-Tensor random_cpu(const Shape& shape, DType dtype, unsigned seed, double lo = -2, double hi = 2) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
-  for (double& x : v) x = dist(rng);
-  return from_vector(v, shape, dtype);
-}
+using test::check_matches;
+using test::random_cpu;
 
 // Both sides compute in f32 and round once, so they differ by the f32
 // accumulation order at most: a couple of ulps of the stored dtype.
@@ -39,25 +35,6 @@ double tolerance(DType t) {
   }
 }
 
-// |sim - cpu| <= tol * (1 + |cpu|) elementwise (NaN must match NaN); names the first bad element.
-void check_matches(const Tensor& on_sim, const Tensor& on_cpu, double tol, const std::string& what) {
-  INFO(what);
-  REQUIRE(on_sim.defined());
-  REQUIRE(on_cpu.defined());
-  CHECK(on_sim.device() == kSIM);
-  CHECK(on_sim.dtype() == on_cpu.dtype());
-  REQUIRE(on_sim.sizes() == on_cpu.sizes());
-  const std::vector<double> got = on_sim.to(kCPU).to_vector(), want = on_cpu.to_vector();
-  for (size_t i = 0; i < got.size(); ++i) {
-    const bool ok = (std::isnan(want[i]) && std::isnan(got[i])) ||
-                    std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])) ||
-                    (std::isinf(want[i]) && got[i] == want[i]);
-    if (!ok) {
-      FAIL_CHECK("element " << i << ": sim " << got[i] << " vs cpu " << want[i]);
-      return;
-    }
-  }
-}
 
 // A leaf on each device holding the same values.
 struct Pair {
