@@ -1,5 +1,7 @@
 #include "core/caching_allocator.h"
 
+#include "core/stream.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -170,6 +172,8 @@ CachingAllocator::Block* CachingAllocator::new_segment(size_t segment_size, bool
   stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
   return block;
 }
+
+void* CachingAllocator::allocate(size_t bytes) { return allocate(bytes, current_stream(device_).id()); }
 
 void* CachingAllocator::allocate(size_t bytes, uint64_t stream) {
   if (bytes == 0) return nullptr;

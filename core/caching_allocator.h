@@ -83,7 +83,8 @@ class CachingAllocator final : public Allocator {
   CachingAllocator(Device device, std::unique_ptr<BackingStore> store, CachingAllocatorConfig config = {});
   ~CachingAllocator() override;
 
-  void* allocate(size_t bytes) override { return allocate(bytes, 0); }
+  // On the calling thread's current stream (core/stream.h).
+  void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
   Device device() const override { return device_; }
   AllocatorStats stats() const override;

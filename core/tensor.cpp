@@ -79,11 +79,14 @@ DType promote_types(DType a, DType b) {
 
 // ------------------------------------------------------------------ storage
 
-Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  data_ = allocator_for(device).allocate(nbytes);
+Storage::Storage(size_t nbytes, Device device) : Storage(nbytes, device, allocator_for(device)) {}
+
+Storage::Storage(size_t nbytes, Device device, Allocator& allocator)
+    : nbytes_(nbytes), device_(device), allocator_(&allocator) {
+  data_ = allocator.allocate(nbytes);
 }
 
-Storage::~Storage() { allocator_for(device_).deallocate(data_, nbytes_); }
+Storage::~Storage() { allocator_->deallocate(data_, nbytes_); }
 
 // ------------------------------------------------------------------ tensor basics
 

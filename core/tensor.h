@@ -39,6 +39,8 @@ class Node;
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
+  // Memory from a specific allocator (e.g. pinned host memory for a CPU tensor).
+  Storage(size_t nbytes, Device device, Allocator& allocator);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -46,6 +48,7 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  const Allocator& allocator() const { return *allocator_; }
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
 
@@ -53,6 +56,7 @@ class Storage {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  Allocator* allocator_;
   uint64_t version_ = 0;
 };
 

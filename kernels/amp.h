@@ -45,11 +45,11 @@ inline void unscale_and_check_inf(const std::vector<Tensor>& tensors, const Tens
   const auto* factor = inv_scale.defined() ? static_cast<const float*>(inv_scale.data_ptr()) : nullptr;
   if (backend == Backend::Sim) {
     sim::unscale_and_check_inf(refs.data(), static_cast<int>(refs.size()), flag, factor,
-                               current_stream(found_inf.device()));
+                               launch_stream(found_inf.device()));
   } else {
     [&] {
       MT_CUDA_CALL(unscale_and_check_inf(refs.data(), static_cast<int>(refs.size()), flag, factor,
-                                         current_stream(found_inf.device())));
+                                         launch_stream(found_inf.device())));
     }();
   }
   staging.write_back();
@@ -72,11 +72,11 @@ inline void update_scale(const Tensor& scale, const Tensor& growth_tracker, cons
   const auto* flag = static_cast<const float*>(found_inf.data_ptr());
   if (backend == Backend::Sim) {
     sim::update_scale(s, tracker, flag, args.growth_factor, args.backoff_factor, args.growth_interval, args.min_scale,
-                      args.max_scale, current_stream(scale.device()));
+                      args.max_scale, launch_stream(scale.device()));
   } else {
     [&] {
       MT_CUDA_CALL(update_scale(s, tracker, flag, args.growth_factor, args.backoff_factor, args.growth_interval,
-                                args.min_scale, args.max_scale, current_stream(scale.device())));
+                                args.min_scale, args.max_scale, launch_stream(scale.device())));
     }();
   }
   mark_written(scale);

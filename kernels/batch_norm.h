@@ -64,7 +64,7 @@ inline void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tens
   const Tensor rm = inplace_as(running_mean, acc), rv = inplace_as(running_var, acc);
   const Tensor vy = output_buffer(y, dtype), vmean = output_buffer(save_mean, acc),
                vinvstd = output_buffer(save_invstd, acc);
-  const Stream stream = current_stream(y.device());
+  const Stream stream = launch_stream(y.device());
   [&] {
     if (backend == Backend::Sim) {
       return ::mt::sim::batch_norm_forward(kd, vx.data_ptr(), data_or_null(vw), data_or_null(vb),
@@ -100,7 +100,7 @@ inline void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor&
   const Tensor vmean = contiguous_as(save_mean, acc), vinvstd = contiguous_as(save_invstd, acc);
   const Tensor vdx = output_buffer(dx, dtype), vdw = output_buffer(dweight, acc), vdb = output_buffer(dbias, acc);
   const Tensor sums = empty({2 * L.c}, acc, x.device());
-  const Stream stream = current_stream(x.device());
+  const Stream stream = launch_stream(x.device());
   [&] {
     if (backend == Backend::Sim) {
       return ::mt::sim::batch_norm_backward(kd, vdy.data_ptr(), vx.data_ptr(), data_or_null(vw), vmean.data_ptr(),

@@ -64,7 +64,7 @@ inline void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& 
   const Tensor vy = output_buffer(y, dtype);
   const Tensor col = empty({conv2d_forward_col_elements(shape)}, dtype, y.device());
   const Tensor packed = bias.defined() ? empty({conv2d_forward_weight_elements(shape)}, dtype, y.device()) : Tensor();
-  const Stream stream = current_stream(y.device());
+  const Stream stream = launch_stream(y.device());
   [&] {
     if (backend == Backend::Sim) {
       return ::mt::sim::conv2d_forward(kd, vx.data_ptr(), vw.data_ptr(), data_or_null(vb), vy.data_ptr(), shape,
@@ -101,7 +101,7 @@ inline void conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& wei
   const Tensor col =
       dx.defined() || dweight.defined() ? empty({conv2d_backward_col_elements(shape)}, dtype, device) : Tensor();
   const Tensor dy_t = dweight.defined() ? empty({conv2d_backward_dy_elements(shape)}, dtype, device) : Tensor();
-  const Stream stream = current_stream(device);
+  const Stream stream = launch_stream(device);
   [&] {
     if (backend == Backend::Sim) {
       return ::mt::sim::conv2d_backward(kd, vdy.data_ptr(), data_or_null(vx), data_or_null(vw),

@@ -48,7 +48,7 @@ inline void cross_entropy_forward(const Tensor& logits, const Tensor& target, co
   const Tensor x = contiguous_as(logits, dtype), t = contiguous_as(target, kI64);
   check_targets_on_host(t, classes, args.ignore_index);
   const Tensor vloss = output_buffer(loss, acc), vlse = output_buffer(lse, acc);
-  const Stream stream = current_stream(loss.device());
+  const Stream stream = launch_stream(loss.device());
   const auto* labels = static_cast<const int64_t*>(t.data_ptr());
   [&] {
     if (backend == Backend::Sim) {
@@ -75,7 +75,7 @@ inline void cross_entropy_backward(const Tensor& logits, const Tensor& target, c
   const bool broadcast = grad_loss.dim() == 1 && grad_loss.stride(0) == 0 && grad_loss.dtype() == acc;
   const Tensor g = broadcast ? grad_loss : contiguous_as(grad_loss, acc);
   const Tensor dx = output_buffer(grad_logits, dtype);
-  const Stream stream = current_stream(grad_logits.device());
+  const Stream stream = launch_stream(grad_logits.device());
   const auto* labels = static_cast<const int64_t*>(t.data_ptr());
   const int64_t g_stride = broadcast ? 0 : 1;
   [&] {

@@ -12,8 +12,8 @@
 //     const Backend backend = backend_for(x.device(), "scale");
 //     if (backend == Backend::Cpu) return cpu::scale(x, factor);
 //     [&] {
-//       if (backend == Backend::Sim) return sim::scale(tensor_ref(x), float(factor), current_stream(x.device()));
-//       MT_CUDA_CALL(scale(tensor_ref(x), float(factor), current_stream(x.device())));
+//       if (backend == Backend::Sim) return sim::scale(tensor_ref(x), float(factor), launch_stream(x.device()));
+//       MT_CUDA_CALL(scale(tensor_ref(x), float(factor), launch_stream(x.device())));
 //     }();
 //     mark_written(x);  // kernels write through raw pointers: bump the version autograd checks
 //   }
@@ -28,6 +28,7 @@
 // dtype load/store and strided-iterator helpers.
 #pragma once
 
+#include "core/stream.h"
 #include "core/tensor.h"
 #include "kernels/cuda/kernel_api.h"
 #include "kernels/cuda/tensor_ref.h"
@@ -79,8 +80,8 @@ inline TensorRef tensor_ref(const Tensor& t) {
   return r;
 }
 
-// The default stream of the device (streams arrive with the stream API).
-inline Stream current_stream(Device /*device*/) { return {}; }
+// The calling thread's current stream on the device (core/stream.h).
+inline Stream launch_stream(Device device) { return {::mt::current_stream(device).handle()}; }
 
 // Kernels write through raw pointers; autograd's saved-tensor checks need the version bumped.
 inline void mark_written(const Tensor& t) {

@@ -30,11 +30,11 @@ inline void dropout_forward(const Tensor& in, const Tensor& out, const Tensor& m
            out.shape_string());
   if (backend == Backend::Sim) {
     sim::dropout_forward(tensor_ref(in), tensor_ref(out), tensor_ref(mask), args.p, args.seed, args.block_offset,
-                         current_stream(out.device()));
+                         launch_stream(out.device()));
   } else {
     [&] {
       MT_CUDA_CALL(dropout_forward(tensor_ref(in), tensor_ref(out), tensor_ref(mask), args.p, args.seed,
-                                   args.block_offset, current_stream(out.device())));
+                                   args.block_offset, launch_stream(out.device())));
     }();
   }
   mark_written(out);
@@ -48,11 +48,11 @@ inline void dropout_backward(const Tensor& grad_out, const Tensor& mask, const T
   const Tensor mask_view = make_view(mask, grad_out.sizes(), contiguous_strides(grad_out.sizes()), mask.offset());
   if (backend == Backend::Sim) {
     sim::dropout_backward(tensor_ref(grad_out), tensor_ref(mask_view), tensor_ref(grad_in), p,
-                          current_stream(grad_in.device()));
+                          launch_stream(grad_in.device()));
   } else {
     [&] {
       MT_CUDA_CALL(dropout_backward(tensor_ref(grad_out), tensor_ref(mask_view), tensor_ref(grad_in), p,
-                                    current_stream(grad_in.device())));
+                                    launch_stream(grad_in.device())));
     }();
   }
   mark_written(grad_in);

@@ -32,7 +32,7 @@ inline void unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs arg
   const Backend backend = backend_for(out.device(), "unary");
   if (backend == Backend::Cpu) return cpu::unary(op, in, out, args);
   detail::check_same_shape("unary", in, out);
-  const Stream stream = current_stream(out.device());
+  const Stream stream = launch_stream(out.device());
   [&] {
     if (backend == Backend::Sim) return sim::unary(op, tensor_ref(in), tensor_ref(out), args.a, args.b, stream);
     MT_CUDA_CALL(unary(op, tensor_ref(in), tensor_ref(out), args.a, args.b, stream));
@@ -44,7 +44,7 @@ inline void unary_backward(UnaryOp op, const Tensor& grad_out, const Tensor& in,
   const Backend backend = backend_for(grad_in.device(), "unary_backward");
   if (backend == Backend::Cpu) return cpu::unary_backward(op, grad_out, in, out, grad_in, args);
   detail::check_same_shape("unary_backward", grad_out, grad_in);
-  const Stream stream = current_stream(grad_in.device());
+  const Stream stream = launch_stream(grad_in.device());
   const TensorRef g = tensor_ref(grad_out), x = tensor_ref(in), y = tensor_ref(out), dx = tensor_ref(grad_in);
   [&] {
     if (backend == Backend::Sim) return sim::unary_backward(op, g, x, y, dx, args.a, args.b, stream);
@@ -57,7 +57,7 @@ inline void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& 
   if (backend == Backend::Cpu) return cpu::binary(op, a, b, out);
   detail::check_same_shape("binary", a, out);
   detail::check_same_shape("binary", b, out);
-  const Stream stream = current_stream(out.device());
+  const Stream stream = launch_stream(out.device());
   [&] {
     if (backend == Backend::Sim) return sim::binary(op, tensor_ref(a), tensor_ref(b), tensor_ref(out), stream);
     MT_CUDA_CALL(binary(op, tensor_ref(a), tensor_ref(b), tensor_ref(out), stream));
@@ -68,7 +68,7 @@ inline void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Te
   const Backend backend = backend_for(out.device(), "where");
   if (backend == Backend::Cpu) return cpu::where(cond, a, b, out);
   detail::check_same_shape("where", cond, out);
-  const Stream stream = current_stream(out.device());
+  const Stream stream = launch_stream(out.device());
   [&] {
     if (backend == Backend::Sim)
       return sim::where(tensor_ref(cond), tensor_ref(a), tensor_ref(b), tensor_ref(out), stream);
@@ -83,7 +83,7 @@ inline void copy(const Tensor& src, const Tensor& dst) {
   const Backend backend = backend_for(dst.device(), "copy");
   if (backend == Backend::Cpu) return cpu::copy(src, dst);
   detail::check_same_shape("copy", src, dst);
-  const Stream stream = current_stream(dst.device());
+  const Stream stream = launch_stream(dst.device());
   [&] {
     if (backend == Backend::Sim) return sim::copy(tensor_ref(src), tensor_ref(dst), stream);
     MT_CUDA_CALL(copy(tensor_ref(src), tensor_ref(dst), stream));
@@ -93,7 +93,7 @@ inline void copy(const Tensor& src, const Tensor& dst) {
 inline void fill(const Tensor& out, double value) {
   const Backend backend = backend_for(out.device(), "fill");
   if (backend == Backend::Cpu) return cpu::fill(out, value);
-  const Stream stream = current_stream(out.device());
+  const Stream stream = launch_stream(out.device());
   [&] {
     if (backend == Backend::Sim) return sim::fill(tensor_ref(out), value, stream);
     MT_CUDA_CALL(fill(tensor_ref(out), value, stream));

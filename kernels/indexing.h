@@ -58,9 +58,9 @@ inline void index_select(const Tensor& in, int64_t dim, const Tensor& index, con
   detail::check_indices("index_select", idx, in.dim() == 0 ? 1 : in.size(dim));
   detail::run_on_device(out.device(), "index_select", [&](auto on_gpu) {
     if constexpr (decltype(on_gpu)::value) {
-      MT_CUDA_CALL(index_select(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), current_stream(out.device())));
+      MT_CUDA_CALL(index_select(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), launch_stream(out.device())));
     } else {
-      sim::index_select(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), current_stream(out.device()));
+      sim::index_select(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), launch_stream(out.device()));
     }
   });
   if (!dst.is_same(out)) kernels::copy(dst, out);
@@ -75,9 +75,9 @@ inline void index_add(const Tensor& out, int64_t dim, const Tensor& index, const
   detail::check_indices("index_add", idx, out.dim() == 0 ? 1 : out.size(dim));
   detail::run_on_device(out.device(), "index_add", [&](auto on_gpu) {
     if constexpr (decltype(on_gpu)::value) {
-      MT_CUDA_CALL(index_add(tensor_ref(dst), dim, tensor_ref(idx), tensor_ref(values), current_stream(out.device())));
+      MT_CUDA_CALL(index_add(tensor_ref(dst), dim, tensor_ref(idx), tensor_ref(values), launch_stream(out.device())));
     } else {
-      sim::index_add(tensor_ref(dst), dim, tensor_ref(idx), tensor_ref(values), current_stream(out.device()));
+      sim::index_add(tensor_ref(dst), dim, tensor_ref(idx), tensor_ref(values), launch_stream(out.device()));
     }
   });
   if (!dst.is_same(out)) kernels::copy(dst, out);
@@ -91,9 +91,9 @@ inline void gather(const Tensor& in, int64_t dim, const Tensor& index, const Ten
   detail::check_indices("gather", idx, src.size(dim == 0 || in.dim() == 0 ? 0 : dim));
   detail::run_on_device(out.device(), "gather", [&](auto on_gpu) {
     if constexpr (decltype(on_gpu)::value) {
-      MT_CUDA_CALL(gather(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), current_stream(out.device())));
+      MT_CUDA_CALL(gather(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), launch_stream(out.device())));
     } else {
-      sim::gather(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), current_stream(out.device()));
+      sim::gather(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), launch_stream(out.device()));
     }
   });
   if (!dst.is_same(out)) kernels::copy(dst, out);
@@ -109,9 +109,9 @@ inline void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, con
   detail::run_on_device(out.device(), "scatter_add", [&](auto on_gpu) {
     if constexpr (decltype(on_gpu)::value) {
       MT_CUDA_CALL(
-          scatter_add(tensor_ref(dst_view), dim, tensor_ref(idx), tensor_ref(values), current_stream(out.device())));
+          scatter_add(tensor_ref(dst_view), dim, tensor_ref(idx), tensor_ref(values), launch_stream(out.device())));
     } else {
-      sim::scatter_add(tensor_ref(dst_view), dim, tensor_ref(idx), tensor_ref(values), current_stream(out.device()));
+      sim::scatter_add(tensor_ref(dst_view), dim, tensor_ref(idx), tensor_ref(values), launch_stream(out.device()));
     }
   });
   if (!dst.is_same(out)) kernels::copy(dst, out);

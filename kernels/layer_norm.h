@@ -31,7 +31,7 @@ inline void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tens
   const KernelDType kd = kernel_dtype(dtype, "layer_norm");
   const Tensor vx = contiguous_as(x, dtype), vw = contiguous_as(weight, dtype), vb = contiguous_as(bias, dtype);
   const Tensor vy = output_buffer(y, dtype), vmean = output_buffer(mean, stats), vrstd = output_buffer(rstd, stats);
-  const Stream stream = current_stream(y.device());
+  const Stream stream = launch_stream(y.device());
   [&] {
     if (backend == Backend::Sim) {
       return ::mt::sim::layer_norm_forward(kd, vx.data_ptr(), data_or_null(vw), data_or_null(vb), eps, vy.data_ptr(),
@@ -58,7 +58,7 @@ inline void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor&
   const Tensor vdy = contiguous_as(dy, dtype), vx = contiguous_as(x, dtype), vw = contiguous_as(weight, dtype);
   const Tensor vmean = contiguous_as(mean, stats), vrstd = contiguous_as(rstd, stats);
   const Tensor vdx = output_buffer(dx, dtype), vdw = output_buffer(dweight, dtype), vdb = output_buffer(dbias, dtype);
-  const Stream stream = current_stream(device);
+  const Stream stream = launch_stream(device);
   [&] {
     if (backend == Backend::Sim) {
       return ::mt::sim::layer_norm_backward(kd, vdy.data_ptr(), vx.data_ptr(), data_or_null(vw), vmean.data_ptr(),

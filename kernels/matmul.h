@@ -72,7 +72,7 @@ inline void bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
   args.ldb = B.ld, args.batch_stride_b = B.batch_stride, args.trans_b = B.transposed;
   args.ldc = ldc, args.batch_stride_c = batch_stride_c;
   const size_t element = element_size(dtype);
-  const Stream stream = current_stream(out.device());
+  const Stream stream = launch_stream(out.device());
   constexpr int64_t kMaxBatchPerLaunch = 65535;  // grid.z
   for (int64_t first = 0; first < batch; first += kMaxBatchPerLaunch) {
     args.batch = static_cast<int>(std::min(kMaxBatchPerLaunch, batch - first));

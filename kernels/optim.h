@@ -123,7 +123,7 @@ inline void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& arg
   const auto count = static_cast<int>(refs.size());
   const float* inv_scale = detail::optional_f32(amp.inv_scale);
   const float* found_inf = detail::optional_f32(amp.found_inf);
-  const Stream stream = current_stream(slots.front().param.device());
+  const Stream stream = launch_stream(slots.front().param.device());
   if (backend == Backend::Sim) {
     sim::adamw_step(refs.data(), count, args, inv_scale, found_inf, rounding.seed, stream);
   } else {
@@ -141,7 +141,7 @@ inline void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, c
   const auto count = static_cast<int>(refs.size());
   const float* inv_scale = detail::optional_f32(amp.inv_scale);
   const float* found_inf = detail::optional_f32(amp.found_inf);
-  const Stream stream = current_stream(slots.front().param.device());
+  const Stream stream = launch_stream(slots.front().param.device());
   if (backend == Backend::Sim) {
     sim::sgd_step(refs.data(), count, args, inv_scale, found_inf, rounding.seed, stream);
   } else {
@@ -162,11 +162,11 @@ inline void sum_of_squares(const std::vector<Tensor>& tensors, const Tensor& out
   auto* partial_ptr = static_cast<float*>(partials.data_ptr());
   auto* out_ptr = static_cast<float*>(out.data_ptr());
   if (backend == Backend::Sim) {
-    sim::sum_of_squares(refs.data(), static_cast<int>(refs.size()), partial_ptr, out_ptr, current_stream(out.device()));
+    sim::sum_of_squares(refs.data(), static_cast<int>(refs.size()), partial_ptr, out_ptr, launch_stream(out.device()));
   } else {
     [&] {
       MT_CUDA_CALL(sum_of_squares(refs.data(), static_cast<int>(refs.size()), partial_ptr, out_ptr,
-                                  current_stream(out.device())));
+                                  launch_stream(out.device())));
     }();
   }
   mark_written(out);
@@ -181,11 +181,11 @@ inline void scale_by_clip_coefficient(const std::vector<Tensor>& tensors, const 
   const auto* norm = static_cast<const float*>(total_norm.data_ptr());
   if (backend == Backend::Sim) {
     sim::scale_by_clip_coefficient(refs.data(), static_cast<int>(refs.size()), norm, max_norm,
-                                   current_stream(total_norm.device()));
+                                   launch_stream(total_norm.device()));
   } else {
     [&] {
       MT_CUDA_CALL(scale_by_clip_coefficient(refs.data(), static_cast<int>(refs.size()), norm, max_norm,
-                                             current_stream(total_norm.device())));
+                                             launch_stream(total_norm.device())));
     }();
   }
   staging.write_back();

@@ -54,7 +54,7 @@ inline void max_pool2d_forward(const Tensor& x, const Pool2dWindow& window, cons
   const DType dtype = y.dtype();
   const KernelDType kd = kernel_dtype(dtype, "max_pool2d");
   const Tensor vx = contiguous_as(x, dtype), vy = output_buffer(y, dtype), vi = output_buffer(indices, kI64);
-  const Stream stream = current_stream(y.device());
+  const Stream stream = launch_stream(y.device());
   auto* pi = static_cast<int64_t*>(vi.data_ptr());
   [&] {
     if (backend == Backend::Sim)
@@ -75,7 +75,7 @@ inline void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const T
   // f32/f64 accumulate in dx itself; f16/bf16 in an f32 workspace.
   const DType acc = accumulator_dtype(dtype);
   const Tensor work = acc == dtype ? vdx : empty(dx.sizes(), acc, dx.device());
-  const Stream stream = current_stream(dx.device());
+  const Stream stream = launch_stream(dx.device());
   const auto* pi = static_cast<const int64_t*>(vi.data_ptr());
   [&] {
     if (backend == Backend::Sim) {
@@ -93,7 +93,7 @@ inline void avg_pool2d_forward(const Tensor& x, const Pool2dWindow& window, cons
   const DType dtype = y.dtype();
   const KernelDType kd = kernel_dtype(dtype, "avg_pool2d");
   const Tensor vx = contiguous_as(x, dtype), vy = output_buffer(y, dtype);
-  const Stream stream = current_stream(y.device());
+  const Stream stream = launch_stream(y.device());
   [&] {
     if (backend == Backend::Sim) return ::mt::sim::avg_pool2d_forward(kd, vx.data_ptr(), vy.data_ptr(), shape, stream);
     MT_CUDA_CALL(avg_pool2d_forward(kd, vx.data_ptr(), vy.data_ptr(), shape, stream));
@@ -108,7 +108,7 @@ inline void avg_pool2d_backward(const Tensor& dy, const Pool2dWindow& window, co
   const DType dtype = dx.dtype();
   const KernelDType kd = kernel_dtype(dtype, "avg_pool2d_backward");
   const Tensor vdy = contiguous_as(dy, dtype), vdx = output_buffer(dx, dtype);
-  const Stream stream = current_stream(dx.device());
+  const Stream stream = launch_stream(dx.device());
   [&] {
     if (backend == Backend::Sim) {
       return ::mt::sim::avg_pool2d_backward(kd, vdy.data_ptr(), vdx.data_ptr(), shape, stream);
@@ -125,7 +125,7 @@ inline void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
   const DType dtype = y.dtype();
   const KernelDType kd = kernel_dtype(dtype, "adaptive_avg_pool2d");
   const Tensor vx = contiguous_as(x, dtype), vy = output_buffer(y, dtype);
-  const Stream stream = current_stream(y.device());
+  const Stream stream = launch_stream(y.device());
   [&] {
     if (backend == Backend::Sim) {
       return ::mt::sim::adaptive_avg_pool2d_forward(kd, vx.data_ptr(), vy.data_ptr(), shape, stream);
@@ -142,7 +142,7 @@ inline void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) {
   const DType dtype = dx.dtype();
   const KernelDType kd = kernel_dtype(dtype, "adaptive_avg_pool2d_backward");
   const Tensor vdy = contiguous_as(dy, dtype), vdx = output_buffer(dx, dtype);
-  const Stream stream = current_stream(dx.device());
+  const Stream stream = launch_stream(dx.device());
   [&] {
     if (backend == Backend::Sim) {
       return ::mt::sim::adaptive_avg_pool2d_backward(kd, vdy.data_ptr(), vdx.data_ptr(), shape, stream);

@@ -30,7 +30,7 @@ inline void reduce_rows(ReduceOp op, const Tensor& in, const Tensor& out, Reduce
   MT_CHECK(op != ReduceOp::Max && op != ReduceOp::Min, "reduce: max/min go through reduce_rows_with_index");
   const Backend backend = backend_for(out.device(), "reduce");
   if (backend == Backend::Cpu) return cpu::reduce_rows(op, in, out, args);
-  const Stream stream = current_stream(out.device());
+  const Stream stream = launch_stream(out.device());
   const int code = static_cast<int>(op);
   [&] {
     if (backend == Backend::Sim)
@@ -47,7 +47,7 @@ inline void reduce_rows_with_index(ReduceOp op, const Tensor& in, const Tensor& 
            indices.numel(), args.rows, args.cols);
   const Backend backend = backend_for(indices.device(), "reduce_with_index");
   if (backend == Backend::Cpu) return cpu::reduce_rows_with_index(op, in, values, indices, args);
-  const Stream stream = current_stream(indices.device());
+  const Stream stream = launch_stream(indices.device());
   const bool is_max = op == ReduceOp::Max;
   const TensorRef x = tensor_ref(in), v = tensor_ref(values), i = tensor_ref(indices);
   [&] {

@@ -27,7 +27,7 @@ inline void softmax_forward(const Tensor& in, const Tensor& out, bool log) {
   const KernelDType kd = kernel_dtype(dtype, "softmax");
   const Tensor x = contiguous_as(in, dtype);
   const Tensor y = output_buffer(out, dtype);
-  const Stream stream = current_stream(out.device());
+  const Stream stream = launch_stream(out.device());
   [&] {
     if (backend == Backend::Sim)
       return ::mt::sim::softmax_forward(kd, x.data_ptr(), y.data_ptr(), rows, cols, log, stream);
@@ -46,7 +46,7 @@ inline void softmax_backward(const Tensor& grad_out, const Tensor& out, const Te
   const KernelDType kd = kernel_dtype(dtype, "softmax_backward");
   const Tensor dy = contiguous_as(grad_out, dtype), y = contiguous_as(out, dtype);
   const Tensor dx = output_buffer(grad_in, dtype);
-  const Stream stream = current_stream(grad_in.device());
+  const Stream stream = launch_stream(grad_in.device());
   [&] {
     if (backend == Backend::Sim) {
       return ::mt::sim::softmax_backward(kd, dy.data_ptr(), y.data_ptr(), dx.data_ptr(), rows, cols, log, stream);

@@ -282,7 +282,12 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
   model->to(device);
   if (c.master_weights) model->to(low_precision_dtype(precision), /*keep_norms_fp32=*/true);
 
-  data::DataLoader loader(splits.train, {.batch = c.batch, .shuffle = true, .augment = c.augment, .seed = c.seed});
+  // Batches are assembled in pinned memory when they are bound for a GPU.
+  data::DataLoader loader(splits.train, {.batch = c.batch,
+                                         .shuffle = true,
+                                         .augment = c.augment,
+                                         .seed = c.seed,
+                                         .pinned = device.is_cuda()});
   const int64_t batches = loader.batches_per_epoch();
   const int64_t steps_per_epoch = std::max<int64_t>(batches / c.grad_accum, 1);
   const int64_t total_steps = c.epochs * steps_per_epoch;

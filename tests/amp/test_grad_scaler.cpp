@@ -173,7 +173,7 @@ TEST_CASE("misuse of the READY -> UNSCALED -> STEPPED sequence is an error", "[s
   scaler.update();
 }
 
-TEST_CASE("unscaling f16 gradients is refused with advice; master-weight optimizers unscale in f32", "[scaler]") {
+TEST_CASE("unscaling f16 gradients is refused with advice, master-weight optimizers unscale in f32", "[scaler]") {
   Tensor w = ones({4}, kF16).requires_grad_();
   optim::SGD opt({w}, {.lr = 1.0}, {.master_weights = true});
   // 65536 itself overflows an f16 loss (its largest value is 65504): start lower.

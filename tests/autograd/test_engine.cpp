@@ -41,7 +41,7 @@ TEST_CASE("nodes run in reverse record order and leaves without requires_grad ge
   CHECK(a.is_leaf());
 }
 
-TEST_CASE("a second backward through a freed graph is an error; retain_graph keeps it", "[autograd]") {
+TEST_CASE("a second backward through a freed graph is an error, retain_graph keeps it", "[autograd]") {
   Tensor x = vec({1.0, 2.0}).requires_grad_();
   Tensor loss = sum(exp(x));
   loss.backward(Tensor(), /*retain_graph=*/true);
@@ -61,7 +61,7 @@ TEST_CASE("backward on a non-scalar needs a gradient of the output's shape", "[a
   REQUIRE_THROWS_WITH(sum(vec({1.0})).backward(), Contains("does not require grad"));
 }
 
-TEST_CASE("NoGradGuard and InferenceMode record nothing; detach cuts the graph", "[autograd]") {
+TEST_CASE("NoGradGuard and InferenceMode record nothing, detach cuts the graph", "[autograd]") {
   Tensor x = vec({1.0}).requires_grad_();
   {
     NoGradGuard guard;

@@ -392,7 +392,7 @@ TEST_CASE("batch_norm gradients match finite differences", "[ops][batch_norm][gr
                     "training without affine");
 }
 
-TEST_CASE("batch_norm in f16 and bf16 stays close to f32; f32 under autocast", "[ops][batch_norm][low_precision]") {
+TEST_CASE("batch_norm in f16 and bf16 stays close to f32, f32 under autocast", "[ops][batch_norm][low_precision]") {
   check_low_precision(
       [](const std::vector<Tensor>& in) { return batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true); },
       {uniform64({4, 3, 3, 3}, -2, 2, 40), uniform64({3}, 0.5, 1.5, 41), uniform64({3}, -1, 1, 42)}, "batch_norm");

@@ -96,7 +96,7 @@ TEST_CASE("reductions of non-contiguous inputs and 0-dim tensors", "[ops][reduce
   require_gradcheck([](const std::vector<Tensor>& in) { return mean(in[0]); }, {x}, "mean()");
 }
 
-TEST_CASE("sum of integers is i64; mean of integers is an error", "[ops][reduce]") {
+TEST_CASE("sum of integers is i64, mean of integers is an error", "[ops][reduce]") {
   const Tensor i = from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6}, {2, 3});
   CHECK(sum(i).dtype() == kI64);
   check_equal(sum(i, {1}), {6, 15}, "int sum");

@@ -109,7 +109,7 @@ TEST_CASE("views: values, shapes, gradcheck, low precision", "[ops][shape]") {
   }
 }
 
-TEST_CASE("views share storage; contiguous/clone copies do not", "[ops][shape]") {
+TEST_CASE("views share storage, contiguous/clone copies do not", "[ops][shape]") {
   const Tensor x = zeros({2, 3}, kF64);
   const Tensor v = x.transpose(0, 1);
   const Tensor s = x.select(0, 1);

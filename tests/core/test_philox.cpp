@@ -33,7 +33,7 @@ TEST_CASE("philox4x32-10 matches the Random123 known-answer vectors", "[philox]"
   }
 }
 
-TEST_CASE("uniforms lie in [0, 1) and normals have mean 0 and variance 1", "[philox]") {
+TEST_CASE("uniforms lie between 0 and 1 and normals have mean 0 and variance 1", "[philox]") {
   Generator gen(42);
   const auto u = rand({20000}, kF32, kCPU, &gen).to_vector();
   CHECK(*std::min_element(u.begin(), u.end()) >= 0.0);
@@ -53,7 +53,7 @@ TEST_CASE("uniforms lie in [0, 1) and normals have mean 0 and variance 1", "[phi
   CHECK(sq / n.size() - mean * mean == Approx(1.0).margin(0.05));
 }
 
-TEST_CASE("the same seed reproduces the same stream; draws advance it", "[philox]") {
+TEST_CASE("the same seed reproduces the same stream, draws advance it", "[philox]") {
   Generator a(7), b(7);
   const auto first_a = randn({10}, kF32, kCPU, &a).to_vector();
   const auto first_b = randn({10}, kF32, kCPU, &b).to_vector();

@@ -28,7 +28,7 @@ TEST_CASE("parameters are named in registration order with PyTorch's dotted name
   CHECK(models::Cnn().parameter_count() == 421834);
 }
 
-TEST_CASE("models map [N, 1, 28, 28] images to [N, 10] logits", "[nn][models]") {
+TEST_CASE("models map N x 1 x 28 x 28 images to N x 10 logits", "[nn][models]") {
   const Tensor x = randn({2, 1, 28, 28});
   for (const char* name : {"mlp", "cnn", "resnet"}) {
     INFO(name);
@@ -56,7 +56,7 @@ TEST_CASE("Linear and Conv2d initialise like PyTorch: U(+-1/sqrt(fan_in))", "[nn
   CHECK(*std::max_element(cw.begin(), cw.end()) <= 1.0 / std::sqrt(75.0));
 }
 
-TEST_CASE("state_dict round-trips; mismatches are named and leave the model untouched", "[nn][state]") {
+TEST_CASE("state_dict round-trips, mismatches are named and leave the model untouched", "[nn][state]") {
   manual_seed(1);
   models::Mlp a;
   manual_seed(2);
@@ -77,7 +77,7 @@ TEST_CASE("state_dict round-trips; mismatches are named and leave the model unto
   CHECK_NOTHROW(b.load_state_dict(state, /*strict=*/false));
 }
 
-TEST_CASE("train/eval reach every child; BatchNorm uses batch stats in training and running stats in eval",
+TEST_CASE("train/eval reach every child, BatchNorm uses batch stats in training and running stats in eval",
           "[nn]") {
   models::Cnn cnn;
   cnn.eval();

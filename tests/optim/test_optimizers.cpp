@@ -53,7 +53,7 @@ TEST_CASE("SGD with momentum, nesterov and weight decay", "[optim]") {
   }
 }
 
-TEST_CASE("param groups carry their own lr and weight decay; params without grads are skipped", "[optim]") {
+TEST_CASE("param groups carry their own lr and weight decay, params without grads are skipped", "[optim]") {
   Tensor a = ones({1}).requires_grad_(), b = ones({1}).requires_grad_(), c = ones({1}).requires_grad_();
   optim::SGD opt(std::vector<optim::ParamGroup>{{{a}, 0.1, 0.0}, {{b, c}, 1.0, 0.5}}, {});
   set_grad(a, {1.0});

@@ -5,6 +5,7 @@
 
 #include "core/generator.h"
 #include "core/philox.h"
+#include "core/stream.h"
 
 namespace mt::data {
 
@@ -48,7 +49,7 @@ Batch DataLoader::make_batch(int64_t batch_index) const {
   const int64_t c = s[1], h = s[2], w = s[3], plane = h * w, sample = c * plane;
   Batch b;
   b.index = batch_index;
-  b.images = empty({count, c, h, w}, kF32);
+  b.images = options_.pinned ? empty_pinned({count, c, h, w}, kF32) : empty({count, c, h, w}, kF32);
   b.labels = empty({count}, kI64);
   const float* src = dataset_.images.data<float>();
   const int64_t* labels = dataset_.labels.data<int64_t>();

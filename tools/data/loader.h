@@ -19,6 +19,7 @@ struct LoaderOptions {
   uint64_t seed = 0;
   bool drop_last = false;
   bool prefetch = true;
+  bool pinned = false;  // batches in page-locked memory (fast copies to a GPU)
 };
 
 struct Batch {

@@ -1,0 +1,197 @@
+#include "core/stream.h"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+
+#if defined(MT_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/device_info.h"
+#endif
+
+namespace mt {
+namespace {
+
+// Current stream per device type (CUDA and SIM); the CPU has only its default.
+thread_local std::array<Stream, 3> current_streams;
+std::atomic<uint64_t> next_sim_stream{1};
+
+size_t slot(Device d) { return static_cast<size_t>(d.type); }
+
+double host_now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+#if defined(MT_WITH_CUDA)
+void check_cuda(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) fail("{}: {}", what, cudaGetErrorString(error));
+}
+#endif
+
+[[noreturn]] void no_cuda(const char* what) {
+  fail("{}: no CUDA device available: this build of mixtape has no CUDA support; use the cpu or sim device", what);
+}
+
+}  // namespace
+
+Stream Stream::create(Device device) {
+  if (device.is_cpu()) return Stream();
+  if (device.is_sim()) return Stream(device, reinterpret_cast<void*>(next_sim_stream.fetch_add(1)));
+#if defined(MT_WITH_CUDA)
+  allocator_for(device);  // a clear error when the GPU is missing
+  check_cuda(cudaSetDevice(device.index), "Stream::create: cudaSetDevice");
+  cudaStream_t stream = nullptr;
+  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "Stream::create");
+  return Stream(device, stream);
+#else
+  no_cuda("Stream::create");
+#endif
+}
+
+void Stream::synchronize() const {
+  if (!device_.is_cuda()) return;
+#if defined(MT_WITH_CUDA)
+  check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)), "Stream::synchronize");
+#endif
+}
+
+Stream current_stream(Device device) {
+  const Stream& s = current_streams[slot(device)];
+  return s.device() == device ? s : Stream::default_stream(device);
+}
+
+StreamGuard::StreamGuard(const Stream& stream)
+    : device_(stream.device()), previous_(current_streams[slot(stream.device())]) {
+  current_streams[slot(device_)] = stream;
+}
+
+StreamGuard::~StreamGuard() { current_streams[slot(device_)] = previous_; }
+
+void synchronize(Device device) {
+  if (!device.is_cuda()) return;
+#if defined(MT_WITH_CUDA)
+  check_cuda(cudaSetDevice(device.index), "synchronize: cudaSetDevice");
+  check_cuda(cudaDeviceSynchronize(), "synchronize");
+#endif
+}
+
+Event::Event(Device device) : device_(device) {
+  if (!device.is_cuda()) return;
+#if defined(MT_WITH_CUDA)
+  cudaEvent_t event = nullptr;
+  check_cuda(cudaEventCreate(&event), "Event");
+  handle_ = event;
+#else
+  no_cuda("Event");
+#endif
+}
+
+Event::~Event() {
+#if defined(MT_WITH_CUDA)
+  if (handle_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
+#endif
+}
+
+void Event::record(const Stream& stream) {
+  MT_CHECK(stream.device().type == device_.type, "Event::record: event on {} but stream on {}", device_,
+           stream.device());
+  host_ms_ = host_now_ms();
+#if defined(MT_WITH_CUDA)
+  if (handle_ != nullptr) {
+    check_cuda(cudaEventRecord(static_cast<cudaEvent_t>(handle_), static_cast<cudaStream_t>(stream.handle())),
+               "Event::record");
+  }
+#endif
+}
+
+void Event::synchronize() const {
+#if defined(MT_WITH_CUDA)
+  if (handle_ != nullptr) check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)), "Event::synchronize");
+#endif
+}
+
+double Event::elapsed_ms(const Event& end) const {
+  MT_CHECK(host_ms_ >= 0 && end.host_ms_ >= 0, "Event::elapsed_ms: both events must be recorded first");
+#if defined(MT_WITH_CUDA)
+  if (handle_ != nullptr && end.handle_ != nullptr) {
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(handle_), static_cast<cudaEvent_t>(end.handle_)),
+               "Event::elapsed_ms");
+    return ms;
+  }
+#endif
+  return end.host_ms_ - host_ms_;
+}
+
+// ---------------------------------------------------------------- pinned memory
+
+bool pinned_memory_available() {
+#if defined(MT_WITH_CUDA)
+  static const bool available = cuda::query_devices().count > 0;
+  return available;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+class PinnedHostAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    void* ptr = nullptr;
+#if defined(MT_WITH_CUDA)
+    if (pinned_memory_available()) {
+      check_cuda(cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault), "pinned host allocation");
+      stats_.on_allocate(bytes);
+      return ptr;
+    }
+#endif
+    ptr = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    MT_CHECK(ptr != nullptr, "out of host memory: asked for {} bytes of (pinned) staging memory", bytes);
+    stats_.on_allocate(bytes);
+    return ptr;
+  }
+  void deallocate(void* ptr, size_t bytes) override {
+    if (ptr == nullptr) return;
+#if defined(MT_WITH_CUDA)
+    if (pinned_memory_available()) {
+      cudaFreeHost(ptr);
+      stats_.on_deallocate(bytes);
+      return;
+    }
+#endif
+    std::free(ptr);
+    stats_.on_deallocate(bytes);
+  }
+  Device device() const override { return kCPU; }
+  AllocatorStats stats() const override { return stats_.snapshot(); }
+  void reset_peak() override { stats_.reset_peak(); }
+
+ private:
+  StatsCounter stats_;
+};
+
+}  // namespace
+
+Allocator& pinned_host_allocator() {
+  static auto* allocator = new PinnedHostAllocator();  // never destroyed: storages may outlive statics
+  return *allocator;
+}
+
+Tensor empty_pinned(const Shape& shape, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage =
+      std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * element_size(dtype), kCPU,
+                                pinned_host_allocator());
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  impl->device = kCPU;
+  return Tensor(std::move(impl));
+}
+
+}  // namespace mt
