@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mixtape.h"
+#include "tests/kernels/sim_tensor_util.h"
 #include "models/demo_mlp.h"
 
 using namespace mt;
@@ -91,7 +92,7 @@ double mean_abs_difference(const std::vector<double>& a, const std::vector<doubl
 }  // namespace
 
 TEST_CASE("f16 and bf16 autocast training tracks the f32 loss curve", "[amp][e2e]") {
-  for (Device device : {kCPU, kSIM}) {
+  for (Device device : {kCPU, test::kCudaPath}) {
   INFO("device " << device.str());
   const int steps = device.is_cpu() ? 60 : 30;  // the simulator is slower
   const Run fp32 = train({.steps = steps, .device = device});
@@ -112,7 +113,7 @@ TEST_CASE("f16 and bf16 autocast training tracks the f32 loss curve", "[amp][e2e
 }
 
 TEST_CASE("clipping after unscale_ sees the same norms as f32 clipping", "[amp]") {
-  for (Device device : {kCPU, kSIM}) {
+  for (Device device : {kCPU, test::kCudaPath}) {
   INFO("device " << device.str());
   const Run fp32 = train({.clip = 0.5, .steps = 10, .device = device});
   const Run fp16 = train({.autocast = true, .dtype = kF16, .scaler = true, .clip = 0.5, .steps = 10, .device = device});
@@ -126,7 +127,7 @@ TEST_CASE("clipping after unscale_ sees the same norms as f32 clipping", "[amp]"
 }
 
 TEST_CASE("model + optimizer + scaler state round-trips and continues bit-identically", "[amp][checkpoint]") {
-  for (Device device : {kCPU, kSIM}) {
+  for (Device device : {kCPU, test::kCudaPath}) {
   INFO("device " << device.str());
   const models::Dataset data = demo_data(device);
   const RunOptions o{.autocast = true, .dtype = kF16, .scaler = true, .clip = 1.0, .device = device};

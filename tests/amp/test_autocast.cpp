@@ -3,6 +3,7 @@
 #include <set>
 
 #include "mixtape.h"
+#include "tests/kernels/sim_tensor_util.h"
 
 using namespace mt;
 using amp::Autocast;
@@ -16,7 +17,7 @@ Tensor param(const Shape& shape, uint64_t seed) {
 
 TEST_CASE("every op runs in the dtype its policy says, under f16 and bf16", "[autocast]") {
   // On the CPU and on the sim device (whose ops run the CUDA kernels).
-  for (Device device : {kCPU, kSIM})
+  for (Device device : {kCPU, test::kCudaPath})
   for (DType low : {kF16, kBF16}) {
     INFO("device " << device.str() << ", autocast dtype " << dtype_name(low));
     const Tensor x = param({4, 8}, 1).detach().to(device).requires_grad_();

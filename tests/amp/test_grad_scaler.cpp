@@ -5,6 +5,7 @@
 
 #include "kernels/amp.h"
 #include "mixtape.h"
+#include "tests/kernels/sim_tensor_util.h"
 
 using namespace mt;
 using amp::Autocast;
@@ -55,8 +56,9 @@ std::vector<double> train_tiny(Mode mode, int steps, Device device) {
 
 }  // namespace
 
-// Each AMP scenario runs on the CPU and, through the CUDA kernels, on the sim device.
-const Device kAmpDevices[] = {kCPU, kSIM};
+// Each AMP scenario runs on the CPU and through the CUDA kernels: on the GPU
+// when there is one, else on the sim device.
+const Device kAmpDevices[] = {kCPU, test::kCudaPath};
 
 TEST_CASE("tiny gradients: f32 trains, f16 without scaling stalls, GradScaler rescues it", "[scaler][underflow]") {
   for (Device device : kAmpDevices) {

@@ -41,7 +41,7 @@ struct Pair {
   Tensor cpu, sim;
 };
 Pair leaf_pair(const Tensor& values) {
-  Pair p{values.clone().detach(), values.to(kSIM).detach()};
+  Pair p{values.clone().detach(), values.to(test::kCudaPath).detach()};
   p.cpu.requires_grad_();
   p.sim.requires_grad_();
   return p;
@@ -68,7 +68,7 @@ void check_op(const std::vector<Tensor>& inputs, Fn&& fn, double tol, const std:
   check_matches(y_sim, y_cpu, tol, what + " forward");
   const Tensor r = random_cpu(y_cpu.sizes(), y_cpu.dtype(), 99);
   sum(mul(y_cpu, r)).backward();
-  sum(mul(y_sim, r.to(kSIM))).backward();
+  sum(mul(y_sim, r.to(test::kCudaPath))).backward();
   for (size_t i = 0; i < pairs.size(); ++i) {
     if (!pairs[i].cpu.defined()) continue;
     check_matches(pairs[i].sim.grad(), pairs[i].cpu.grad(), 2 * tol, what + " grad of input " + std::to_string(i));
@@ -156,7 +156,7 @@ TEST_CASE("sim max_pool2d writes the same argmax indices as the CPU and propagat
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i % 3);  // ties everywhere
   v[5] = NAN;
   const Tensor x = from_vector(v, {2, 4, 4}, kF32);
-  const Tensor y_cpu = max_pool2d(x, 2, 2), y_sim = max_pool2d(x.to(kSIM), 2, 2);
+  const Tensor y_cpu = max_pool2d(x, 2, 2), y_sim = max_pool2d(x.to(test::kCudaPath), 2, 2);
   check_matches(y_sim, y_cpu, 0, "max with ties and a NaN");
 }
 
@@ -171,17 +171,17 @@ TEST_CASE("sim batch_norm training and eval match the CPU", "[sim][batch_norm]")
         const Tensor b = affine ? random_cpu({3}, dtype, 11) : Tensor();
         const DType stats = dtype == kF64 ? kF64 : kF32;
         const Tensor rm_cpu = random_cpu({3}, stats, 12), rv_cpu = random_cpu({3}, stats, 13, 0.5, 2);
-        const Tensor rm_sim = rm_cpu.to(kSIM), rv_sim = rv_cpu.to(kSIM);
+        const Tensor rm_sim = rm_cpu.to(test::kCudaPath), rv_sim = rv_cpu.to(test::kCudaPath);
         const Tensor rm0 = rm_cpu.clone(), rv0 = rv_cpu.clone();
         for (bool training : {true, false}) {
           // Eval uses (and does not touch) the running stats; training updates them in place.
           const Tensor& rm = training ? rm_cpu : rm0;
           const Tensor& rv = training ? rv_cpu : rv0;
-          const Tensor rms = training ? rm_sim : rm0.to(kSIM), rvs = training ? rv_sim : rv0.to(kSIM);
+          const Tensor rms = training ? rm_sim : rm0.to(test::kCudaPath), rvs = training ? rv_sim : rv0.to(test::kCudaPath);
           check_op(
               {x, w, b},
               [&](const std::vector<Tensor>& in) {
-                const bool on_sim = in[0].device() == kSIM;
+                const bool on_sim = in[0].device() == test::kCudaPath;
                 return batch_norm(in[0], on_sim ? rms : rm, on_sim ? rvs : rv, in[1], in[2], training, 0.1, 1e-5);
               },
               tol, what + (training ? " training" : " eval"));
@@ -202,12 +202,12 @@ TEST_CASE("two AdamW steps of the cnn model give the same losses on sim and CPU"
   auto cpu_model = models::make_model("cnn");
   manual_seed(1234);
   auto sim_model = models::make_model("cnn");
-  sim_model->to(kSIM);
+  sim_model->to(test::kCudaPath);
   const Tensor images = random_cpu({4, 1, 28, 28}, kF32, 21, 0, 1);
   const Tensor labels = from_vector(std::vector<int64_t>{3, 1, 4, 1}, {4});
   optim::AdamW cpu_opt(cpu_model->parameters(), optim::AdamWOptions{1e-3});
   optim::AdamW sim_opt(sim_model->parameters(), optim::AdamWOptions{1e-3});
-  const Tensor images_sim = images.to(kSIM), labels_sim = labels.to(kSIM);
+  const Tensor images_sim = images.to(test::kCudaPath), labels_sim = labels.to(test::kCudaPath);
   for (int step = 0; step < 3; ++step) {
     const Tensor loss_cpu = cross_entropy((*cpu_model)(images), labels);
     const Tensor loss_sim = cross_entropy((*sim_model)(images_sim), labels_sim);
@@ -242,11 +242,11 @@ TEST_CASE("the resnet model's forward and backward match the CPU on sim", "[sim]
   auto cpu_model = models::make_model("resnet");
   manual_seed(99);
   auto sim_model = models::make_model("resnet");
-  sim_model->to(kSIM);
+  sim_model->to(test::kCudaPath);
   const Tensor images = random_cpu({2, 1, 28, 28}, kF32, 31, 0, 1);
   const Tensor labels = from_vector(std::vector<int64_t>{7, 2}, {2});
   const Tensor loss_cpu = cross_entropy((*cpu_model)(images), labels);
-  const Tensor loss_sim = cross_entropy((*sim_model)(images.to(kSIM)), labels.to(kSIM));
+  const Tensor loss_sim = cross_entropy((*sim_model)(images.to(test::kCudaPath)), labels.to(test::kCudaPath));
   check_matches(loss_sim, loss_cpu, 1e-5, "loss");
   loss_cpu.backward();
   loss_sim.backward();
@@ -272,7 +272,7 @@ TEST_CASE("the cnn model under f16/bf16 autocast agrees on sim and CPU", "[sim][
     auto cpu_model = models::make_model("cnn");
     manual_seed(7);
     auto sim_model = models::make_model("cnn");
-    sim_model->to(kSIM);
+    sim_model->to(test::kCudaPath);
     const Tensor images = random_cpu({2, 1, 28, 28}, kF32, 41, 0, 1);
     const Tensor labels = from_vector(std::vector<int64_t>{0, 9}, {2});
     Tensor loss_cpu, loss_sim;
@@ -281,8 +281,8 @@ TEST_CASE("the cnn model under f16/bf16 autocast agrees on sim and CPU", "[sim][
       loss_cpu = cross_entropy((*cpu_model)(images), labels);
     }
     {
-      amp::Autocast ac(kSIM, dtype);
-      loss_sim = cross_entropy((*sim_model)(images.to(kSIM)), labels.to(kSIM));
+      amp::Autocast ac(test::kCudaPath, dtype);
+      loss_sim = cross_entropy((*sim_model)(images.to(test::kCudaPath)), labels.to(test::kCudaPath));
     }
     const double tol = dtype == kF16 ? 1e-2 : 5e-2;
     check_matches(loss_sim, loss_cpu, tol, "loss");

@@ -41,7 +41,7 @@ struct Pair {
   Tensor cpu, sim;
 };
 Pair leaf_pair(const Tensor& values, bool requires_grad = true) {
-  Pair p{values.clone().detach(), values.to(kSIM).detach()};
+  Pair p{values.clone().detach(), values.to(test::kCudaPath).detach()};
   if (requires_grad) {
     p.cpu.requires_grad_();
     p.sim.requires_grad_();
@@ -55,12 +55,12 @@ const DType kFloatTypes[] = {kF32, kF16, kBF16};
 
 TEST_CASE("to(device) moves data and gradients between cpu and sim", "[sim][to]") {
   const Tensor x = random_cpu({3, 4}, kF32, 1).requires_grad_();
-  const Tensor on_sim = x.to(kSIM);
-  CHECK(on_sim.device() == kSIM);
+  const Tensor on_sim = x.to(test::kCudaPath);
+  CHECK(on_sim.device() == test::kCudaPath);
   CHECK(on_sim.to_vector() == x.to_vector());
   CHECK(x.to(kCPU).is_same(x));
   // A strided view arrives contiguous with the same values.
-  const Tensor t = x.t().to(kSIM);
+  const Tensor t = x.t().to(test::kCudaPath);
   CHECK(t.is_contiguous());
   CHECK(t.to(kCPU).to_vector() == x.t().contiguous().to_vector());
   // The gradient flows back to the CPU leaf.
@@ -70,7 +70,7 @@ TEST_CASE("to(device) moves data and gradients between cpu and sim", "[sim][to]"
   for (double g : x.grad().to_vector()) CHECK(g == 3.0);
   // Half-precision bits survive the trip.
   const Tensor h = random_cpu({5}, kBF16, 2);
-  CHECK(h.to(kSIM).to(kCPU).to_vector() == h.to_vector());
+  CHECK(h.to(test::kCudaPath).to(kCPU).to_vector() == h.to_vector());
 }
 
 TEST_CASE("unary ops and their backward match the CPU on sim", "[sim][elementwise]") {
@@ -106,7 +106,7 @@ TEST_CASE("unary ops and their backward match the CPU on sim", "[sim][elementwis
       const Tensor y_cpu = c.fn(x.cpu.t()), y_sim = c.fn(x.sim.t());
       check_matches(y_sim, y_cpu, tolerance(dtype), what + " forward");
       sum(mul(y_cpu, w)).backward();
-      sum(mul(y_sim, w.to(kSIM))).backward();
+      sum(mul(y_sim, w.to(test::kCudaPath))).backward();
       check_matches(x.sim.grad(), x.cpu.grad(), 2 * tolerance(dtype), what + " backward");
     }
   }
@@ -117,10 +117,10 @@ TEST_CASE("the 128-bit vector path and its ragged tail", "[sim][elementwise]") {
     // 1000 = 125 packs of 8 halves (or 250 of 4 floats); 1003 leaves a tail.
     for (int64_t n : {1000, 1003}) {
       const Tensor a = random_cpu({n}, dtype, 3), b = random_cpu({n}, dtype, 4);
-      check_matches(add(a.to(kSIM), b.to(kSIM)), add(a, b), tolerance(dtype), "add contiguous");
-      check_matches(exp(a.to(kSIM)), exp(a), tolerance(dtype), "exp contiguous");
+      check_matches(add(a.to(test::kCudaPath), b.to(test::kCudaPath)), add(a, b), tolerance(dtype), "add contiguous");
+      check_matches(exp(a.to(test::kCudaPath)), exp(a), tolerance(dtype), "exp contiguous");
       // An offset view is not 16-byte aligned: the scalar path must give the same.
-      check_matches(mul(a.to(kSIM).narrow(0, 1, n - 1), b.to(kSIM).narrow(0, 1, n - 1)),
+      check_matches(mul(a.to(test::kCudaPath).narrow(0, 1, n - 1), b.to(test::kCudaPath).narrow(0, 1, n - 1)),
                     mul(a.narrow(0, 1, n - 1), b.narrow(0, 1, n - 1)), tolerance(dtype), "mul unaligned");
     }
   }
@@ -160,8 +160,8 @@ TEST_CASE("binary ops with broadcasting and strides match the CPU on sim", "[sim
   }
   // Mixed dtypes promote (f16 + bf16 -> f32); scalars broadcast.
   const Tensor h = random_cpu({6}, kF16, 5), g = random_cpu({6}, kBF16, 6);
-  check_matches(add(h.to(kSIM), g.to(kSIM)), add(h, g), 1e-6, "f16 + bf16");
-  check_matches(mul(h.to(kSIM), 0.3), mul(h, 0.3), tolerance(kF16), "tensor * scalar");
+  check_matches(add(h.to(test::kCudaPath), g.to(test::kCudaPath)), add(h, g), 1e-6, "f16 + bf16");
+  check_matches(mul(h.to(test::kCudaPath), 0.3), mul(h, 0.3), tolerance(kF16), "tensor * scalar");
 }
 
 TEST_CASE("where, masked_fill, casts, copies and fills match the CPU on sim", "[sim][elementwise]") {
@@ -181,24 +181,24 @@ TEST_CASE("where, masked_fill, casts, copies and fills match the CPU on sim", "[
     // Casts to every dtype round once, like the CPU.
     for (DType target : {kF64, kF32, kF16, kBF16, kI64, kI32, kU8, kBool}) {
       const Tensor src = mul(a.cpu.detach(), 3.0);
-      check_matches(src.to(kSIM).to(target), src.to(target), 0, what + " cast to " + std::string(dtype_name(target)));
+      check_matches(src.to(test::kCudaPath).to(target), src.to(target), 0, what + " cast to " + std::string(dtype_name(target)));
     }
   }
   // f32 -> f16 overflows to inf and underflows to subnormals/zero exactly like the CPU.
   const Tensor extremes = from_vector(std::vector<double>{70000.0, -1e-6, 1e-8, 65504.0, 3.14159}, {5});
-  check_matches(extremes.to(kSIM).to(kF16), extremes.to(kF16), 0, "f16 rounding edge cases");
-  check_matches(extremes.to(kSIM).to(kBF16), extremes.to(kBF16), 0, "bf16 rounding");
+  check_matches(extremes.to(test::kCudaPath).to(kF16), extremes.to(kF16), 0, "f16 rounding edge cases");
+  check_matches(extremes.to(test::kCudaPath).to(kBF16), extremes.to(kBF16), 0, "bf16 rounding");
   // Strided copies: contiguous() of a permuted 3-D view, copy_ into a strided destination, fill_.
   const Tensor x = random_cpu({2, 3, 4}, kF32, 33);
-  check_matches(x.to(kSIM).permute({2, 0, 1}).contiguous(), x.permute({2, 0, 1}).contiguous(), 0, "contiguous");
-  Tensor dst_cpu = zeros({4, 6}), dst_sim = zeros({4, 6}, kF32, kSIM);
+  check_matches(x.to(test::kCudaPath).permute({2, 0, 1}).contiguous(), x.permute({2, 0, 1}).contiguous(), 0, "contiguous");
+  Tensor dst_cpu = zeros({4, 6}), dst_sim = zeros({4, 6}, kF32, test::kCudaPath);
   copy_(dst_cpu.slice(1, 0, 6, 2), x.select(0, 0).t());
-  copy_(dst_sim.slice(1, 0, 6, 2), x.to(kSIM).select(0, 0).t());
+  copy_(dst_sim.slice(1, 0, 6, 2), x.to(test::kCudaPath).select(0, 0).t());
   check_matches(dst_sim, dst_cpu, 0, "copy_ into a strided view");
   fill_(dst_cpu.select(1, 1), 2.5);
   fill_(dst_sim.select(1, 1), 2.5);
   check_matches(dst_sim, dst_cpu, 0, "fill_ a column");
-  check_matches(cat({x.to(kSIM), x.to(kSIM)}, 1), cat({x, x}, 1), 0, "cat");
+  check_matches(cat({x.to(test::kCudaPath), x.to(test::kCudaPath)}, 1), cat({x, x}, 1), 0, "cat");
 }
 
 TEST_CASE("reductions and their backward match the CPU on sim", "[sim][reduce]") {
@@ -228,13 +228,13 @@ TEST_CASE("reductions and their backward match the CPU on sim", "[sim][reduce]")
   }
   // Rows longer than a block (cols > 256), and NaN / ties in max.
   const Tensor wide = random_cpu({3, 300}, kF32, 42);
-  check_matches(sum(wide.to(kSIM), {1}), sum(wide, {1}), 1e-5, "long rows");
-  check_matches(argmax(wide.to(kSIM), 1), argmax(wide, 1), 0, "argmax long rows");
+  check_matches(sum(wide.to(test::kCudaPath), {1}), sum(wide, {1}), 1e-5, "long rows");
+  check_matches(argmax(wide.to(test::kCudaPath), 1), argmax(wide, 1), 0, "argmax long rows");
   const Tensor special = from_vector(std::vector<double>{1, 5, 5, 2, NAN, 3, NAN, 0, 7, 7, 7, 7}, {3, 4});
-  check_matches(argmax(special.to(kSIM), 1), argmax(special, 1), 0, "argmax NaN and ties");
-  check_matches(max(special.to(kSIM), 1).values, max(special, 1).values, 0, "max with NaN");
+  check_matches(argmax(special.to(test::kCudaPath), 1), argmax(special, 1), 0, "argmax NaN and ties");
+  check_matches(max(special.to(test::kCudaPath), 1).values, max(special, 1).values, 0, "max with NaN");
   const Tensor ints = from_vector(std::vector<int64_t>{3, -1, 4, 1, -5, 9}, {2, 3});
-  check_matches(sum(ints.to(kSIM), {1}), sum(ints, {1}), 0, "integer sum");
+  check_matches(sum(ints.to(test::kCudaPath), {1}), sum(ints, {1}), 0, "integer sum");
 }
 
 TEST_CASE("index_select, embedding, gather and their backward match the CPU on sim", "[sim][indexing]") {
@@ -243,20 +243,20 @@ TEST_CASE("index_select, embedding, gather and their backward match the CPU on s
     const std::string what(dtype_name(dtype));
     const double tol = 2 * tolerance(dtype);
     Pair w = leaf_pair(random_cpu({10, 6}, dtype, 51));
-    const Tensor yc = index_select(w.cpu, 0, rows), ys = index_select(w.sim, 0, rows.to(kSIM));
+    const Tensor yc = index_select(w.cpu, 0, rows), ys = index_select(w.sim, 0, rows.to(test::kCudaPath));
     check_matches(ys, yc, 0, what + " index_select");
     const Tensor g = random_cpu({7, 6}, dtype, 52);
     sum(mul(yc, g)).backward();
-    sum(mul(ys, g.to(kSIM))).backward();
+    sum(mul(ys, g.to(test::kCudaPath))).backward();
     check_matches(w.sim.grad(), w.cpu.grad(), tol, what + " index_select backward (index_add)");
     // Along dim 1 of a transposed view.
     const Tensor cols = from_vector(std::vector<int64_t>{5, 5, 2}, {3});
-    check_matches(index_select(w.sim.detach().t(), 1, cols.to(kSIM)), index_select(w.cpu.detach().t(), 1, cols), 0,
+    check_matches(index_select(w.sim.detach().t(), 1, cols.to(test::kCudaPath)), index_select(w.cpu.detach().t(), 1, cols), 0,
                   what + " index_select dim 1 strided");
     // Embedding: 2-D indices.
     Pair e = leaf_pair(random_cpu({10, 4}, dtype, 53));
     const Tensor tokens = from_vector(std::vector<int64_t>{1, 2, 1, 9, 0, 1}, {2, 3});
-    const Tensor ec = embedding(e.cpu, tokens), es = embedding(e.sim, tokens.to(kSIM));
+    const Tensor ec = embedding(e.cpu, tokens), es = embedding(e.sim, tokens.to(test::kCudaPath));
     check_matches(es, ec, 0, what + " embedding");
     sum(mul(ec, ec)).backward();
     sum(mul(es, es)).backward();
@@ -264,16 +264,16 @@ TEST_CASE("index_select, embedding, gather and their backward match the CPU on s
     // gather along dim 1 (+ backward: scatter_add), index narrower than the input.
     Pair x = leaf_pair(random_cpu({4, 5}, dtype, 54));
     const Tensor idx = from_vector(std::vector<int64_t>{0, 4, 4, 1, 1, 1, 3, 2, 0, 2, 2, 4}, {4, 3});
-    const Tensor gc = gather(x.cpu, 1, idx), gs = gather(x.sim, 1, idx.to(kSIM));
+    const Tensor gc = gather(x.cpu, 1, idx), gs = gather(x.sim, 1, idx.to(test::kCudaPath));
     check_matches(gs, gc, 0, what + " gather");
     sum(mul(gc, gc)).backward();
     sum(mul(gs, gs)).backward();
     check_matches(x.sim.grad(), x.cpu.grad(), tol, what + " gather backward (scatter_add)");
     // gather along dim 0.
     const Tensor idx0 = from_vector(std::vector<int64_t>{3, 0, 1, 1, 2}, {1, 5});
-    check_matches(gather(x.sim.detach(), 0, idx0.to(kSIM)), gather(x.cpu.detach(), 0, idx0), 0, what + " gather dim 0");
+    check_matches(gather(x.sim.detach(), 0, idx0.to(test::kCudaPath)), gather(x.cpu.detach(), 0, idx0), 0, what + " gather dim 0");
   }
-  // Out-of-range indices are an mt::Error on sim too.
+  // Out-of-range indices are an mt::Error on sim too (on a GPU the kernel traps instead).
   const Tensor w = random_cpu({4, 2}, kF32, 55).to(kSIM);
   CHECK_THROWS_WITH(index_select(w, 0, from_vector(std::vector<int64_t>{1, 4}, {2}, kI64, kSIM)),
                     Contains("out of range"));
@@ -290,7 +290,7 @@ TEST_CASE("dropout draws the same Philox mask on sim as on the CPU", "[sim][drop
     check_matches(ys, yc, 0, what + " dropout forward");
     const Tensor g = random_cpu({11, 6}, dtype, 62);
     sum(mul(yc, g)).backward();
-    sum(mul(ys, g.to(kSIM))).backward();
+    sum(mul(ys, g.to(test::kCudaPath))).backward();
     check_matches(x.sim.grad(), x.cpu.grad(), tolerance(dtype), what + " dropout backward");
     // The next call continues the stream identically on both devices.
     check_matches(dropout(x.sim.detach(), 0.5, true, &gen_sim), dropout(x.cpu.detach(), 0.5, true, &gen_cpu), 0,
@@ -309,7 +309,7 @@ GradList make_grad_list() {
   GradList list;
   auto add_pair = [&](const Tensor& t) {
     list.cpu.push_back(t.clone());
-    list.sim.push_back(t.to(kSIM));
+    list.sim.push_back(t.to(test::kCudaPath));
   };
   add_pair(random_cpu({70000}, kF32, 71));
   add_pair(random_cpu({33}, kF16, 72, -100, 100));
@@ -329,8 +329,8 @@ void check_lists(const std::vector<Tensor>& sim, const std::vector<Tensor>& cpu,
 
 TEST_CASE("multi-tensor unscale_and_check_inf and update_scale match the CPU on sim", "[sim][amp]") {
   GradList grads = make_grad_list();
-  const Tensor found_cpu = zeros({1}), found_sim = zeros({1}, kF32, kSIM);
-  const Tensor inv_cpu = full({1}, 0.25), inv_sim = full({1}, 0.25, kF32, kSIM);
+  const Tensor found_cpu = zeros({1}), found_sim = zeros({1}, kF32, test::kCudaPath);
+  const Tensor inv_cpu = full({1}, 0.25), inv_sim = full({1}, 0.25, kF32, test::kCudaPath);
   kernels::unscale_and_check_inf(grads.cpu, found_cpu, inv_cpu);
   kernels::unscale_and_check_inf(grads.sim, found_sim, inv_sim);
   check_lists(grads.sim, grads.cpu, 0, "unscaled");
@@ -347,8 +347,8 @@ TEST_CASE("multi-tensor unscale_and_check_inf and update_scale match the CPU on 
   check_lists(grads.sim, grads.cpu, 0, "check-only leaves values");
 
   // The scale update, step by step against the CPU (growth every 2 clean steps).
-  const Tensor scale_cpu = full({1}, 65536.0), scale_sim = full({1}, 65536.0, kF32, kSIM);
-  const Tensor tracker_cpu = zeros({1}, kI32), tracker_sim = zeros({1}, kI32, kSIM);
+  const Tensor scale_cpu = full({1}, 65536.0), scale_sim = full({1}, 65536.0, kF32, test::kCudaPath);
+  const Tensor tracker_cpu = zeros({1}, kI32), tracker_sim = zeros({1}, kI32, test::kCudaPath);
   const kernels::ScaleUpdateArgs args{
       .growth_factor = 2.0, .backoff_factor = 0.5, .growth_interval = 2, .min_scale = 1.0, .max_scale = 1 << 20};
   for (float inf : {0.f, 0.f, 1.f, 0.f, 1.f, 1.f, 0.f, 0.f, 0.f}) {
@@ -374,7 +374,7 @@ SlotSet make_slots(bool with_state2, bool with_state1 = true) {
     const Tensor w = random_cpu(shape, kF32, seed);
     const Tensor g = random_cpu(shape, param_dtype, seed + 1);
     for (int d = 0; d < 2; ++d) {
-      const Device dev = d == 0 ? kCPU : kSIM;
+      const Device dev = d == 0 ? kCPU : test::kCudaPath;
       kernels::ParamSlot s;
       s.param = w.to(param_dtype).to(dev);
       s.grad = g.to(dev);
@@ -410,7 +410,7 @@ TEST_CASE("fused AdamW matches the CPU on sim, and skips on found_inf without a 
   SlotSet set = make_slots(true);
   const kernels::AdamWArgs args{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
   const kernels::AmpControl amp_cpu{full({1}, 0.5), zeros({1})};
-  const kernels::AmpControl amp_sim{full({1}, 0.5, kF32, kSIM), zeros({1}, kF32, kSIM)};
+  const kernels::AmpControl amp_sim{full({1}, 0.5, kF32, test::kCudaPath), zeros({1}, kF32, test::kCudaPath)};
   const kernels::StochasticRounding rounding{.enabled = true, .seed = 99, .block_offset = 5};
   for (int step = 0; step < 2; ++step) {
     kernels::adamw_step(set.cpu, args, amp_cpu, rounding);
@@ -445,7 +445,7 @@ TEST_CASE("fused SGD matches the CPU on sim", "[sim][optim]") {
 
 TEST_CASE("sum_of_squares and clip scaling match the CPU on sim", "[sim][optim]") {
   GradList grads = make_grad_list();
-  const Tensor total_cpu = zeros({1}), total_sim = zeros({1}, kF32, kSIM);
+  const Tensor total_cpu = zeros({1}), total_sim = zeros({1}, kF32, test::kCudaPath);
   kernels::sum_of_squares(grads.cpu, total_cpu);
   kernels::sum_of_squares(grads.sim, total_sim);
   check_matches(total_sim, total_cpu, 1e-5, "sum of squares");
@@ -462,7 +462,7 @@ TEST_CASE("a small training step with GradScaler and AdamW runs on sim like on t
   const Tensor x = random_cpu({16}, kF32, 91), target = random_cpu({16}, kF32, 92);
   Tensor params[2];
   for (int d = 0; d < 2; ++d) {
-    const Device dev = d == 0 ? kCPU : kSIM;
+    const Device dev = d == 0 ? kCPU : test::kCudaPath;
     Tensor w = random_cpu({16}, kF32, 93).to(dev).requires_grad_();
     optim::AdamW opt({w}, {.lr = 0.05});
     amp::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 2});
@@ -474,7 +474,7 @@ TEST_CASE("a small training step with GradScaler and AdamW runs on sim like on t
       scaler.update();
     }
     params[d] = w;
-    if (d == 1) CHECK(scaler.scale_tensor().device() == kSIM);
+    if (d == 1) CHECK(scaler.scale_tensor().device() == test::kCudaPath);
   }
   check_matches(params[1].detach(), params[0].detach(), 1e-5, "parameters after 3 steps");
 }
@@ -483,7 +483,7 @@ TEST_CASE("same-dtype copies move bits for every dtype, contiguous and strided",
   for (DType dtype : {kF64, kF32, kF16, kBF16, kI64, kI32, kU8, kBool}) {
     INFO(dtype_name(dtype));
     const Tensor x = random_cpu({5, 37}, kF32, 201, 0, 100).to(dtype);  // 185 elements: a ragged 16-byte tail
-    const Tensor on_sim = x.to(kSIM);
+    const Tensor on_sim = x.to(test::kCudaPath);
     check_matches(on_sim.clone(), x.clone(), 0, "clone (16-byte path)");
     check_matches(on_sim.t().contiguous(), x.t().contiguous(), 0, "transpose copy");
     check_matches(on_sim.slice(1, 1, 37, 3).contiguous(), x.slice(1, 1, 37, 3).contiguous(), 0, "strided slice copy");

@@ -251,7 +251,7 @@ TEST_CASE("softmax, log_softmax and layer_norm on the sim device match the CPU, 
       INFO("op " << which);
       Tensor x[2], w[2], b[2], y[2];
       for (int d = 0; d < 2; ++d) {
-        const Device device = d == 0 ? kCPU : kSIM;
+        const Device device = d == 0 ? kCPU : test::kCudaPath;
         x[d] = x_cpu.to(device).detach().requires_grad_();
         w[d] = w_cpu.to(device).detach().requires_grad_();
         b[d] = b_cpu.to(device).detach().requires_grad_();
@@ -263,7 +263,7 @@ TEST_CASE("softmax, log_softmax and layer_norm on the sim device match the CPU, 
         }
         sum(mul(y[d], go_cpu.to(device))).backward();
       }
-      CHECK(y[1].device() == kSIM);
+      CHECK(y[1].device() == test::kCudaPath);
       const double tol = 4 * test::dtype_tolerance(dtype);
       CHECK(test::relative_difference(y[1], y[0]) <= tol);
       CHECK(test::relative_difference(x[1].grad(), x[0].grad()) <= tol);
@@ -285,7 +285,7 @@ TEST_CASE("cross_entropy on the sim device matches the CPU, with ignore_index an
       const Tensor logits_cpu = test::random_tensor({7, 10}, dtype, kCPU, 21, -4, 4);
       Tensor logits[2], loss[2];
       for (int d = 0; d < 2; ++d) {
-        const Device device = d == 0 ? kCPU : kSIM;
+        const Device device = d == 0 ? kCPU : test::kCudaPath;
         logits[d] = logits_cpu.to(device).detach().requires_grad_();
         CrossEntropyOptions options;
         options.label_smoothing = 0.1;
