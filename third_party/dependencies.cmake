@@ -1,12 +1,29 @@
 # Every dependency is a system package (tools/setup.sh installs them on Debian).
 # This file only finds them; no third-party source is vendored.
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
+find_package(Threads REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
+# fmt and spdlog header-only, Boost.Context static: mixtape's binaries then
+# need no third-party shared library, so a build made here runs on a GPU
+# machine that has none of these packages (tools/gpu_check.sh).
+add_library(mt_fmt INTERFACE)
+target_link_libraries(mt_fmt INTERFACE fmt::fmt-header-only)
+add_library(mt_spdlog INTERFACE)
+get_target_property(MT_SPDLOG_INCLUDES spdlog::spdlog_header_only INTERFACE_INCLUDE_DIRECTORIES)
+target_include_directories(mt_spdlog INTERFACE ${MT_SPDLOG_INCLUDES})
+target_compile_definitions(mt_spdlog INTERFACE SPDLOG_FMT_EXTERNAL SPDLOG_HEADER_ONLY)
+target_link_libraries(mt_spdlog INTERFACE mt_fmt Threads::Threads)
+set(Boost_USE_STATIC_LIBS ON)
+# With MT_STATIC_RUNTIME the C++ runtime is linked in too (for carrying a
+# build to a machine with an older libstdc++).
+option(MT_STATIC_RUNTIME "Link libstdc++ and libgcc statically" OFF)
+if(MT_STATIC_RUNTIME)
+  add_link_options(-static-libstdc++ -static-libgcc)
+endif()
 find_package(nlohmann_json 3 REQUIRED)
 find_package(ZLIB REQUIRED)
 find_package(OpenMP REQUIRED)
-find_package(Threads REQUIRED)
 find_package(CLI11 QUIET CONFIG)
 if(NOT TARGET CLI11::CLI11)
   # Debian's libcli11-dev ships the header only in some versions.

@@ -7,7 +7,12 @@
 #
 #   tools/gpu_check.sh [build-dir] [report.md]
 #
-# Must finish within 8 minutes on one H100/H200-class GPU.
+# Must finish within 8 minutes on one H100/H200-class GPU. A GPU machine
+# without Eigen/fmt/Boost headers cannot build mixtape, so build here first
+# and carry the build directory (third-party code is header-only or static):
+#   cmake -S . -B build-gpu -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a \
+#         -DMT_CPU_ARCH=x86-64-v3 -DMT_STATIC_RUNTIME=ON && cmake --build build-gpu
+#   (then, there)  tools/gpu_check.sh build-gpu
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-gpu}
