@@ -111,8 +111,25 @@ void for_each_avg_window(const Planes& in, const Planes& out, const Pool2dWindow
   }
 }
 
-template <typename T>
-void avg_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y) {
+// Adaptive window i of n over size: [floor(i*size/n), ceil((i+1)*size/n)).
+inline Span adaptive_span(int64_t i, int64_t size, int64_t n) { return {i * size / n, ((i + 1) * size + n - 1) / n}; }
+
+// Adaptive pooling's windows, in the same form as for_each_avg_window's.
+template <typename Fn>
+void for_each_adaptive_window(const Planes& in, const Planes& out, Fn&& fn) {
+  for (int64_t oy = 0; oy < out.h; ++oy) {
+    const Span sh = adaptive_span(oy, in.h, out.h);
+    for (int64_t ox = 0; ox < out.w; ++ox) {
+      const Span sw = adaptive_span(ox, in.w, out.w);
+      fn(oy * out.w + ox, sh.start, sh.end, sw.start, sw.end, (sh.end - sh.start) * (sw.end - sw.start));
+    }
+  }
+}
+
+// Average and adaptive-average pooling share one forward and one backward:
+// the mean over each window, with for_each_window(in, out, fn) naming the windows.
+template <typename T, typename Windows>
+void mean_pool_forward(const Tensor& x, const Tensor& y, Windows&& for_each_window) {
   const Planes in = planes_of(x), out = planes_of(y);
   const Loaded<T> vx(x);
   OutputBuffer<T> vy(y);
@@ -121,7 +138,7 @@ void avg_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y) {
     for (int64_t p = begin; p < end; ++p) {
       const T* xp = vx.data() + p * in.h * in.w;
       T* yp = py + p * out.h * out.w;
-      for_each_avg_window(in, out, k, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1, int64_t div) {
+      for_each_window(in, out, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1, int64_t div) {
         T s = 0;
         for (int64_t ih = h0; ih < h1; ++ih) {
           for (int64_t iw = w0; iw < w1; ++iw) s += xp[ih * in.w + iw];
@@ -133,8 +150,8 @@ void avg_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y) {
   vy.commit();
 }
 
-template <typename T>
-void avg_backward(const Tensor& dy, const Pool2dWindow& k, const Tensor& dx) {
+template <typename T, typename Windows>
+void mean_pool_backward(const Tensor& dy, const Tensor& dx, Windows&& for_each_window) {
   const Planes in = planes_of(dx), out = planes_of(dy);
   const Loaded<T> vdy(dy);
   OutputBuffer<T> vdx(dx);
@@ -144,66 +161,13 @@ void avg_backward(const Tensor& dy, const Pool2dWindow& k, const Tensor& dx) {
     for (int64_t p = begin; p < end; ++p) {
       T* dxp = pdx + p * in.h * in.w;
       const T* dyp = vdy.data() + p * out.h * out.w;
-      for_each_avg_window(in, out, k, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1, int64_t div) {
+      for_each_window(in, out, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1, int64_t div) {
         if (div == 0) return;
         const T g = dyp[o] / static_cast<T>(div);
         for (int64_t ih = h0; ih < h1; ++ih) {
           for (int64_t iw = w0; iw < w1; ++iw) dxp[ih * in.w + iw] += g;
         }
       });
-    }
-  });
-  vdx.commit();
-}
-
-// Adaptive window i of n over size: [floor(i*size/n), ceil((i+1)*size/n)).
-inline Span adaptive_span(int64_t i, int64_t size, int64_t n) { return {i * size / n, ((i + 1) * size + n - 1) / n}; }
-
-template <typename T>
-void adaptive_forward(const Tensor& x, const Tensor& y) {
-  const Planes in = planes_of(x), out = planes_of(y);
-  const Loaded<T> vx(x);
-  OutputBuffer<T> vy(y);
-  T* py = vy.data();
-  parallel_for(in.count, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) {
-      const T* xp = vx.data() + p * in.h * in.w;
-      for (int64_t oy = 0; oy < out.h; ++oy) {
-        const Span sh = adaptive_span(oy, in.h, out.h);
-        for (int64_t ox = 0; ox < out.w; ++ox) {
-          const Span sw = adaptive_span(ox, in.w, out.w);
-          T s = 0;
-          for (int64_t ih = sh.start; ih < sh.end; ++ih) {
-            for (int64_t iw = sw.start; iw < sw.end; ++iw) s += xp[ih * in.w + iw];
-          }
-          py[(p * out.h + oy) * out.w + ox] = s / static_cast<T>((sh.end - sh.start) * (sw.end - sw.start));
-        }
-      }
-    }
-  });
-  vy.commit();
-}
-
-template <typename T>
-void adaptive_backward(const Tensor& dy, const Tensor& dx) {
-  const Planes in = planes_of(dx), out = planes_of(dy);
-  const Loaded<T> vdy(dy);
-  OutputBuffer<T> vdx(dx);
-  T* pdx = vdx.data();
-  std::fill(pdx, pdx + dx.numel(), T(0));
-  parallel_for(in.count, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) {
-      T* dxp = pdx + p * in.h * in.w;
-      for (int64_t oy = 0; oy < out.h; ++oy) {
-        const Span sh = adaptive_span(oy, in.h, out.h);
-        for (int64_t ox = 0; ox < out.w; ++ox) {
-          const Span sw = adaptive_span(ox, in.w, out.w);
-          const T g = vdy[(p * out.h + oy) * out.w + ox] / static_cast<T>((sh.end - sh.start) * (sw.end - sw.start));
-          for (int64_t ih = sh.start; ih < sh.end; ++ih) {
-            for (int64_t iw = sw.start; iw < sw.end; ++iw) dxp[ih * in.w + iw] += g;
-          }
-        }
-      }
     }
   });
   vdx.commit();
@@ -220,20 +184,24 @@ void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& 
   max_backward<float>(dy, indices, dx);
 }
 void avg_pool2d_forward(const Tensor& x, const Pool2dWindow& window, const Tensor& y) {
-  if (x.dtype() == kF64) return avg_forward<double>(x, window, y);
-  avg_forward<float>(x, window, y);
+  auto windows = [&](const Planes& in, const Planes& out, auto&& fn) { for_each_avg_window(in, out, window, fn); };
+  if (x.dtype() == kF64) return mean_pool_forward<double>(x, y, windows);
+  mean_pool_forward<float>(x, y, windows);
 }
 void avg_pool2d_backward(const Tensor& dy, const Pool2dWindow& window, const Tensor& dx) {
-  if (dx.dtype() == kF64) return avg_backward<double>(dy, window, dx);
-  avg_backward<float>(dy, window, dx);
+  auto windows = [&](const Planes& in, const Planes& out, auto&& fn) { for_each_avg_window(in, out, window, fn); };
+  if (dx.dtype() == kF64) return mean_pool_backward<double>(dy, dx, windows);
+  mean_pool_backward<float>(dy, dx, windows);
 }
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
-  if (x.dtype() == kF64) return adaptive_forward<double>(x, y);
-  adaptive_forward<float>(x, y);
+  auto windows = [](const Planes& in, const Planes& out, auto&& fn) { for_each_adaptive_window(in, out, fn); };
+  if (x.dtype() == kF64) return mean_pool_forward<double>(x, y, windows);
+  mean_pool_forward<float>(x, y, windows);
 }
 void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) {
-  if (dx.dtype() == kF64) return adaptive_backward<double>(dy, dx);
-  adaptive_backward<float>(dy, dx);
+  auto windows = [](const Planes& in, const Planes& out, auto&& fn) { for_each_adaptive_window(in, out, fn); };
+  if (dx.dtype() == kF64) return mean_pool_backward<double>(dy, dx, windows);
+  mean_pool_backward<float>(dy, dx, windows);
 }
 
 }  // namespace mt::kernels::cpu
