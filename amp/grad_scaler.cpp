@@ -28,7 +28,7 @@ void GradScaler::ensure_state(Device device) {
     return;
   }
   scale_ = full({1}, options_.init_scale, kF32, device);
-  growth_tracker_ = zeros({1}, kI32, device);
+  growth_tracker_ = full({1}, static_cast<double>(initial_growth_tracker_), kI32, device);
   scale_at_last_check_ = options_.init_scale;
 }
 
@@ -148,7 +148,8 @@ optim::StateDict GradScaler::state_dict() const {
   optim::StateDict out;
   if (!options_.enabled) return out;
   out["scale"] = scale_tensor().defined() ? scale_.clone().detach() : full({1}, options_.init_scale);
-  out["growth_tracker"] = growth_tracker_.defined() ? growth_tracker_.clone().detach() : zeros({1}, kI32);
+  out["growth_tracker"] = growth_tracker_.defined() ? growth_tracker_.clone().detach()
+                                                    : full({1}, static_cast<double>(initial_growth_tracker_), kI32);
   out["growth_factor"] = scalar_tensor(options_.growth_factor, kF64);
   out["backoff_factor"] = scalar_tensor(options_.backoff_factor, kF64);
   out["growth_interval"] = scalar_tensor(static_cast<double>(options_.growth_interval), kF64);
@@ -166,9 +167,16 @@ void GradScaler::load_state_dict(const optim::StateDict& state) {
   };
   NoGradGuard no_grad;
   const Tensor& scale = get("scale");
-  ensure_state(scale.device());
-  copy_(scale_, scale);
-  copy_(growth_tracker_, get("growth_tracker"));
+  const Tensor& growth_tracker = get("growth_tracker");
+  if (scale_.defined()) {
+    copy_(scale_, scale);
+    copy_(growth_tracker_, growth_tracker);
+  } else {
+    // As PyTorch's GradScaler: the values become the initial state, created
+    // on the device of the first scaled loss (a CPU checkpoint resumes a GPU run).
+    options_.init_scale = scale.item<double>();
+    initial_growth_tracker_ = static_cast<int64_t>(growth_tracker.item<double>());
+  }
   options_.growth_factor = get("growth_factor").item<double>();
   options_.backoff_factor = get("backoff_factor").item<double>();
   options_.growth_interval = static_cast<int64_t>(get("growth_interval").item<double>());

@@ -381,11 +381,13 @@ void check_in_place_allowed(const char* op, const Tensor& dst) {
 
 void copy_(const Tensor& dst, const Tensor& src) {
   check_in_place_allowed("copy_", dst);
-  autograd::check_same_device("copy_", dst, src);
   const Shape shape = broadcast_shapes(dst.sizes(), src.sizes(), "copy_");
   MT_CHECK(shape == dst.sizes(), "copy_: source {} does not broadcast to destination {}", src.shape_string(),
            dst.shape_string());
-  kernels::copy(autograd::broadcast_view(src, shape), dst);
+  // As in PyTorch, copy_ also moves data between devices (loading a CPU
+  // checkpoint into GPU state): the source travels to the destination first.
+  const Tensor local = src.device() == dst.device() ? src : src.to(dst.device());
+  kernels::copy(autograd::broadcast_view(local, shape), dst);
 }
 
 void fill_(const Tensor& dst, double value) {

@@ -128,7 +128,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   auto load = [&](const std::string& name, const Tensor& slot, const Module&) {
     auto it = state.find(name);
     if (it == state.end()) return;
-    copy_(slot, it->second.device() == slot.device() ? it->second : it->second.to(slot.device()));
+    copy_(slot, it->second);
   };
   visit_tensors("", true, load);
   visit_tensors("", false, load);

@@ -13,10 +13,16 @@ int64_t omp_thread_id() { return omp_get_thread_num(); }
 
 namespace {
 
+// Floating to a narrow integer type: truncate toward zero into int64, then wrap
+// (-5.0 -> u8 251, as PyTorch; a direct float -> u8 conversion of a negative
+// value is undefined, and the GPU's saturates to 0). The CUDA kernels' store_as
+// follows the same rule.
 template <typename To, typename From>
 inline To convert(From v) {
   if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
-    return static_cast<To>(static_cast<float>(v));
+    return convert<To>(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> && !std::is_same_v<To, bool>) {
+    return static_cast<To>(static_cast<int64_t>(v));
   } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
     return To(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, bool>) {

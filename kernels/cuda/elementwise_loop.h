@@ -77,8 +77,10 @@ __device__ __forceinline__ void store_as(void* base, DTypeCode t, std::int64_t i
     case DTypeCode::F16: static_cast<std::uint16_t*>(base)[index] = float_to_f16(static_cast<float>(v)); return;
     case DTypeCode::BF16: static_cast<std::uint16_t*>(base)[index] = float_to_bf16(static_cast<float>(v)); return;
     case DTypeCode::I64: static_cast<std::int64_t*>(base)[index] = static_cast<std::int64_t>(v); return;
-    case DTypeCode::I32: static_cast<std::int32_t*>(base)[index] = static_cast<std::int32_t>(v); return;
-    case DTypeCode::U8: static_cast<std::uint8_t*>(base)[index] = static_cast<std::uint8_t>(v); return;
+    // Narrow integers go through int64 and wrap (-5.0 -> u8 251), like the CPU:
+    // a direct conversion would saturate on the GPU and is undefined in C++.
+    case DTypeCode::I32: static_cast<std::int32_t*>(base)[index] = static_cast<std::int32_t>(static_cast<std::int64_t>(v)); return;
+    case DTypeCode::U8: static_cast<std::uint8_t*>(base)[index] = static_cast<std::uint8_t>(static_cast<std::int64_t>(v)); return;
     case DTypeCode::Bool: static_cast<std::uint8_t*>(base)[index] = v != T(0) ? 1 : 0; return;
   }
 }

@@ -209,3 +209,23 @@ TEST_CASE("scale bounds clamp the trajectory when asked", "[scaler]") {
   kernels::update_scale(scale, tracker, zeros({1}), {2.0, 0.5, 1, 0, /*max=*/5.0});
   CHECK(scale.item<double>() == 5.0);
 }
+
+TEST_CASE("a loaded scaler state moves to the device of the first scaled loss", "[scaler]") {
+  // A checkpoint is read on the CPU; the run it resumes may scale losses on a GPU (here: sim).
+  GradScaler saved;
+  saved.scale(ones({1}, kF32));
+  kernels::update_scale(saved.scale_tensor(), zeros({1}, kI32), ones({1}), {2.0, 0.5, 2000, 0, 0});
+  optim::StateDict state = saved.state_dict();
+  state["growth_tracker"] = full({1}, 7.0, kI32);
+  GradScaler resumed;
+  resumed.load_state_dict(state);
+  CHECK(resumed.get_scale() == 32768.0);
+  const Tensor scaled = resumed.scale(full({1}, 2.0, kF32, kSIM));
+  CHECK(resumed.scale_tensor().device() == kSIM);
+  CHECK(scaled.item<double>() == 65536.0);
+  CHECK(resumed.state_dict().at("growth_tracker").item<double>() == 7.0);
+  // Loading into a scaler whose state already exists copies across devices.
+  resumed.load_state_dict(saved.state_dict());
+  CHECK(resumed.scale_tensor().device() == kSIM);
+  CHECK(resumed.get_scale() == 32768.0);
+}

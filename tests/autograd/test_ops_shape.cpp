@@ -279,6 +279,19 @@ TEST_CASE("copy_ and fill_: broadcast, cast, and the autograd guard", "[ops][sha
   }
   check_equal(leaf, {1, 1});
   REQUIRE_THROWS_WITH(copy_(zeros({3}), zeros({2, 3})), Catch::Contains("copy_") && Catch::Contains("[2, 3]"));
+  // Like PyTorch's, copy_ moves data between devices (here CPU -> sim -> CPU).
+  const Tensor on_sim = zeros({2, 3}, kF32, kSIM);
+  copy_(on_sim, f64({1, 2, 3}, {3}));
+  const Tensor back = zeros({2, 3}, kF16);
+  copy_(back, on_sim);
+  check_equal(back, {1, 2, 3, 1, 2, 3});
+}
+
+TEST_CASE("floating to narrow integer casts truncate, then wrap, as PyTorch", "[ops][shape]") {
+  const Tensor x = f64({-5.7, 3.9, 255.0, 256.0}, {4});
+  check_equal(x.to(kU8), {251, 3, 255, 0});
+  check_equal(x.to(kF16).to(kU8), {251, 3, 255, 0});
+  check_equal(x.to(kI32), {-5, 3, 255, 256});
 }
 
 TEST_CASE("shape errors name the op, the shape and what was expected", "[ops][shape][errors]") {
