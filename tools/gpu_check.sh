@@ -10,8 +10,10 @@
 # The first argument is a pack made by tools/gpu_pack.sh (executables built
 # here + the dataset) or a build directory. Without either, it builds one
 # (needs Eigen/fmt/spdlog/CLI11/Boost headers on that machine).
-# Time: at most ~6 minutes on one H200: training (bounded by GPU_CHECK_TRAIN_S)
-# runs alongside the tests, then the benchmarks. GPU_CHECK_QUICK=1 skips training.
+# Time: about 6 minutes on one H200: training (bounded by GPU_CHECK_TRAIN_S)
+# runs alongside the tests, then a sweep of short runs over precisions and
+# back ends, then the benchmarks (GPU_CHECK_BENCH=0 skips them).
+# GPU_CHECK_QUICK=1 skips all training.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -145,14 +147,42 @@ if [ ${#train_pids[@]} -gt 0 ]; then
   echo "training done at $(elapsed)" >> "$report"
 fi
 
+# ---- what each precision and back end buys: short runs, one at a time
+# (throughput and peak memory; the accuracy of a few hundred steps means little).
+if [ "${GPU_CHECK_QUICK:-0}" != 1 ]; then
+  section "Precision and back-end sweep (alone on the GPU, ${GPU_CHECK_SWEEP_STEPS:-400} steps, batch 128)"
+  echo '| model | precision | MT_CONV | MT_GEMM | samples/s | peak memory | test acc. |' >> "$report"
+  echo '| --- | --- | --- | --- | ---: | ---: | ---: |' >> "$report"
+  sweep() {  # sweep model precision conv gemm
+    local line
+    line=$(MT_CONV=$3 MT_GEMM=$4 OMP_NUM_THREADS=8 timeout 90 "$bin/mixtape" train --model "$1" --precision "$2" \
+      --device cuda --steps "${GPU_CHECK_SWEEP_STEPS:-400}" --no-progress 2>&1 | grep "samples/s, peak memory" | tail -1)
+    local rate peak acc
+    rate=$(sed -E 's/.* ([0-9.]+) samples\/s.*/\1/' <<<"$line")
+    peak=$(sed -E 's/.*peak memory ([0-9.]+ [A-Za-z]+).*/\1/' <<<"$line")
+    acc=$(sed -E 's/^test accuracy ([0-9.]+%).*/\1/' <<<"$line")
+    [ -n "$line" ] || rate="failed" peak="" acc=""
+    echo "| $1 | $2 | $3 | $4 | $rate | $peak | $acc |" >> "$report"
+  }
+  for model in cnn resnet; do
+    for precision in fp32 fp16 bf16; do sweep "$model" "$precision" auto auto; done
+    sweep "$model" fp16 own auto
+    sweep "$model" fp16 auto own
+  done
+  echo >> "$report"
+  echo "sweep done at $(elapsed)" >> "$report"
+fi
+
 # ---- benchmarks (alone on the GPU)
-section "GEMM ladder vs cuBLASLt (4096^3)"
-echo '```' >> "$report"
-timeout 90 "$bin/gemm_bench" --size 4096 >> "$report" 2>&1
-echo '```' >> "$report"
-section "Memory-bound kernels vs device-to-device copy"
-timeout 60 "$bin/bandwidth_bench" --mb 256 >> "$report" 2>&1
-echo "benchmarks done at $(elapsed)" >> "$report"
+if [ "${GPU_CHECK_BENCH:-1}" = 1 ]; then
+  section "GEMM ladder vs cuBLASLt (4096^3)"
+  echo '```' >> "$report"
+  timeout 90 "$bin/gemm_bench" --size 4096 >> "$report" 2>&1
+  echo '```' >> "$report"
+  section "Memory-bound kernels vs device-to-device copy"
+  timeout 60 "$bin/bandwidth_bench" --mb 256 >> "$report" 2>&1
+  echo "benchmarks done at $(elapsed)" >> "$report"
+fi
 
 echo >> "$report"
 echo "Total time: $(elapsed)" >> "$report"

@@ -12,7 +12,8 @@
 // Precision: f32 accumulation (f64 for f64), one rounding on store.
 // Bound: still memory/latency-bound: 2 shared-memory loads per FMA, one
 //   output per thread, and a barrier every 16 k. Production uses it for f64.
-// Speed: not yet measured on a GPU.
+// Speed (H200, 2026-11-29, bench/results/gpu_check_20261129_2204.md): 4096^3 f16 8.0 TFLOP/s,
+//   f32 7.8 (1.2% / 15% of cuBLASLt).
 #include "kernels/cuda/gemm/gemm_common.h"
 
 namespace mt::MT_KERNEL_NS {

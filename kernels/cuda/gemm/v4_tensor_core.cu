@@ -16,7 +16,8 @@
 //   serialised: every warp waits for the next tile to arrive from global
 //   memory before it can issue an mma (v5 overlaps them). mma.sync also tops
 //   out well below Hopper's wgmma peak (REFERENCES.md).
-// Speed: not yet measured on a GPU.
+// Speed (H200, 2026-11-29, bench/results/gpu_check_20261129_2204.md): 4096^3 f16 69.3 TFLOP/s,
+//   bf16 69.4 — 10% of cuBLASLt; 4.5x v3 from the Tensor Cores alone.
 #include "kernels/cuda/gemm/tensor_core_tiles.h"
 
 namespace mt::MT_KERNEL_NS {
