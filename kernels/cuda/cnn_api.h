@@ -3,6 +3,10 @@
 // dispatchers in kernels/conv.h, pool.h and batch_norm.h include this and
 // call mt::sim::... for the SIM device or mt::cuda::... for a GPU.
 //
+// Convolution has two back ends (conv2d_backend below): mixtape's own
+// im2col + GEMM kernels (conv.cu, both builds) and cuDNN (conv_cudnn.cu, GPU
+// builds with cuDNN only).
+//
 // Element buffers have `dtype` (f16/bf16 as 16-bit bit patterns). Statistics
 // and per-channel parameters of batch norm (mean, invstd, running stats,
 // weight, bias, their gradients) are "acc" buffers: f32, or f64 when dtype is
@@ -11,6 +15,7 @@
 // Optional pointers may be null.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/kernel_api.h"
@@ -46,6 +51,27 @@ inline int64_t conv2d_backward_col_elements(const ConvShape& s) {
 }
 inline int64_t conv2d_backward_dy_elements(const ConvShape& s) { return s.batch * s.out_channels * s.out_plane(); }
 
+// Which implementation runs a CUDA-path convolution. Auto reads MT_CONV
+// (auto|own|cudnn): auto is cuDNN on a GPU built with it, own kernels
+// otherwise; MT_CONV=cudnn falls back to own where there is no cuDNN (the
+// simulator, a build without it).
+enum class ConvBackend : int { Auto, Own, Cudnn };
+
+// The three convolutions cuDNN runs, each with its own algorithm and workspace.
+enum class ConvPass : int { Forward, BackwardData, BackwardFilter };
+
+// Whether cuDNN's 4-d descriptors can describe the convolution: every size
+// positive (empty problems take the own path, which handles them) and within int.
+inline bool conv2d_cudnn_fits(const ConvShape& s) {
+  const int64_t sizes[] = {s.batch,      s.in_channels, s.in_h,     s.in_w,     s.out_channels,
+                           s.kernel_h,   s.kernel_w,    s.stride_h, s.stride_w, s.dilation_h,
+                           s.dilation_w, s.groups,      s.out_h,    s.out_w};
+  for (int64_t size : sizes) {
+    if (size <= 0 || size > INT32_MAX) return false;
+  }
+  return s.pad_h >= 0 && s.pad_h <= INT32_MAX && s.pad_w >= 0 && s.pad_w <= INT32_MAX;
+}
+
 struct PoolShape {
   int64_t planes = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
   int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
@@ -62,6 +88,27 @@ MT_CUDA_KERNEL_API(void conv2d_backward(mt::kernels::KernelDType dtype, const vo
                                         const void* weight, void* dx, void* dweight, void* dbias,
                                         const mt::kernels::ConvShape& shape, void* col_workspace, void* dy_workspace,
                                         mt::kernels::Stream stream))
+
+// The back end a CUDA-path convolution uses for `requested` (Own or Cudnn);
+// Auto consults MT_CONV. Throws std::invalid_argument for a bad MT_CONV.
+MT_CUDA_KERNEL_API(mt::kernels::ConvBackend conv2d_backend(mt::kernels::ConvBackend requested))
+// The cuDNN back end (GPU build with cuDNN; the simulator build throws). The
+// caller allocates the workspace: conv2d_cudnn_workspace_bytes chooses (once
+// per device, dtype, shape and pass) the algorithm and says how many bytes it
+// needs. conv2d_cudnn_backward runs BackwardData and BackwardFilter one after
+// the other on `stream`, so one workspace of the larger size serves both.
+// The shape must pass conv2d_cudnn_fits.
+MT_CUDA_KERNEL_API(std::size_t conv2d_cudnn_workspace_bytes(mt::kernels::KernelDType dtype,
+                                                            const mt::kernels::ConvShape& shape,
+                                                            mt::kernels::ConvPass pass))
+MT_CUDA_KERNEL_API(void conv2d_cudnn_forward(mt::kernels::KernelDType dtype, const void* x, const void* weight,
+                                             const void* bias, void* y, const mt::kernels::ConvShape& shape,
+                                             void* workspace, std::size_t workspace_bytes, mt::kernels::Stream stream))
+// dx / dweight / dbias may be null; x is read only for dweight, weight only for dx.
+MT_CUDA_KERNEL_API(void conv2d_cudnn_backward(mt::kernels::KernelDType dtype, const void* dy, const void* x,
+                                              const void* weight, void* dx, void* dweight, void* dbias,
+                                              const mt::kernels::ConvShape& shape, void* workspace,
+                                              std::size_t workspace_bytes, mt::kernels::Stream stream))
 
 // indices: i64 [planes, OH, OW], h * W + w of each window's max.
 MT_CUDA_KERNEL_API(void max_pool2d_forward(mt::kernels::KernelDType dtype, const void* x, void* y, int64_t* indices,

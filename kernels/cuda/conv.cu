@@ -1,6 +1,11 @@
 // conv2d (cross-correlation, as PyTorch) over NCHW, forward and backward, as
 // im2col + the production GEMM (kernels/cuda/gemm/gemm.h).
 //
+// Two back ends: this file is the "own" one, built for the simulator and the
+// GPU; conv_cudnn.cu is the other, cuDNN (GPU builds with cuDNN only).
+// MT_CONV=auto|own|cudnn picks (conv2d_backend, read by kernels/conv.h):
+// auto means cuDNN on a GPU that has it, these kernels on the sim device.
+//
 // What: y[n, o] = sum_{c, ki, kj} w[o, c, ki, kj] * x[n, g*C/G + c, oy*sh - ph + ki*dh, ox*sw - pw + kj*dw]
 //   (+ bias[o]), with groups; and its gradients dx, dw, dbias (the semantics
 //   of kernels/cpu/conv.cpp, which the tests compare against).
@@ -15,7 +20,7 @@
 //             reduction runs over N*L. The batch sum happens inside the GEMM's
 //             f32 accumulator: deterministic, no atomics, one rounding.
 //   dbias     one block per output channel sums dy over (n, oy, ox) with a
-//             fixed-order block reduction.
+//             fixed-order block reduction (the cuDNN back end uses it too).
 //   dx        dcol[n, g] = W_g^T @ dy[n, g] (GEMM batched over n), then col2im
 //             as a gather: one thread per input element sums, in f32, the
 //             dcol entries of the (ki, kj) taps that read it (in the CPU's
@@ -28,8 +33,9 @@
 //   bandwidth-bound and cost KH*KW times the input's size in memory traffic
 //   and workspace (the col buffer holds the whole batch — a chunked or
 //   implicit-GEMM version would not). Left on the table: implicit GEMM
-//   (im2col fused into the GEMM's shared-memory loads), NHWC, cuDNN.
-// Speed: not yet measured on a GPU.
+//   (im2col fused into the GEMM's shared-memory loads), NHWC — what cuDNN's
+//   algorithms do.
+// Speed (own and cuDNN): not yet measured on a GPU.
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/cnn_api.h"
 #include "kernels/cuda/element.h"
