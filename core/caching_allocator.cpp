@@ -338,7 +338,10 @@ CachingAllocator& cuda_caching_allocator(int index) {
   std::lock_guard lock(mutex);
   if (index >= 0 && static_cast<size_t>(index) < allocators.size() && allocators[index]) return *allocators[index];
   const cuda::DeviceSummary devices = cuda::query_devices();
-  if (devices.count == 0) fail("no CUDA device available: {}; use the cpu or sim device", devices.error);
+  if (devices.count == 0) {
+    fail("no CUDA device available: {}; use the cpu or sim device",
+         devices.error.empty() ? "the driver reports none" : devices.error);
+  }
   MT_CHECK(index >= 0 && index < devices.count, "no CUDA device available: cuda:{} requested but {} device(s) found",
            index, devices.count);
   if (allocators.size() < static_cast<size_t>(devices.count)) allocators.resize(static_cast<size_t>(devices.count));

@@ -16,7 +16,7 @@ DeviceSummary query_devices() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
-    summary.error = std::string("no CUDA device available: ") + cudaGetErrorString(status);
+    summary.error = cudaGetErrorString(status);  // callers say "no CUDA device available: <this>"
     cudaGetLastError();  // clear the sticky error so later calls are not poisoned
     return summary;
   }

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,7 +29,6 @@ inline Device cuda_path_device() {
   }
 }
 inline const Device kCudaPath = cuda_path_device();
-
 
 inline Tensor random_tensor(const Shape& shape, DType dtype, Device device, unsigned seed, double lo = -1,
                             double hi = 1) {
@@ -80,5 +80,27 @@ inline void check_matches(const Tensor& on_sim, const Tensor& on_cpu, double tol
     }
   }
 }
+
+// Sets an environment variable for one scope; restores the old value (or its absence) after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 }  // namespace mt::test

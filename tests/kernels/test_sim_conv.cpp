@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "mixtape.h"
-#include "tests/kernels/sim_tensor_util.h"
 #include "models/registry.h"
+#include "tests/kernels/sim_tensor_util.h"
 
 using namespace mt;
 
@@ -35,7 +35,6 @@ double tolerance(DType t) {
     default: return 0;
   }
 }
-
 
 struct Pair {
   Tensor cpu, sim;
@@ -177,7 +176,8 @@ TEST_CASE("sim batch_norm training and eval match the CPU", "[sim][batch_norm]")
           // Eval uses (and does not touch) the running stats; training updates them in place.
           const Tensor& rm = training ? rm_cpu : rm0;
           const Tensor& rv = training ? rv_cpu : rv0;
-          const Tensor rms = training ? rm_sim : rm0.to(test::kCudaPath), rvs = training ? rv_sim : rv0.to(test::kCudaPath);
+          const Tensor rms = training ? rm_sim : rm0.to(test::kCudaPath),
+                       rvs = training ? rv_sim : rv0.to(test::kCudaPath);
           check_op(
               {x, w, b},
               [&](const std::vector<Tensor>& in) {
@@ -265,42 +265,54 @@ TEST_CASE("the resnet model's forward and backward match the CPU on sim", "[sim]
 
 TEST_CASE("the cnn model under f16/bf16 autocast agrees on sim and CPU", "[sim][conv][model][amp]") {
   // Convolutions run in the low-precision dtype (the Tensor Core GEMM on sim),
-  // batch norm in f32, by the autocast policy.
-  for (DType dtype : {kF16, kBF16}) {
-    INFO(dtype_name(dtype));
-    manual_seed(7);
-    auto cpu_model = models::make_model("cnn");
-    manual_seed(7);
-    auto sim_model = models::make_model("cnn");
-    sim_model->to(test::kCudaPath);
-    const Tensor images = random_cpu({2, 1, 28, 28}, kF32, 41, 0, 1);
-    const Tensor labels = from_vector(std::vector<int64_t>{0, 9}, {2});
-    Tensor loss_cpu, loss_sim;
-    {
-      amp::Autocast ac(kCPU, dtype);
-      loss_cpu = cross_entropy((*cpu_model)(images), labels);
-    }
-    {
-      amp::Autocast ac(test::kCudaPath, dtype);
-      loss_sim = cross_entropy((*sim_model)(images.to(test::kCudaPath)), labels.to(test::kCudaPath));
-    }
-    const double tol = dtype == kF16 ? 1e-2 : 5e-2;
-    check_matches(loss_sim, loss_cpu, tol, "loss");
-    loss_cpu.backward();
-    loss_sim.backward();
-    for (const char* name : {"conv1.weight", "conv2.weight", "fc1.weight"}) {
-      Tensor g_cpu, g_sim;
-      for (const auto& [n, p] : cpu_model->named_parameters()) {
-        if (n == name) g_cpu = p.grad();
+  // batch norm in f32, by the autocast policy. The own conv kernels mirror the
+  // CPU's arithmetic, so every gradient must agree closely. cuDNN (GPU, auto)
+  // sums in other orders and rounds its f16 partial results differently; with
+  // a batch of 2, the batch norms' mean subtraction magnifies that in the
+  // gradients below them, so under cuDNN the forward loss and fc1's gradient
+  // (downstream of the convolutions' forward only) are compared here, and
+  // cuDNN's own gradients against an f64 reference in test_cudnn_conv.cpp.
+  for (const char* conv_backend : {"own", "auto"}) {
+    for (DType dtype : {kF16, kBF16}) {
+      INFO(dtype_name(dtype) << " MT_CONV=" << conv_backend);
+      const test::ScopedEnv env("MT_CONV", conv_backend);
+      const bool own_conv = std::string(conv_backend) == "own";
+      if (!own_conv && test::kCudaPath.is_sim()) continue;  // no cuDNN on sim: auto is own again
+      manual_seed(7);
+      auto cpu_model = models::make_model("cnn");
+      manual_seed(7);
+      auto sim_model = models::make_model("cnn");
+      sim_model->to(test::kCudaPath);
+      const Tensor images = random_cpu({2, 1, 28, 28}, kF32, 41, 0, 1);
+      const Tensor labels = from_vector(std::vector<int64_t>{0, 9}, {2});
+      Tensor loss_cpu, loss_sim;
+      {
+        amp::Autocast ac(kCPU, dtype);
+        loss_cpu = cross_entropy((*cpu_model)(images), labels);
       }
-      for (const auto& [n, p] : sim_model->named_parameters()) {
-        if (n == name) g_sim = p.grad();
+      {
+        amp::Autocast ac(test::kCudaPath, dtype);
+        loss_sim = cross_entropy((*sim_model)(images.to(test::kCudaPath)), labels.to(test::kCudaPath));
       }
-      REQUIRE(g_cpu.defined());
-      REQUIRE(g_sim.defined());
-      double scale = 0;
-      for (double v : g_cpu.to_vector()) scale = std::max(scale, std::abs(v));
-      check_matches(div(g_sim, scale), div(g_cpu, scale), 3 * tol, name);
+      const double tol = dtype == kF16 ? 1e-2 : 5e-2;
+      check_matches(loss_sim, loss_cpu, tol, "loss");
+      loss_cpu.backward();
+      loss_sim.backward();
+      for (const char* name : {"conv1.weight", "conv2.weight", "fc1.weight"}) {
+        if (!own_conv && std::string(name) != "fc1.weight") continue;
+        Tensor g_cpu, g_sim;
+        for (const auto& [n, p] : cpu_model->named_parameters()) {
+          if (n == name) g_cpu = p.grad();
+        }
+        for (const auto& [n, p] : sim_model->named_parameters()) {
+          if (n == name) g_sim = p.grad();
+        }
+        REQUIRE(g_cpu.defined());
+        REQUIRE(g_sim.defined());
+        double scale = 0;
+        for (double v : g_cpu.to_vector()) scale = std::max(scale, std::abs(v));
+        check_matches(div(g_sim, scale), div(g_cpu, scale), 3 * tol, name);
+      }
     }
   }
 }
