@@ -68,7 +68,12 @@ elapsed() { echo "$(( $(date +%s) - start )) s"; }
   echo "# mixtape GPU check"
   echo
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  # The pack records the commit its executables were built from (a device's copy of .git may be stale).
+  if [ -f "$source_dir/commit" ]; then
+    echo "- commit: $(tr '\n' ' ' < "$source_dir/commit")"
+  else
+    echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  fi
   echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total,compute_cap --format=csv,noheader 2>/dev/null | head -1)"
   echo "- driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
   echo "- cuDNN: $(readlink -f "$(find_library libcudnn.so.9)")"

@@ -27,4 +27,6 @@ cp "$data"/*.gz "$pack/fashion-mnist/"
 for lib in libz.so.1 libgomp.so.1; do
   cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$pack/lib/"
 done
+git rev-parse --short HEAD > "$pack/commit" 2>/dev/null || true
+git diff --quiet HEAD 2>/dev/null || echo "+ uncommitted changes" >> "$pack/commit"
 du -sh "$pack"

@@ -35,7 +35,9 @@
 //   implicit-GEMM version would not). Left on the table: implicit GEMM
 //   (im2col fused into the GEMM's shared-memory loads), NHWC — what cuDNN's
 //   algorithms do.
-// Speed (own and cuDNN): not yet measured on a GPU.
+// Speed: not measured per kernel. In training on an H200 (2026-11-29, see
+//   conv_cudnn.cu) the own kernels gave 0.77x cuDNN's throughput on resnet
+//   fp16 and 1.18x on the small cnn.
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/cnn_api.h"
 #include "kernels/cuda/element.h"

@@ -33,7 +33,12 @@
 // Threads: one cudnnHandle per device, created on first use; a mutex guards
 //   it from cudnnSetStream until the asynchronous call is queued, and guards
 //   the algorithm cache.
-// Bound / speed: as cuDNN's chosen algorithm; not yet measured on a GPU.
+// Bound / speed: as cuDNN's chosen algorithm. Measured only through training
+//   (H200, 2026-11-29, bench/results/gpu_check_20261129_2225.md, 400-step
+//   runs, one each): resnet fp16 10.7k samples/s with cuDNN vs 8.2k with the
+//   own kernels, peak memory 539 vs 827 MB (no im2col buffers). On the small
+//   cnn the own kernels were faster (41.0k vs 34.7k samples/s); the per-call
+//   descriptors and lock on tiny convolutions are suspects (not profiled).
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
