@@ -10,10 +10,12 @@
 # The first argument is a pack made by tools/gpu_pack.sh (executables built
 # here + the dataset) or a build directory. Without either, it builds one
 # (needs Eigen/fmt/spdlog/CLI11/Boost headers on that machine).
-# Time: about 6 minutes on one H200: training (bounded by GPU_CHECK_TRAIN_S)
-# runs alongside the tests, then a sweep of short runs over precisions and
-# back ends, then the benchmarks (GPU_CHECK_BENCH=0 skips them).
-# GPU_CHECK_QUICK=1 skips all training.
+# Time: about 6 minutes on one H200: training to accuracy (bounded by
+# GPU_CHECK_TRAIN_S) runs alongside the tests, then a sweep of short runs over
+# precisions, back ends and batch sizes, then the benchmarks. Stages can be
+# left out: GPU_CHECK_TESTS=0, GPU_CHECK_ACCURACY=0, GPU_CHECK_SWEEP=0,
+# GPU_CHECK_BENCH=0; GPU_CHECK_QUICK=1 leaves out all training (accuracy and
+# sweep). GPU_CHECK_SWEEP_BATCHES lists batch:steps pairs (default 128:400).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -26,6 +28,11 @@ train_seconds=${GPU_CHECK_TRAIN_S:-240}
 cnn_epochs=${GPU_CHECK_CNN_EPOCHS:-10}
 resnet_epochs=${GPU_CHECK_RESNET_EPOCHS:-15}
 start=$(date +%s)
+quick=${GPU_CHECK_QUICK:-0}
+run_tests=${GPU_CHECK_TESTS:-1}
+run_accuracy=$([ "$quick" = 1 ] && echo 0 || echo "${GPU_CHECK_ACCURACY:-1}")
+run_sweep=$([ "$quick" = 1 ] && echo 0 || echo "${GPU_CHECK_SWEEP:-1}")
+run_bench=${GPU_CHECK_BENCH:-1}
 
 # cuDNN/cuBLAS may live in a Python environment's nvidia/* packages.
 find_library() {
@@ -99,7 +106,7 @@ train_args=(
 )
 metrics=$(mktemp -d)
 train_pids=()
-if [ "${GPU_CHECK_QUICK:-0}" != 1 ]; then
+if [ "$run_accuracy" = 1 ]; then
   for i in "${!train_names[@]}"; do
     # shellcheck disable=SC2086  # the argument lists split on purpose
     OMP_NUM_THREADS=3 timeout "$train_seconds" "$bin/mixtape" train ${train_args[$i]} --device cuda --no-progress \
@@ -110,42 +117,44 @@ fi
 
 # ---- tests: every suite in parallel (they share the GPU); the CPU accuracy
 # run (minutes) is left to CI.
-section "Tests"
-tests_log="$out/tests.log"
-: > "$tests_log"
-pids=()
-run_suite() {  # run_suite seconds name command...
-  local seconds=$1 name=$2
-  shift 2
-  (timeout "$seconds" "$@" > "$out/.suite_$name.log" 2>&1; echo "exit $?" >> "$out/.suite_$name.log") &
-  pids+=($!)
-}
-export OMP_NUM_THREADS=2
-for suite in test_core test_autograd test_amp test_nn test_kernels test_sim test_sim_examples; do
-  run_suite 150 "$suite" "$bin/$suite"
-done
-run_suite 150 test_tools "$bin/test_tools" '~mlp reaches 87*'
-MT_CONV=own run_suite 150 test_kernels_own_conv "$bin/test_kernels" '[conv]'
-run_suite 150 test_sim_examples_gpu "$bin/test_sim_examples_gpu"
-run_suite 150 quickstart "$bin/quickstart"
-run_suite 150 cli_contract "$root/tests/tools/cli_errors.sh" "$bin/mixtape"
-if command -v compute-sanitizer > /dev/null; then
-  run_suite 120 memcheck_test_kernels compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_kernels"
+if [ "$run_tests" = 1 ]; then
+  section "Tests"
+  tests_log="$out/tests.log"
+  : > "$tests_log"
+  pids=()
+  run_suite() {  # run_suite seconds name command...
+    local seconds=$1 name=$2
+    shift 2
+    (timeout "$seconds" "$@" > "$out/.suite_$name.log" 2>&1; echo "exit $?" >> "$out/.suite_$name.log") &
+    pids+=($!)
+  }
+  export OMP_NUM_THREADS=2
+  for suite in test_core test_autograd test_amp test_nn test_kernels test_sim test_sim_examples; do
+    run_suite 150 "$suite" "$bin/$suite"
+  done
+  run_suite 150 test_tools "$bin/test_tools" '~mlp reaches 87*'
+  MT_CONV=own run_suite 150 test_kernels_own_conv "$bin/test_kernels" '[conv]'
+  run_suite 150 test_sim_examples_gpu "$bin/test_sim_examples_gpu"
+  run_suite 150 quickstart "$bin/quickstart"
+  run_suite 150 cli_contract "$root/tests/tools/cli_errors.sh" "$bin/mixtape"
+  if command -v compute-sanitizer > /dev/null; then
+    run_suite 120 memcheck_test_kernels compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_kernels"
+  fi
+  wait "${pids[@]}"
+  echo '| suite | exit | summary |' >> "$report"
+  echo '| --- | --- | --- |' >> "$report"
+  for log in "$out"/.suite_*.log; do
+    name=$(basename "$log" .log)
+    name=${name#.suite_}
+    status=$(tail -1 "$log" | awk '{print $2}')
+    summary=$(grep -E "All tests passed|test cases:|ERROR SUMMARY|passed|failed" "$log" | tail -1 | tr '|' '/')
+    echo "| $name | $status | $summary |" >> "$report"
+    { echo "=================== $name (exit $status)"; cat "$log"; } >> "$tests_log"
+    rm -f "$log"
+  done
+  echo >> "$report"
+  echo "tests done at $(elapsed)" >> "$report"
 fi
-wait "${pids[@]}"
-echo '| suite | exit | summary |' >> "$report"
-echo '| --- | --- | --- |' >> "$report"
-for log in "$out"/.suite_*.log; do
-  name=$(basename "$log" .log)
-  name=${name#.suite_}
-  status=$(tail -1 "$log" | awk '{print $2}')
-  summary=$(grep -E "All tests passed|test cases:|ERROR SUMMARY|passed|failed" "$log" | tail -1 | tr '|' '/')
-  echo "| $name | $status | $summary |" >> "$report"
-  { echo "=================== $name (exit $status)"; cat "$log"; } >> "$tests_log"
-  rm -f "$log"
-done
-echo >> "$report"
-echo "tests done at $(elapsed)" >> "$report"
 
 # ---- the training runs' results
 if [ ${#train_pids[@]} -gt 0 ]; then
@@ -162,34 +171,40 @@ if [ ${#train_pids[@]} -gt 0 ]; then
   echo "training done at $(elapsed)" >> "$report"
 fi
 
-# ---- what each precision and back end buys: short runs, one at a time
-# (throughput and peak memory; the accuracy of a few hundred steps means little).
-if [ "${GPU_CHECK_QUICK:-0}" != 1 ]; then
-  section "Precision and back-end sweep (alone on the GPU, ${GPU_CHECK_SWEEP_STEPS:-400} steps, batch 128)"
-  echo '| model | precision | MT_CONV | MT_GEMM | samples/s | peak memory | test acc. |' >> "$report"
-  echo '| --- | --- | --- | --- | ---: | ---: | ---: |' >> "$report"
-  sweep() {  # sweep model precision conv gemm
-    local line
-    line=$(MT_CONV=$3 MT_GEMM=$4 OMP_NUM_THREADS=8 timeout 90 "$bin/mixtape" train --model "$1" --precision "$2" \
-      --device cuda --steps "${GPU_CHECK_SWEEP_STEPS:-400}" --no-progress 2>&1 | grep "samples/s, peak memory" | tail -1)
-    local rate peak acc
+# ---- what each precision, back end and batch size buys: short runs, one at a
+# time (throughput and peak memory; the accuracy of a few hundred steps means
+# little). The back-end rows run at the first batch size only.
+if [ "$run_sweep" = 1 ]; then
+  batches=(${GPU_CHECK_SWEEP_BATCHES:-128:400})
+  section "Precision, back-end and batch sweep (alone on the GPU)"
+  echo '| model | batch | steps | precision | MT_CONV | MT_GEMM | samples/s | peak memory | test acc. |' >> "$report"
+  echo '| --- | ---: | ---: | --- | --- | --- | ---: | ---: | ---: |' >> "$report"
+  sweep() {  # sweep model batch steps precision conv gemm
+    local line rate peak acc
+    line=$(MT_CONV=$5 MT_GEMM=$6 OMP_NUM_THREADS=8 timeout 90 "$bin/mixtape" train --model "$1" --batch "$2" \
+      --steps "$3" --precision "$4" --device cuda --no-progress 2>&1 | grep "samples/s, peak memory" | tail -1)
     rate=$(sed -E 's/.* ([0-9.]+) samples\/s.*/\1/' <<<"$line")
     peak=$(sed -E 's/.*peak memory ([0-9.]+ [A-Za-z]+).*/\1/' <<<"$line")
     acc=$(sed -E 's/^test accuracy ([0-9.]+%).*/\1/' <<<"$line")
     [ -n "$line" ] || rate="failed" peak="" acc=""
-    echo "| $1 | $2 | $3 | $4 | $rate | $peak | $acc |" >> "$report"
+    echo "| $1 | $2 | $3 | $4 | $5 | $6 | $rate | $peak | $acc |" >> "$report"
   }
   for model in cnn resnet; do
-    for precision in fp32 fp16 bf16; do sweep "$model" "$precision" auto auto; done
-    sweep "$model" fp16 own auto
-    sweep "$model" fp16 auto own
+    for i in "${!batches[@]}"; do
+      batch=${batches[$i]%%:*} steps=${batches[$i]##*:}
+      for precision in fp32 fp16 bf16; do sweep "$model" "$batch" "$steps" "$precision" auto auto; done
+      if [ "$i" = 0 ]; then
+        sweep "$model" "$batch" "$steps" fp16 own auto
+        sweep "$model" "$batch" "$steps" fp16 auto own
+      fi
+    done
   done
   echo >> "$report"
   echo "sweep done at $(elapsed)" >> "$report"
 fi
 
 # ---- benchmarks (alone on the GPU)
-if [ "${GPU_CHECK_BENCH:-1}" = 1 ]; then
+if [ "$run_bench" = 1 ]; then
   section "GEMM ladder vs cuBLASLt (4096^3)"
   echo '```' >> "$report"
   timeout 90 "$bin/gemm_bench" --size 4096 >> "$report" 2>&1
