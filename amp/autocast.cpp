@@ -22,7 +22,6 @@ constexpr PolicyEntry kPolicy[] = {
     {Op::Softmax, "softmax", CastPolicy::Fp32},
     {Op::LogSoftmax, "log_softmax", CastPolicy::Fp32},
     {Op::LayerNorm, "layer_norm", CastPolicy::Fp32},
-    {Op::BatchNorm, "batch_norm", CastPolicy::Fp32},
     {Op::GroupNorm, "group_norm", CastPolicy::Fp32},
     {Op::CrossEntropy, "cross_entropy", CastPolicy::Fp32},
     {Op::MseLoss, "mse_loss", CastPolicy::Fp32},
@@ -41,6 +40,7 @@ constexpr PolicyEntry kPolicy[] = {
     {Op::Stack, "stack", CastPolicy::Promote},
     {Op::Maximum, "maximum", CastPolicy::Promote},
     {Op::Minimum, "minimum", CastPolicy::Promote},
+    {Op::BatchNorm, "batch_norm", CastPolicy::InputDType},
 };
 
 const PolicyEntry& entry(Op op) {
@@ -124,6 +124,7 @@ std::optional<DType> autocast_target(Op op, const std::vector<Tensor>& inputs) {
   switch (autocast_policy(op)) {
     case CastPolicy::LowerPrecision: return autocast_dtype(first->device());
     case CastPolicy::Fp32: return kF32;
+    case CastPolicy::InputDType: return std::nullopt;
     case CastPolicy::Promote: {
       DType widest = first->dtype();
       for (const Tensor& t : inputs) {

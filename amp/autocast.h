@@ -15,6 +15,12 @@
 //                   softmax, norms, losses, reductions
 //   Promote         ops mixing inputs: every floating input goes to the
 //                   widest input type (f32 if any input is f32)
+//   InputDType      nothing is cast: batch_norm takes f16/bf16 activations
+//                   with its f32 weight, bias and running statistics, computes
+//                   the statistics and the normalisation in f32 and returns the
+//                   input's dtype — as PyTorch (cuDNN) does. Casting its input
+//                   to f32 instead would keep an f32 copy of every activation
+//                   and add a cast back before the next convolution.
 // Only floating, non-f64 tensors on the autocast device are ever cast.
 #pragma once
 
@@ -27,16 +33,18 @@
 
 namespace mt::amp {
 
-enum class CastPolicy { LowerPrecision, Fp32, Promote };
+enum class CastPolicy { LowerPrecision, Fp32, Promote, InputDType };
 
 enum class Op {
   // lower precision
   MatMul, Bmm, Linear, Addmm, Conv2d, Attention,
   // fp32
-  Exp, Log, Pow, Reciprocal, Rsqrt, Softmax, LogSoftmax, LayerNorm, BatchNorm, GroupNorm,
+  Exp, Log, Pow, Reciprocal, Rsqrt, Softmax, LogSoftmax, LayerNorm, GroupNorm,
   CrossEntropy, MseLoss, NllLoss, Sum, Mean, Var, Norm, Cumsum,
   // promote
   Add, Sub, Mul, Div, Where, Cat, Stack, Maximum, Minimum,
+  // the input's dtype (f32 statistics inside)
+  BatchNorm,
 };
 
 struct PolicyEntry {

@@ -15,7 +15,9 @@
 # precisions, back ends and batch sizes, then the benchmarks. Stages can be
 # left out: GPU_CHECK_TESTS=0, GPU_CHECK_ACCURACY=0, GPU_CHECK_SWEEP=0,
 # GPU_CHECK_BENCH=0; GPU_CHECK_QUICK=1 leaves out all training (accuracy and
-# sweep). GPU_CHECK_SWEEP_BATCHES lists batch:steps pairs (default 128:400).
+# sweep). GPU_CHECK_SWEEP_BATCHES lists batch:steps pairs (default 128:400),
+# GPU_CHECK_SWEEP_PRECISIONS the precisions, GPU_CHECK_SWEEP_BACKENDS=0 leaves
+# out the own-kernel rows; GPU_CHECK_ACCURACY_RUNS picks accuracy runs by name.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -104,6 +106,17 @@ train_args=(
   "--model cnn --precision bf16 --epochs $cnn_epochs"
   "--model resnet --precision fp16 --epochs $resnet_epochs --augment --lr 2e-3 --weight-decay 0.05"
 )
+# GPU_CHECK_ACCURACY_RUNS keeps a subset, e.g. "cnn_fp16 resnet_fp16".
+if [ -n "${GPU_CHECK_ACCURACY_RUNS:-}" ]; then
+  kept_names=() kept_args=()
+  for i in "${!train_names[@]}"; do
+    if [[ " $GPU_CHECK_ACCURACY_RUNS " == *" ${train_names[$i]} "* ]]; then
+      kept_names+=("${train_names[$i]}")
+      kept_args+=("${train_args[$i]}")
+    fi
+  done
+  train_names=("${kept_names[@]}") train_args=("${kept_args[@]}")
+fi
 metrics=$(mktemp -d)
 train_pids=()
 if [ "$run_accuracy" = 1 ]; then
@@ -158,7 +171,7 @@ fi
 
 # ---- the training runs' results
 if [ ${#train_pids[@]} -gt 0 ]; then
-  section "Training to accuracy (Fashion-MNIST; the four runs side by side, during the tests)"
+  section "Training to accuracy (Fashion-MNIST; the runs side by side, during the tests)"
   for i in "${!train_names[@]}"; do
     wait "${train_pids[$i]}"
     status=$?
@@ -192,8 +205,10 @@ if [ "$run_sweep" = 1 ]; then
   for model in cnn resnet; do
     for i in "${!batches[@]}"; do
       batch=${batches[$i]%%:*} steps=${batches[$i]##*:}
-      for precision in fp32 fp16 bf16; do sweep "$model" "$batch" "$steps" "$precision" auto auto; done
-      if [ "$i" = 0 ]; then
+      for precision in ${GPU_CHECK_SWEEP_PRECISIONS:-fp32 fp16 bf16}; do
+        sweep "$model" "$batch" "$steps" "$precision" auto auto
+      done
+      if [ "$i" = 0 ] && [ "${GPU_CHECK_SWEEP_BACKENDS:-1}" = 1 ]; then
         sweep "$model" "$batch" "$steps" fp16 own auto
         sweep "$model" "$batch" "$steps" fp16 auto own
       fi

@@ -113,6 +113,7 @@ TEST_CASE("the policy table lists each op once", "[autocast]") {
   CHECK(amp::autocast_policy(amp::Op::Linear) == amp::CastPolicy::LowerPrecision);
   CHECK(amp::autocast_policy(amp::Op::Softmax) == amp::CastPolicy::Fp32);
   CHECK(amp::autocast_policy(amp::Op::Cat) == amp::CastPolicy::Promote);
+  CHECK(amp::autocast_policy(amp::Op::BatchNorm) == amp::CastPolicy::InputDType);
   CHECK(amp::default_autocast_dtype(kCPU) == kBF16);
   CHECK(amp::default_autocast_dtype(kCUDA) == kF16);
 }
