@@ -54,7 +54,7 @@ struct TrainSummary {
   std::vector<double> epoch_accuracies;
   std::vector<double> losses;  // one per optimizer step
   double seconds = 0;
-  double samples_per_second = 0;  // training only (evaluation time excluded)
+  double samples_per_second = 0;  // training only: evaluation, checkpoints and the first (warm-up) step excluded
   int64_t peak_memory_bytes = 0;
   int64_t steps = 0;
   int64_t skipped_steps = 0;

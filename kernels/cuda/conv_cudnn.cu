@@ -36,9 +36,9 @@
 // Bound / speed: as cuDNN's chosen algorithm. Measured only through training
 //   (H200, 2026-11-29, bench/results/gpu_check_20261129_2225.md, 400-step
 //   runs, one each): resnet fp16 10.7k samples/s with cuDNN vs 8.2k with the
-//   own kernels, peak memory 539 vs 827 MB (no im2col buffers). On the small
-//   cnn the own kernels were faster (41.0k vs 34.7k samples/s); the per-call
-//   descriptors and lock on tiny convolutions are suspects (not profiled).
+//   own kernels, peak memory 539 vs 827 MB (no im2col buffers). The small
+//   cnn's runs were too short to compare: they trained for ~1.5 s, and
+//   cuDNN's one-time set-up fell inside that time (own 41.0k vs cuDNN 34.7k).
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
