@@ -17,7 +17,8 @@
 # GPU_CHECK_BENCH=0; GPU_CHECK_QUICK=1 leaves out all training (accuracy and
 # sweep). GPU_CHECK_SWEEP_BATCHES lists batch:steps pairs (default 128:400),
 # GPU_CHECK_SWEEP_PRECISIONS the precisions, GPU_CHECK_SWEEP_BACKENDS=0 leaves
-# out the own-kernel rows; GPU_CHECK_ACCURACY_RUNS picks accuracy runs by name.
+# out the own-kernel rows; GPU_CHECK_ACCURACY_RUNS picks accuracy runs by name;
+# GPU_CHECK_PROFILE=0 leaves out the profiled runs that follow the sweep.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -216,6 +217,19 @@ if [ "$run_sweep" = 1 ]; then
   done
   echo >> "$report"
   echo "sweep done at $(elapsed)" >> "$report"
+fi
+
+# ---- where a training step's GPU time goes: short profiled runs (MT_PROFILE;
+# each launch waits for its kernel, so only the table's times mean anything).
+if [ "$run_sweep" = 1 ] && [ "${GPU_CHECK_PROFILE:-1}" = 1 ]; then
+  for model in cnn resnet; do
+    section "Kernel profile: $model fp16, batch 512, 40 steps (MT_PROFILE=1)"
+    echo '```' >> "$report"
+    MT_PROFILE=1 OMP_NUM_THREADS=8 timeout 90 "$bin/mixtape" train --model "$model" --precision fp16 --batch 512 \
+      --steps 40 --device cuda --no-progress 2>&1 | sed -n '/kernel profile/,$p' | head -30 >> "$report"
+    echo '```' >> "$report"
+  done
+  echo "profiles done at $(elapsed)" >> "$report"
 fi
 
 # ---- benchmarks (alone on the GPU)

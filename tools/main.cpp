@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "kernels/cuda/launch_check.h"
 #include "mixtape.h"
 #include "models/registry.h"
 #include "tools/data/dataset.h"
@@ -18,6 +19,13 @@ namespace {
 
 constexpr int kExitError = 1;
 constexpr int kExitNonFiniteLoss = 3;
+
+// With MT_PROFILE=1: the CUDA-path kernels and library calls of the run,
+// slowest total first (kernels/cuda/launch_check.h).
+void print_profile() {
+  if (mt::kernels::profiling())
+    std::fprintf(stderr, "\nkernel profile (MT_PROFILE)\n%s", mt::kernels::profile_report().c_str());
+}
 
 int run_info(const std::string& data_dir) {
   std::printf("mixtape 0.1.0 (g++ %d.%d, C++%ld, Eigen %d.%d.%d)\n", __GNUC__, __GNUC_MINOR__, __cplusplus / 100 % 100,
@@ -114,10 +122,12 @@ int main(int argc, char** argv) {
       const auto r = mt::tools::evaluate_checkpoint(checkpoint, data_dir, eval_device);
       std::printf("%s (%s, step %lld): test accuracy %.2f%%\n", r.model.c_str(), r.precision.c_str(),
                   static_cast<long long>(r.step), 100.0 * r.accuracy);
+      print_profile();
       return 0;
     }
     if (*train) {
       mt::tools::train(config);
+      print_profile();
       return 0;
     }
   } catch (const mt::tools::NonFiniteLoss& e) {

@@ -449,10 +449,13 @@ void conv2d_cudnn_forward(KernelDType dtype, const void* x, const void* weight, 
   d.set_math(algorithm.math, dtype, s);
   const Scalars scalars(dtype);
   check_cudnn(cudnnSetStream(handle, static_cast<cudaStream_t>(stream.handle)), "cudnnSetStream");
-  check_cudnn(cudnnConvolutionForward(handle, scalars.one(), d.x, x, d.w, weight, d.conv,
-                                      static_cast<cudnnConvolutionFwdAlgo_t>(algorithm.algo), workspace,
-                                      workspace_bytes, scalars.zero(), d.y, y),
-              "cudnnConvolutionForward", dtype, s);
+  {
+    const ProfiledRegion profiled("cudnnConvolutionForward", stream);
+    check_cudnn(cudnnConvolutionForward(handle, scalars.one(), d.x, x, d.w, weight, d.conv,
+                                        static_cast<cudnnConvolutionFwdAlgo_t>(algorithm.algo), workspace,
+                                        workspace_bytes, scalars.zero(), d.y, y),
+                "cudnnConvolutionForward", dtype, s);
+  }
   if (bias != nullptr) add_channel_bias(dtype, y, bias, s, stream);
 #else
   (void)dtype, (void)x, (void)weight, (void)bias, (void)y, (void)workspace, (void)workspace_bytes, (void)stream;
@@ -483,6 +486,7 @@ void conv2d_cudnn_backward(KernelDType dtype, const void* dy, const void* x, con
     const Algorithm algorithm = algorithm_for(state, handle, device, dtype, ConvPass::BackwardData, s);
     require_workspace(algorithm, workspace_bytes, "backward-data");
     d.set_math(algorithm.math, dtype, s);
+    const ProfiledRegion profiled("cudnnConvolutionBackwardData", stream);
     check_cudnn(cudnnConvolutionBackwardData(handle, scalars.one(), d.w, weight, d.y, dy, d.conv,
                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm.algo), workspace,
                                              workspace_bytes, scalars.zero(), d.x, dx),
@@ -492,6 +496,7 @@ void conv2d_cudnn_backward(KernelDType dtype, const void* dy, const void* x, con
     const Algorithm algorithm = algorithm_for(state, handle, device, dtype, ConvPass::BackwardFilter, s);
     require_workspace(algorithm, workspace_bytes, "backward-filter");
     d.set_math(algorithm.math, dtype, s);
+    const ProfiledRegion profiled("cudnnConvolutionBackwardFilter", stream);
     check_cudnn(cudnnConvolutionBackwardFilter(handle, scalars.one(), d.x, x, d.y, dy, d.conv,
                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm.algo), workspace,
                                                workspace_bytes, scalars.zero(), d.w, dweight),

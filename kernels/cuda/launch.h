@@ -13,9 +13,12 @@
 // error checking; in the simulator build it runs the grid on the CPU and
 // returns when it is done. Both check the launch shape against CUDA's limits
 // and throw mt::Error naming the kernel. Arguments convert to the kernel's
-// parameter types exactly as in a <<<>>> launch.
+// parameter types exactly as in a <<<>>> launch. With MT_PROFILE=1 each launch
+// is timed into a per-kernel table (launch_check.h); ProfiledRegion times a
+// library call (cuBLASLt, cuDNN) the same way.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <tuple>
 #include <utility>
@@ -32,9 +35,33 @@ namespace launch_detail {
 inline kernels::detail::LaunchShape shape_of(const dim3& grid, const dim3& block, std::size_t shared_bytes) {
   return {grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes};
 }
+inline unsigned long long blocks_of(const dim3& grid) { return 1ull * grid.x * grid.y * grid.z; }
 }  // namespace launch_detail
 
 #if MT_SIM_BUILD
+
+// Times the enclosed work for the profile table when profiling is on: the
+// simulator runs synchronously, so the host clock measures it.
+class ProfiledRegion {
+ public:
+  ProfiledRegion(const char* name, Stream /*stream*/, unsigned long long blocks = 0)
+      : name_(name), blocks_(blocks), active_(kernels::profiling()) {
+    if (active_) start_ = std::chrono::steady_clock::now();
+  }
+  ~ProfiledRegion() {
+    if (!active_) return;
+    const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start_;
+    kernels::profile_add(name_, blocks_, elapsed.count());
+  }
+  ProfiledRegion(const ProfiledRegion&) = delete;
+  ProfiledRegion& operator=(const ProfiledRegion&) = delete;
+
+ private:
+  const char* name_;
+  unsigned long long blocks_;
+  bool active_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 template <typename... Params, typename... Args>
 void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 block,
@@ -58,10 +85,42 @@ void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 
     auto params = ctx.params;
     std::apply(ctx.kernel, params);
   };
+  const ProfiledRegion profiled(kernel_name, Stream{}, launch_detail::blocks_of(grid));
   ::mt::simulator::run_kernel(description);
 }
 
 #else  // nvcc
+
+// Times the enclosed GPU work on `stream` for the profile table when
+// profiling is on: CUDA events before and after, then a wait for the second,
+// so each row is the work's own GPU time (and a profiled run is slower).
+class ProfiledRegion {
+ public:
+  ProfiledRegion(const char* name, Stream stream, unsigned long long blocks = 0)
+      : name_(name), blocks_(blocks), stream_(static_cast<cudaStream_t>(stream.handle)) {
+    if (!kernels::profiling()) return;
+    active_ = cudaEventCreate(&begin_) == cudaSuccess && cudaEventCreate(&end_) == cudaSuccess &&
+              cudaEventRecord(begin_, stream_) == cudaSuccess;
+  }
+  ~ProfiledRegion() {
+    float milliseconds = 0;
+    if (active_ && cudaEventRecord(end_, stream_) == cudaSuccess && cudaEventSynchronize(end_) == cudaSuccess &&
+        cudaEventElapsedTime(&milliseconds, begin_, end_) == cudaSuccess) {
+      kernels::profile_add(name_, blocks_, milliseconds);
+    }
+    if (begin_ != nullptr) cudaEventDestroy(begin_);
+    if (end_ != nullptr) cudaEventDestroy(end_);
+  }
+  ProfiledRegion(const ProfiledRegion&) = delete;
+  ProfiledRegion& operator=(const ProfiledRegion&) = delete;
+
+ private:
+  const char* name_;
+  unsigned long long blocks_;
+  cudaStream_t stream_;
+  cudaEvent_t begin_ = nullptr, end_ = nullptr;
+  bool active_ = false;
+};
 
 template <typename... Params, typename... Args>
 void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 block,
@@ -75,6 +134,7 @@ void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 
                                                    static_cast<int>(dynamic_shared_bytes));
     if (error != cudaSuccess) kernels::detail::throw_launch_error(kernel_name, shape, cudaGetErrorString(error));
   }
+  const ProfiledRegion profiled(kernel_name, stream, launch_detail::blocks_of(grid));
   kernel<<<grid, block, dynamic_shared_bytes, static_cast<cudaStream_t>(stream.handle)>>>(
       std::forward<Args>(args)...);
   const cudaError_t error = cudaGetLastError();

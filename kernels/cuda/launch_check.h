@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace mt::kernels::detail {
 
@@ -24,3 +25,21 @@ void check_launch_shape(const char* kernel_name, const LaunchShape& shape);
 [[noreturn]] void throw_launch_error(const char* kernel_name, const LaunchShape& shape, const char* cuda_error);
 
 }  // namespace mt::kernels::detail
+
+namespace mt::kernels {
+
+// ---- kernel profiling (MT_PROFILE=1, or set_profiling) ---------------------
+// Every launch() — and every cuBLASLt / cuDNN call, as a ProfiledRegion — is
+// timed and added to a per-name table: on a GPU with CUDA events around the
+// launch, waiting for it to finish (so a profiled run is slower, but each
+// row is that kernel's own GPU time); on the simulator with the host clock.
+bool profiling();
+void set_profiling(bool enabled);
+// Adds one call of `name` that took `milliseconds`; `blocks` is its grid size
+// (0 for a library call).
+void profile_add(const char* name, unsigned long long blocks, double milliseconds);
+// The table, slowest total first: calls, total and mean time, share, mean grid size.
+std::string profile_report(std::size_t max_rows = 40);
+void profile_reset();
+
+}  // namespace mt::kernels

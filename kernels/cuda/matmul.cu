@@ -197,6 +197,7 @@ void gemm_cublaslt(const GemmArgs& args, Stream stream) {
   const double alpha64 = 1.0, beta64 = 0.0;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : static_cast<const void*>(&alpha32);
   const void* beta = f64 ? static_cast<const void*>(&beta64) : static_cast<const void*>(&beta32);
+  const ProfiledRegion profiled("cublasLtMatmul", stream);
   check_cublas(
       cublasLtMatmul(context.handle, d.op, alpha, args.b, d.a, args.a, d.b, beta, args.c, d.c, args.c, d.c,
                      &heuristic.algo, context.workspace, kWorkspaceBytes, static_cast<cudaStream_t>(stream.handle)),
