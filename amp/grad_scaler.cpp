@@ -85,9 +85,9 @@ StepOutcome GradScaler::step(optim::Optimizer& optimizer) {
     // as it reads each gradient (in f32, so f16 gradients lose nothing).
     s.found_inf = zeros({1}, kF32, scale_.device());
     kernels::unscale_and_check_inf(optimizer.gradients(), s.found_inf, Tensor());
-    optimizer.step({inverse_scale(), s.found_inf});
+    optimizer.step({inverse_scale(), s.found_inf, Tensor()});
   } else {
-    optimizer.step({Tensor(), s.found_inf});
+    optimizer.step({Tensor(), s.found_inf, Tensor()});
   }
   s.stage = Stage::Stepped;
   return StepOutcome(s.found_inf);

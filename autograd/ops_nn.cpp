@@ -112,32 +112,34 @@ Tensor cross_entropy(const Tensor& logits_uncast, const Tensor& target_in, const
   const kernels::CrossEntropyArgs args{options.ignore_index, options.label_smoothing};
   kernels::cross_entropy_forward(logits, target, row_loss, lse, args);
 
-  // Mean divides by the number of targets that are not ignore_index.
-  int64_t counted = n;
-  if (options.reduction == Reduction::Mean) {
-    counted = 0;
-    for (double t : target.to_vector()) counted += static_cast<int64_t>(t) != options.ignore_index;
-  }
+  // Mean divides by the number of targets that are not ignore_index, counted
+  // on the device (reading the targets on the host would be a sync per step).
+  Tensor counted;
   Tensor out;
   {
     NoGradGuard no_grad;
+    if (options.reduction == Reduction::Mean) {
+      counted = sum(ne(target, static_cast<double>(options.ignore_index)).to(loss_dtype));
+    }
     switch (options.reduction) {
       case Reduction::None: out = unbatched ? row_loss.reshape({}) : row_loss; break;
       case Reduction::Sum: out = sum(row_loss); break;
-      case Reduction::Mean: out = div(sum(row_loss), static_cast<double>(counted)); break;
+      case Reduction::Mean: out = div(sum(row_loss), counted); break;
     }
   }
   if (!autograd::needs_grad({logits_in})) return out;
+  // Saves the logits (in the dtype the op ran in), the targets, each row's
+  // log-sum-exp and, for a mean, the device-side count.
   return record("cross_entropy", out, {logits_in},
-                [sl = save(logits), st = save(target), slse = save(lse), args, reduction = options.reduction, counted,
-                 n, in_shape = logits_in.sizes()](const Tensor& g) -> std::vector<Tensor> {
+                [sl = save(logits), st = save(target), slse = save(lse), args, reduction = options.reduction,
+                 sc = save(counted), n, in_shape = logits_in.sizes()](const Tensor& g) -> std::vector<Tensor> {
                   const Tensor logits_ = sl.get();
                   Tensor grad_rows;
                   if (reduction == Reduction::None) {
                     grad_rows = g.reshape({n});
                   } else {
-                    const double scale = reduction == Reduction::Mean ? 1.0 / static_cast<double>(counted) : 1.0;
-                    grad_rows = mul(g.reshape({1}), scale).expand({n});
+                    const Tensor total = g.reshape({1});
+                    grad_rows = (reduction == Reduction::Mean ? div(total, sc.get()) : total).expand({n});
                   }
                   Tensor dlogits = empty(logits_.sizes(), logits_.dtype(), logits_.device());
                   kernels::cross_entropy_backward(logits_, st.get(), slse.get(), grad_rows, dlogits, args);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/host_sync.h"
 
 #if defined(MT_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -254,6 +255,7 @@ void CachingAllocator::release_cached_segments() {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* block = *it;
       if (block->prev == nullptr && block->next == nullptr) {
+        note_host_sync(device_, "returning cached memory to the device (cudaFree waits for the device)");
         store_->raw_free(block->ptr, block->size);
         ++stats_.backend_frees;
         --stats_.segments;
@@ -358,6 +360,11 @@ CachingAllocator& cuda_caching_allocator(int index) {
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
+  // Between the host and a device this copy blocks the host (on sim it is the
+  // same call, counted the same way). Device-to-device copies do not.
+  if (dst_device.is_cpu() != src_device.is_cpu()) {
+    note_host_sync(dst_device.is_cpu() ? src_device : dst_device, "a blocking copy between the host and the device");
+  }
   if (dst_device.host_accessible() && src_device.host_accessible()) {
     std::memmove(dst, src, bytes);
     return;

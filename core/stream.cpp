@@ -4,6 +4,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+
+#include "core/caching_allocator.h"
+#include "core/host_sync.h"
 
 #if defined(MT_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -30,7 +34,7 @@ void check_cuda(cudaError_t error, const char* what) {
 }
 #endif
 
-[[noreturn]] void no_cuda(const char* what) {
+[[noreturn, maybe_unused]] void no_cuda(const char* what) {
   fail("{}: no CUDA device available: this build of mixtape has no CUDA support; use the cpu or sim device", what);
 }
 
@@ -51,6 +55,7 @@ Stream Stream::create(Device device) {
 }
 
 void Stream::synchronize() const {
+  note_host_sync(device_, "Stream::synchronize");
   if (!device_.is_cuda()) return;
 #if defined(MT_WITH_CUDA)
   check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)), "Stream::synchronize");
@@ -70,6 +75,7 @@ StreamGuard::StreamGuard(const Stream& stream)
 StreamGuard::~StreamGuard() { current_streams[slot(device_)] = previous_; }
 
 void synchronize(Device device) {
+  note_host_sync(device, "synchronize");
   if (!device.is_cuda()) return;
 #if defined(MT_WITH_CUDA)
   check_cuda(cudaSetDevice(device.index), "synchronize: cudaSetDevice");
@@ -107,8 +113,30 @@ void Event::record(const Stream& stream) {
 }
 
 void Event::synchronize() const {
+  note_host_sync(device_, "Event::synchronize");
 #if defined(MT_WITH_CUDA)
   if (handle_ != nullptr) check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)), "Event::synchronize");
+#endif
+}
+
+bool Event::query() const {
+#if defined(MT_WITH_CUDA)
+  if (handle_ != nullptr) {
+    const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
+    if (status == cudaErrorNotReady) return false;
+    check_cuda(status, "Event::query");
+  }
+#endif
+  return true;  // sim and CPU work is done when its call returns
+}
+
+void Stream::wait(const Event& event) const {
+  if (!device_.is_cuda()) return;  // sim and CPU streams run in issue order already
+#if defined(MT_WITH_CUDA)
+  if (event.handle() != nullptr) {
+    check_cuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(handle_), static_cast<cudaEvent_t>(event.handle()), 0),
+               "Stream::wait");
+  }
 #endif
 }
 
@@ -123,6 +151,38 @@ double Event::elapsed_ms(const Event& end) const {
   }
 #endif
   return end.host_ms_ - host_ms_;
+}
+
+// ---------------------------------------------------------------- asynchronous copies
+
+bool is_pinned(const Tensor& t) { return &t.storage()->allocator() == &pinned_host_allocator(); }
+
+void copy_async(const Tensor& dst, const Tensor& src, const Stream& stream) {
+  MT_CHECK(dst.defined() && src.defined() && dst.dtype() == src.dtype() && dst.sizes() == src.sizes() &&
+               dst.is_contiguous() && src.is_contiguous(),
+           "copy_async: expected contiguous tensors of one shape and dtype, got {} {} and {} {}", dst.shape_string(),
+           dst.dtype(), src.shape_string(), src.dtype());
+  const bool to_device = dst.device().is_cpu() != src.device().is_cpu() && src.device().is_cpu();
+  const Tensor& host = to_device ? src : dst;
+  const Device device = to_device ? dst.device() : src.device();
+  MT_CHECK(host.device().is_cpu() && !device.is_cpu(),
+           "copy_async: copies between the host and a device only, got {} -> {}", src.device(), dst.device());
+  MT_CHECK(stream.device() == device, "copy_async: stream on {} but the copy involves {}", stream.device(), device);
+  if (dst.nbytes() == 0) return;
+  // From or to pageable memory the driver stages the copy and the host waits.
+  if (!is_pinned(host)) note_host_sync(device, "an asynchronous copy from or to pageable host memory");
+  if (device.is_sim()) {
+    std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+  } else {
+#if defined(MT_WITH_CUDA)
+    check_cuda(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDefault,
+                               static_cast<cudaStream_t>(stream.handle())),
+               "copy_async: cudaMemcpyAsync");
+#else
+    no_cuda("copy_async");
+#endif
+  }
+  dst.storage()->bump_version();
 }
 
 // ---------------------------------------------------------------- pinned memory
@@ -159,6 +219,7 @@ class PinnedHostAllocator final : public Allocator {
     if (ptr == nullptr) return;
 #if defined(MT_WITH_CUDA)
     if (pinned_memory_available()) {
+      note_host_sync(kCUDA, "freeing pinned host memory (cudaFreeHost waits for the device)");
       cudaFreeHost(ptr);
       stats_.on_deallocate(bytes);
       return;

@@ -13,6 +13,8 @@
 
 namespace mt {
 
+class Event;
+
 class Stream {
  public:
   Stream() = default;  // the default stream of the CPU (a no-op)
@@ -23,7 +25,9 @@ class Stream {
   Device device() const { return device_; }
   void* handle() const { return handle_; }  // cudaStream_t on a GPU, an id on sim, null for the default
   uint64_t id() const { return reinterpret_cast<uint64_t>(handle_); }
-  void synchronize() const;  // waits until the work queued so far has finished
+  void synchronize() const;  // waits until the work queued so far has finished (a host sync)
+  // Work queued on this stream from now on waits for `event` (the host does not wait).
+  void wait(const Event& event) const;
   friend bool operator==(const Stream& a, const Stream& b) {
     return a.device_ == b.device_ && a.handle_ == b.handle_;
   }
@@ -49,8 +53,16 @@ class StreamGuard {
   Stream previous_;
 };
 
-// Waits for all work queued on `device` (a no-op on the CPU and the sim device).
+// Waits for all work queued on `device` (a host sync; nothing to wait for on the CPU and sim).
 void synchronize(Device device);
+
+// Copies a contiguous tensor between the host and a device on `stream`
+// without the host waiting, when the host side is pinned (empty_pinned);
+// from pageable memory the copy is staged and counted as a host sync. The
+// host tensor must stay alive and unchanged until the copy has run (record
+// an Event after it).
+void copy_async(const Tensor& dst, const Tensor& src, const Stream& stream);
+bool is_pinned(const Tensor& t);
 
 // A point in a stream's work, for ordering and timing. On sim it records the
 // host clock (kernels there finish before launch returns).
@@ -61,7 +73,10 @@ class Event {
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   void record(const Stream& stream);
-  void synchronize() const;
+  void synchronize() const;  // a host sync
+  // True when the work before the last record() has finished; never waits.
+  bool query() const;
+  void* handle() const { return handle_; }
   // Milliseconds from this event to `end` (both recorded).
   double elapsed_ms(const Event& end) const;
 

@@ -5,6 +5,9 @@
 #include <cstring>
 
 #include "core/caching_allocator.h"
+#include "core/device_fill_api.h"
+#include "core/host_sync.h"
+#include "core/stream.h"
 
 namespace mt {
 
@@ -144,24 +147,11 @@ Tensor Tensor::detach() const {
 
 double read_element(const Tensor& t, int64_t storage_offset) {
   const char* base = static_cast<const char*>(t.storage()->data());
-  if (!t.device().host_accessible()) {  // one element over the bus (a sync): fine for tests and debugging
-    double value = 0;
-    visit_dtype(t.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      T element;
-      copy_bytes(&element, kCPU, base + storage_offset * static_cast<int64_t>(sizeof(T)), t.device(), sizeof(T));
-      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-        value = static_cast<float>(element);
-      } else {
-        value = static_cast<double>(element);
-      }
-    });
-    return value;
-  }
   return visit_dtype(t.dtype(), [&](auto zero) -> double {
     using T = decltype(zero);
     T value;
-    std::memcpy(&value, base + storage_offset * static_cast<int64_t>(sizeof(T)), sizeof(T));
+    // Off the CPU this is one element over the bus: a host sync (counted), fine for tests and debugging.
+    copy_bytes(&value, kCPU, base + storage_offset * static_cast<int64_t>(sizeof(T)), t.device(), sizeof(T));
     if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       return static_cast<double>(static_cast<float>(value));
     } else {
@@ -199,7 +189,7 @@ Tensor host_to_device(const Tensor& host, Device device) {
 }
 
 Tensor device_to_host(const Tensor& t) {
-  if (t.device().host_accessible()) return t;
+  if (t.device().is_cpu()) return t;
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(t.storage()->nbytes(), kCPU);
   if (t.storage()->nbytes() > 0) {
@@ -215,12 +205,11 @@ Tensor device_to_host(const Tensor& t) {
 
 double Tensor::item_as_double() const {
   MT_CHECK(numel() == 1, "item(): expected a tensor with one element, got shape {}", shape_string());
-  if (!device().host_accessible()) return device_to_host(*this).item_as_double();  // a sync with the device
-  return read_element(*this, offset());
+  return read_element(*this, offset());  // off the CPU: a host sync
 }
 
 std::vector<double> Tensor::to_vector() const {
-  if (!device().host_accessible()) return device_to_host(*this).to_vector();
+  if (!device().is_cpu()) return device_to_host(*this).to_vector();  // one blocking copy
   std::vector<double> out;
   out.reserve(static_cast<size_t>(numel()));
   for_each_offset(sizes(), strides(), offset(), [&](int64_t pos) { out.push_back(read_element(*this, pos)); });
@@ -242,9 +231,39 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype(), t.device()); }
 
+namespace {
+
+// The value as the dtype's bit pattern, rounded as a cast rounds.
+uint64_t element_bits(double value, DType dtype) {
+  return visit_dtype(dtype, [&](auto zero) -> uint64_t {
+    using T = decltype(zero);
+    const T v = convert_from_double<T>(value);
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    return bits;
+  });
+}
+
+// A fill kernel on the device's current stream: no host buffer, no blocking copy.
+void fill_on_device(const Tensor& t, double value) {
+  const kernels::Stream stream{current_stream(t.device()).handle()};
+  const auto bytes = static_cast<int>(element_size(t.dtype()));
+  if (t.device().is_sim()) return sim::fill_bits(t.data_ptr(), t.numel(), bytes, element_bits(value, t.dtype()), stream);
+#if defined(MT_WITH_CUDA_KERNELS)
+  cuda::fill_bits(t.data_ptr(), t.numel(), bytes, element_bits(value, t.dtype()), stream);
+#else
+  fail("full on {}: no CUDA device available: this build of mixtape has no CUDA kernels", t.device());
+#endif
+}
+
+}  // namespace
+
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
-  if (!device.host_accessible()) return host_to_device(full(shape, value, dtype, kCPU), device);
   Tensor t = empty(shape, dtype, device);
+  if (!device.is_cpu()) {
+    fill_on_device(t, value);
+    return t;
+  }
   const int64_t n = t.numel();
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);

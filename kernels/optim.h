@@ -25,9 +25,11 @@ struct ParamSlot {
   Tensor step;    // f32 [1]: updates this parameter has had (0 = momentum buffer still empty)
 };
 
+// What an update reads on the device besides the slots.
 struct AmpControl {
   Tensor inv_scale;  // f32 [1]: gradients are multiplied by it (undefined = 1)
   Tensor found_inf;  // f32 [1]: non-zero skips the update (undefined = never)
+  Tensor lr_factor;  // f64 [1]: the device-side schedule's multiplier of lr (undefined = 1)
 };
 
 struct StochasticRounding {
@@ -42,6 +44,8 @@ void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& args, cons
 void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, const AmpControl& amp,
               const StochasticRounding& rounding);
 void sum_of_squares(const std::vector<Tensor>& tensors, const Tensor& out);
+void advance_lr_schedule(const LrSchedule& schedule, const Tensor& step_count, const Tensor& found_inf,
+                         const Tensor& factor);
 void scale_by_clip_coefficient(const std::vector<Tensor>& tensors, const Tensor& total_norm, double max_norm);
 }  // namespace cpu
 
@@ -98,6 +102,12 @@ struct DeviceSlots {
 inline const float* optional_f32(const Tensor& t) {
   return t.defined() ? static_cast<const float*>(t.data_ptr()) : nullptr;
 }
+inline const double* optional_f64(const Tensor& t) {
+  if (!t.defined()) return nullptr;
+  MT_CHECK(t.dtype() == kF64 && t.numel() == 1, "fused optimizer: lr_factor must be an f64 scalar, got {} {}",
+           t.dtype(), t.shape_string());
+  return static_cast<const double*>(t.data_ptr());
+}
 
 inline std::vector<TensorRef> flat_refs(const std::vector<Tensor>& tensors, ContiguousStaging& staging, bool written) {
   std::vector<TensorRef> refs;
@@ -123,11 +133,14 @@ inline void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& arg
   const auto count = static_cast<int>(refs.size());
   const float* inv_scale = detail::optional_f32(amp.inv_scale);
   const float* found_inf = detail::optional_f32(amp.found_inf);
+  const double* lr_factor = detail::optional_f64(amp.lr_factor);
   const Stream stream = launch_stream(slots.front().param.device());
   if (backend == Backend::Sim) {
-    sim::adamw_step(refs.data(), count, args, inv_scale, found_inf, rounding.seed, stream);
+    sim::adamw_step(refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream);
   } else {
-    [&] { MT_CUDA_CALL(adamw_step(refs.data(), count, args, inv_scale, found_inf, rounding.seed, stream)); }();
+    [&] {
+      MT_CUDA_CALL(adamw_step(refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream));
+    }();
   }
   device_slots.finish(slots);
 }
@@ -141,13 +154,38 @@ inline void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, c
   const auto count = static_cast<int>(refs.size());
   const float* inv_scale = detail::optional_f32(amp.inv_scale);
   const float* found_inf = detail::optional_f32(amp.found_inf);
+  const double* lr_factor = detail::optional_f64(amp.lr_factor);
   const Stream stream = launch_stream(slots.front().param.device());
   if (backend == Backend::Sim) {
-    sim::sgd_step(refs.data(), count, args, inv_scale, found_inf, rounding.seed, stream);
+    sim::sgd_step(refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream);
   } else {
-    [&] { MT_CUDA_CALL(sgd_step(refs.data(), count, args, inv_scale, found_inf, rounding.seed, stream)); }();
+    [&] {
+      MT_CUDA_CALL(sgd_step(refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream));
+    }();
   }
   device_slots.finish(slots);
+}
+// The device-side LR schedule: unless found_inf (f32 [1], optional) is
+// non-zero, step_count (i64 [1]) += 1; then factor (f64 [1]) = the schedule's
+// multiplier at step_count. On the device: no host read, capturable.
+inline void advance_lr_schedule(const LrSchedule& schedule, const Tensor& step_count, const Tensor& found_inf,
+                                const Tensor& factor) {
+  MT_CHECK(step_count.dtype() == kI64 && step_count.numel() == 1 && factor.dtype() == kF64 && factor.numel() == 1,
+           "advance_lr_schedule: expected an i64 step count and an f64 factor, got {} and {}", step_count.dtype(),
+           factor.dtype());
+  const Backend backend = backend_for(factor.device(), "advance_lr_schedule");
+  if (backend == Backend::Cpu) return cpu::advance_lr_schedule(schedule, step_count, found_inf, factor);
+  auto* count = static_cast<long long*>(step_count.data_ptr());
+  const float* inf = detail::optional_f32(found_inf);
+  auto* out = static_cast<double*>(factor.data_ptr());
+  const Stream stream = launch_stream(factor.device());
+  if (backend == Backend::Sim) {
+    sim::advance_lr_schedule(schedule, count, inf, out, stream);
+  } else {
+    [&] { MT_CUDA_CALL(advance_lr_schedule(schedule, count, inf, out, stream)); }();
+  }
+  mark_written(step_count);
+  mark_written(factor);
 }
 // out (f32 [1]) = sum over all tensors of x^2, accumulated in f32 (f64 on the CPU).
 inline void sum_of_squares(const std::vector<Tensor>& tensors, const Tensor& out) {

@@ -64,8 +64,10 @@ Tensor Optimizer::master_of(const Tensor& param) const {
   return Tensor();
 }
 
-void Optimizer::step(const kernels::AmpControl& amp) {
+void Optimizer::step(const kernels::AmpControl& scaler_control) {
   NoGradGuard no_grad;
+  kernels::AmpControl amp = scaler_control;
+  if (lr_factor_.defined()) amp.lr_factor = lr_factor_;
   for (size_t g = 0; g < groups_.size(); ++g) {
     // One fused call per parameter dtype within the group.
     for (DType dtype : {kF32, kF16, kBF16, kF64}) {

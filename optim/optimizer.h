@@ -46,6 +46,9 @@ class Optimizer {
   // GradScaler's device-side inv_scale and found_inf (empty without a scaler).
   void step(const kernels::AmpControl& amp = {});
   void zero_grad();  // sets gradients to none, as PyTorch does by default
+  // A device-side multiplier of every group's lr (f64 [1], read by the update
+  // kernels; set by a scheduler with a device counter). Undefined: none.
+  void set_lr_factor(const Tensor& factor) { lr_factor_ = factor; }
 
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
@@ -82,6 +85,7 @@ class Optimizer {
   PrecisionOptions precision_;
   std::vector<std::vector<ParamState>> state_;  // [group][param]
   uint64_t rounding_offset_ = 0;
+  Tensor lr_factor_;
 };
 
 struct AdamWOptions {

@@ -8,17 +8,20 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/generator.h"
+#include "core/host_sync.h"
 #include "core/safetensors.h"
 #include "models/registry.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "tools/data/loader.h"
+#include "tools/device_feed.h"
 
 namespace mt::tools {
 
@@ -300,162 +303,243 @@ TrainConfig resolve_defaults(const TrainConfig& requested, Device device) {
   return c;
 }
 
-TrainSummary train(const TrainConfig& requested, std::FILE* out) {
-  const Device device = resolve_device(requested.device);
-  const TrainConfig c = resolve_defaults(requested, device);
-  const Precision precision = parse_precision(c.precision);
+namespace {
+
+// Everything one `mixtape train` run holds, built in the order PyTorch's AMP
+// recipe uses: data, model, loader, optimizer, schedule, scaler, checkpoint.
+struct TrainingRun {
+  TrainConfig c;
+  Device device;
+  Precision precision;
+  Splits splits;
+  std::shared_ptr<nn::Module> model;
+  std::unique_ptr<data::DataLoader> loader;
+  std::unique_ptr<optim::Optimizer> opt;
+  std::unique_ptr<optim::LrScheduler> scheduler;
+  std::unique_ptr<amp::GradScaler> scaler;
+  std::unique_ptr<BatchStager> stager;
+  std::unique_ptr<StepMetrics> metrics;
+  Position pos;
+  int64_t batches = 0, steps_per_epoch = 0;
+  TrainSummary summary;
+  std::deque<double> recent_losses, recent_scales;
+
+  // Host syncs counted over the steps after this process's first (the steady state).
+  int64_t steps_this_run = 0, steady_syncs = 0, steady_steps = 0;
+
+  // The micro-batches of the optimizer step in progress.
+  int64_t micro = 0;
+  Tensor accumulated_loss;  // on the device, detached
+};
+
+// Fills `r` in place: the loader keeps a reference to r.splits.
+void setup_run(TrainingRun& r, const TrainConfig& requested) {
+  r.device = resolve_device(requested.device);
+  r.c = resolve_defaults(requested, r.device);
+  const TrainConfig& c = r.c;
+  r.precision = parse_precision(c.precision);
   MT_CHECK(c.epochs > 0 && c.batch > 0 && c.grad_accum > 0, "train: epochs, batch and grad-accum must be positive");
   MT_CHECK(c.lr > 0 && std::isfinite(c.lr), "train: the learning rate must be positive, got {}", c.lr);
-  MT_CHECK(!c.master_weights || precision != Precision::Fp32, "train: --master-weights needs --precision fp16 or bf16");
+  MT_CHECK(!c.master_weights || r.precision != Precision::Fp32,
+           "train: --master-weights needs --precision fp16 or bf16");
 
-  const Splits splits = load_data(c);
+  r.splits = load_data(c);
   manual_seed(c.seed);
-  std::shared_ptr<nn::Module> model = models::make_model(c.model, splits.train.classes);
-  model->to(device);
-  if (c.master_weights) model->to(low_precision_dtype(precision), /*keep_norms_fp32=*/true);
+  r.model = models::make_model(c.model, r.splits.train.classes);
+  r.model->to(r.device);
+  if (c.master_weights) r.model->to(low_precision_dtype(r.precision), /*keep_norms_fp32=*/true);
 
-  // Batches are assembled in pinned memory when they are bound for a GPU.
-  data::DataLoader loader(splits.train, {.batch = c.batch,
-                                         .shuffle = true,
-                                         .augment = c.augment,
-                                         .seed = c.seed,
-                                         .pinned = device.is_cuda()});
-  const int64_t batches = loader.batches_per_epoch();
-  const int64_t steps_per_epoch = std::max<int64_t>(batches / c.grad_accum, 1);
-  const int64_t total_steps = c.epochs * steps_per_epoch;
+  // Batches reach the device through the stager's own pinned buffers.
+  r.loader = std::make_unique<data::DataLoader>(
+      r.splits.train, data::LoaderOptions{.batch = c.batch, .shuffle = true, .augment = c.augment, .seed = c.seed});
+  const Shape& image_shape = r.splits.train.images.sizes();
+  r.stager = std::make_unique<BatchStager>(r.device, Shape(image_shape.begin() + 1, image_shape.end()), c.batch);
+  r.metrics = std::make_unique<StepMetrics>(r.device);
+  r.batches = r.loader->batches_per_epoch();
+  r.steps_per_epoch = std::max<int64_t>(r.batches / c.grad_accum, 1);
+  const int64_t total_steps = c.epochs * r.steps_per_epoch;
 
-  auto opt = make_optimizer(c, *model, {.master_weights = c.master_weights, .seed = c.seed});
-  auto scheduler = make_scheduler(c, *opt, total_steps);
+  r.opt = make_optimizer(c, *r.model, {.master_weights = c.master_weights, .seed = c.seed});
+  r.scheduler = make_scheduler(c, *r.opt, total_steps);
+  // The schedule counts on the device, so a skipped f16 step holds it back
+  // without the host reading the skip flag.
+  r.scheduler->use_device_counter(r.device);
   // f16 needs loss scaling; bf16 keeps f32's exponent range and needs none.
-  amp::GradScaler scaler({.enabled = precision == Precision::Fp16});
+  // The collapse warning comes from the trainer's asynchronous metrics instead
+  // of the scaler's own periodic read.
+  r.scaler = std::make_unique<amp::GradScaler>(
+      amp::GradScalerOptions{.enabled = r.precision == Precision::Fp16, .collapse_check_interval = 0});
+  if (!c.resume.empty()) r.pos = load_checkpoint(c.resume, c, *r.model, *r.opt, *r.scaler, *r.scheduler);
+  r.summary.parameters = r.model->parameter_count();
+}
 
-  Position pos;
-  if (!c.resume.empty()) pos = load_checkpoint(c.resume, c, *model, *opt, scaler, *scheduler);
-  Reporter reporter(out, c.progress, c.log);
-  std::fprintf(out, "training %s (%lld parameters) on %s in %s%s, %s, batch %lld x %lld, %lld steps per epoch\n",
-               c.model.c_str(), static_cast<long long>(model->parameter_count()), device.str().c_str(),
-               c.precision.c_str(), c.master_weights ? " with f32 master weights" : "", c.optimizer.c_str(),
-               static_cast<long long>(c.batch), static_cast<long long>(c.grad_accum),
-               static_cast<long long>(steps_per_epoch));
-
-  TrainSummary summary;
-  summary.parameters = model->parameter_count();
-  std::deque<double> recent_losses, recent_scales;
-  allocator_for(device).reset_peak();
-  Throughput throughput;
-  bool stop = false;
-  for (int64_t epoch = pos.epoch; epoch < c.epochs && !stop; ++epoch) {
-    loader.start_epoch(epoch, epoch == pos.epoch ? pos.batch_in_epoch : 0);
-    int64_t micro = 0;
-    double accumulated_loss = 0;
-    while (auto batch = loader.next()) {
-      const Tensor x = batch->images.to(device), y = batch->labels.to(device);
-      Tensor loss;
-      {
-        amp::Autocast guard(device, low_precision_dtype(precision), precision != Precision::Fp32);
-        loss = cross_entropy(model->forward(x), y);
-      }
-      const Tensor micro_loss = c.grad_accum > 1 ? div(loss, static_cast<double>(c.grad_accum)) : loss;
-      scaler.scale(micro_loss).backward();
-      accumulated_loss += micro_loss.item<double>();  // the one read per micro-batch, for progress and NaN checks
-      throughput.add_samples(batch->labels.numel());
-      if (++micro < c.grad_accum) continue;
-      micro = 0;
-
-      double grad_norm = NAN;
-      if (c.clip > 0) {
-        scaler.unscale_(*opt);  // clip the true gradients, not the scaled ones
-        grad_norm = optim::clip_grad_norm_(model->parameters(), c.clip).item<double>();
-      }
-      const amp::StepOutcome outcome = scaler.step(*opt);
-      scaler.update();
-      const bool skipped = scaler.is_enabled() && outcome.skipped();
-      if (skipped) {
-        ++summary.skipped_steps;
-      } else {
-        scheduler->step();  // a skipped step must not advance the schedule
-      }
-      opt->zero_grad();
-      ++pos.step;
-      pos.epoch = epoch;
-      pos.batch_in_epoch = batch->index + 1;
-
-      const double scale = scaler.get_scale();
-      const double step_loss = accumulated_loss;
-      accumulated_loss = 0;
-      if (!std::isfinite(step_loss)) {
-        reporter.end_progress();
-        throw NonFiniteLoss(fmt::format(
-            "the loss became {} at step {} (epoch {}). Recent loss scales: [{}]. Last finite losses: [{}]. {}",
-            step_loss, pos.step, epoch + 1, fmt::join(recent_scales, ", "), fmt::join(recent_losses, ", "),
-            c.save.empty() ? "No checkpoint was being written."
-                           : fmt::format("The last good checkpoint '{}' was kept.", c.save)));
-      }
-      recent_losses.push_back(step_loss);
-      recent_scales.push_back(scale);
-      if (recent_losses.size() > 8) recent_losses.pop_front();
-      if (recent_scales.size() > 8) recent_scales.pop_front();
-      summary.losses.push_back(step_loss);
-
-      throughput.step_done();
-      const AllocatorStats mem = memory_stats(device);
-      nlohmann::json m = {{"step", pos.step},
-                          {"epoch", epoch},
-                          {"batch", batch->index},
-                          {"loss", step_loss},
-                          {"lr", scheduler->current_lr()},
-                          {"scale", scale},
-                          {"samples_per_s", throughput.samples_per_second()},
-                          {"memory_bytes", mem.current_bytes},
-                          {"peak_memory_bytes", mem.peak_bytes},
-                          {"skipped", skipped}};
-      if (std::isfinite(grad_norm)) m["grad_norm"] = grad_norm;
-      reporter.step(m, c.epochs, batches);
-      if (c.max_steps > 0 && pos.step >= c.max_steps) {
-        stop = true;
-        break;
-      }
-    }
-    reporter.end_progress();
-    if (!stop) {
-      pos.epoch = epoch + 1;
-      pos.batch_in_epoch = 0;
-    }
-    const auto epoch_end = Clock::now();
-    const double accuracy = evaluate(*model, splits.test, precision, device);
-    summary.epoch_accuracies.push_back(accuracy);
-    std::fprintf(out, "epoch %lld: test accuracy %.2f%%\n", static_cast<long long>(epoch + 1), 100.0 * accuracy);
-    if (!c.save.empty()) save_checkpoint(c.save, c, *model, *opt, scaler, *scheduler, pos);
-    throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - epoch_end).count());
+// Forward and backward of one micro-batch; the loss stays on the device.
+void train_micro_batch(TrainingRun& r, const data::Batch& batch) {
+  const BatchStager::OnDevice on_device = r.stager->upload(batch);
+  Tensor loss;
+  {
+    amp::Autocast guard(r.device, low_precision_dtype(r.precision), r.precision != Precision::Fp32);
+    loss = cross_entropy(r.model->forward(on_device.images), on_device.labels);
   }
+  const Tensor micro_loss = r.c.grad_accum > 1 ? div(loss, static_cast<double>(r.c.grad_accum)) : loss;
+  r.scaler->scale(micro_loss).backward();
+  NoGradGuard no_grad;
+  r.accumulated_loss = r.accumulated_loss.defined() ? add(r.accumulated_loss, micro_loss.detach()) : micro_loss.detach();
+}
 
-  summary.seconds = throughput.wall_seconds();
-  summary.samples_per_second = throughput.samples_per_second();
-  summary.test_accuracy = summary.epoch_accuracies.empty() ? 0 : summary.epoch_accuracies.back();
-  summary.peak_memory_bytes = memory_stats(device).peak_bytes;
-  summary.steps = pos.step;
-  summary.final_scale = scaler.get_scale();
+// Unscale, clip, step, update: every decision (skip, schedule) on the device.
+void optimizer_step(TrainingRun& r, const data::Batch& last_batch, int64_t epoch) {
+  Tensor grad_norm;
+  if (r.c.clip > 0) {
+    r.scaler->unscale_(*r.opt);  // clip the true gradients, not the scaled ones
+    grad_norm = optim::clip_grad_norm_(r.model->parameters(), r.c.clip);
+  }
+  const amp::StepOutcome outcome = r.scaler->step(*r.opt);
+  r.scaler->update();
+  r.scheduler->step_unless(outcome.found_inf());  // a skipped step must not advance the schedule
+  r.opt->zero_grad();
+  ++r.pos.step;
+  r.pos.epoch = epoch;
+  r.pos.batch_in_epoch = last_batch.index + 1;
+  r.metrics->stage({.step = r.pos.step, .epoch = epoch, .batch = last_batch.index}, r.accumulated_loss, grad_norm,
+                   outcome.found_inf(), r.scaler->is_enabled() ? r.scaler->scale_tensor() : Tensor(),
+                   r.scheduler->device_factor());
+  r.accumulated_loss = Tensor();
+}
+
+[[noreturn]] void stop_on_non_finite(TrainingRun& r, const StepValues& v, Reporter& reporter) {
+  reporter.end_progress();
+  throw NonFiniteLoss(fmt::format(
+      "the loss became {} at step {} (epoch {}). Recent loss scales: [{}]. Last finite losses: [{}]. {}", v.loss,
+      v.step, v.epoch + 1, fmt::join(r.recent_scales, ", "), fmt::join(r.recent_losses, ", "),
+      r.c.save.empty() ? "No checkpoint was being written."
+                       : fmt::format("The last good checkpoint '{}' was kept.", r.c.save)));
+}
+
+// Reports the steps whose values have come back from the device.
+void report_steps(TrainingRun& r, const std::vector<StepValues>& arrived, Reporter& reporter,
+                  const Throughput& throughput) {
+  for (const StepValues& v : arrived) {
+    if (!std::isfinite(v.loss)) stop_on_non_finite(r, v, reporter);
+    if (v.skipped) ++r.summary.skipped_steps;
+    if (r.scaler->is_enabled() && v.scale < 1.0 && (r.recent_scales.empty() || r.recent_scales.back() >= 1.0)) {
+      spdlog::warn(
+          "GradScaler: the loss scale fell to {:g} (< 1) at step {}: gradients overflow f16 even unscaled. Try "
+          "bf16 autocast (no scaler needed) or look for the op producing inf.",
+          v.scale, v.step);
+    }
+    r.recent_losses.push_back(v.loss);
+    r.recent_scales.push_back(v.scale);
+    if (r.recent_losses.size() > 8) r.recent_losses.pop_front();
+    if (r.recent_scales.size() > 8) r.recent_scales.pop_front();
+    r.summary.losses.push_back(v.loss);
+    const AllocatorStats mem = memory_stats(r.device);
+    nlohmann::json m = {{"step", v.step},
+                        {"epoch", v.epoch},
+                        {"batch", v.batch},
+                        {"loss", v.loss},
+                        {"lr", r.scheduler->base_lr() * v.lr_factor},
+                        {"scale", v.scale},
+                        {"samples_per_s", throughput.samples_per_second()},
+                        {"memory_bytes", mem.current_bytes},
+                        {"peak_memory_bytes", mem.peak_bytes},
+                        {"skipped", v.skipped}};
+    if (std::isfinite(v.grad_norm)) m["grad_norm"] = v.grad_norm;
+    reporter.step(m, r.c.epochs, r.batches);
+  }
+}
+
+// Trains until the epoch ends or the step limit is reached; true at the limit.
+bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& throughput) {
+  r.loader->start_epoch(epoch, epoch == r.pos.epoch ? r.pos.batch_in_epoch : 0);
+  r.micro = 0;
+  r.accumulated_loss = Tensor();
+  while (auto batch = r.loader->next()) {
+    const int64_t syncs_before = host_sync_count();
+    train_micro_batch(r, *batch);
+    throughput.add_samples(batch->labels.numel());
+    if (++r.micro < r.c.grad_accum) {
+      if (r.steps_this_run > 0) r.steady_syncs += host_sync_count() - syncs_before;
+      continue;
+    }
+    r.micro = 0;
+    optimizer_step(r, *batch, epoch);
+    throughput.step_done();
+    report_steps(r, r.metrics->poll(), reporter, throughput);
+    if (++r.steps_this_run > 1) {  // the first step carries one-time set-up
+      r.steady_syncs += host_sync_count() - syncs_before;
+      ++r.steady_steps;
+    }
+    if (r.c.max_steps > 0 && r.pos.step >= r.c.max_steps) return true;
+  }
+  return false;
+}
+
+void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
+  TrainSummary& summary = r.summary;
+  summary.peak_memory_bytes = memory_stats(r.device).peak_bytes;
+  summary.steps = r.pos.step;
+  summary.final_scale = r.scaler->get_scale();
+  summary.host_syncs_per_step =
+      r.steady_steps > 0 ? static_cast<double>(r.steady_syncs) / static_cast<double>(r.steady_steps) : 0.0;
   std::fprintf(out,
                "test accuracy %.2f%%  |  %lld steps in %.1f s, %.0f samples/s, peak memory %s, skipped steps %lld\n",
                100.0 * summary.test_accuracy, static_cast<long long>(summary.steps), summary.seconds,
                summary.samples_per_second, megabytes(summary.peak_memory_bytes).c_str(),
                static_cast<long long>(summary.skipped_steps));
-  if (reporter.log.is_open()) {
-    reporter.log << nlohmann::json{{"summary",
-                                    {{"test_accuracy", summary.test_accuracy},
-                                     {"epoch_accuracies", summary.epoch_accuracies},
-                                     {"seconds", summary.seconds},
-                                     {"samples_per_s", summary.samples_per_second},
-                                     {"peak_memory_bytes", summary.peak_memory_bytes},
-                                     {"steps", summary.steps},
-                                     {"skipped_steps", summary.skipped_steps},
-                                     {"final_scale", summary.final_scale},
-                                     {"parameters", summary.parameters},
-                                     {"config", config_json(c)}}}}
-                          .dump()
-                   << '\n';
+  if (!reporter.log.is_open()) return;
+  reporter.log << nlohmann::json{{"summary",
+                                  {{"test_accuracy", summary.test_accuracy},
+                                   {"epoch_accuracies", summary.epoch_accuracies},
+                                   {"seconds", summary.seconds},
+                                   {"samples_per_s", summary.samples_per_second},
+                                   {"peak_memory_bytes", summary.peak_memory_bytes},
+                                   {"steps", summary.steps},
+                                   {"skipped_steps", summary.skipped_steps},
+                                   {"final_scale", summary.final_scale},
+                                   {"host_syncs_per_step", summary.host_syncs_per_step},
+                                   {"parameters", summary.parameters},
+                                   {"config", config_json(r.c)}}}}
+                        .dump()
+                 << '\n';
+}
+
+}  // namespace
+
+TrainSummary train(const TrainConfig& requested, std::FILE* out) {
+  TrainingRun r;
+  setup_run(r, requested);
+  const TrainConfig& c = r.c;
+  Reporter reporter(out, c.progress, c.log);
+  std::fprintf(out, "training %s (%lld parameters) on %s in %s%s, %s, batch %lld x %lld, %lld steps per epoch\n",
+               c.model.c_str(), static_cast<long long>(r.summary.parameters), r.device.str().c_str(),
+               c.precision.c_str(), c.master_weights ? " with f32 master weights" : "", c.optimizer.c_str(),
+               static_cast<long long>(c.batch), static_cast<long long>(c.grad_accum),
+               static_cast<long long>(r.steps_per_epoch));
+
+  allocator_for(r.device).reset_peak();
+  Throughput throughput;
+  bool stop = false;
+  for (int64_t epoch = r.pos.epoch; epoch < c.epochs && !stop; ++epoch) {
+    stop = train_epoch(r, epoch, reporter, throughput);
+    report_steps(r, r.metrics->flush(), reporter, throughput);  // a NaN loss stops here, before any checkpoint
+    reporter.end_progress();
+    if (!stop) {
+      r.pos.epoch = epoch + 1;
+      r.pos.batch_in_epoch = 0;
+    }
+    const auto epoch_end = Clock::now();
+    const double accuracy = evaluate(*r.model, r.splits.test, r.precision, r.device);
+    r.summary.epoch_accuracies.push_back(accuracy);
+    std::fprintf(out, "epoch %lld: test accuracy %.2f%%\n", static_cast<long long>(epoch + 1), 100.0 * accuracy);
+    if (!c.save.empty()) save_checkpoint(c.save, c, *r.model, *r.opt, *r.scaler, *r.scheduler, r.pos);
+    throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - epoch_end).count());
   }
-  return summary;
+  r.summary.seconds = throughput.wall_seconds();
+  r.summary.samples_per_second = throughput.samples_per_second();
+  r.summary.test_accuracy = r.summary.epoch_accuracies.empty() ? 0 : r.summary.epoch_accuracies.back();
+  write_summary(r, out, reporter);
+  return r.summary;
 }
 
 EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_dir, const std::string& device_text) {

@@ -60,6 +60,9 @@ struct TrainSummary {
   int64_t skipped_steps = 0;
   int64_t parameters = 0;
   double final_scale = 1;
+  // Blocking device operations (core/host_sync.h) per optimizer step, over
+  // the steps after the first; 0 means the host never waited for the device.
+  double host_syncs_per_step = 0;
 };
 
 // Raised when the loss stops being finite; the message has the step, the

@@ -10,6 +10,7 @@ namespace {
 
 bool skipped(const AmpControl& amp) { return amp.found_inf.defined() && *amp.found_inf.data<float>() != 0.0f; }
 float inv_scale_of(const AmpControl& amp) { return amp.inv_scale.defined() ? *amp.inv_scale.data<float>() : 1.0f; }
+double lr_factor_of(const AmpControl& amp) { return amp.lr_factor.defined() ? *amp.lr_factor.data<double>() : 1.0; }
 
 // The weights an update reads and writes: the f32 master when there is one,
 // else the parameter itself (pure low precision: rounded every step).
@@ -46,9 +47,11 @@ float advance_step(const ParamSlot& s) {
 
 }  // namespace
 
-void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& args, const AmpControl& amp,
+void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& scheduled_args, const AmpControl& amp,
                 const StochasticRounding& rounding) {
   if (skipped(amp)) return;  // the device-side skip: nothing, not even the step count, changes
+  AdamWArgs args = scheduled_args;
+  args.lr *= lr_factor_of(amp);
   const float inv_scale = inv_scale_of(amp);
   uint64_t block = 0;
   for (const ParamSlot& s : slots) {
@@ -63,9 +66,11 @@ void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& args, cons
   }
 }
 
-void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, const AmpControl& amp,
+void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& scheduled_args, const AmpControl& amp,
               const StochasticRounding& rounding) {
   if (skipped(amp)) return;
+  SgdArgs args = scheduled_args;
+  args.lr *= lr_factor_of(amp);
   const float inv_scale = inv_scale_of(amp);
   uint64_t block = 0;
   for (const ParamSlot& s : slots) {
@@ -84,6 +89,15 @@ void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, const Am
     }
     write_back(s, w, rounding, block);
   }
+}
+
+void advance_lr_schedule(const LrSchedule& schedule, const Tensor& step_count, const Tensor& found_inf,
+                         const Tensor& factor) {
+  int64_t& count = *step_count.data<int64_t>();
+  if (!(found_inf.defined() && *found_inf.data<float>() != 0.0f)) ++count;
+  *factor.data<double>() = lr_schedule_factor(schedule, count);
+  step_count.storage()->bump_version();
+  factor.storage()->bump_version();
 }
 
 void sum_of_squares(const std::vector<Tensor>& tensors, const Tensor& out) {

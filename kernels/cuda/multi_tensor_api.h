@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/lr_schedule.h"
 #include "kernels/common/optim.h"
 #include "kernels/cuda/kernel_api.h"
 #include "kernels/cuda/tensor_ref.h"
@@ -39,10 +40,14 @@ MT_CUDA_KERNEL_API(void update_scale(float* scale, std::int32_t* growth_tracker,
                                      double min_scale, double max_scale, mt::kernels::Stream stream))
 MT_CUDA_KERNEL_API(void adamw_step(const mt::kernels::OptimSlotRef* slots, int count,
                                    const mt::kernels::AdamWArgs& args, const float* inv_scale, const float* found_inf,
-                                   std::uint64_t rounding_seed, mt::kernels::Stream stream))
+                                   const double* lr_factor, std::uint64_t rounding_seed, mt::kernels::Stream stream))
 MT_CUDA_KERNEL_API(void sgd_step(const mt::kernels::OptimSlotRef* slots, int count, const mt::kernels::SgdArgs& args,
-                                 const float* inv_scale, const float* found_inf, std::uint64_t rounding_seed,
-                                 mt::kernels::Stream stream))
+                                 const float* inv_scale, const float* found_inf, const double* lr_factor,
+                                 std::uint64_t rounding_seed, mt::kernels::Stream stream))
+// The device-side LR schedule: unless *found_inf, ++*step_count; then
+// *factor = the schedule's multiplier at *step_count (one thread).
+MT_CUDA_KERNEL_API(void advance_lr_schedule(const mt::kernels::LrSchedule& schedule, long long* step_count,
+                                            const float* found_inf, double* factor, mt::kernels::Stream stream))
 // partials: scratch of (total chunks) floats on the device; out: f32 [1].
 MT_CUDA_KERNEL_API(void sum_of_squares(const mt::kernels::TensorRef* tensors, int count, float* partials, float* out,
                                        mt::kernels::Stream stream))

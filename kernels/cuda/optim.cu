@@ -105,8 +105,9 @@ __global__ void advance_steps_kernel(StepTable table, const float* found_inf) {
 
 __global__ void __launch_bounds__(kMultiTensorThreads)
     adamw_kernel(SlotTable table, kernels::AdamWArgs args, const float* inv_scale, const float* found_inf,
-                 std::uint64_t seed) {
+                 const double* lr_factor, std::uint64_t seed) {
   if (skipped(found_inf)) return;  // the device-side skip: nothing changes
+  if (lr_factor != nullptr) args.lr *= *lr_factor;  // the device-side schedule
   const OptimSlotRef& s = table.slot[table.chunks.block_tensor[blockIdx.x]];
   std::int64_t begin, end;
   chunk_range(table.chunks.block_chunk[blockIdx.x], s.numel, begin, end);
@@ -124,8 +125,9 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
 
 __global__ void __launch_bounds__(kMultiTensorThreads)
     sgd_kernel(SlotTable table, kernels::SgdArgs args, const float* inv_scale, const float* found_inf,
-               std::uint64_t seed) {
+               const double* lr_factor, std::uint64_t seed) {
   if (skipped(found_inf)) return;
+  if (lr_factor != nullptr) args.lr *= *lr_factor;
   const OptimSlotRef& s = table.slot[table.chunks.block_tensor[blockIdx.x]];
   std::int64_t begin, end;
   chunk_range(table.chunks.block_chunk[blockIdx.x], s.numel, begin, end);
@@ -191,25 +193,37 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
   }
 }
 
+__global__ void advance_lr_schedule_kernel(kernels::LrSchedule schedule, long long* step_count,
+                                           const float* found_inf, double* factor) {
+  if (!skipped(found_inf)) *step_count += 1;
+  *factor = kernels::lr_schedule_factor(schedule, *step_count);
+}
+
+void advance_lr_schedule(const kernels::LrSchedule& schedule, long long* step_count, const float* found_inf,
+                         double* factor, Stream stream) {
+  launch("advance_lr_schedule_kernel", advance_lr_schedule_kernel, dim3(1), dim3(1), 0, stream, schedule, step_count,
+         found_inf, factor);
+}
+
 void adamw_step(const OptimSlotRef* slots, int count, const kernels::AdamWArgs& args, const float* inv_scale,
-                const float* found_inf, std::uint64_t rounding_seed, Stream stream) {
+                const float* found_inf, const double* lr_factor, std::uint64_t rounding_seed, Stream stream) {
   advance_steps(slots, count, [&](const StepTable& table) {
     launch("advance_steps_kernel", advance_steps_kernel, dim3(1), dim3(kStepThreads), 0, stream, table, found_inf);
   });
   for_each_slot_launch(slots, count, [&](const SlotTable& table) {
     launch("adamw_kernel", adamw_kernel, dim3(table.chunks.num_blocks), dim3(kMultiTensorThreads), 0, stream, table,
-           args, inv_scale, found_inf, rounding_seed);
+           args, inv_scale, found_inf, lr_factor, rounding_seed);
   });
 }
 
 void sgd_step(const OptimSlotRef* slots, int count, const kernels::SgdArgs& args, const float* inv_scale,
-              const float* found_inf, std::uint64_t rounding_seed, Stream stream) {
+              const float* found_inf, const double* lr_factor, std::uint64_t rounding_seed, Stream stream) {
   advance_steps(slots, count, [&](const StepTable& table) {
     launch("advance_steps_kernel", advance_steps_kernel, dim3(1), dim3(kStepThreads), 0, stream, table, found_inf);
   });
   for_each_slot_launch(slots, count, [&](const SlotTable& table) {
     launch("sgd_kernel", sgd_kernel, dim3(table.chunks.num_blocks), dim3(kMultiTensorThreads), 0, stream, table, args,
-           inv_scale, found_inf, rounding_seed);
+           inv_scale, found_inf, lr_factor, rounding_seed);
   });
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "mixtape.h"
+#include "optim/lr_scheduler.h"
 
 using namespace mt;
 
@@ -125,4 +126,39 @@ TEST_CASE("clip_grad_norm_ returns the norm and scales gradients to max_norm", "
   const Tensor small = optim::clip_grad_norm_({a, b}, 10.0);  // below the threshold: untouched
   CHECK(small.item<double>() == Approx(1.0).epsilon(1e-5));
   CHECK(b.grad().to_vector()[0] == Approx(0.8).epsilon(1e-5));
+}
+
+// Catches: a device-side schedule that drifts from the host formula, advances
+// on a skipped step (found_inf set), or is ignored by the update kernel
+// (optimizer still using the base lr). Run on the CPU and through the CUDA
+// kernels on sim.
+TEST_CASE("a schedule counted on the device matches the host schedule and holds on skipped steps",
+          "[optim][schedule][sim]") {
+  for (Device device : {kCPU, kSIM}) {
+    INFO(device.str());
+    Tensor host_p = zeros({1}, kF32).requires_grad_();
+    Tensor dev_p = zeros({1}, kF32, device).requires_grad_();
+    optim::SGD host_opt({host_p}, {.lr = 0.5});
+    optim::SGD dev_opt({dev_p}, {.lr = 0.5});
+    optim::WarmupCosineLr host_sched(host_opt, 2, 8);
+    optim::WarmupCosineLr dev_sched(dev_opt, 2, 8);
+    dev_sched.use_device_counter(device);
+    const Tensor found_inf = zeros({1}, kF32, device);
+    for (int step = 0; step < 8; ++step) {
+      const bool skip = step == 3 || step == 4;
+      fill_(found_inf, skip ? 1.0 : 0.0);
+      host_p.set_grad(ones({1}));
+      dev_p.set_grad(ones({1}, kF32, device));
+      if (!skip) host_opt.step();
+      dev_opt.step({Tensor(), found_inf, Tensor()});
+      if (!skip) host_sched.step();
+      dev_sched.step_unless(found_inf);
+      CHECK(dev_sched.last_step() == host_sched.last_step());
+      CHECK(dev_sched.current_lr() == Approx(host_sched.current_lr()).epsilon(1e-12));
+      CHECK(dev_p.to(kCPU).item<double>() == Approx(host_p.item<double>()).epsilon(1e-6));
+    }
+    CHECK(host_sched.last_step() == 6);
+    dev_sched.set_step(1);
+    CHECK(dev_sched.current_lr() == Approx(0.5 * dev_sched.factor(1)));
+  }
 }

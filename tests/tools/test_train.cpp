@@ -223,3 +223,37 @@ TEST_CASE("a few training steps on the sim device match the CPU run's losses", "
     for (size_t i = 0; i < cpu.losses.size(); ++i) CHECK(sim.losses[i] == Approx(cpu.losses[i]).epsilon(k.tolerance));
   }
 }
+
+// Catches: any host sync left in the training step (an item() per
+// micro-batch, the skip flag read for the scheduler, the scale read for the
+// progress line, targets counted on the host, a blocking batch upload, a
+// host-built constant copied over). The sim device runs the CUDA code path,
+// so a sync there is a sync on a GPU.
+TEST_CASE("training steps on the sim device never make the host wait", "[e2e][sim][host_sync]") {
+  struct Case {
+    const char* precision;
+    double clip;
+    int64_t grad_accum;
+    const char* optimizer;
+  };
+  for (const Case& k : {Case{"fp32", 0, 1, "adamw"}, Case{"fp16", 1.0, 1, "adamw"}, Case{"bf16", 0, 1, "sgd"},
+                        Case{"fp16", 0.5, 2, "adamw"}}) {
+    INFO(k.precision << " clip " << k.clip << " grad_accum " << k.grad_accum << " " << k.optimizer);
+    tools::TrainConfig c = quick_config();
+    c.device = "sim";
+    c.precision = k.precision;
+    c.clip = k.clip;
+    c.grad_accum = k.grad_accum;
+    c.optimizer = k.optimizer;
+    c.batch = 16;
+    c.max_steps = 5;
+    c.train_limit = 256;
+    c.test_limit = 32;
+    std::FILE* sink = std::fopen("/dev/null", "w");
+    const auto summary = tools::train(c, sink);
+    std::fclose(sink);
+    CHECK(summary.steps == 5);
+    CHECK(summary.losses.size() == 5);
+    CHECK(summary.host_syncs_per_step == 0.0);
+  }
+}
