@@ -98,7 +98,12 @@ Tensor sum_to_size(const Tensor& x, const Shape& shape);
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 // y = x @ weight^T + bias, weight [out, in], x [..., in].
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// y = x @ weight^T + bias, then the activation: one GEMM with the bias and
+// the ReLU in its epilogue (rounded once). Saves x and weight for backward,
+// and y when the ReLU is fused (its mask), as PyTorch's Linear + ReLU do.
+enum class LinearActivation { None, Relu };
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              LinearActivation activation = LinearActivation::None);
 
 // ---------------------------------------------------------------- neural-network functions (ops_nn.cpp)
 Tensor softmax(const Tensor& x, int64_t dim);

@@ -33,37 +33,56 @@ DType arithmetic_result_type(BinaryOp op, const Tensor& a, const Tensor& b) {
   return t;
 }
 
-// The differentiable binary ops share one recorder; `rule` maps (g, a, b, out) to (ga, gb).
-template <typename Rule>
-Tensor binary_differentiable(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, Rule rule) {
+// What a binary rule reads in backward, given which inputs need a gradient.
+struct BinarySaves {
+  bool a = false, b = false, out = false;
+};
+
+// The differentiable binary ops share one recorder. `saves(need_a, need_b)`
+// says which of a, b and the output the rule reads; only those are kept for
+// backward (the rest arrive undefined). `rule(g, a, b, out, need_a, need_b)`
+// returns (ga, gb), undefined where not needed.
+template <typename Saves, typename Rule>
+Tensor binary_differentiable(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, Saves saves, Rule rule) {
   Tensor out = run_binary(op, name, a, b, arithmetic_result_type(op, a, b));
   if (!autograd::needs_grad({a, b})) return out;
+  const bool need_a = autograd::needs_grad({a}), need_b = autograd::needs_grad({b});
+  const BinarySaves keep = saves(need_a, need_b);
   return record(name, out, {a, b},
-                [sa = save(a), sb = save(b), so = save(out), rule](const Tensor& g) -> std::vector<Tensor> {
-                  const Tensor a_ = sa.get(), b_ = sb.get();
-                  auto [ga, gb] = rule(g, a_, b_, so.get());
-                  return {ga.defined() ? sum_to_size(ga, a_.sizes()) : ga,
-                          gb.defined() ? sum_to_size(gb, b_.sizes()) : gb};
-                });
+                [sa = save(keep.a ? a : Tensor()), sb = save(keep.b ? b : Tensor()),
+                 so = save(keep.out ? out : Tensor()), a_shape = a.sizes(), b_shape = b.sizes(), need_a, need_b,
+                 rule](const Tensor& g) -> std::vector<Tensor> {
+                  auto [ga, gb] = rule(g, sa.get(), sb.get(), so.get(), need_a, need_b);
+                  return {need_a && ga.defined() ? sum_to_size(ga, a_shape) : Tensor(),
+                          need_b && gb.defined() ? sum_to_size(gb, b_shape) : Tensor()};
+                },
+                keep.a || keep.b || keep.out);
 }
 
 Tensor compare(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
   return run_binary(op, name, a, b, kBool);
 }
 
-// Unary ops with a fused backward kernel: dx = f'(x, y) * g.
+// Unary ops with a fused backward kernel: dx = f'(x, y) * g. Only what the
+// op's derivative reads is saved (kernels::unary_backward_reads): the output
+// for relu/sigmoid/tanh/exp/sqrt, the input for gelu/silu/log/..., nothing for neg.
 Tensor unary_differentiable(UnaryOp op, const char* name, const Tensor& x, UnaryArgs args = {},
                             DType out_dtype = DType::Bool /* Bool = floating result of x */) {
   const DType dtype = out_dtype == DType::Bool ? autograd::floating_result_type(x.dtype()) : out_dtype;
   Tensor out = empty(x.sizes(), dtype, x.device());
   kernels::unary(op, x, out, args);
   if (!autograd::needs_grad({x})) return out;
-  return record(name, out, {x}, [op, args, sx = save(x), sy = save(out)](const Tensor& g) -> std::vector<Tensor> {
-    const Tensor x_ = sx.get();
-    Tensor gx = empty(x_.sizes(), x_.dtype(), x_.device());
-    kernels::unary_backward(op, g, x_, sy.get(), gx, args);
-    return {gx};
-  });
+  const kernels::UnaryBackwardReads reads = kernels::unary_backward_reads(op);
+  return record(name, out, {x},
+                [op, args, sx = save(reads.input ? x : Tensor()), sy = save(reads.output ? out : Tensor()),
+                 x_shape = x.sizes(), x_dtype = x.dtype()](const Tensor& g) -> std::vector<Tensor> {
+                  // An operand the derivative does not read is stood in for by g (never read).
+                  const Tensor x_ = sx.get(), y_ = sy.get();
+                  Tensor gx = empty(x_shape, x_dtype, g.device());
+                  kernels::unary_backward(op, g, x_.defined() ? x_ : g, y_.defined() ? y_ : g, gx, args);
+                  return {gx};
+                },
+                reads.input || reads.output);
 }
 
 }  // namespace
@@ -71,38 +90,47 @@ Tensor unary_differentiable(UnaryOp op, const char* name, const Tensor& x, Unary
 // ---------------------------------------------------------------- binary arithmetic
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  return binary_differentiable(BinaryOp::Add, "add", a, b,
-                               [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
-                                 return std::pair{g, g};
-                               });
+  // Saves nothing: the gradient passes to both sides (summed over broadcast dims).
+  return binary_differentiable(
+      BinaryOp::Add, "add", a, b, [](bool, bool) { return BinarySaves{}; },
+      [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&, bool, bool) { return std::pair{g, g}; });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  return binary_differentiable(BinaryOp::Sub, "sub", a, b,
-                               [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
-                                 return std::pair{g, neg(g)};
-                               });
+  // Saves nothing.
+  return binary_differentiable(
+      BinaryOp::Sub, "sub", a, b, [](bool, bool) { return BinarySaves{}; },
+      [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&, bool, bool neg_b) {
+        return std::pair{g, neg_b ? neg(g) : Tensor()};
+      });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  return binary_differentiable(BinaryOp::Mul, "mul", a, b,
-                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&) {
-                                 return std::pair{mul(g, b_), mul(g, a_)};
-                               });
+  // Saves b when a needs a gradient, a when b does.
+  return binary_differentiable(
+      BinaryOp::Mul, "mul", a, b, [](bool need_a, bool need_b) { return BinarySaves{need_b, need_a, false}; },
+      [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&, bool need_a, bool need_b) {
+        return std::pair{need_a ? mul(g, b_) : Tensor(), need_b ? mul(g, a_) : Tensor()};
+      });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  return binary_differentiable(BinaryOp::Div, "div", a, b,
-                               [](const Tensor& g, const Tensor&, const Tensor& b_, const Tensor& out) {
-                                 const Tensor ga = div(g, b_);
-                                 return std::pair{ga, neg(mul(ga, out))};  // d(a/b)/db = -(a/b)/b
-                               });
+  // Saves b, and the output when b needs a gradient: d(a/b)/db = -(a/b)/b.
+  return binary_differentiable(
+      BinaryOp::Div, "div", a, b, [](bool, bool need_b) { return BinarySaves{false, true, need_b}; },
+      [](const Tensor& g, const Tensor&, const Tensor& b_, const Tensor& out, bool, bool need_b) {
+        const Tensor ga = div(g, b_);
+        return std::pair{ga, need_b ? neg(mul(ga, out)) : Tensor()};
+      });
 }
 
 Tensor pow(const Tensor& a_in, const Tensor& b_in) {
   const auto in = autograd::autocast_inputs(amp::Op::Pow, {a_in, b_in});
+  // Saves a, b and the output.
   return binary_differentiable(BinaryOp::Pow, "pow", in[0], in[1],
-                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor& out) {
+                               [](bool, bool) { return BinarySaves{true, true, true}; },
+                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor& out, bool,
+                                  bool) {
                                  // d(a^b)/da = b a^(b-1), defined as 0 where b == 0 (0 * 0^-1 would be NaN).
                                  const Tensor ga =
                                      masked_fill(mul(mul(g, b_), pow(a_, sub(b_, 1.0))), eq(b_, 0.0), 0.0);
@@ -114,8 +142,10 @@ Tensor pow(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
+  // Saves a and b (which side won, and the ties).
   return binary_differentiable(BinaryOp::Maximum, "maximum", a, b,
-                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&) {
+                               [](bool, bool) { return BinarySaves{true, true, false}; },
+                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&, bool, bool) {
                                  // Ties split the gradient evenly, as in PyTorch.
                                  const Tensor share = where(eq(a_, b_), mul(g, 0.5), g);
                                  const Tensor zero = zeros({}, g.dtype(), g.device());
@@ -124,8 +154,10 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
+  // Saves a and b.
   return binary_differentiable(BinaryOp::Minimum, "minimum", a, b,
-                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&) {
+                               [](bool, bool) { return BinarySaves{true, true, false}; },
+                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&, bool, bool) {
                                  const Tensor share = where(eq(a_, b_), mul(g, 0.5), g);
                                  const Tensor zero = zeros({}, g.dtype(), g.device());
                                  return std::pair{where(le(a_, b_), share, zero), where(ge(a_, b_), share, zero)};

@@ -1,7 +1,9 @@
-// matmul / bmm / linear. Only bmm has its own backward rule; matmul and
-// linear are compositions of views and bmm, so their gradients follow.
+// matmul / bmm / linear. bmm has its own backward rule and matmul is a
+// composition of views and bmm; linear is one GEMM with a bias (and ReLU)
+// epilogue and its own rule.
 #include "autograd/autocast_cast.h"
 #include "autograd/op_helpers.h"
+#include "kernels/elementwise.h"
 #include "kernels/matmul.h"
 
 namespace mt {
@@ -70,7 +72,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   return bmm(a3, b3).reshape(out_shape);
 }
 
-Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, LinearActivation activation) {
   const auto in = autograd::autocast_inputs(amp::Op::Linear, {x_in, weight_in, bias_in});
   const Tensor& x = in[0];
   const Tensor& weight = in[1];
@@ -79,12 +81,42 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   MT_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
            "linear: input {} does not end in in_features = {} (weight {})", x.shape_string(), weight.size(1),
            weight.shape_string());
+  autograd::check_same_device("linear", x, weight);
+  autograd::check_floating("linear", x);
+  MT_CHECK(x.dtype() == weight.dtype(), "linear: input is {} but weight is {} (use autocast or cast one)", x.dtype(),
+           weight.dtype());
   if (bias.defined()) {
     MT_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias {} does not match out_features = {}",
              bias.shape_string(), weight.size(0));
+    autograd::check_same_device("linear", x, bias);
   }
-  Tensor y = matmul(x, weight.t());
-  return bias.defined() ? add(y, bias) : y;
+  const int64_t k = weight.size(1), n = weight.size(0);
+  const int64_t m = shape_numel(Shape(x.sizes().begin(), x.sizes().end() - 1));
+  Shape out_shape = x.sizes();
+  out_shape.back() = n;
+  const bool relu = activation == LinearActivation::Relu;
+  // The kernel sees plain views (no tape); the one node recorded is linear's own.
+  const Tensor x2 = x.detach().reshape({m, k});
+  Tensor out2 = empty({m, n}, x.dtype(), x.device());
+  kernels::bmm(x2.unsqueeze(0), weight.detach().t().unsqueeze(0), out2.unsqueeze(0), {bias.defined() ? bias.detach() : Tensor(), relu});
+  const Tensor out = out2.reshape(out_shape);
+  if (!autograd::needs_grad({x, weight, bias})) return out;
+  // Saves x (as [M, K]), the weight, and the output only when the ReLU is fused.
+  return record("linear", out, {x, weight, bias},
+                [sx = save(x2), sw = save(weight), sy = save(relu ? out2 : Tensor()), x_shape = x.sizes(), m, n,
+                 has_bias = bias.defined(), need_x = autograd::needs_grad({x}), need_w = autograd::needs_grad({weight}),
+                 need_b = autograd::needs_grad({bias})](const Tensor& g) -> std::vector<Tensor> {
+                  Tensor g2 = g.reshape({m, n});
+                  if (const Tensor y = sy.get(); y.defined()) {  // through the fused ReLU: g where y > 0
+                    Tensor masked = empty(g2.sizes(), g2.dtype(), g2.device());
+                    kernels::unary_backward(kernels::UnaryOp::Relu, g2, y, y, masked);
+                    g2 = masked;
+                  }
+                  const Tensor gx = need_x ? matmul(g2, sw.get()).reshape(x_shape) : Tensor();
+                  const Tensor gw = need_w ? matmul(g2.t(), sx.get()) : Tensor();
+                  const Tensor gb = has_bias && need_b ? sum(g2, {0}) : Tensor();
+                  return {gx, gw, gb};
+                });
 }
 
 }  // namespace mt

@@ -18,8 +18,16 @@
 
 namespace mt::kernels {
 
+// Applied to each product before its one rounding into out's dtype (in the
+// accumulator type): + bias[n] on every row, then ReLU. This is what makes a
+// Linear layer (and Linear + ReLU) one GEMM.
+struct GemmEpilogue {
+  Tensor bias;  // [N], or undefined
+  bool relu = false;
+};
+
 namespace cpu {
-void bmm(const Tensor& a, const Tensor& b, const Tensor& out);
+void bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue = {});
 }
 
 namespace device_buffers {
@@ -45,9 +53,11 @@ inline GemmOperand gemm_operand(const Tensor& t, DType dtype) {
 
 }  // namespace device_buffers
 
-inline void bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
+inline void bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue = {}) {
+  MT_CHECK(!epilogue.bias.defined() || (epilogue.bias.dim() == 1 && epilogue.bias.size(0) == out.size(2)),
+           "bmm kernel: bias {} does not match {} output columns", epilogue.bias.shape_string(), out.size(2));
   const Backend backend = backend_for(out.device(), "bmm");
-  if (backend == Backend::Cpu) return cpu::bmm(a, b, out);
+  if (backend == Backend::Cpu) return cpu::bmm(a, b, out, epilogue);
   using namespace device_buffers;
   MT_CHECK(a.dim() == 3 && b.dim() == 3 && out.dim() == 3 && a.size(0) == b.size(0) && a.size(0) == out.size(0) &&
                a.size(2) == b.size(1) && out.size(1) == a.size(1) && out.size(2) == b.size(2),
@@ -71,6 +81,9 @@ inline void bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
   args.lda = A.ld, args.batch_stride_a = A.batch_stride, args.trans_a = A.transposed;
   args.ldb = B.ld, args.batch_stride_b = B.batch_stride, args.trans_b = B.transposed;
   args.ldc = ldc, args.batch_stride_c = batch_stride_c;
+  const Tensor bias = epilogue.bias.defined() ? contiguous_as(epilogue.bias, dtype) : Tensor();
+  args.bias = bias.defined() ? bias.data_ptr() : nullptr;
+  args.relu = epilogue.relu;
   const size_t element = element_size(dtype);
   const Stream stream = launch_stream(out.device());
   constexpr int64_t kMaxBatchPerLaunch = 65535;  // grid.z

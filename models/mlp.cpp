@@ -9,8 +9,9 @@ Mlp::Mlp(int64_t inputs, int64_t classes) {
 }
 
 Tensor Mlp::forward(const Tensor& x) {
-  Tensor h = relu(fc1->forward(x.flatten(1)));
-  h = relu(fc2->forward(h));
+  // Linear + ReLU as one GEMM each (bias and ReLU in the epilogue).
+  Tensor h = fc1->forward(x.flatten(1), LinearActivation::Relu);
+  h = fc2->forward(h, LinearActivation::Relu);
   return fc3->forward(h);
 }
 

@@ -17,6 +17,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) {
 }
 
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x, LinearActivation activation) { return linear(x, weight, bias, activation); }
 
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
     : normalized_shape_(std::move(normalized_shape)), eps_(eps) {

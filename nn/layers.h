@@ -16,6 +16,8 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) override;
+  // With the activation fused into the GEMM's epilogue (one kernel, one rounding).
+  Tensor forward(const Tensor& x, LinearActivation activation);
   std::string name() const override { return "Linear"; }
   Tensor weight, bias;
 };

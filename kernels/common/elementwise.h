@@ -62,6 +62,23 @@ MT_HOST_DEVICE inline T unary_forward(T x, T a, T b) {
   return x;
 }
 
+// Which forward values unary_backward<Op> reads: the autograd op saves only
+// those (the tinygrad discipline: a derivative written in terms of its output
+// keeps no input alive).
+struct UnaryBackwardReads {
+  bool input = false, output = false;
+};
+constexpr UnaryBackwardReads unary_backward_reads(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg: case UnaryOp::Sign: return {false, false};
+    case UnaryOp::Exp: case UnaryOp::Sqrt: case UnaryOp::Rsqrt: case UnaryOp::Reciprocal: case UnaryOp::Relu:
+    case UnaryOp::Tanh: case UnaryOp::Sigmoid: return {false, true};
+    case UnaryOp::Log: case UnaryOp::Abs: case UnaryOp::Square: case UnaryOp::GeluTanh: case UnaryOp::GeluErf:
+    case UnaryOp::Silu: case UnaryOp::PowScalar: case UnaryOp::Clamp: return {true, false};
+  }
+  return {true, true};
+}
+
 // dL/dx given the input x, the forward output y and the incoming gradient g.
 template <UnaryOp Op, typename T>
 MT_HOST_DEVICE inline T unary_backward(T x, T y, T g, T a, T b) {
@@ -74,7 +91,7 @@ MT_HOST_DEVICE inline T unary_backward(T x, T y, T g, T a, T b) {
   if constexpr (Op == UnaryOp::Sign) return T(0);
   if constexpr (Op == UnaryOp::Reciprocal) return -g * y * y;
   if constexpr (Op == UnaryOp::Square) return g * T(2) * x;
-  if constexpr (Op == UnaryOp::Relu) return x > T(0) ? g : T(0);
+  if constexpr (Op == UnaryOp::Relu) return y > T(0) ? g : T(0);  // y > 0 exactly where x > 0
   if constexpr (Op == UnaryOp::GeluTanh) {
     const T x2 = x * x;
     const T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x2 * x);

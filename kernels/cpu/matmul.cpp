@@ -54,8 +54,27 @@ struct Operand {
   }
 };
 
+// Bias and ReLU on the unrounded product, as the GPU epilogue does.
 template <typename T>
-void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
+void apply_epilogue(T* c, int64_t rows, int64_t cols, const GemmEpilogue& epilogue) {
+  if (!epilogue.bias.defined() && !epilogue.relu) return;
+  std::vector<T> bias;
+  if (epilogue.bias.defined()) {
+    Loaded<T> loaded(epilogue.bias);
+    bias.assign(loaded.data(), loaded.data() + loaded.size());
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = c + r * cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      T v = bias.empty() ? row[j] : row[j] + bias[static_cast<size_t>(j)];
+      if (epilogue.relu) v = v < T(0) ? T(0) : v;  // NaN stays NaN
+      row[j] = v;
+    }
+  }
+}
+
+template <typename T>
+void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue) {
   Operand<T> A(a), B(b);
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2);
   T* dst = direct_output<T>(out);
@@ -82,6 +101,7 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
       C.noalias() = Eigen::Map<const ColMajor<T>, 0, Stride>(pa, A.rows, A.cols, Stride(A.ld)) *
                     Eigen::Map<const ColMajor<T>, 0, Stride>(pb, B.rows, B.cols, Stride(B.ld));
     }
+    apply_epilogue(dst + i * m * n, m, n, epilogue);
   }
   if (scratch.empty()) {
     out.storage()->bump_version();
@@ -92,14 +112,14 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
 
 }  // namespace
 
-void bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
+void bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue) {
   MT_CHECK(a.dim() == 3 && b.dim() == 3 && out.dim() == 3 && a.size(0) == b.size(0) && a.size(0) == out.size(0) &&
                a.size(2) == b.size(1) && out.size(1) == a.size(1) && out.size(2) == b.size(2),
            "bmm kernel: shapes {} @ {} -> {} do not line up", a.shape_string(), b.shape_string(), out.shape_string());
   if (out.dtype() == kF64) {
-    bmm_typed<double>(a, b, out);
+    bmm_typed<double>(a, b, out, epilogue);
   } else {
-    bmm_typed<float>(a, b, out);
+    bmm_typed<float>(a, b, out, epilogue);
   }
 }
 
