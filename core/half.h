@@ -36,9 +36,10 @@ MT_HOST_DEVICE inline uint16_t f32_to_f16_bits(float value) {
   const uint32_t x = float_bits(value);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {  // inf or NaN: keep NaN quiet and non-zero
-    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x0200u | ((abs >> 13) & 0x3ffu) : 0u));
-  }
+  // NaN becomes the canonical 0x7fff, as the GPU's cvt.rn.f16.f32 gives it,
+  // so a NaN written by the CPU, the simulator and a GPU has the same bits.
+  if (abs > 0x7f800000u) return 0x7fffu;
+  if (abs == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: overflow to inf
   if (abs >= 0x38800000u) {                                               // normal f16 (>= 2^-14)
     // Re-bias the exponent (127 -> 15) and drop 13 mantissa bits with RNE.
@@ -79,7 +80,7 @@ MT_HOST_DEVICE inline float f16_bits_to_f32(uint16_t h) {
 // f32 -> bf16 bits: keep the top 16 bits with round to nearest even.
 MT_HOST_DEVICE inline uint16_t f32_to_bf16_bits(float value) {
   const uint32_t x = float_bits(value);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // quiet NaN
+  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;  // NaN: canonical, as the GPU's cvt.rn.bf16.f32
   const uint32_t lsb = (x >> 16) & 1u;
   return static_cast<uint16_t>((x + 0x7fffu + lsb) >> 16);
 }

@@ -21,64 +21,17 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/half.h"
+
 namespace mt::simulator {
 
-// ---- bit-level conversions -------------------------------------------------
+// ---- bit-level conversions: core/half.h's, the one converter CPU kernels,
+// core and the simulator share (round to nearest even, canonical NaN).
 
-// float -> IEEE binary16, round to nearest even.
-constexpr std::uint16_t float_to_half_bits(float value) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
-  const std::uint32_t sign = (bits >> 16) & 0x8000u;
-  const std::uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return 0x7fffu;  // NaN: the GPU's cvt gives the canonical NaN
-  if (abs == 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u);
-  if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (abs < 0x38800000u) {
-    // Result is subnormal (or zero) in half: value = mantissa * 2^-24.
-    if (abs < 0x33000000u) return static_cast<std::uint16_t>(sign);  // < 2^-25: rounds to 0
-    const std::uint32_t exponent = abs >> 23;
-    const std::uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
-    const std::uint32_t shift = 126u - exponent;  // 14..24 bits to drop
-    std::uint32_t half = mantissa >> shift;
-    const std::uint32_t remainder = mantissa & ((1u << shift) - 1u);
-    const std::uint32_t halfway = 1u << (shift - 1u);
-    if (remainder > halfway || (remainder == halfway && (half & 1u))) ++half;
-    return static_cast<std::uint16_t>(sign | half);
-  }
-  // Normal: rebias exponent (127 -> 15) and round the 13 dropped bits.
-  std::uint32_t half = ((abs - 0x38000000u) >> 13);
-  const std::uint32_t remainder = abs & 0x1fffu;
-  if (remainder > 0x1000u || (remainder == 0x1000u && (half & 1u))) ++half;  // may carry into exponent: correct
-  return static_cast<std::uint16_t>(sign | half);
-}
-
-constexpr float half_bits_to_float(std::uint16_t half) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
-  const std::uint32_t exponent = (half >> 10) & 0x1fu;
-  std::uint32_t mantissa = half & 0x3ffu;
-  if (exponent == 0x1fu) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
-  if (mantissa == 0) return std::bit_cast<float>(sign);
-  // Subnormal half: normalise into a float.
-  std::uint32_t float_exponent = 113u;
-  while ((mantissa & 0x400u) == 0) {
-    mantissa <<= 1;
-    --float_exponent;
-  }
-  return std::bit_cast<float>(sign | (float_exponent << 23) | ((mantissa & 0x3ffu) << 13));
-}
-
-// float -> bfloat16 (the top 16 bits of a float), round to nearest even.
-constexpr std::uint16_t float_to_bfloat16_bits(float value) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;  // NaN: canonical, as the GPU's cvt
-  const std::uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>((bits + rounding) >> 16);
-}
-
-constexpr float bfloat16_bits_to_float(std::uint16_t value) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(value) << 16);
-}
+inline std::uint16_t float_to_half_bits(float value) { return ::mt::f32_to_f16_bits(value); }
+inline float half_bits_to_float(std::uint16_t half) { return ::mt::f16_bits_to_f32(half); }
+inline std::uint16_t float_to_bfloat16_bits(float value) { return ::mt::f32_to_bf16_bits(value); }
+inline float bfloat16_bits_to_float(std::uint16_t value) { return ::mt::bf16_bits_to_f32(value); }
 
 // ---- the types ---------------------------------------------------------------
 
@@ -89,12 +42,12 @@ struct Float16Storage {
   std::uint16_t bits;
 
   Float16Storage() = default;
-  constexpr Float16Storage(float value) : bits(Encoding::from_float(value)) {}  // NOLINT: implicit like CUDA's
-  constexpr Float16Storage(double value) : Float16Storage(static_cast<float>(value)) {}
-  constexpr Float16Storage(int value) : Float16Storage(static_cast<float>(value)) {}
-  constexpr operator float() const { return Encoding::to_float(bits); }  // NOLINT: implicit like CUDA's
+  Float16Storage(float value) : bits(Encoding::from_float(value)) {}  // NOLINT: implicit like CUDA's
+  Float16Storage(double value) : Float16Storage(static_cast<float>(value)) {}
+  Float16Storage(int value) : Float16Storage(static_cast<float>(value)) {}
+  operator float() const { return Encoding::to_float(bits); }  // NOLINT: implicit like CUDA's
 
-  static constexpr Float16Storage from_bits(std::uint16_t raw) {
+  static Float16Storage from_bits(std::uint16_t raw) {
     Float16Storage result{};
     result.bits = raw;
     return result;
@@ -106,12 +59,12 @@ struct Float16Storage {
 };
 
 struct HalfEncoding {
-  static constexpr std::uint16_t from_float(float v) { return float_to_half_bits(v); }
-  static constexpr float to_float(std::uint16_t b) { return half_bits_to_float(b); }
+  static std::uint16_t from_float(float v) { return float_to_half_bits(v); }
+  static float to_float(std::uint16_t b) { return half_bits_to_float(b); }
 };
 struct BFloat16Encoding {
-  static constexpr std::uint16_t from_float(float v) { return float_to_bfloat16_bits(v); }
-  static constexpr float to_float(std::uint16_t b) { return bfloat16_bits_to_float(b); }
+  static std::uint16_t from_float(float v) { return float_to_bfloat16_bits(v); }
+  static float to_float(std::uint16_t b) { return bfloat16_bits_to_float(b); }
 };
 
 using half = Float16Storage<HalfEncoding>;
@@ -119,15 +72,15 @@ using bfloat16 = Float16Storage<BFloat16Encoding>;
 
 // Each operator rounds its float result once, as the GPU's half instructions do.
 template <typename E>
-constexpr Float16Storage<E> operator+(Float16Storage<E> a, Float16Storage<E> b) { return float(a) + float(b); }
+Float16Storage<E> operator+(Float16Storage<E> a, Float16Storage<E> b) { return float(a) + float(b); }
 template <typename E>
-constexpr Float16Storage<E> operator-(Float16Storage<E> a, Float16Storage<E> b) { return float(a) - float(b); }
+Float16Storage<E> operator-(Float16Storage<E> a, Float16Storage<E> b) { return float(a) - float(b); }
 template <typename E>
-constexpr Float16Storage<E> operator*(Float16Storage<E> a, Float16Storage<E> b) { return float(a) * float(b); }
+Float16Storage<E> operator*(Float16Storage<E> a, Float16Storage<E> b) { return float(a) * float(b); }
 template <typename E>
-constexpr Float16Storage<E> operator/(Float16Storage<E> a, Float16Storage<E> b) { return float(a) / float(b); }
+Float16Storage<E> operator/(Float16Storage<E> a, Float16Storage<E> b) { return float(a) / float(b); }
 template <typename E>
-constexpr Float16Storage<E> operator-(Float16Storage<E> a) { return Float16Storage<E>::from_bits(a.bits ^ 0x8000u); }
+Float16Storage<E> operator-(Float16Storage<E> a) { return Float16Storage<E>::from_bits(a.bits ^ 0x8000u); }
 
 // Pairs, as held in one 32-bit register (x in the low half).
 template <typename Scalar>

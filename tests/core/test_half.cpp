@@ -3,7 +3,10 @@
 #include <cmath>
 #include <limits>
 
+#include <bit>
+
 #include "core/half.h"
+#include "mixtape.h"
 
 using mt::bf16_bits_to_f32;
 using mt::f16_bits_to_f32;
@@ -69,5 +72,27 @@ TEST_CASE("bf16: f32's range with 8 bits of significand", "[half]") {
     const float f = bf16_bits_to_f32(static_cast<uint16_t>(bits));
     if (std::isnan(f)) continue;
     REQUIRE(f32_to_bf16_bits(f) == bits);
+  }
+}
+
+// Catches: two converters that disagree on NaN (core's kept the payload,
+// 0x7e00 for a plain NaN; the simulator's gave the GPU's 0x7fff), so a NaN
+// written by the CPU path and by the CUDA path had different bits.
+TEST_CASE("NaN converts to the GPU's canonical bits on the CPU and on sim alike", "[half]") {
+  for (float nan : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                    std::bit_cast<float>(0x7f800001u), std::bit_cast<float>(0xffc12345u)}) {
+    CHECK(f32_to_f16_bits(nan) == 0x7fffu);
+    CHECK(f32_to_bf16_bits(nan) == 0x7fffu);
+  }
+  CHECK(f32_to_f16_bits(std::numeric_limits<float>::infinity()) == 0x7c00u);
+  CHECK(f32_to_f16_bits(-std::numeric_limits<float>::infinity()) == 0xfc00u);
+  using namespace mt;
+  const Tensor x = from_vector(std::vector<double>{1.0, std::nan(""), -2.0}, {3});
+  for (DType dtype : {kF16, kBF16}) {
+    const Tensor on_cpu = x.to(dtype), on_sim = x.to(kSIM).to(dtype).to(kCPU);
+    const auto* a = static_cast<const uint16_t*>(on_cpu.data_ptr());
+    const auto* b = static_cast<const uint16_t*>(on_sim.data_ptr());
+    for (int i = 0; i < 3; ++i) CHECK(a[i] == b[i]);
+    CHECK(a[1] == 0x7fffu);
   }
 }
