@@ -125,7 +125,7 @@ void GradScaler::update(double new_scale) {
 void GradScaler::check_for_collapse() {
   if (options_.collapse_check_interval <= 0 || ++updates_since_check_ < options_.collapse_check_interval) return;
   updates_since_check_ = 0;
-  const double now = get_scale();  // the only sync, once per interval
+  const double now = get_scale();  // a sync, once per interval
   if (now < 1.0) {
     spdlog::warn(
         "GradScaler: the loss scale fell to {:g} (< 1): gradients overflow f16 even unscaled. Typical causes: a "

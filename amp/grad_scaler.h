@@ -10,8 +10,11 @@
 // Nothing here reads a device value on the host: the scale, the growth
 // tracker and each optimizer's found_inf flag are device tensors, unscale_ is
 // one fused multi-tensor kernel, the optimizer kernel reads found_inf itself,
-// and update() is a one-thread kernel. StepOutcome::skipped() is the one
-// optional sync (for an LR scheduler that must skip too).
+// and update() is a one-thread kernel. Reading a value on the host is a sync:
+// StepOutcome::skipped(), get_scale(), and the collapse warning's read of the
+// scale every collapse_check_interval updates (0 turns it off). An LR
+// scheduler that must not advance on a skipped step can count on the device
+// instead (LrScheduler::step_unless(outcome.found_inf())).
 //
 // Per optimizer the scaler moves READY -> UNSCALED -> STEPPED and back to
 // READY at update(); the misuses PyTorch rejects are errors here too.
