@@ -229,3 +229,43 @@ TEST_CASE("a loaded scaler state moves to the device of the first scaled loss", 
   CHECK(resumed.scale_tensor().device() == kSIM);
   CHECK(resumed.get_scale() == 32768.0);
 }
+
+// Catches (mutant: the optimizer ignores the unscale factor): AdamW is nearly
+// invariant to a constant gradient scale, so an AMP training test still
+// passes with that bug. Here eps (1e-3) dominates sqrt(v) for the true
+// gradients (1e-5) but not for the 65536x scaled ones, so the update depends
+// on the unscale factor by ~100x; SGD depends on it linearly. Both the fused
+// path (step() without unscale_) and the unscale_ + clip path are checked
+// against the same optimizer fed the true gradients, on the CPU and on sim.
+TEST_CASE("the optimizer step under a GradScaler uses the unscaled gradients", "[scaler][mutant]") {
+  for (Device device : {kCPU, kSIM}) {
+    for (bool explicit_unscale : {false, true}) {
+      for (bool use_sgd : {false, true}) {
+        INFO(device.str() << (explicit_unscale ? " unscale_+clip" : " fused") << (use_sgd ? " sgd" : " adamw"));
+        auto make = [&](const Tensor& p) -> std::unique_ptr<optim::Optimizer> {
+          if (use_sgd) return std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SgdOptions{.lr = 0.1});
+          return std::make_unique<optim::AdamW>(std::vector<Tensor>{p},
+                                                optim::AdamWOptions{.lr = 0.1, .eps = 1e-3, .weight_decay = 0});
+        };
+        const Tensor grad = full({4}, 1e-5, kF32, device);
+        Tensor scaled_p = ones({4}, kF32, device).requires_grad_();
+        Tensor plain_p = ones({4}, kF32, device).requires_grad_();
+        auto scaled_opt = make(scaled_p);
+        auto plain_opt = make(plain_p);
+        GradScaler scaler;
+        scaler.scale(sum(mul(scaled_p, grad))).backward();  // grad = 65536 * 1e-5
+        if (explicit_unscale) {
+          scaler.unscale_(*scaled_opt);
+          optim::clip_grad_norm_({scaled_p}, 1.0);  // a no-op at this norm, but only correct after unscale_
+        }
+        scaler.step(*scaled_opt);
+        scaler.update();
+        sum(mul(plain_p, grad)).backward();
+        plain_opt->step();
+        const auto got = scaled_p.to(kCPU).to_vector(), want = plain_p.to(kCPU).to_vector();
+        for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-6));
+        CHECK(want[0] < 1.0);  // the step moved the weights at all
+      }
+    }
+  }
+}
