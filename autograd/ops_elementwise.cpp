@@ -100,8 +100,8 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   // Saves nothing.
   return binary_differentiable(
       BinaryOp::Sub, "sub", a, b, [](bool, bool) { return BinarySaves{}; },
-      [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&, bool, bool neg_b) {
-        return std::pair{g, neg_b ? neg(g) : Tensor()};
+      [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&, bool, bool need_b) {
+        return std::pair{g, need_b ? neg(g) : Tensor()};
       });
 }
 

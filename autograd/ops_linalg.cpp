@@ -89,6 +89,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     MT_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias {} does not match out_features = {}",
              bias.shape_string(), weight.size(0));
     autograd::check_same_device("linear", x, bias);
+    MT_CHECK(bias.dtype() == x.dtype(), "linear: bias is {} but input and weight are {}", bias.dtype(), x.dtype());
   }
   const int64_t k = weight.size(1), n = weight.size(0);
   const int64_t m = shape_numel(Shape(x.sizes().begin(), x.sizes().end() - 1));

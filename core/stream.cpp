@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/caching_allocator.h"
 #include "core/host_sync.h"
 
 #if defined(MT_WITH_CUDA)

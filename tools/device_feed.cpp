@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -32,8 +33,12 @@ BatchStager::OnDevice BatchStager::upload(const data::Batch& batch) {
   if (previous_) slots_[*previous_].released->record(compute);
   Slot& s = slots_[next_];
   const int64_t n = batch.labels.numel();
-  MT_CHECK(n <= s.host_labels.numel() && batch.images.sizes().size() == s.host_images.sizes().size(),
-           "BatchStager: a batch of {} samples {} does not fit buffers of {}", n, batch.images.shape_string(),
+  const Shape sample(batch.images.sizes().begin() + 1, batch.images.sizes().end());
+  MT_CHECK(batch.images.dim() == s.host_images.dim() && batch.images.dtype() == kF32 &&
+               batch.labels.dtype() == kI64 && batch.images.size(0) == n && n <= s.host_labels.numel() &&
+               sample == Shape(s.host_images.sizes().begin() + 1, s.host_images.sizes().end()),
+           "BatchStager: a batch of {} {} images and {} {} labels does not fit buffers of {} f32 images",
+           batch.images.shape_string(), batch.images.dtype(), batch.labels.shape_string(), batch.labels.dtype(),
            s.host_images.shape_string());
   // The pinned buffer may still be feeding this slot's last upload.
   if (s.used && !s.copied->query()) s.copied->synchronize();
@@ -66,6 +71,7 @@ void StepMetrics::stage(const StepValues& host_part, const Tensor& loss, const T
   if (pending_.size() >= ring_size_) {
     // The host is a whole ring ahead: wait for the oldest step (a counted sync).
     pending_.front().ready->synchronize();
+    retire_front();
   }
   Entry e;
   if (!free_.empty()) {
@@ -78,16 +84,13 @@ void StepMetrics::stage(const StepValues& host_part, const Tensor& loss, const T
   }
   e.values = host_part;
   NoGradGuard no_grad;
-  // Gathered on the device (small cast-copy kernels), absent values as NaN.
-  const std::pair<int64_t, const Tensor*> fields[] = {
-      {kLoss, &loss}, {kGradNorm, &grad_norm}, {kFoundInf, &found_inf}, {kScale, &scale}, {kLrFactor, &lr_factor}};
-  for (const auto& [column, value] : fields) {
-    const Tensor cell = e.device_row.narrow(0, column, 1);
-    if (value->defined()) {
-      copy_(cell, value->reshape({1}));
-    } else {
-      fill_(cell, NAN);
-    }
+  // Gathered on the device by small cast-copy kernels; absent values are not
+  // copied, and read() gives them their defaults.
+  const Tensor* fields[kRowSize] = {&loss, &grad_norm, &found_inf, &scale, &lr_factor};
+  for (int64_t column = 0; column < kRowSize; ++column) {
+    const Tensor& value = *fields[column];
+    e.present[static_cast<size_t>(column)] = value.defined();
+    if (value.defined()) copy_(e.device_row.narrow(0, column, 1), value.reshape({1}));
   }
   const Stream stream = current_stream(device_);
   if (!device_.is_cpu()) copy_async(e.host_row, e.device_row, stream);
@@ -97,23 +100,27 @@ void StepMetrics::stage(const StepValues& host_part, const Tensor& loss, const T
 
 StepValues StepMetrics::read(const Entry& e) const {
   const auto* row = static_cast<const double*>(e.host_row.data_ptr());
+  auto value_or = [&](int64_t column, double absent) {
+    return e.present[static_cast<size_t>(column)] ? row[column] : absent;
+  };
   StepValues v = e.values;
-  v.loss = row[kLoss];
-  v.grad_norm = row[kGradNorm];
-  v.skipped = !std::isnan(row[kFoundInf]) && row[kFoundInf] != 0.0;
-  v.scale = std::isnan(row[kScale]) ? 1.0 : row[kScale];
-  v.lr_factor = std::isnan(row[kLrFactor]) ? 1.0 : row[kLrFactor];
+  v.loss = value_or(kLoss, NAN);
+  v.grad_norm = value_or(kGradNorm, NAN);
+  v.skipped = value_or(kFoundInf, 0.0) != 0.0;
+  v.scale = value_or(kScale, 1.0);
+  v.lr_factor = value_or(kLrFactor, 1.0);
   return v;
 }
 
+void StepMetrics::retire_front() {
+  arrived_.push_back(read(pending_.front()));
+  free_.push_back(std::move(pending_.front()));
+  pending_.pop_front();
+}
+
 std::vector<StepValues> StepMetrics::poll() {
-  std::vector<StepValues> out;
-  while (!pending_.empty() && pending_.front().ready->query()) {
-    out.push_back(read(pending_.front()));
-    free_.push_back(std::move(pending_.front()));
-    pending_.pop_front();
-  }
-  return out;
+  while (!pending_.empty() && pending_.front().ready->query()) retire_front();
+  return std::exchange(arrived_, {});
 }
 
 std::vector<StepValues> StepMetrics::flush() {

@@ -84,15 +84,18 @@ class StepMetrics {
  private:
   struct Entry {
     StepValues values;
-    Tensor device_row;  // f64 [5]
-    Tensor host_row;    // pinned f64 [5]
+    Tensor device_row;            // f64 [5]
+    Tensor host_row;              // pinned f64 [5]
+    std::array<bool, 5> present;  // which of the five values the step had
     std::unique_ptr<Event> ready;
   };
   StepValues read(const Entry& e) const;
+  void retire_front();  // reads the oldest (finished) entry into arrived_ and recycles it
   Device device_;
   size_t ring_size_;
   std::deque<Entry> pending_;
   std::vector<Entry> free_;
+  std::vector<StepValues> arrived_;  // read while staging (ring full), not yet returned
 };
 
 }  // namespace mt::tools

@@ -5,6 +5,7 @@
 // including f16/bf16, is converted to a contiguous f32 buffer first, multiplied
 // with f32 accumulation, and rounded once on store.
 #include <Eigen/Core>
+#include <optional>
 
 #include "kernels/cpu/strided.h"
 #include "kernels/matmul.h"
@@ -55,19 +56,15 @@ struct Operand {
 };
 
 // Bias and ReLU on the unrounded product, as the GPU epilogue does.
+// `bias` is the epilogue's bias in T (null for none).
 template <typename T>
-void apply_epilogue(T* c, int64_t rows, int64_t cols, const GemmEpilogue& epilogue) {
-  if (!epilogue.bias.defined() && !epilogue.relu) return;
-  std::vector<T> bias;
-  if (epilogue.bias.defined()) {
-    Loaded<T> loaded(epilogue.bias);
-    bias.assign(loaded.data(), loaded.data() + loaded.size());
-  }
+void apply_epilogue(T* c, int64_t rows, int64_t cols, const T* bias, bool relu) {
+  if (bias == nullptr && !relu) return;
   for (int64_t r = 0; r < rows; ++r) {
     T* row = c + r * cols;
     for (int64_t j = 0; j < cols; ++j) {
-      T v = bias.empty() ? row[j] : row[j] + bias[static_cast<size_t>(j)];
-      if (epilogue.relu) v = v < T(0) ? T(0) : v;  // NaN stays NaN
+      T v = bias == nullptr ? row[j] : row[j] + bias[j];
+      if (relu) v = v < T(0) ? T(0) : v;  // NaN stays NaN
       row[j] = v;
     }
   }
@@ -77,6 +74,8 @@ template <typename T>
 void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue) {
   Operand<T> A(a), B(b);
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2);
+  std::optional<Loaded<T>> bias;
+  if (epilogue.bias.defined()) bias.emplace(epilogue.bias);
   T* dst = direct_output<T>(out);
   std::vector<T> scratch;
   if (dst == nullptr) {
@@ -101,7 +100,7 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEp
       C.noalias() = Eigen::Map<const ColMajor<T>, 0, Stride>(pa, A.rows, A.cols, Stride(A.ld)) *
                     Eigen::Map<const ColMajor<T>, 0, Stride>(pb, B.rows, B.cols, Stride(B.ld));
     }
-    apply_epilogue(dst + i * m * n, m, n, epilogue);
+    apply_epilogue(dst + i * m * n, m, n, bias ? bias->data() : nullptr, epilogue.relu);
   }
   if (scratch.empty()) {
     out.storage()->bump_version();

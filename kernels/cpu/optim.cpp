@@ -8,7 +8,9 @@
 namespace mt::kernels::cpu {
 namespace {
 
-bool skipped(const AmpControl& amp) { return amp.found_inf.defined() && *amp.found_inf.data<float>() != 0.0f; }
+// A found_inf flag (f32 [1], optional) that says: skip.
+bool is_set(const Tensor& flag) { return flag.defined() && *flag.data<float>() != 0.0f; }
+bool skipped(const AmpControl& amp) { return is_set(amp.found_inf); }
 float inv_scale_of(const AmpControl& amp) { return amp.inv_scale.defined() ? *amp.inv_scale.data<float>() : 1.0f; }
 double lr_factor_of(const AmpControl& amp) { return amp.lr_factor.defined() ? *amp.lr_factor.data<double>() : 1.0; }
 
@@ -94,7 +96,7 @@ void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& scheduled_args
 void advance_lr_schedule(const LrSchedule& schedule, const Tensor& step_count, const Tensor& found_inf,
                          const Tensor& factor) {
   int64_t& count = *step_count.data<int64_t>();
-  if (!(found_inf.defined() && *found_inf.data<float>() != 0.0f)) ++count;
+  if (!is_set(found_inf)) ++count;
   *factor.data<double>() = lr_schedule_factor(schedule, count);
   step_count.storage()->bump_version();
   factor.storage()->bump_version();
