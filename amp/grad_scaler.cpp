@@ -41,9 +41,7 @@ Tensor GradScaler::scale(const Tensor& loss) {
   return mul(loss.dtype() == kF32 ? loss : loss.to(kF32), factor);
 }
 
-GradScaler::PerOptimizer& GradScaler::state_of(const optim::Optimizer& optimizer) {
-  return per_optimizer_[&optimizer];
-}
+GradScaler::PerOptimizer& GradScaler::state_of(const optim::Optimizer& optimizer) { return per_optimizer_[&optimizer]; }
 
 Tensor GradScaler::inverse_scale() const {
   NoGradGuard no_grad;
@@ -105,8 +103,8 @@ void GradScaler::update() {
   MT_CHECK(found_inf.defined(),
            "GradScaler::update: no inf checks were recorded; call step(optimizer) (or unscale_) before update()");
   kernels::update_scale(scale_, growth_tracker_, found_inf,
-                        {options_.growth_factor, options_.backoff_factor, options_.growth_interval,
-                         options_.min_scale, options_.max_scale});
+                        {options_.growth_factor, options_.backoff_factor, options_.growth_interval, options_.min_scale,
+                         options_.max_scale});
   per_optimizer_.clear();
   note_scaler_reset(this);
   check_for_collapse();
@@ -161,8 +159,10 @@ void GradScaler::load_state_dict(const optim::StateDict& state) {
   if (!options_.enabled) return;
   auto get = [&](const char* key) -> const Tensor& {
     auto it = state.find(key);
-    MT_CHECK(it != state.end(), "GradScaler::load_state_dict: missing '{}' (was the checkpoint saved without the "
-             "scaler state?)", key);
+    MT_CHECK(it != state.end(),
+             "GradScaler::load_state_dict: missing '{}' (was the checkpoint saved without the "
+             "scaler state?)",
+             key);
     return it->second;
   };
   NoGradGuard no_grad;

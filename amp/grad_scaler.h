@@ -87,8 +87,8 @@ class GradScaler {
   void check_for_collapse();
 
   GradScalerOptions options_;
-  Tensor scale_;           // f32 [1] on the device of the first scaled loss
-  Tensor growth_tracker_;  // i32 [1]
+  Tensor scale_;                        // f32 [1] on the device of the first scaled loss
+  Tensor growth_tracker_;               // i32 [1]
   int64_t initial_growth_tracker_ = 0;  // from load_state_dict before the state exists
   std::map<const optim::Optimizer*, PerOptimizer> per_optimizer_;
   int64_t updates_since_check_ = 0;

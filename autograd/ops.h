@@ -163,8 +163,8 @@ struct Size2 {
 
 // x [N, C, H, W], weight [O, C/groups, KH, KW], bias [O] (optional) -> [N, O, OH, OW] with
 // OH = (H + 2*padding.h - dilation.h*(KH-1) - 1) / stride.h + 1. Runs in f16/bf16 under autocast.
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Size2 stride = 1,
-              Size2 padding = 0, Size2 dilation = 1, int64_t groups = 1);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Size2 stride = 1, Size2 padding = 0,
+              Size2 dilation = 1, int64_t groups = 1);
 // Pooling over the last two dims of [N, C, H, W] (or [C, H, W]); padding is at most kernel/2.
 // max_pool2d's gradient goes to each window's maximum (the first one on ties); padding never wins.
 Tensor max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding = 0);

@@ -48,15 +48,15 @@ Tensor binary_differentiable(BinaryOp op, const char* name, const Tensor& a, con
   if (!autograd::needs_grad({a, b})) return out;
   const bool need_a = autograd::needs_grad({a}), need_b = autograd::needs_grad({b});
   const BinarySaves keep = saves(need_a, need_b);
-  return record(name, out, {a, b},
-                [sa = save(keep.a ? a : Tensor()), sb = save(keep.b ? b : Tensor()),
-                 so = save(keep.out ? out : Tensor()), a_shape = a.sizes(), b_shape = b.sizes(), need_a, need_b,
-                 rule](const Tensor& g) -> std::vector<Tensor> {
-                  auto [ga, gb] = rule(g, sa.get(), sb.get(), so.get(), need_a, need_b);
-                  return {need_a && ga.defined() ? sum_to_size(ga, a_shape) : Tensor(),
-                          need_b && gb.defined() ? sum_to_size(gb, b_shape) : Tensor()};
-                },
-                keep.a || keep.b || keep.out);
+  return record(
+      name, out, {a, b},
+      [sa = save(keep.a ? a : Tensor()), sb = save(keep.b ? b : Tensor()), so = save(keep.out ? out : Tensor()),
+       a_shape = a.sizes(), b_shape = b.sizes(), need_a, need_b, rule](const Tensor& g) -> std::vector<Tensor> {
+        auto [ga, gb] = rule(g, sa.get(), sb.get(), so.get(), need_a, need_b);
+        return {need_a && ga.defined() ? sum_to_size(ga, a_shape) : Tensor(),
+                need_b && gb.defined() ? sum_to_size(gb, b_shape) : Tensor()};
+      },
+      keep.a || keep.b || keep.out);
 }
 
 Tensor compare(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
@@ -73,16 +73,17 @@ Tensor unary_differentiable(UnaryOp op, const char* name, const Tensor& x, Unary
   kernels::unary(op, x, out, args);
   if (!autograd::needs_grad({x})) return out;
   const kernels::UnaryBackwardReads reads = kernels::unary_backward_reads(op);
-  return record(name, out, {x},
-                [op, args, sx = save(reads.input ? x : Tensor()), sy = save(reads.output ? out : Tensor()),
-                 x_shape = x.sizes(), x_dtype = x.dtype()](const Tensor& g) -> std::vector<Tensor> {
-                  // An operand the derivative does not read is stood in for by g (never read).
-                  const Tensor x_ = sx.get(), y_ = sy.get();
-                  Tensor gx = empty(x_shape, x_dtype, g.device());
-                  kernels::unary_backward(op, g, x_.defined() ? x_ : g, y_.defined() ? y_ : g, gx, args);
-                  return {gx};
-                },
-                reads.input || reads.output);
+  return record(
+      name, out, {x},
+      [op, args, sx = save(reads.input ? x : Tensor()), sy = save(reads.output ? out : Tensor()), x_shape = x.sizes(),
+       x_dtype = x.dtype()](const Tensor& g) -> std::vector<Tensor> {
+        // An operand the derivative does not read is stood in for by g (never read).
+        const Tensor x_ = sx.get(), y_ = sy.get();
+        Tensor gx = empty(x_shape, x_dtype, g.device());
+        kernels::unary_backward(op, g, x_.defined() ? x_ : g, y_.defined() ? y_ : g, gx, args);
+        return {gx};
+      },
+      reads.input || reads.output);
 }
 
 }  // namespace
@@ -93,7 +94,9 @@ Tensor add(const Tensor& a, const Tensor& b) {
   // Saves nothing: the gradient passes to both sides (summed over broadcast dims).
   return binary_differentiable(
       BinaryOp::Add, "add", a, b, [](bool, bool) { return BinarySaves{}; },
-      [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&, bool, bool) { return std::pair{g, g}; });
+      [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&, bool, bool) {
+        return std::pair{g, g};
+      });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
@@ -108,7 +111,10 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   // Saves b when a needs a gradient, a when b does.
   return binary_differentiable(
-      BinaryOp::Mul, "mul", a, b, [](bool need_a, bool need_b) { return BinarySaves{need_b, need_a, false}; },
+      BinaryOp::Mul, "mul", a, b,
+      [](bool need_a, bool need_b) {
+        return BinarySaves{need_b, need_a, false};
+      },
       [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&, bool need_a, bool need_b) {
         return std::pair{need_a ? mul(g, b_) : Tensor(), need_b ? mul(g, a_) : Tensor()};
       });
@@ -117,7 +123,10 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   // Saves b, and the output when b needs a gradient: d(a/b)/db = -(a/b)/b.
   return binary_differentiable(
-      BinaryOp::Div, "div", a, b, [](bool, bool need_b) { return BinarySaves{false, true, need_b}; },
+      BinaryOp::Div, "div", a, b,
+      [](bool, bool need_b) {
+        return BinarySaves{false, true, need_b};
+      },
       [](const Tensor& g, const Tensor&, const Tensor& b_, const Tensor& out, bool, bool need_b) {
         const Tensor ga = div(g, b_);
         return std::pair{ga, need_b ? neg(mul(ga, out)) : Tensor()};
@@ -127,41 +136,47 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& a_in, const Tensor& b_in) {
   const auto in = autograd::autocast_inputs(amp::Op::Pow, {a_in, b_in});
   // Saves a, b and the output.
-  return binary_differentiable(BinaryOp::Pow, "pow", in[0], in[1],
-                               [](bool, bool) { return BinarySaves{true, true, true}; },
-                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor& out, bool,
-                                  bool) {
-                                 // d(a^b)/da = b a^(b-1), defined as 0 where b == 0 (0 * 0^-1 would be NaN).
-                                 const Tensor ga =
-                                     masked_fill(mul(mul(g, b_), pow(a_, sub(b_, 1.0))), eq(b_, 0.0), 0.0);
-                                 // d(a^b)/db = a^b log a, defined as 0 where a == 0 and b >= 0 (as PyTorch).
-                                 const Tensor gb = masked_fill(mul(mul(g, out), log(a_)),
-                                                               logical_and(eq(a_, 0.0), ge(b_, 0.0)), 0.0);
-                                 return std::pair{ga, gb};
-                               });
+  return binary_differentiable(
+      BinaryOp::Pow, "pow", in[0], in[1],
+      [](bool, bool) {
+        return BinarySaves{true, true, true};
+      },
+      [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor& out, bool, bool) {
+        // d(a^b)/da = b a^(b-1), defined as 0 where b == 0 (0 * 0^-1 would be NaN).
+        const Tensor ga = masked_fill(mul(mul(g, b_), pow(a_, sub(b_, 1.0))), eq(b_, 0.0), 0.0);
+        // d(a^b)/db = a^b log a, defined as 0 where a == 0 and b >= 0 (as PyTorch).
+        const Tensor gb = masked_fill(mul(mul(g, out), log(a_)), logical_and(eq(a_, 0.0), ge(b_, 0.0)), 0.0);
+        return std::pair{ga, gb};
+      });
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
   // Saves a and b (which side won, and the ties).
-  return binary_differentiable(BinaryOp::Maximum, "maximum", a, b,
-                               [](bool, bool) { return BinarySaves{true, true, false}; },
-                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&, bool, bool) {
-                                 // Ties split the gradient evenly, as in PyTorch.
-                                 const Tensor share = where(eq(a_, b_), mul(g, 0.5), g);
-                                 const Tensor zero = zeros({}, g.dtype(), g.device());
-                                 return std::pair{where(ge(a_, b_), share, zero), where(le(a_, b_), share, zero)};
-                               });
+  return binary_differentiable(
+      BinaryOp::Maximum, "maximum", a, b,
+      [](bool, bool) {
+        return BinarySaves{true, true, false};
+      },
+      [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&, bool, bool) {
+        // Ties split the gradient evenly, as in PyTorch.
+        const Tensor share = where(eq(a_, b_), mul(g, 0.5), g);
+        const Tensor zero = zeros({}, g.dtype(), g.device());
+        return std::pair{where(ge(a_, b_), share, zero), where(le(a_, b_), share, zero)};
+      });
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
   // Saves a and b.
-  return binary_differentiable(BinaryOp::Minimum, "minimum", a, b,
-                               [](bool, bool) { return BinarySaves{true, true, false}; },
-                               [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&, bool, bool) {
-                                 const Tensor share = where(eq(a_, b_), mul(g, 0.5), g);
-                                 const Tensor zero = zeros({}, g.dtype(), g.device());
-                                 return std::pair{where(le(a_, b_), share, zero), where(ge(a_, b_), share, zero)};
-                               });
+  return binary_differentiable(
+      BinaryOp::Minimum, "minimum", a, b,
+      [](bool, bool) {
+        return BinarySaves{true, true, false};
+      },
+      [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&, bool, bool) {
+        const Tensor share = where(eq(a_, b_), mul(g, 0.5), g);
+        const Tensor zero = zeros({}, g.dtype(), g.device());
+        return std::pair{where(le(a_, b_), share, zero), where(ge(a_, b_), share, zero)};
+      });
 }
 
 // ---------------------------------------------------------------- scalar forms
@@ -215,8 +230,7 @@ Tensor rsqrt(const Tensor& x) {
 Tensor abs(const Tensor& x) { return unary_differentiable(UnaryOp::Abs, "abs", x, {}, x.dtype()); }
 Tensor sign(const Tensor& x) { return unary_differentiable(UnaryOp::Sign, "sign", x, {}, x.dtype()); }
 Tensor reciprocal(const Tensor& x) {
-  return unary_differentiable(UnaryOp::Reciprocal, "reciprocal",
-                              autograd::autocast_input(amp::Op::Reciprocal, x));
+  return unary_differentiable(UnaryOp::Reciprocal, "reciprocal", autograd::autocast_input(amp::Op::Reciprocal, x));
 }
 Tensor square(const Tensor& x) { return unary_differentiable(UnaryOp::Square, "square", x, {}, x.dtype()); }
 Tensor relu(const Tensor& x) { return unary_differentiable(UnaryOp::Relu, "relu", x, {}, x.dtype()); }
@@ -271,8 +285,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   MT_CHECK(mask.dtype() == kBool, "masked_fill: mask must be a bool tensor, got {}", mask.dtype());
   const Shape shape = broadcast_shapes(x.sizes(), mask.sizes(), "masked_fill");
-  MT_CHECK(shape == x.sizes(), "masked_fill: mask of shape {} would broadcast the input {} to {}",
-           mask.shape_string(), x.shape_string(), shape_str(shape));
+  MT_CHECK(shape == x.sizes(), "masked_fill: mask of shape {} would broadcast the input {} to {}", mask.shape_string(),
+           x.shape_string(), shape_str(shape));
   return where(mask, full({}, value, x.dtype(), x.device()), x);
 }
 

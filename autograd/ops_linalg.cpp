@@ -41,16 +41,16 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const auto in = autograd::autocast_inputs(amp::Op::MatMul, {a_in, b_in});
   const Tensor& a = in[0];
   const Tensor& b = in[1];
-  MT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got {} and {}",
-           a.shape_string(), b.shape_string());
+  MT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got {} and {}", a.shape_string(),
+           b.shape_string());
   // Vectors become matrices and the added dim is removed from the result.
   if (a.dim() == 1 && b.dim() == 1) return matmul(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
   if (b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
 
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
-  MT_CHECK(b.size(-2) == k, "matmul: shapes {} and {} cannot be multiplied ({} columns vs {} rows)",
-           a.shape_string(), b.shape_string(), k, b.size(-2));
+  MT_CHECK(b.size(-2) == k, "matmul: shapes {} and {} cannot be multiplied ({} columns vs {} rows)", a.shape_string(),
+           b.shape_string(), k, b.size(-2));
   // unsqueeze keeps strides, so a transposed operand reaches the kernel as a free view.
   if (a.dim() == 2 && b.dim() == 2) return bmm(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
   const Shape a_batch(a.sizes().begin(), a.sizes().end() - 2);
@@ -99,7 +99,8 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   // The kernel sees plain views (no tape); the one node recorded is linear's own.
   const Tensor x2 = x.detach().reshape({m, k});
   Tensor out2 = empty({m, n}, x.dtype(), x.device());
-  kernels::bmm(x2.unsqueeze(0), weight.detach().t().unsqueeze(0), out2.unsqueeze(0), {bias.defined() ? bias.detach() : Tensor(), relu});
+  kernels::bmm(x2.unsqueeze(0), weight.detach().t().unsqueeze(0), out2.unsqueeze(0),
+               {bias.defined() ? bias.detach() : Tensor(), relu});
   const Tensor out = out2.reshape(out_shape);
   if (!autograd::needs_grad({x, weight, bias})) return out;
   // Saves x (as [M, K]), the weight, and the output only when the ReLU is fused.

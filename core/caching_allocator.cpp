@@ -1,7 +1,5 @@
 #include "core/caching_allocator.h"
 
-#include "core/stream.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/host_sync.h"
+#include "core/stream.h"
 
 #if defined(MT_WITH_CUDA)
 #include <cuda_runtime.h>

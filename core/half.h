@@ -41,7 +41,7 @@ MT_HOST_DEVICE inline uint16_t f32_to_f16_bits(float value) {
   if (abs > 0x7f800000u) return 0x7fffu;
   if (abs == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: overflow to inf
-  if (abs >= 0x38800000u) {                                               // normal f16 (>= 2^-14)
+  if (abs >= 0x38800000u) {                                              // normal f16 (>= 2^-14)
     // Re-bias the exponent (127 -> 15) and drop 13 mantissa bits with RNE.
     uint32_t mant = abs + 0xc8000000u;  // subtract (127-15) << 23
     const uint32_t lsb = (mant >> 13) & 1u;

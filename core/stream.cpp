@@ -244,9 +244,8 @@ Allocator& pinned_host_allocator() {
 
 Tensor empty_pinned(const Shape& shape, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage =
-      std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * element_size(dtype), kCPU,
-                                pinned_host_allocator());
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * element_size(dtype), kCPU,
+                                            pinned_host_allocator());
   impl->sizes = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

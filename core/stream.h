@@ -28,9 +28,7 @@ class Stream {
   void synchronize() const;  // waits until the work queued so far has finished (a host sync)
   // Work queued on this stream from now on waits for `event` (the host does not wait).
   void wait(const Event& event) const;
-  friend bool operator==(const Stream& a, const Stream& b) {
-    return a.device_ == b.device_ && a.handle_ == b.handle_;
-  }
+  friend bool operator==(const Stream& a, const Stream& b) { return a.device_ == b.device_ && a.handle_ == b.handle_; }
 
  private:
   Stream(Device device, void* handle) : device_(device), handle_(handle) {}

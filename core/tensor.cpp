@@ -70,7 +70,8 @@ DType promote_types(DType a, DType b) {
       case DType::U8: return 1;
       case DType::I32: return 2;
       case DType::I64: return 3;
-      case DType::F16: case DType::BF16: return 4;
+      case DType::F16:
+      case DType::BF16: return 4;
       case DType::F32: return 5;
       case DType::F64: return 6;
     }
@@ -182,7 +183,8 @@ void write_element(const Tensor& t, int64_t storage_offset, double value) {
 
 Tensor host_to_device(const Tensor& host, Device device) {
   if (device.host_accessible() && host.device().is_cpu() && device.is_cpu()) return host;
-  MT_CHECK(host.device().host_accessible() && host.is_contiguous(), "host_to_device: expected a contiguous host tensor");
+  MT_CHECK(host.device().host_accessible() && host.is_contiguous(),
+           "host_to_device: expected a contiguous host tensor");
   Tensor out = empty(host.sizes(), host.dtype(), device);
   if (out.nbytes() > 0) copy_bytes(out.data_ptr(), device, host.data_ptr(), host.device(), out.nbytes());
   return out;
@@ -248,7 +250,8 @@ uint64_t element_bits(double value, DType dtype) {
 void fill_on_device(const Tensor& t, double value) {
   const kernels::Stream stream{current_stream(t.device()).handle()};
   const auto bytes = static_cast<int>(element_size(t.dtype()));
-  if (t.device().is_sim()) return sim::fill_bits(t.data_ptr(), t.numel(), bytes, element_bits(value, t.dtype()), stream);
+  if (t.device().is_sim())
+    return sim::fill_bits(t.data_ptr(), t.numel(), bytes, element_bits(value, t.dtype()), stream);
 #if defined(MT_WITH_CUDA_KERNELS)
   cuda::fill_bits(t.data_ptr(), t.numel(), bytes, element_bits(value, t.dtype()), stream);
 #else
@@ -315,7 +318,8 @@ Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape, DType
   if (dtype == kI64) {
     std::copy(values.begin(), values.end(), t.data<int64_t>());
   } else {
-    for (size_t i = 0; i < values.size(); ++i) write_element(t, static_cast<int64_t>(i), static_cast<double>(values[i]));
+    for (size_t i = 0; i < values.size(); ++i)
+      write_element(t, static_cast<int64_t>(i), static_cast<double>(values[i]));
   }
   return t;
 }

@@ -159,9 +159,7 @@ inline void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, c
   if (backend == Backend::Sim) {
     sim::sgd_step(refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream);
   } else {
-    [&] {
-      MT_CUDA_CALL(sgd_step(refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream));
-    }();
+    [&] { MT_CUDA_CALL(sgd_step(refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream)); }();
   }
   device_slots.finish(slots);
 }

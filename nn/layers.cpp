@@ -89,8 +89,6 @@ void ModuleList::push_back(std::shared_ptr<Module> module) {
   register_module(std::to_string(children().size()), std::move(module));
 }
 
-Tensor ModuleList::forward(const Tensor&) {
-  fail("ModuleList has no forward of its own: iterate over its modules");
-}
+Tensor ModuleList::forward(const Tensor&) { fail("ModuleList has no forward of its own: iterate over its modules"); }
 
 }  // namespace mt::nn

@@ -115,8 +115,10 @@ void Optimizer::load_state_dict(const StateDict& state) {
   size_t flat = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const Tensor* lr = find(fmt::format("group.{}.lr", g));
-    MT_CHECK(lr != nullptr, "{}::load_state_dict: missing 'group.{}.lr' (was the state saved from an optimizer with "
-             "{} param groups?)", name(), g, groups_.size());
+    MT_CHECK(lr != nullptr,
+             "{}::load_state_dict: missing 'group.{}.lr' (was the state saved from an optimizer with "
+             "{} param groups?)",
+             name(), g, groups_.size());
     groups_[g].lr = lr->item<double>();
     if (const Tensor* wd = find(fmt::format("group.{}.weight_decay", g))) groups_[g].weight_decay = wd->item<double>();
     for (size_t i = 0; i < groups_[g].params.size(); ++i, ++flat) {

@@ -34,8 +34,8 @@ BatchStager::OnDevice BatchStager::upload(const data::Batch& batch) {
   Slot& s = slots_[next_];
   const int64_t n = batch.labels.numel();
   const Shape sample(batch.images.sizes().begin() + 1, batch.images.sizes().end());
-  MT_CHECK(batch.images.dim() == s.host_images.dim() && batch.images.dtype() == kF32 &&
-               batch.labels.dtype() == kI64 && batch.images.size(0) == n && n <= s.host_labels.numel() &&
+  MT_CHECK(batch.images.dim() == s.host_images.dim() && batch.images.dtype() == kF32 && batch.labels.dtype() == kI64 &&
+               batch.images.size(0) == n && n <= s.host_labels.numel() &&
                sample == Shape(s.host_images.sizes().begin() + 1, s.host_images.sizes().end()),
            "BatchStager: a batch of {} {} images and {} {} labels does not fit buffers of {} f32 images",
            batch.images.shape_string(), batch.images.dtype(), batch.labels.shape_string(), batch.labels.dtype(),

@@ -1,5 +1,6 @@
 #include "tools/trainer.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -8,7 +9,6 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
@@ -116,12 +116,23 @@ std::unique_ptr<optim::LrScheduler> make_scheduler(const TrainConfig& c, optim::
 }
 
 nlohmann::json config_json(const TrainConfig& c) {
-  return {{"model", c.model},       {"precision", c.precision}, {"master_weights", c.master_weights},
-          {"device", c.device},     {"epochs", c.epochs},       {"steps", c.max_steps},
-          {"batch", c.batch},       {"lr", c.lr},               {"optimizer", c.optimizer},
-          {"weight_decay", c.weight_decay}, {"schedule", c.schedule}, {"warmup", c.warmup},
-          {"grad_accum", c.grad_accum},     {"clip", c.clip},         {"seed", c.seed},
-          {"dataset", c.dataset},   {"augment", c.augment}};
+  return {{"model", c.model},
+          {"precision", c.precision},
+          {"master_weights", c.master_weights},
+          {"device", c.device},
+          {"epochs", c.epochs},
+          {"steps", c.max_steps},
+          {"batch", c.batch},
+          {"lr", c.lr},
+          {"optimizer", c.optimizer},
+          {"weight_decay", c.weight_decay},
+          {"schedule", c.schedule},
+          {"warmup", c.warmup},
+          {"grad_accum", c.grad_accum},
+          {"clip", c.clip},
+          {"seed", c.seed},
+          {"dataset", c.dataset},
+          {"augment", c.augment}};
 }
 
 // ---------------------------------------------------------------- checkpoints
@@ -384,7 +395,8 @@ void train_micro_batch(TrainingRun& r, const data::Batch& batch) {
   const Tensor micro_loss = r.c.grad_accum > 1 ? div(loss, static_cast<double>(r.c.grad_accum)) : loss;
   r.scaler->scale(micro_loss).backward();
   NoGradGuard no_grad;
-  r.accumulated_loss = r.accumulated_loss.defined() ? add(r.accumulated_loss, micro_loss.detach()) : micro_loss.detach();
+  r.accumulated_loss =
+      r.accumulated_loss.defined() ? add(r.accumulated_loss, micro_loss.detach()) : micro_loss.detach();
 }
 
 // Unscale, clip, step, update: every decision (skip, schedule) on the device.
@@ -409,11 +421,11 @@ void optimizer_step(TrainingRun& r, const data::Batch& last_batch, int64_t epoch
 
 [[noreturn]] void stop_on_non_finite(TrainingRun& r, const StepValues& v, Reporter& reporter) {
   reporter.end_progress();
-  throw NonFiniteLoss(fmt::format(
-      "the loss became {} at step {} (epoch {}). Recent loss scales: [{}]. Last finite losses: [{}]. {}", v.loss,
-      v.step, v.epoch + 1, fmt::join(r.recent_scales, ", "), fmt::join(r.recent_losses, ", "),
-      r.c.save.empty() ? "No checkpoint was being written."
-                       : fmt::format("The last good checkpoint '{}' was kept.", r.c.save)));
+  throw NonFiniteLoss(
+      fmt::format("the loss became {} at step {} (epoch {}). Recent loss scales: [{}]. Last finite losses: [{}]. {}",
+                  v.loss, v.step, v.epoch + 1, fmt::join(r.recent_scales, ", "), fmt::join(r.recent_losses, ", "),
+                  r.c.save.empty() ? "No checkpoint was being written."
+                                   : fmt::format("The last good checkpoint '{}' was kept.", r.c.save)));
 }
 
 // Reports the steps whose values have come back from the device.
@@ -482,11 +494,10 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
   summary.final_scale = r.scaler->get_scale();
   summary.host_syncs_per_step =
       r.steady_steps > 0 ? static_cast<double>(r.steady_syncs) / static_cast<double>(r.steady_steps) : 0.0;
-  std::fprintf(out,
-               "test accuracy %.2f%%  |  %lld steps in %.1f s, %.0f samples/s, peak memory %s, skipped steps %lld\n",
-               100.0 * summary.test_accuracy, static_cast<long long>(summary.steps), summary.seconds,
-               summary.samples_per_second, megabytes(summary.peak_memory_bytes).c_str(),
-               static_cast<long long>(summary.skipped_steps));
+  std::fprintf(
+      out, "test accuracy %.2f%%  |  %lld steps in %.1f s, %.0f samples/s, peak memory %s, skipped steps %lld\n",
+      100.0 * summary.test_accuracy, static_cast<long long>(summary.steps), summary.seconds, summary.samples_per_second,
+      megabytes(summary.peak_memory_bytes).c_str(), static_cast<long long>(summary.skipped_steps));
   if (!reporter.log.is_open()) return;
   reporter.log << nlohmann::json{{"summary",
                                   {{"test_accuracy", summary.test_accuracy},
@@ -500,8 +511,8 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
                                    {"host_syncs_per_step", summary.host_syncs_per_step},
                                    {"parameters", summary.parameters},
                                    {"config", config_json(r.c)}}}}
-                        .dump()
-                 << '\n';
+                      .dump()
+               << '\n';
 }
 
 }  // namespace

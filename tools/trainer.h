@@ -38,10 +38,10 @@ struct TrainConfig {
   int64_t grad_accum = 1;
   double clip = 0;  // max gradient norm (0 = off)
   uint64_t seed = 0;
-  std::string save;    // checkpoint written at each epoch's end and when stopping
-  std::string resume;  // checkpoint to continue from
-  std::string log;     // metrics as JSON lines
-  std::string data;    // Fashion-MNIST directory override
+  std::string save;                       // checkpoint written at each epoch's end and when stopping
+  std::string resume;                     // checkpoint to continue from
+  std::string log;                        // metrics as JSON lines
+  std::string data;                       // Fashion-MNIST directory override
   std::string dataset = "fashion-mnist";  // fashion-mnist | synthetic
   bool augment = false;
   int64_t train_limit = 0;  // use only the first N training samples (tests, quick runs)
@@ -75,8 +75,7 @@ class NonFiniteLoss : public Error {
 TrainSummary train(const TrainConfig& config, std::FILE* out = stdout);
 
 // Accuracy of `model` on `data` under the given precision (autocast as in training).
-double evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
-                int64_t batch = 1000);
+double evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device, int64_t batch = 1000);
 
 struct EvalResult {
   double accuracy = 0;

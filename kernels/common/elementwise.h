@@ -14,8 +14,21 @@
 namespace mt::kernels {
 
 enum class UnaryOp : uint8_t {
-  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Reciprocal, Square,
-  Relu, GeluTanh, GeluErf, Silu, Tanh, Sigmoid,
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Abs,
+  Sign,
+  Reciprocal,
+  Square,
+  Relu,
+  GeluTanh,
+  GeluErf,
+  Silu,
+  Tanh,
+  Sigmoid,
   PowScalar,  // x^a
   Clamp,      // clamp(x, a, b)
 };
@@ -70,11 +83,23 @@ struct UnaryBackwardReads {
 };
 constexpr UnaryBackwardReads unary_backward_reads(UnaryOp op) {
   switch (op) {
-    case UnaryOp::Neg: case UnaryOp::Sign: return {false, false};
-    case UnaryOp::Exp: case UnaryOp::Sqrt: case UnaryOp::Rsqrt: case UnaryOp::Reciprocal: case UnaryOp::Relu:
-    case UnaryOp::Tanh: case UnaryOp::Sigmoid: return {false, true};
-    case UnaryOp::Log: case UnaryOp::Abs: case UnaryOp::Square: case UnaryOp::GeluTanh: case UnaryOp::GeluErf:
-    case UnaryOp::Silu: case UnaryOp::PowScalar: case UnaryOp::Clamp: return {true, false};
+    case UnaryOp::Neg:
+    case UnaryOp::Sign: return {false, false};
+    case UnaryOp::Exp:
+    case UnaryOp::Sqrt:
+    case UnaryOp::Rsqrt:
+    case UnaryOp::Reciprocal:
+    case UnaryOp::Relu:
+    case UnaryOp::Tanh:
+    case UnaryOp::Sigmoid: return {false, true};
+    case UnaryOp::Log:
+    case UnaryOp::Abs:
+    case UnaryOp::Square:
+    case UnaryOp::GeluTanh:
+    case UnaryOp::GeluErf:
+    case UnaryOp::Silu:
+    case UnaryOp::PowScalar:
+    case UnaryOp::Clamp: return {true, false};
   }
   return {true, true};
 }
@@ -144,10 +169,11 @@ inline void visit_unary(UnaryOp op, Fn&& fn) {
   switch (op) {
 #define MT_UNARY_CASE(name) \
   case UnaryOp::name: return fn(std::integral_constant<UnaryOp, UnaryOp::name>{});
-    MT_UNARY_CASE(Neg) MT_UNARY_CASE(Exp) MT_UNARY_CASE(Log) MT_UNARY_CASE(Sqrt) MT_UNARY_CASE(Rsqrt)
-    MT_UNARY_CASE(Abs) MT_UNARY_CASE(Sign) MT_UNARY_CASE(Reciprocal) MT_UNARY_CASE(Square) MT_UNARY_CASE(Relu)
-    MT_UNARY_CASE(GeluTanh) MT_UNARY_CASE(GeluErf) MT_UNARY_CASE(Silu) MT_UNARY_CASE(Tanh) MT_UNARY_CASE(Sigmoid)
-    MT_UNARY_CASE(PowScalar) MT_UNARY_CASE(Clamp)
+    MT_UNARY_CASE(Neg)
+    MT_UNARY_CASE(Exp) MT_UNARY_CASE(Log) MT_UNARY_CASE(Sqrt) MT_UNARY_CASE(Rsqrt) MT_UNARY_CASE(Abs)
+        MT_UNARY_CASE(Sign) MT_UNARY_CASE(Reciprocal) MT_UNARY_CASE(Square) MT_UNARY_CASE(Relu) MT_UNARY_CASE(GeluTanh)
+            MT_UNARY_CASE(GeluErf) MT_UNARY_CASE(Silu) MT_UNARY_CASE(Tanh) MT_UNARY_CASE(Sigmoid)
+                MT_UNARY_CASE(PowScalar) MT_UNARY_CASE(Clamp)
 #undef MT_UNARY_CASE
   }
 }
@@ -158,12 +184,12 @@ inline void visit_binary(BinaryOp op, Fn&& fn) {
   switch (op) {
 #define MT_BINARY_CASE(name) \
   case BinaryOp::name: return fn(std::integral_constant<BinaryOp, BinaryOp::name>{});
-    MT_BINARY_CASE(Add) MT_BINARY_CASE(Sub) MT_BINARY_CASE(Mul) MT_BINARY_CASE(Div) MT_BINARY_CASE(Pow)
-    MT_BINARY_CASE(Maximum) MT_BINARY_CASE(Minimum) MT_BINARY_CASE(Eq) MT_BINARY_CASE(Ne) MT_BINARY_CASE(Lt)
-    MT_BINARY_CASE(Le) MT_BINARY_CASE(Gt) MT_BINARY_CASE(Ge)
+    MT_BINARY_CASE(Add)
+    MT_BINARY_CASE(Sub) MT_BINARY_CASE(Mul) MT_BINARY_CASE(Div) MT_BINARY_CASE(Pow) MT_BINARY_CASE(Maximum)
+        MT_BINARY_CASE(Minimum) MT_BINARY_CASE(Eq) MT_BINARY_CASE(Ne) MT_BINARY_CASE(Lt) MT_BINARY_CASE(Le)
+            MT_BINARY_CASE(Gt) MT_BINARY_CASE(Ge)
 #undef MT_BINARY_CASE
   }
 }
-
 
 }  // namespace mt::kernels

@@ -4,11 +4,12 @@
 // column-major (so A^T and B^T from backward cost no copy); anything else,
 // including f16/bf16, is converted to a contiguous f32 buffer first, multiplied
 // with f32 accumulation, and rounded once on store.
+#include "kernels/matmul.h"
+
 #include <Eigen/Core>
 #include <optional>
 
 #include "kernels/cpu/strided.h"
-#include "kernels/matmul.h"
 
 namespace mt::kernels::cpu {
 namespace {

@@ -1,9 +1,10 @@
 // CPU twins of the fused optimizer kernels: the same per-element math
 // (kernels/common/optim.h) in a loop over the parameter list.
+#include "kernels/optim.h"
+
 #include <cmath>
 
 #include "kernels/cpu/strided.h"
-#include "kernels/optim.h"
 
 namespace mt::kernels::cpu {
 namespace {
@@ -37,7 +38,6 @@ void write_back(const ParamSlot& s, Updatable<float>& updated, const StochasticR
     store(w, s.param);
   }
 }
-
 
 // Advances a slot's step counter and returns the new count.
 float advance_step(const ParamSlot& s) {

@@ -62,59 +62,59 @@ const Device kAmpDevices[] = {kCPU, test::kCudaPath};
 
 TEST_CASE("tiny gradients: f32 trains, f16 without scaling stalls, GradScaler rescues it", "[scaler][underflow]") {
   for (Device device : kAmpDevices) {
-  INFO("device " << device.str());
-  const auto fp32 = train_tiny(Mode::Fp32, 30, device);
-  const auto fp16 = train_tiny(Mode::Fp16NoScaler, 30, device);
-  const auto scaled = train_tiny(Mode::Fp16Scaler, 30, device);
-  INFO("f32 " << fp32.front() << " -> " << fp32.back() << "; f16 " << fp16.front() << " -> " << fp16.back()
-              << "; f16+scaler " << scaled.front() << " -> " << scaled.back());
-  CHECK(fp32.back() < 0.2 * fp32.front());
-  CHECK(fp16.back() == fp16.front());  // every gradient flushed to zero in f16: not one update
-  CHECK(scaled.back() < 0.2 * scaled.front());
-  CHECK(scaled.back() == Approx(fp32.back()).epsilon(0.1));
+    INFO("device " << device.str());
+    const auto fp32 = train_tiny(Mode::Fp32, 30, device);
+    const auto fp16 = train_tiny(Mode::Fp16NoScaler, 30, device);
+    const auto scaled = train_tiny(Mode::Fp16Scaler, 30, device);
+    INFO("f32 " << fp32.front() << " -> " << fp32.back() << "; f16 " << fp16.front() << " -> " << fp16.back()
+                << "; f16+scaler " << scaled.front() << " -> " << scaled.back());
+    CHECK(fp32.back() < 0.2 * fp32.front());
+    CHECK(fp16.back() == fp16.front());  // every gradient flushed to zero in f16: not one update
+    CHECK(scaled.back() < 0.2 * scaled.front());
+    CHECK(scaled.back() == Approx(fp32.back()).epsilon(0.1));
   }
 }
 
 TEST_CASE("an injected inf skips the step on the device, halves the scale and resets the tracker", "[scaler]") {
   for (Device device : kAmpDevices) {
-  INFO("device " << device.str());
-  Generator gen(1);
-  Tensor w = randn({3, 4}, kF32, device, &gen).requires_grad_();
-  const Tensor x = randn({5, 4}, kF32, device, &gen);
-  optim::AdamW opt({w}, {.lr = 1e-2});
-  GradScaler scaler({.growth_interval = 3});
-  auto iteration = [&](bool inject_inf) {
-    opt.zero_grad();
-    scaler.scale(sum(square(linear(x, w)))).backward();
-    if (inject_inf) {
-      NoGradGuard no_grad;
-      copy_(w.grad().flatten().narrow(0, 5, 1), full({1}, INFINITY, kF32, device));  // works on any device
+    INFO("device " << device.str());
+    Generator gen(1);
+    Tensor w = randn({3, 4}, kF32, device, &gen).requires_grad_();
+    const Tensor x = randn({5, 4}, kF32, device, &gen);
+    optim::AdamW opt({w}, {.lr = 1e-2});
+    GradScaler scaler({.growth_interval = 3});
+    auto iteration = [&](bool inject_inf) {
+      opt.zero_grad();
+      scaler.scale(sum(square(linear(x, w)))).backward();
+      if (inject_inf) {
+        NoGradGuard no_grad;
+        copy_(w.grad().flatten().narrow(0, 5, 1), full({1}, INFINITY, kF32, device));  // works on any device
+      }
+      const auto outcome = scaler.step(opt);
+      scaler.update();
+      return outcome;
+    };
+    CHECK(!iteration(false).skipped());
+    CHECK(scaler.get_scale() == 65536.0);
+    CHECK(scaler.growth_tracker().item<int>() == 1);
+
+    const auto before = opt.state_dict();
+    const auto w_before = w.to_vector();
+    const auto outcome = iteration(true);
+    CHECK(outcome.skipped());
+    CHECK(w.to_vector() == w_before);  // bit-identical weights
+    const auto after = opt.state_dict();
+    for (const auto& [key, value] : before) {
+      INFO(key);
+      CHECK(after.at(key).to_vector() == value.to_vector());  // moments and step count untouched
     }
-    const auto outcome = scaler.step(opt);
-    scaler.update();
-    return outcome;
-  };
-  CHECK(!iteration(false).skipped());
-  CHECK(scaler.get_scale() == 65536.0);
-  CHECK(scaler.growth_tracker().item<int>() == 1);
+    CHECK(scaler.get_scale() == 32768.0);
+    CHECK(scaler.growth_tracker().item<int>() == 0);
 
-  const auto before = opt.state_dict();
-  const auto w_before = w.to_vector();
-  const auto outcome = iteration(true);
-  CHECK(outcome.skipped());
-  CHECK(w.to_vector() == w_before);  // bit-identical weights
-  const auto after = opt.state_dict();
-  for (const auto& [key, value] : before) {
-    INFO(key);
-    CHECK(after.at(key).to_vector() == value.to_vector());  // moments and step count untouched
-  }
-  CHECK(scaler.get_scale() == 32768.0);
-  CHECK(scaler.growth_tracker().item<int>() == 0);
-
-  // growth_interval clean steps double the scale.
-  for (int i = 0; i < 3; ++i) CHECK(!iteration(false).skipped());
-  CHECK(scaler.get_scale() == 65536.0);
-  CHECK(scaler.growth_tracker().item<int>() == 0);
+    // growth_interval clean steps double the scale.
+    for (int i = 0; i < 3; ++i) CHECK(!iteration(false).skipped());
+    CHECK(scaler.get_scale() == 65536.0);
+    CHECK(scaler.growth_tracker().item<int>() == 0);
   }
 }
 
@@ -157,8 +157,8 @@ TEST_CASE("misuse of the READY -> UNSCALED -> STEPPED sequence is an error", "[s
   GradScaler scaler;
   REQUIRE_THROWS_WITH(scaler.unscale_(opt), Contains("no loss was scaled"));
   scaler.scale(sum(w)).backward();
-  REQUIRE_THROWS_WITH(optim::clip_grad_norm_({w}, 1.0), Contains("still multiplied by the loss scale") &&
-                                                            Contains("unscale_"));
+  REQUIRE_THROWS_WITH(optim::clip_grad_norm_({w}, 1.0),
+                      Contains("still multiplied by the loss scale") && Contains("unscale_"));
   REQUIRE_THROWS_WITH(scaler.update(), Contains("no inf checks were recorded"));
   scaler.unscale_(opt);
   CHECK(w.grad().to_vector() == std::vector<double>{1.0, 1.0});  // unscaled in place

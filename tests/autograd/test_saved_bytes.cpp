@@ -3,7 +3,6 @@
 // activation memory is what mixed precision exists to save, and bookkeeping
 // that keeps extra inputs and outputs alive spends it back.
 #include <catch2/catch.hpp>
-
 #include <functional>
 
 #include "mixtape.h"
@@ -60,18 +59,23 @@ TEST_CASE("ops save only what their backward reads, never more than PyTorch", "[
       {"mul", {v, v}, [](auto& x) { return mul(x[0], x[1]); }, 2 * n * f32, 2 * n * f32},  // self, other
       // PyTorch: self and other; mixtape: other and the result (held by the caller anyway).
       {"div", {v, v}, [](auto& x) { return div(x[0], x[1]); }, 2 * n * f32, n * f32},
-      {"relu", {v}, [](auto& x) { return relu(x[0]); }, 0, 0},        // result
-      {"sigmoid", {v}, [](auto& x) { return sigmoid(x[0]); }, 0, 0},  // result
-      {"tanh", {v}, [](auto& x) { return tanh(x[0]); }, 0, 0},        // result
-      {"exp", {v}, [](auto& x) { return exp(x[0]); }, 0, 0},          // result
+      {"relu", {v}, [](auto& x) { return relu(x[0]); }, 0, 0},              // result
+      {"sigmoid", {v}, [](auto& x) { return sigmoid(x[0]); }, 0, 0},        // result
+      {"tanh", {v}, [](auto& x) { return tanh(x[0]); }, 0, 0},              // result
+      {"exp", {v}, [](auto& x) { return exp(x[0]); }, 0, 0},                // result
       {"gelu", {v}, [](auto& x) { return gelu(x[0]); }, n * f32, n * f32},  // self
       {"silu", {v}, [](auto& x) { return silu(x[0]); }, n * f32, n * f32},  // self
       // addmm saves the input and the weight (here an intermediate too), not the bias.
-      {"linear", {{m, k}, {out_features, k}, {out_features}},
-       [](auto& x) { return linear(x[0], x[1], x[2]); }, (m + out_features) * k * f32, (m + out_features) * k * f32},
+      {"linear",
+       {{m, k}, {out_features, k}, {out_features}},
+       [](auto& x) { return linear(x[0], x[1], x[2]); },
+       (m + out_features) * k * f32,
+       (m + out_features) * k * f32},
       // + ReLU: the input, the weight and the ReLU's result (the output).
-      {"linear+relu", {{m, k}, {out_features, k}, {out_features}},
-       [](auto& x) { return linear(x[0], x[1], x[2], LinearActivation::Relu); }, (m + out_features) * k * f32,
+      {"linear+relu",
+       {{m, k}, {out_features, k}, {out_features}},
+       [](auto& x) { return linear(x[0], x[1], x[2], LinearActivation::Relu); },
+       (m + out_features) * k * f32,
        (m + out_features) * k * f32},
   };
   for (Device device : {kCPU, kSIM}) {

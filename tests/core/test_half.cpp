@@ -1,9 +1,8 @@
 // F16 / BF16 conversions: bit-exact at the edges AMP depends on.
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
-
-#include <bit>
 
 #include "core/half.h"
 #include "mixtape.h"
@@ -31,8 +30,8 @@ TEST_CASE("f16: smallest normal and subnormals", "[half]") {
   CHECK(f32_to_f16_bits(std::ldexp(1.0f, -25)) == 0x0000);  // exactly half: ties to even -> 0
   CHECK(f32_to_f16_bits(std::ldexp(1.5f, -25)) == 0x0001);  // above half rounds up
   CHECK(f32_to_f16_bits(std::ldexp(1.0f, -26)) == 0x0000);
-  CHECK(f32_to_f16_bits(-std::ldexp(1.0f, -26)) == 0x8000);  // keeps the sign of zero
-  CHECK(f32_to_f16_bits(std::ldexp(3.0f, -25)) == 0x0002);   // 1.5 ulp ties to even (2)
+  CHECK(f32_to_f16_bits(-std::ldexp(1.0f, -26)) == 0x8000);    // keeps the sign of zero
+  CHECK(f32_to_f16_bits(std::ldexp(3.0f, -25)) == 0x0002);     // 1.5 ulp ties to even (2)
   CHECK(f32_to_f16_bits(std::ldexp(1023.0f, -24)) == 0x03ff);  // largest subnormal
   CHECK(f32_to_f16_bits(std::ldexp(1023.5f, -24)) == 0x0400);  // rounds up into the normals
   CHECK(f16_bits_to_f32(0x03ff) == std::ldexp(1023.0f, -24));
@@ -40,7 +39,7 @@ TEST_CASE("f16: smallest normal and subnormals", "[half]") {
 
 TEST_CASE("f16: round to nearest even in the normal range", "[half]") {
   CHECK(f32_to_f16_bits(1.0f) == 0x3c00);
-  CHECK(f32_to_f16_bits(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);  // tie between 1 and 1+2^-10: even is 1
+  CHECK(f32_to_f16_bits(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);      // tie between 1 and 1+2^-10: even is 1
   CHECK(f32_to_f16_bits(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3c02);  // tie: even is 1+2^-9
   CHECK(f32_to_f16_bits(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)) == 0x3c01);
   CHECK(f32_to_f16_bits(-2.5f) == 0xc100);
@@ -63,10 +62,10 @@ TEST_CASE("bf16: f32's range with 8 bits of significand", "[half]") {
   CHECK(f32_to_bf16_bits(65520.0f) == 0x4780);  // no overflow where f16 would give inf
   CHECK(f32_to_bf16_bits(1e38f) != 0x7f80);
   CHECK(f32_to_bf16_bits(std::numeric_limits<float>::max()) == 0x7f80);  // rounds up past the largest bf16
-  CHECK(f32_to_bf16_bits(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);  // tie to even
+  CHECK(f32_to_bf16_bits(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);        // tie to even
   CHECK(f32_to_bf16_bits(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3f82);
   CHECK(f32_to_bf16_bits(std::ldexp(1.0f, -130)) == 0x0008);  // subnormals survive (2^-130 = 8 * 2^-133)
-  CHECK(bf16_bits_to_f32(f32_to_bf16_bits(1e-8f)) > 0.0f);     // where f16 flushes to zero
+  CHECK(bf16_bits_to_f32(f32_to_bf16_bits(1e-8f)) > 0.0f);    // where f16 flushes to zero
   CHECK(std::isnan(bf16_bits_to_f32(f32_to_bf16_bits(std::numeric_limits<float>::quiet_NaN()))));
   for (uint32_t bits = 0; bits < 0x10000; ++bits) {
     const float f = bf16_bits_to_f32(static_cast<uint16_t>(bits));

@@ -9,9 +9,7 @@
 using namespace mt;
 
 namespace {
-void set_grad(const Tensor& p, const std::vector<double>& g) {
-  p.set_grad(from_vector(g, p.sizes(), p.dtype()));
-}
+void set_grad(const Tensor& p, const std::vector<double>& g) { p.set_grad(from_vector(g, p.sizes(), p.dtype())); }
 }  // namespace
 
 TEST_CASE("AdamW follows PyTorch's update for three steps", "[optim]") {
@@ -80,9 +78,9 @@ TEST_CASE("master weights keep updates that f16 parameters alone would lose", "[
     sgd_master.step();
     sgd_pure.step();
   }
-  CHECK(pure.to_vector()[0] == 1.0);                                    // mode (c): stuck
+  CHECK(pure.to_vector()[0] == 1.0);                                                      // mode (c): stuck
   CHECK(sgd_master.master_of(with_master).to_vector()[0] == Approx(1.01).epsilon(1e-4));  // f32 master moved
-  CHECK(with_master.to_vector()[0] == Approx(1.01).epsilon(1e-3));     // and the f16 copy follows it
+  CHECK(with_master.to_vector()[0] == Approx(1.01).epsilon(1e-3));                        // and the f16 copy follows it
   CHECK(with_master.dtype() == kF16);
   CHECK(sgd_master.master_of(with_master).dtype() == kF32);
   CHECK(sgd_master.state_dict().count("state.0.master") == 1);

@@ -1,7 +1,7 @@
 // End to end on real data: the trainer behind `mixtape train`.
-#include <catch2/catch.hpp>
 #include <zlib.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -97,7 +97,7 @@ TEST_CASE("checkpoints carry PyTorch's names, the optimizer, the scaler and the 
   std::fclose(sink);
   const SafetensorsFile f = load_safetensors(ckpt);
   CHECK(f.tensors.at("fc1.weight").sizes() == Shape{256, 784});
-  CHECK(f.tensors.at("fc1.weight").dtype() == kF16);                 // the model as it trains: f16
+  CHECK(f.tensors.at("fc1.weight").dtype() == kF16);                // the model as it trains: f16
   CHECK(f.tensors.at("optimizer.state.0.master").dtype() == kF32);  // with its f32 master
   CHECK(f.tensors.count("optimizer.state.0.exp_avg") == 1);
   CHECK(f.tensors.at("scaler.scale").item<double>() > 0);
