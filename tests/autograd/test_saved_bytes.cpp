@@ -89,7 +89,8 @@ TEST_CASE("ops save only what their backward reads, never more than PyTorch", "[
   }
 }
 
-// Catches: a Linear + ReLU in the mlp that keeps its pre-activation alive.
+// Catches: a layer of the mlp keeping more than PyTorch does, e.g. a ReLU
+// that saves its input (the pre-activation) besides its output (tried: 2x).
 TEST_CASE("the mlp keeps only its hidden activations for backward, as PyTorch does", "[autograd][saved]") {
   manual_seed(1);
   models::Mlp model(784, 10);
