@@ -11,5 +11,6 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/generator.h"
+#include "core/graph.h"
 #include "core/tensor.h"
 #include "optim/optimizer.h"

@@ -3,6 +3,7 @@
 #include "autograd/autocast_cast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
+#include "core/graph.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/dropout.h"
 #include "kernels/layer_norm.h"
@@ -180,6 +181,9 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   MT_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
   if (!training || p == 0) return x;
   autograd::check_floating("dropout", x);
+  MT_CHECK(!graph_capture_active(),
+           "dropout cannot be captured in a CUDA graph yet: its random offset is drawn on the host, so every replay "
+           "would repeat one mask");
   const auto n = static_cast<uint64_t>(x.numel());
   const GeneratorState s = (generator ? *generator : default_generator()).reserve((n + 3) / 4);
   Tensor out = empty(x.sizes(), x.dtype(), x.device());

@@ -45,8 +45,8 @@ Shape infer_shape(const Shape& requested, int64_t numel, const char* op) {
              shape_str(requested), numel);
     shape[static_cast<size_t>(infer_at)] = numel / known;
   }
-  MT_CHECK(shape_numel(shape) == numel, "{}: shape {} is invalid for a tensor of {} elements", op,
-           shape_str(requested), numel);
+  MT_CHECK(shape_numel(shape) == numel, "{}: shape {} is invalid for a tensor of {} elements", op, shape_str(requested),
+           numel);
   return shape;
 }
 
@@ -71,8 +71,8 @@ Tensor slice_view(const Tensor& x, int64_t d, int64_t start, int64_t length, int
 Tensor Tensor::view(const Shape& shape) const {
   // An empty tensor addresses no memory, so any view of it is valid.
   MT_CHECK(is_contiguous() || numel() == 0,
-           "view: tensor with shape {} and strides {} is not contiguous; use reshape() instead",
-           shape_string(), shape_str(strides()));
+           "view: tensor with shape {} and strides {} is not contiguous; use reshape() instead", shape_string(),
+           shape_str(strides()));
   const Shape s = infer_shape(shape, numel(), "view");
   Tensor v = make_view(*this, s, contiguous_strides(s), offset());
   return record_view("view", *this, v, [in = sizes()](const Tensor& g) { return g.reshape(in); });
@@ -238,10 +238,12 @@ Tensor Tensor::to(Device target) const {
   // devices (cpu, sim), cudaMemcpy to or from a GPU.
   const Tensor source = is_contiguous() ? detach() : detach().contiguous();
   Tensor out = empty(sizes(), dtype(), target);
-  copy_bytes(out.data_ptr(), target, source.data_ptr(), source.device(), out.nbytes());
+  copy_bytes(out.data_ptr(), target, source.data_ptr(), source.device(), out.nbytes(),
+             "Tensor::to between the host and a device");
   out.storage()->bump_version();
   // Differentiable: the gradient moves back to where the input lives.
-  return record_view("to_device", *this, out, [source_device = device()](const Tensor& g) { return g.to(source_device); });
+  return record_view("to_device", *this, out,
+                     [source_device = device()](const Tensor& g) { return g.to(source_device); });
 }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {

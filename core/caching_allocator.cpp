@@ -60,7 +60,13 @@ class CudaBackingStore final : public BackingStore {
   void* raw_allocate(size_t bytes) override {
     check(cudaSetDevice(index_), "cudaSetDevice");
     void* ptr = nullptr;
+    // A segment made during a CUDA-graph capture outlives the capture (the
+    // graph's pool keeps it), so the allocation is safe; relaxed mode tells
+    // the driver so, as PyTorch's allocator does.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
     const cudaError_t error = cudaMalloc(&ptr, bytes);
+    cudaThreadExchangeStreamCaptureMode(&mode);
     if (error == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // clear the sticky-free error so later calls work
       return nullptr;
@@ -223,6 +229,16 @@ void CachingAllocator::deallocate(void* ptr, size_t /*bytes*/) {
   std::lock_guard lock(mutex_);
   auto it = live_.find(ptr);
   MT_CHECK(it != live_.end(), "{} allocator: free of a pointer it did not allocate", device_);
+  // Captured kernels may have used this block before it was freed, and every
+  // replay repeats them: nobody else may have it while the graph lives.
+  if (capturing_stream_ != 0 && it->second->stream != capturing_stream_) {
+    held_for_graph_[capturing_stream_].push_back(ptr);
+    return;
+  }
+  free_block(it);
+}
+
+void CachingAllocator::free_block(std::unordered_map<void*, Block*>::iterator it) {
   Block* block = it->second;
   live_.erase(it);
   stats_.allocated_bytes -= static_cast<int64_t>(block->size);
@@ -253,7 +269,8 @@ void CachingAllocator::release_cached_segments() {
   for (Pool* pool : {&small_pool_, &large_pool_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* block = *it;
-      if (block->prev == nullptr && block->next == nullptr) {
+      // A live graph's replays write into its segments even when they look free.
+      if (block->prev == nullptr && block->next == nullptr && !graph_streams_.contains(block->stream)) {
         note_host_sync(device_, "returning cached memory to the device (cudaFree waits for the device)");
         store_->raw_free(block->ptr, block->size);
         ++stats_.backend_frees;
@@ -266,6 +283,28 @@ void CachingAllocator::release_cached_segments() {
       }
     }
   }
+}
+
+void CachingAllocator::begin_graph_capture(uint64_t stream) {
+  std::lock_guard lock(mutex_);
+  MT_CHECK(capturing_stream_ == 0, "{} allocator: a graph capture is already in progress", device_);
+  capturing_stream_ = stream;
+  graph_streams_.insert(stream);
+}
+
+void CachingAllocator::end_graph_capture() {
+  std::lock_guard lock(mutex_);
+  capturing_stream_ = 0;
+}
+
+void CachingAllocator::release_graph(uint64_t stream) {
+  std::lock_guard lock(mutex_);
+  if (capturing_stream_ == stream) capturing_stream_ = 0;
+  graph_streams_.erase(stream);
+  auto held = held_for_graph_.find(stream);
+  if (held == held_for_graph_.end()) return;
+  for (void* ptr : held->second) free_block(live_.find(ptr));
+  held_for_graph_.erase(held);
 }
 
 void CachingAllocator::empty_cache() {
@@ -357,12 +396,12 @@ CachingAllocator& cuda_caching_allocator(int index) {
 #endif
 }
 
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, const char* what) {
   if (bytes == 0) return;
   // Between the host and a device this copy blocks the host (on sim it is the
   // same call, counted the same way). Device-to-device copies do not.
   if (dst_device.is_cpu() != src_device.is_cpu()) {
-    note_host_sync(dst_device.is_cpu() ? src_device : dst_device, "a blocking copy between the host and the device");
+    note_host_sync(dst_device.is_cpu() ? src_device : dst_device, what);
   }
   if (dst_device.host_accessible() && src_device.host_accessible()) {
     std::memmove(dst, src, bytes);

@@ -32,6 +32,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "core/allocator.h"
 
@@ -93,8 +94,18 @@ class CachingAllocator final : public Allocator {
   // stream: an opaque id (a cudaStream_t's value; 0 = the default stream).
   void* allocate(size_t bytes, uint64_t stream);
   CachingAllocatorStats detailed_stats() const;
-  // Returns every fully free segment to the backing store.
+  // Returns every fully free segment to the backing store (except a live graph's).
   void empty_cache();
+
+  // Memory of CUDA graphs (core/graph.h), as PyTorch's private graph pools.
+  // Blocks allocated while a graph captures on `stream` come from that
+  // stream's own segments, which nothing else allocates from; those segments
+  // stay reserved until release_graph(), since every replay writes into them.
+  // A block of another stream freed during the capture is held until then:
+  // captured kernels may have used it, and replays use it again.
+  void begin_graph_capture(uint64_t stream);
+  void end_graph_capture();
+  void release_graph(uint64_t stream);
   const CachingAllocatorConfig& config() const { return config_; }
 
   static constexpr size_t kRound = 512;
@@ -122,7 +133,8 @@ class CachingAllocator final : public Allocator {
 
   Block* find_free_block(Pool& pool, size_t size, uint64_t stream);
   Block* new_segment(size_t segment_size, bool small_pool, uint64_t stream);
-  void release_cached_segments();  // caller holds mutex_
+  void release_cached_segments();                                           // caller holds mutex_
+  void free_block(std::unordered_map<void*, Block*>::iterator live_entry);  // caller holds mutex_
   [[noreturn]] void throw_out_of_memory(size_t requested, size_t segment_size);
 
   Device device_;
@@ -132,6 +144,9 @@ class CachingAllocator final : public Allocator {
   Pool small_pool_, large_pool_;
   std::unordered_map<void*, Block*> live_;
   CachingAllocatorStats stats_;
+  uint64_t capturing_stream_ = 0;     // 0: no capture in progress
+  std::set<uint64_t> graph_streams_;  // streams of live graphs
+  std::map<uint64_t, std::vector<void*>> held_for_graph_;
 };
 
 // The allocators of the sim device and of CUDA device `index` (created on
@@ -142,6 +157,9 @@ CachingAllocator& cuda_caching_allocator(int index);
 void empty_cache(Device device);
 
 // Copies bytes between any two devices (CPU/SIM: memcpy; CUDA: cudaMemcpy).
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// Between the host and a device it is a host sync; `what` names the
+// operation in the count's error message.
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                const char* what = "a blocking copy between the host and the device");
 
 }  // namespace mt

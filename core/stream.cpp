@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/host_sync.h"
+#include "kernels/sim/runtime.h"
 
 #if defined(MT_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -171,7 +172,14 @@ void copy_async(const Tensor& dst, const Tensor& src, const Stream& stream) {
   // From or to pageable memory the driver stages the copy and the host waits.
   if (!is_pinned(host)) note_host_sync(device, "an asynchronous copy from or to pageable host memory");
   if (device.is_sim()) {
-    std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+    void* to = dst.data_ptr();
+    const void* from = src.data_ptr();
+    const size_t bytes = dst.nbytes();
+    if (simulator::records_work(stream.id(), "copy_async")) {
+      simulator::record_node("memcpy", [to, from, bytes] { std::memcpy(to, from, bytes); });
+    } else {
+      std::memcpy(to, from, bytes);
+    }
   } else {
 #if defined(MT_WITH_CUDA)
     check_cuda(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDefault,

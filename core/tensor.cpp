@@ -152,7 +152,8 @@ double read_element(const Tensor& t, int64_t storage_offset) {
     using T = decltype(zero);
     T value;
     // Off the CPU this is one element over the bus: a host sync (counted), fine for tests and debugging.
-    copy_bytes(&value, kCPU, base + storage_offset * static_cast<int64_t>(sizeof(T)), t.device(), sizeof(T));
+    copy_bytes(&value, kCPU, base + storage_offset * static_cast<int64_t>(sizeof(T)), t.device(), sizeof(T),
+               "item() (or another single-element read) of a device tensor");
     if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       return static_cast<double>(static_cast<float>(value));
     } else {
@@ -177,7 +178,8 @@ void write_element(const Tensor& t, int64_t storage_offset, double value) {
   visit_dtype(t.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T v = convert_from_double<T>(value);
-    copy_bytes(base + storage_offset * static_cast<int64_t>(sizeof(T)), t.device(), &v, kCPU, sizeof(T));
+    copy_bytes(base + storage_offset * static_cast<int64_t>(sizeof(T)), t.device(), &v, kCPU, sizeof(T),
+               "a single-element write to a device tensor");
   });
 }
 
@@ -186,7 +188,9 @@ Tensor host_to_device(const Tensor& host, Device device) {
   MT_CHECK(host.device().host_accessible() && host.is_contiguous(),
            "host_to_device: expected a contiguous host tensor");
   Tensor out = empty(host.sizes(), host.dtype(), device);
-  if (out.nbytes() > 0) copy_bytes(out.data_ptr(), device, host.data_ptr(), host.device(), out.nbytes());
+  if (out.nbytes() > 0) {
+    copy_bytes(out.data_ptr(), device, host.data_ptr(), host.device(), out.nbytes(), "a blocking upload to the device");
+  }
   return out;
 }
 
@@ -195,7 +199,8 @@ Tensor device_to_host(const Tensor& t) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(t.storage()->nbytes(), kCPU);
   if (t.storage()->nbytes() > 0) {
-    copy_bytes(impl->storage->data(), kCPU, t.storage()->data(), t.device(), t.storage()->nbytes());
+    copy_bytes(impl->storage->data(), kCPU, t.storage()->data(), t.device(), t.storage()->nbytes(),
+               "to(kCPU) or to_vector() of a device tensor");
   }
   impl->sizes = t.sizes();
   impl->strides = t.strides();

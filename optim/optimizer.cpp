@@ -5,6 +5,7 @@
 #include "amp/grad_state.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "core/graph.h"
 
 namespace mt::optim {
 
@@ -81,6 +82,10 @@ void Optimizer::step(const kernels::AmpControl& scaler_control) {
         slots.push_back({p, p.grad(), s.master, s.state1, s.state2, s.step});
       }
       if (slots.empty()) continue;
+      MT_CHECK(!precision_.stochastic_rounding || !graph_capture_active(),
+               "{}: stochastic rounding cannot be captured in a CUDA graph yet: its random offset is drawn on the "
+               "host, so every replay would round the same way",
+               name());
       kernels::StochasticRounding rounding{precision_.stochastic_rounding, precision_.seed, rounding_offset_};
       update(slots, groups_[g], amp, rounding);
       for (const auto& slot : slots) rounding_offset_ += (static_cast<uint64_t>(slot.param.numel()) + 3) / 4;

@@ -18,7 +18,9 @@
 # sweep). GPU_CHECK_SWEEP_BATCHES lists batch:steps pairs (default 128:400),
 # GPU_CHECK_SWEEP_PRECISIONS the precisions, GPU_CHECK_SWEEP_BACKENDS=0 leaves
 # out the own-kernel rows; GPU_CHECK_ACCURACY_RUNS picks accuracy runs by name;
-# GPU_CHECK_PROFILE=0 leaves out the profiled runs that follow the sweep.
+# GPU_CHECK_PROFILE=0 leaves out the profiled runs that follow the sweep;
+# GPU_CHECK_GRAPH=0 leaves out the eager-vs-CUDA-graph steps/s table
+# (GPU_CHECK_GRAPH_RUNS lists model:batch:steps triples).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -36,6 +38,7 @@ run_tests=${GPU_CHECK_TESTS:-1}
 run_accuracy=$([ "$quick" = 1 ] && echo 0 || echo "${GPU_CHECK_ACCURACY:-1}")
 run_sweep=$([ "$quick" = 1 ] && echo 0 || echo "${GPU_CHECK_SWEEP:-1}")
 run_bench=${GPU_CHECK_BENCH:-1}
+run_graph=$([ "$quick" = 1 ] && echo 0 || echo "${GPU_CHECK_GRAPH:-1}")
 
 # cuDNN/cuBLAS may live in a Python environment's nvidia/* packages.
 find_library() {
@@ -217,6 +220,37 @@ if [ "$run_sweep" = 1 ]; then
   done
   echo >> "$report"
   echo "sweep done at $(elapsed)" >> "$report"
+fi
+
+# ---- what capturing the step in a CUDA graph buys: fp16 steps/s of the same
+# short run eager and with --cuda-graph, and the host syncs per steady step
+# (from the --log summary; 0 means the host never waited).
+if [ "$run_graph" = 1 ]; then
+  section "Eager step vs CUDA graph (fp16, alone on the GPU)"
+  echo '| model | batch | steps | mode | steps/s | samples/s | host syncs/step | final loss |' >> "$report"
+  echo '| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |' >> "$report"
+  for run in ${GPU_CHECK_GRAPH_RUNS:-mlp:128:600 cnn:128:400 resnet:128:300 cnn:2048:60 resnet:2048:40}; do
+    IFS=: read -r model batch steps <<<"$run"
+    for mode in eager graph; do
+      flag=$([ "$mode" = graph ] && echo --cuda-graph || echo)
+      log="$metrics/graph_${model}_${batch}_${mode}.jsonl"
+      OMP_NUM_THREADS=8 timeout 120 "$bin/mixtape" train --model "$model" --batch "$batch" --steps "$steps" \
+        --epochs 100 --precision fp16 --device cuda --no-progress $flag --log "$log" \
+        > "$out/graph_${model}_${batch}_${mode}.out" 2>&1
+      row=$(python3 - "$log" "$batch" <<'PY' 2>/dev/null
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+s = [l["summary"] for l in lines if "summary" in l][-1]
+rate = s["samples_per_s"]
+last = [l["loss"] for l in lines if "loss" in l][-1]
+print(f"{rate / int(sys.argv[2]):.1f} | {rate:.0f} | {s['host_syncs_per_step']:.2f} | {last:.4f}")
+PY
+)
+      echo "| $model | $batch | $steps | $mode | ${row:-failed (see graph_${model}_${batch}_${mode}.out)} |" >> "$report"
+    done
+  done
+  echo >> "$report"
+  echo "graph table done at $(elapsed)" >> "$report"
 fi
 
 # ---- where a training step's GPU time goes: short profiled runs (MT_PROFILE;

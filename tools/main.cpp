@@ -81,6 +81,8 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
       ->check(CLI::IsMember({"cosine", "constant", "step"}));
   cmd->add_option("--warmup", c.warmup, "linear warmup steps")->check(CLI::NonNegativeNumber);
   cmd->add_option("--grad-accum", c.grad_accum, "micro-batches per optimizer step")->check(CLI::PositiveNumber);
+  cmd->add_flag("--cuda-graph", c.cuda_graph,
+                "capture the whole training step in a CUDA graph once and replay it (cuda or sim device)");
   cmd->add_option("--clip", c.clip, "max gradient norm (0 = off)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", c.seed, "random seed");
   cmd->add_option("--save", c.save, "checkpoint (.safetensors) written each epoch and at the end");

@@ -3,18 +3,21 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/generator.h"
+#include "core/graph.h"
 #include "core/host_sync.h"
 #include "core/safetensors.h"
 #include "models/registry.h"
@@ -129,6 +132,7 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"schedule", c.schedule},
           {"warmup", c.warmup},
           {"grad_accum", c.grad_accum},
+          {"cuda_graph", c.cuda_graph},
           {"clip", c.clip},
           {"seed", c.seed},
           {"dataset", c.dataset},
@@ -316,6 +320,22 @@ TrainConfig resolve_defaults(const TrainConfig& requested, Device device) {
 
 namespace {
 
+// What a step leaves on the device for its metrics.
+struct StepTensors {
+  Tensor loss, grad_norm, found_inf;
+};
+
+// --cuda-graph: each micro-batch is copied into a static input buffer; the
+// step over them is captured once (after an eager warm-up step that creates
+// the optimizer's state) and replayed from then on. A step with a short
+// batch (an epoch's last) runs eagerly from the same buffers.
+struct GraphedStep {
+  std::unique_ptr<CudaGraph> graph;
+  std::vector<Tensor> images, labels;  // one full-batch buffer per micro-batch
+  std::vector<int64_t> sizes;          // the samples staged in each
+  StepTensors outputs;                 // what the captured step writes
+};
+
 // Everything one `mixtape train` run holds, built in the order PyTorch's AMP
 // recipe uses: data, model, loader, optimizer, schedule, scaler, checkpoint.
 struct TrainingRun {
@@ -341,6 +361,8 @@ struct TrainingRun {
   // The micro-batches of the optimizer step in progress.
   int64_t micro = 0;
   Tensor accumulated_loss;  // on the device, detached
+
+  std::unique_ptr<GraphedStep> graphed;  // --cuda-graph
 };
 
 // Fills `r` in place: the loader keeps a reference to r.splits.
@@ -382,15 +404,19 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
       amp::GradScalerOptions{.enabled = r.precision == Precision::Fp16, .collapse_check_interval = 0});
   if (!c.resume.empty()) r.pos = load_checkpoint(c.resume, c, *r.model, *r.opt, *r.scaler, *r.scheduler);
   r.summary.parameters = r.model->parameter_count();
+  if (c.cuda_graph) {
+    MT_CHECK(!r.device.is_cpu(), "train: --cuda-graph needs --device cuda or sim (the CPU has no graphs)");
+    r.graphed = std::make_unique<GraphedStep>();
+    r.graphed->graph = std::make_unique<CudaGraph>(r.device);
+  }
 }
 
-// Forward and backward of one micro-batch; the loss stays on the device.
-void train_micro_batch(TrainingRun& r, const data::Batch& batch) {
-  const BatchStager::OnDevice on_device = r.stager->upload(batch);
+// Forward and backward of one micro-batch already on the device; the loss stays there.
+void forward_backward(TrainingRun& r, const Tensor& images, const Tensor& labels) {
   Tensor loss;
   {
     amp::Autocast guard(r.device, low_precision_dtype(r.precision), r.precision != Precision::Fp32);
-    loss = cross_entropy(r.model->forward(on_device.images), on_device.labels);
+    loss = cross_entropy(r.model->forward(images), labels);
   }
   const Tensor micro_loss = r.c.grad_accum > 1 ? div(loss, static_cast<double>(r.c.grad_accum)) : loss;
   r.scaler->scale(micro_loss).backward();
@@ -399,8 +425,9 @@ void train_micro_batch(TrainingRun& r, const data::Batch& batch) {
       r.accumulated_loss.defined() ? add(r.accumulated_loss, micro_loss.detach()) : micro_loss.detach();
 }
 
-// Unscale, clip, step, update: every decision (skip, schedule) on the device.
-void optimizer_step(TrainingRun& r, const data::Batch& last_batch, int64_t epoch) {
+// Unscale, clip, step, update: every decision (skip, schedule) on the device,
+// so the whole of it can be captured in a CUDA graph.
+StepTensors device_step(TrainingRun& r) {
   Tensor grad_norm;
   if (r.c.clip > 0) {
     r.scaler->unscale_(*r.opt);  // clip the true gradients, not the scaled ones
@@ -410,13 +437,51 @@ void optimizer_step(TrainingRun& r, const data::Batch& last_batch, int64_t epoch
   r.scaler->update();
   r.scheduler->step_unless(outcome.found_inf());  // a skipped step must not advance the schedule
   r.opt->zero_grad();
+  return {std::exchange(r.accumulated_loss, Tensor()), grad_norm, outcome.found_inf()};
+}
+
+// The host's part of a step: its position, and the asynchronous read-back of its values.
+void finish_step(TrainingRun& r, const StepTensors& step, const data::Batch& last_batch, int64_t epoch) {
   ++r.pos.step;
   r.pos.epoch = epoch;
   r.pos.batch_in_epoch = last_batch.index + 1;
-  r.metrics->stage({.step = r.pos.step, .epoch = epoch, .batch = last_batch.index}, r.accumulated_loss, grad_norm,
-                   outcome.found_inf(), r.scaler->is_enabled() ? r.scaler->scale_tensor() : Tensor(),
+  r.metrics->stage({.step = r.pos.step, .epoch = epoch, .batch = last_batch.index}, step.loss, step.grad_norm,
+                   step.found_inf, r.scaler->is_enabled() ? r.scaler->scale_tensor() : Tensor(),
                    r.scheduler->device_factor());
-  r.accumulated_loss = Tensor();
+}
+
+void stage_micro_batch(TrainingRun& r, GraphedStep& g, const data::Batch& batch) {
+  const BatchStager::OnDevice on_device = r.stager->upload(batch);
+  const auto m = static_cast<size_t>(r.micro);
+  if (g.images.size() <= m) {
+    Shape shape = on_device.images.sizes();
+    shape[0] = r.c.batch;
+    g.images.push_back(empty(shape, kF32, r.device));
+    g.labels.push_back(empty({r.c.batch}, kI64, r.device));
+    g.sizes.push_back(0);
+  }
+  const int64_t n = on_device.labels.numel();
+  copy_(g.images[m].narrow(0, 0, n), on_device.images);
+  copy_(g.labels[m].narrow(0, 0, n), on_device.labels);
+  g.sizes[m] = n;
+}
+
+StepTensors graphed_step(TrainingRun& r, GraphedStep& g) {
+  const bool full = std::all_of(g.sizes.begin(), g.sizes.end(), [&](int64_t n) { return n == r.c.batch; });
+  if (full && g.graph->captured()) {
+    g.graph->replay();
+    return g.outputs;
+  }
+  auto step = [&] {
+    for (size_t m = 0; m < g.sizes.size(); ++m) {
+      forward_backward(r, g.images[m].narrow(0, 0, g.sizes[m]), g.labels[m].narrow(0, 0, g.sizes[m]));
+    }
+    return device_step(r);
+  };
+  if (!full || r.steps_this_run == 0) return step();
+  g.graph->capture([&] { g.outputs = step(); });
+  g.graph->replay();
+  return g.outputs;
 }
 
 [[noreturn]] void stop_on_non_finite(TrainingRun& r, const StepValues& v, Reporter& reporter) {
@@ -466,16 +531,25 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
   r.loader->start_epoch(epoch, epoch == r.pos.epoch ? r.pos.batch_in_epoch : 0);
   r.micro = 0;
   r.accumulated_loss = Tensor();
+  // Micro-batches that cannot fill a whole step at the epoch's end are left
+  // out, so their gradients never leak into the next epoch's first step.
+  const int64_t batches_used = r.steps_per_epoch * r.c.grad_accum;
   while (auto batch = r.loader->next()) {
+    if (batch->index >= batches_used) break;
     const int64_t syncs_before = host_sync_count();
-    train_micro_batch(r, *batch);
+    if (r.graphed) {
+      stage_micro_batch(r, *r.graphed, *batch);
+    } else {
+      const BatchStager::OnDevice on_device = r.stager->upload(*batch);
+      forward_backward(r, on_device.images, on_device.labels);
+    }
     throughput.add_samples(batch->labels.numel());
     if (++r.micro < r.c.grad_accum) {
       if (r.steps_this_run > 0) r.steady_syncs += host_sync_count() - syncs_before;
       continue;
     }
     r.micro = 0;
-    optimizer_step(r, *batch, epoch);
+    finish_step(r, r.graphed ? graphed_step(r, *r.graphed) : device_step(r), *batch, epoch);
     throughput.step_done();
     report_steps(r, r.metrics->poll(), reporter, throughput);
     if (++r.steps_this_run > 1) {  // the first step carries one-time set-up

@@ -36,7 +36,8 @@ struct TrainConfig {
   std::string schedule = "cosine";  // cosine | constant | step
   int64_t warmup = 0;
   int64_t grad_accum = 1;
-  double clip = 0;  // max gradient norm (0 = off)
+  bool cuda_graph = false;  // capture the whole step once and replay it (core/graph.h)
+  double clip = 0;          // max gradient norm (0 = off)
   uint64_t seed = 0;
   std::string save;                       // checkpoint written at each epoch's end and when stopping
   std::string resume;                     // checkpoint to continue from

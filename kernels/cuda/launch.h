@@ -20,6 +20,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -63,9 +65,12 @@ class ProfiledRegion {
   std::chrono::steady_clock::time_point start_;
 };
 
+// The simulator runs each launch before returning, except on a stream being
+// captured (kernels/sim/runtime.h): there the launch, with its converted
+// arguments, becomes a recorded node that runs when the graph is replayed.
 template <typename... Params, typename... Args>
 void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 block,
-            std::size_t dynamic_shared_bytes, Stream /*stream: the simulator is synchronous*/, Args&&... args) {
+            std::size_t dynamic_shared_bytes, Stream stream, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "launch: wrong number of kernel arguments");
   // Like a real launch, the arguments are converted and copied once, and
   // every thread receives its own copy of that parameter pack.
@@ -73,20 +78,29 @@ void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 
     void (*kernel)(Params...);
     std::tuple<std::decay_t<Params>...> params;
   };
-  const Context context{kernel, std::tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)};
+  auto context = std::make_shared<const Context>(
+      Context{kernel, std::tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)});
   ::mt::simulator::KernelLaunch description;
   description.kernel_name = kernel_name;
   description.grid = grid;
   description.block = block;
   description.dynamic_shared_bytes = dynamic_shared_bytes;
-  description.context = &context;
+  description.context = context.get();
   description.run_thread = [](const void* erased) {
     const auto& ctx = *static_cast<const Context*>(erased);
     auto params = ctx.params;
     std::apply(ctx.kernel, params);
   };
-  const ProfiledRegion profiled(kernel_name, Stream{}, launch_detail::blocks_of(grid));
-  ::mt::simulator::run_kernel(description);
+  auto run = [description, context] {
+    const ProfiledRegion profiled(description.kernel_name, Stream{}, launch_detail::blocks_of(description.grid));
+    ::mt::simulator::run_kernel(description);
+  };
+  if (::mt::simulator::records_work(reinterpret_cast<std::uint64_t>(stream.handle), kernel_name)) {
+    kernels::detail::check_launch_shape(kernel_name, launch_detail::shape_of(grid, block, dynamic_shared_bytes));
+    ::mt::simulator::record_node(kernel_name, std::move(run));
+    return;
+  }
+  run();
 }
 
 #else  // nvcc

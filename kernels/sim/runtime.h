@@ -22,6 +22,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -35,7 +37,7 @@ struct uint3 {
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
   constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}  // NOLINT: like CUDA's
-  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}                                      // NOLINT: like CUDA's
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}                                         // NOLINT: like CUDA's
   constexpr unsigned count() const { return x * y * z; }
 };
 
@@ -74,12 +76,39 @@ std::size_t fiber_stack_bytes();
 // Number of fiber switches performed so far in this process (for benchmarks).
 std::uint64_t context_switch_count();
 
+// ---- graph capture (the simulator's cudaStreamBeginCapture) -------------------
+//
+// While a stream is being captured, work queued on it is recorded instead of
+// run: the launch helper copies the kernel's arguments into a recorded node,
+// exactly as cudaStreamBeginCapture turns launches into graph nodes, and
+// nothing executes until the graph is replayed. Work on other streams runs as
+// usual; a launch on the default stream (0) during a capture is an error, as
+// the legacy default stream is on a GPU. One capture at a time per process.
+struct CapturedWork {
+  struct Node {
+    std::string name;  // the kernel, or "memcpy"
+    std::function<void()> run;
+  };
+  std::vector<Node> nodes;
+};
+
+void begin_capture(std::uint64_t stream);
+// Ends the capture and returns what was recorded (also on a failed capture:
+// the caller discards it).
+std::shared_ptr<const CapturedWork> end_capture();
+// True when work for `stream` must be recorded; throws mt::Error (naming
+// `what`) for the default stream during a capture.
+bool records_work(std::uint64_t stream, const char* what);
+void record_node(const char* name, std::function<void()> run);
+// Runs the recorded nodes in order.
+void replay(const CapturedWork& work);
+
 // ---- race checking (MT_SIM_RACECHECK=1) ---------------------------------------
 
 struct RaceReport {
   std::string kernel;
   dim3 block;
-  std::string kind;  // "read-after-write", "write-after-read" or "write-after-write"
+  std::string kind;     // "read-after-write", "write-after-read" or "write-after-write"
   uint3 first_thread;   // the earlier access
   uint3 second_thread;  // the later, conflicting one
   std::uintptr_t address = 0;
