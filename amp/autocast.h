@@ -9,19 +9,29 @@
 // its floating inputs should be cast to; the op casts, runs, and its tape node
 // keeps the dtypes it ran in, so backward never re-decides.
 //
-// The policy mirrors PyTorch's lists (see autocast_policy_table()):
+// The policy mirrors PyTorch's lists (see autocast_policy_table()), and every
+// differentiable op that computes has a row: an op records its tape node only
+// through the inputs autocast decided for it (autograd/autocast_cast.h), so
+// an op cannot exist without a policy entry.
 //   LowerPrecision  matmul-like ops, where Tensor Cores give the speed
 //   Fp32            ops whose range or accumulation needs f32: exp/log/pow,
 //                   softmax, norms, losses, reductions
 //   Promote         ops mixing inputs: every floating input goes to the
-//                   widest input type (f32 if any input is f32)
-//   InputDType      nothing is cast: batch_norm takes f16/bf16 activations
-//                   with its f32 weight, bias and running statistics, computes
-//                   the statistics and the normalisation in f32 and returns the
-//                   input's dtype — as PyTorch (cuDNN) does. Casting its input
-//                   to f32 instead would keep an f32 copy of every activation
-//                   and add a cast back before the next convolution.
+//                   widest input type (f32 if any input is f32), so the
+//                   kernel sees one dtype
+//   InputDType      nothing is cast: the op runs in its input's dtype, as
+//                   PyTorch runs every op it does not list (activations,
+//                   pools, indexing, dropout). batch_norm is the notable
+//                   row: it takes f16/bf16 activations with its f32 weight,
+//                   bias and running statistics, computes the statistics and
+//                   the normalisation in f32 and returns the input's dtype —
+//                   as PyTorch (cuDNN) does. Casting its input to f32 instead
+//                   would keep an f32 copy of every activation and add a cast
+//                   back before the next convolution.
 // Only floating, non-f64 tensors on the autocast device are ever cast.
+// Ops that compute nothing (views, reshapes, dtype and device moves) have no
+// row: autocast never casts them. Backward never re-decides: the engine runs
+// it with autocast off, in the dtypes the forward ran in.
 #pragma once
 
 #include <optional>
@@ -37,14 +47,55 @@ enum class CastPolicy { LowerPrecision, Fp32, Promote, InputDType };
 
 enum class Op {
   // lower precision
-  MatMul, Bmm, Linear, Addmm, Conv2d, Attention,
+  MatMul,
+  Bmm,
+  Linear,
+  Conv2d,
   // fp32
-  Exp, Log, Pow, Reciprocal, Rsqrt, Softmax, LogSoftmax, LayerNorm, GroupNorm,
-  CrossEntropy, MseLoss, NllLoss, Sum, Mean, Var, Norm, Cumsum,
+  Exp,
+  Log,
+  Pow,
+  Reciprocal,
+  Rsqrt,
+  Softmax,
+  LogSoftmax,
+  LayerNorm,
+  CrossEntropy,
+  MseLoss,
+  Sum,
+  Mean,
+  Var,
   // promote
-  Add, Sub, Mul, Div, Where, Cat, Stack, Maximum, Minimum,
-  // the input's dtype (f32 statistics inside)
+  Add,
+  Sub,
+  Rsub,
+  Mul,
+  Div,
+  Where,
+  Cat,
+  Maximum,
+  Minimum,
+  // the input's dtype (batch_norm: f32 statistics inside)
   BatchNorm,
+  Neg,
+  Sqrt,
+  Abs,
+  Sign,
+  Square,
+  Relu,
+  Silu,
+  Tanh,
+  Sigmoid,
+  Gelu,
+  Clamp,
+  Max,
+  Min,
+  MaxPool2d,
+  AvgPool2d,
+  AdaptiveAvgPool2d,
+  Dropout,
+  IndexSelect,
+  Gather,
 };
 
 struct PolicyEntry {

@@ -15,15 +15,17 @@ Tensor cast_with_cache(const Tensor& t, DType dtype) {
 
 }  // namespace
 
-std::vector<Tensor> autocast_inputs(amp::Op op, const std::vector<Tensor>& inputs) {
+CastInputs autocast_inputs(amp::Op op, const std::vector<Tensor>& inputs) {
   const std::optional<DType> target = amp::autocast_target(op, inputs);
-  if (!target) return inputs;
+  if (!target) return CastInputs(op, inputs);
   std::vector<Tensor> out;
   out.reserve(inputs.size());
   for (const Tensor& t : inputs) out.push_back(cast_with_cache(t, *target));
-  return out;
+  return CastInputs(op, std::move(out));
 }
 
-Tensor autocast_input(amp::Op op, const Tensor& input) { return autocast_inputs(op, {input}).front(); }
+Tensor record(const CastInputs& inputs, const Tensor& output, BackwardFn fn, bool saves_tensors) {
+  return record_node(inputs.name(), output, inputs.tensors(), std::move(fn), saves_tensors);
+}
 
 }  // namespace mt::autograd

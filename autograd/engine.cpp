@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "amp/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "kernels/elementwise.h"
@@ -60,8 +61,7 @@ std::vector<Node*> nodes_in_reverse_record_order(Node* root) {
 
 }  // namespace
 
-Node::Node(std::string name, std::vector<Edge> edges, std::vector<InputMeta> inputs, BackwardFn fn,
-           bool releasable)
+Node::Node(std::string name, std::vector<Edge> edges, std::vector<InputMeta> inputs, BackwardFn fn, bool releasable)
     : name_(std::move(name)),
       sequence_nr_(next_sequence_nr.fetch_add(1)),
       edges_(std::move(edges)),
@@ -114,8 +114,8 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return std::any_of(inputs.begin(), inputs.end(), takes_part);
 }
 
-Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn,
-              bool saves_tensors) {
+Tensor record_node(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn,
+                   bool saves_tensors) {
   if (!needs_grad(inputs)) return output;
   std::vector<Edge> edges;
   std::vector<InputMeta> metas;
@@ -154,6 +154,10 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   seed = cast_to(seed, root.dtype());
 
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  // Backward runs in the dtypes the forward chose (the tape keeps them): the
+  // ops inside the backward formulas must not be cast again.
+  const amp::Autocast no_host_autocast(kCPU, kBF16, /*enabled=*/false);
+  const amp::Autocast no_device_autocast(kSIM, kF16, /*enabled=*/false);
   if (!root.grad_fn()) {
     accumulate_into_leaf(*root.impl(), seed);
     return;

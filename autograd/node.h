@@ -39,8 +39,7 @@ class Node {
  public:
   // `releasable` nodes free their closure after a backward without retain_graph;
   // nodes that save no tensors (views, casts) stay usable, as in PyTorch.
-  Node(std::string name, std::vector<Edge> edges, std::vector<InputMeta> inputs, BackwardFn fn,
-       bool releasable = true);
+  Node(std::string name, std::vector<Edge> edges, std::vector<InputMeta> inputs, BackwardFn fn, bool releasable = true);
 
   const std::string& name() const { return name_; }
   uint64_t sequence_nr() const { return sequence_nr_; }
@@ -85,8 +84,11 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 
 // Attaches a node to `output` when needs_grad(inputs); returns output.
 // `saves_tensors = false` marks closures that hold only shapes/dtypes (see Node).
-Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn,
-              bool saves_tensors = true);
+// Only ops that compute nothing (views, reshapes, dtype and device moves),
+// which autocast never casts, call this directly; computing ops record
+// through their autocast decision (autograd/autocast_cast.h).
+Tensor record_node(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn,
+                   bool saves_tensors = true);
 
 // Runs reverse-mode autodiff from `root` (engine.cpp).
 void backward(const Tensor& root, const Tensor& gradient, bool retain_graph);

@@ -91,7 +91,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   const bool need_b = bias.defined() && autograd::needs_grad({bias});
   if (!need_x && !need_w && !need_b) return y;
   // x is needed only for dW and the weight only for dx: save just those.
-  return record("conv2d", y, {x, weight, bias},
+  return record(in, y,
                 [sx = save(need_w ? x : Tensor()), sw = save(need_x ? weight : Tensor()), g, need_x, need_w, need_b,
                  xshape = x.sizes(), wshape = weight.sizes(), dtype = x.dtype()](const Tensor& gy) {
                   const Tensor x_ = sx.get(), w_ = sw.get();
@@ -136,27 +136,31 @@ kernels::Pool2dWindow make_window(Size2 kernel, Size2 stride, Size2 padding, boo
 
 }  // namespace
 
-Tensor max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
+Tensor max_pool2d(const Tensor& x_in, Size2 kernel, Size2 stride, Size2 padding) {
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::MaxPool2d, {x_in});
+  const Tensor& x = in[0];
   const Shape out_shape = pool_output_shape("max_pool2d", x, kernel, stride, padding);
   Tensor y = empty(out_shape, x.dtype(), x.device());
   Tensor indices = empty(out_shape, kI64, x.device());
   kernels::max_pool2d_forward(x, make_window(kernel, stride, padding, true), y, indices);
   if (!autograd::needs_grad({x})) return y;
-  return record("max_pool2d", y, {x}, [si = save(indices), xshape = x.sizes(), dtype = x.dtype()](const Tensor& gy) {
+  return record(in, y, [si = save(indices), xshape = x.sizes(), dtype = x.dtype()](const Tensor& gy) {
     Tensor dx = empty(xshape, dtype, gy.device());
     kernels::max_pool2d_backward(gy, si.get(), dx);
     return std::vector<Tensor>{dx};
   });
 }
 
-Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding, bool count_include_pad) {
+Tensor avg_pool2d(const Tensor& x_in, Size2 kernel, Size2 stride, Size2 padding, bool count_include_pad) {
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::AvgPool2d, {x_in});
+  const Tensor& x = in[0];
   const Shape out_shape = pool_output_shape("avg_pool2d", x, kernel, stride, padding);
   const kernels::Pool2dWindow window = make_window(kernel, stride, padding, count_include_pad);
   Tensor y = empty(out_shape, x.dtype(), x.device());
   kernels::avg_pool2d_forward(x, window, y);
   if (!autograd::needs_grad({x})) return y;
   return record(
-      "avg_pool2d", y, {x},
+      in, y,
       [window, xshape = x.sizes(), dtype = x.dtype()](const Tensor& gy) {
         Tensor dx = empty(xshape, dtype, gy.device());
         kernels::avg_pool2d_backward(gy, window, dx);
@@ -165,7 +169,9 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding, bo
       /*saves_tensors=*/false);
 }
 
-Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
+Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::AdaptiveAvgPool2d, {x_in});
+  const Tensor& x = in[0];
   autograd::check_floating("adaptive_avg_pool2d", x);
   MT_CHECK(x.dim() == 3 || x.dim() == 4, "adaptive_avg_pool2d: expected input [N, C, H, W] or [C, H, W], got {}",
            x.shape_string());
@@ -180,7 +186,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
   kernels::adaptive_avg_pool2d_forward(x, y);
   if (!autograd::needs_grad({x})) return y;
   return record(
-      "adaptive_avg_pool2d", y, {x},
+      in, y,
       [xshape = x.sizes(), dtype = x.dtype()](const Tensor& gy) {
         Tensor dx = empty(xshape, dtype, gy.device());
         kernels::adaptive_avg_pool2d_backward(gy, dx);
@@ -229,7 +235,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   const bool need_w = weight.defined() && autograd::needs_grad({weight});
   const bool need_b = bias.defined() && autograd::needs_grad({bias});
   if (!need_x && !need_w && !need_b) return y;
-  return record("batch_norm", y, {x, weight, bias},
+  return record(in, y,
                 [sx = save(x), sw = save(weight), smean = save(save_mean), sinvstd = save(save_invstd), training,
                  need_x, need_w, need_b, wdtype = weight.defined() ? weight.dtype() : x.dtype(),
                  bdtype = bias.defined() ? bias.dtype() : x.dtype()](const Tensor& gy) {

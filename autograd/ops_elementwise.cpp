@@ -42,14 +42,18 @@ struct BinarySaves {
 // says which of a, b and the output the rule reads; only those are kept for
 // backward (the rest arrive undefined). `rule(g, a, b, out, need_a, need_b)`
 // returns (ga, gb), undefined where not needed.
+// The inputs first go through the op's autocast row (`policy`).
 template <typename Saves, typename Rule>
-Tensor binary_differentiable(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, Saves saves, Rule rule) {
-  Tensor out = run_binary(op, name, a, b, arithmetic_result_type(op, a, b));
+Tensor binary_differentiable(BinaryOp op, amp::Op policy, const Tensor& a_in, const Tensor& b_in, Saves saves,
+                             Rule rule) {
+  const autograd::CastInputs in = autograd::autocast_inputs(policy, {a_in, b_in});
+  const Tensor &a = in[0], &b = in[1];
+  Tensor out = run_binary(op, in.name(), a, b, arithmetic_result_type(op, a, b));
   if (!autograd::needs_grad({a, b})) return out;
   const bool need_a = autograd::needs_grad({a}), need_b = autograd::needs_grad({b});
   const BinarySaves keep = saves(need_a, need_b);
   return record(
-      name, out, {a, b},
+      in, out,
       [sa = save(keep.a ? a : Tensor()), sb = save(keep.b ? b : Tensor()), so = save(keep.out ? out : Tensor()),
        a_shape = a.sizes(), b_shape = b.sizes(), need_a, need_b, rule](const Tensor& g) -> std::vector<Tensor> {
         auto [ga, gb] = rule(g, sa.get(), sb.get(), so.get(), need_a, need_b);
@@ -66,15 +70,20 @@ Tensor compare(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) 
 // Unary ops with a fused backward kernel: dx = f'(x, y) * g. Only what the
 // op's derivative reads is saved (kernels::unary_backward_reads): the output
 // for relu/sigmoid/tanh/exp/sqrt, the input for gelu/silu/log/..., nothing for neg.
-Tensor unary_differentiable(UnaryOp op, const char* name, const Tensor& x, UnaryArgs args = {},
-                            DType out_dtype = DType::Bool /* Bool = floating result of x */) {
-  const DType dtype = out_dtype == DType::Bool ? autograd::floating_result_type(x.dtype()) : out_dtype;
+// `keep_dtype`: the result has x's dtype even for integers (neg, abs, relu...);
+// otherwise integers compute in f32. The input first goes through the op's
+// autocast row (`policy`).
+Tensor unary_differentiable(UnaryOp op, amp::Op policy, const Tensor& x_in, UnaryArgs args = {},
+                            bool keep_dtype = false) {
+  const autograd::CastInputs in = autograd::autocast_inputs(policy, {x_in});
+  const Tensor& x = in[0];
+  const DType dtype = keep_dtype ? x.dtype() : autograd::floating_result_type(x.dtype());
   Tensor out = empty(x.sizes(), dtype, x.device());
   kernels::unary(op, x, out, args);
   if (!autograd::needs_grad({x})) return out;
   const kernels::UnaryBackwardReads reads = kernels::unary_backward_reads(op);
   return record(
-      name, out, {x},
+      in, out,
       [op, args, sx = save(reads.input ? x : Tensor()), sy = save(reads.output ? out : Tensor()), x_shape = x.sizes(),
        x_dtype = x.dtype()](const Tensor& g) -> std::vector<Tensor> {
         // An operand the derivative does not read is stood in for by g (never read).
@@ -93,7 +102,7 @@ Tensor unary_differentiable(UnaryOp op, const char* name, const Tensor& x, Unary
 Tensor add(const Tensor& a, const Tensor& b) {
   // Saves nothing: the gradient passes to both sides (summed over broadcast dims).
   return binary_differentiable(
-      BinaryOp::Add, "add", a, b, [](bool, bool) { return BinarySaves{}; },
+      BinaryOp::Add, amp::Op::Add, a, b, [](bool, bool) { return BinarySaves{}; },
       [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&, bool, bool) {
         return std::pair{g, g};
       });
@@ -102,7 +111,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   // Saves nothing.
   return binary_differentiable(
-      BinaryOp::Sub, "sub", a, b, [](bool, bool) { return BinarySaves{}; },
+      BinaryOp::Sub, amp::Op::Sub, a, b, [](bool, bool) { return BinarySaves{}; },
       [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&, bool, bool need_b) {
         return std::pair{g, need_b ? neg(g) : Tensor()};
       });
@@ -111,7 +120,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   // Saves b when a needs a gradient, a when b does.
   return binary_differentiable(
-      BinaryOp::Mul, "mul", a, b,
+      BinaryOp::Mul, amp::Op::Mul, a, b,
       [](bool need_a, bool need_b) {
         return BinarySaves{need_b, need_a, false};
       },
@@ -123,7 +132,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   // Saves b, and the output when b needs a gradient: d(a/b)/db = -(a/b)/b.
   return binary_differentiable(
-      BinaryOp::Div, "div", a, b,
+      BinaryOp::Div, amp::Op::Div, a, b,
       [](bool, bool need_b) {
         return BinarySaves{false, true, need_b};
       },
@@ -133,11 +142,10 @@ Tensor div(const Tensor& a, const Tensor& b) {
       });
 }
 
-Tensor pow(const Tensor& a_in, const Tensor& b_in) {
-  const auto in = autograd::autocast_inputs(amp::Op::Pow, {a_in, b_in});
+Tensor pow(const Tensor& a, const Tensor& b) {
   // Saves a, b and the output.
   return binary_differentiable(
-      BinaryOp::Pow, "pow", in[0], in[1],
+      BinaryOp::Pow, amp::Op::Pow, a, b,
       [](bool, bool) {
         return BinarySaves{true, true, true};
       },
@@ -153,7 +161,7 @@ Tensor pow(const Tensor& a_in, const Tensor& b_in) {
 Tensor maximum(const Tensor& a, const Tensor& b) {
   // Saves a and b (which side won, and the ties).
   return binary_differentiable(
-      BinaryOp::Maximum, "maximum", a, b,
+      BinaryOp::Maximum, amp::Op::Maximum, a, b,
       [](bool, bool) {
         return BinarySaves{true, true, false};
       },
@@ -168,7 +176,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 Tensor minimum(const Tensor& a, const Tensor& b) {
   // Saves a and b.
   return binary_differentiable(
-      BinaryOp::Minimum, "minimum", a, b,
+      BinaryOp::Minimum, amp::Op::Minimum, a, b,
       [](bool, bool) {
         return BinarySaves{true, true, false};
       },
@@ -185,14 +193,17 @@ namespace {
 
 // Applies a binary op with a scalar right operand, keeping a's dtype (a float
 // scalar turns an integer tensor into f32, as in PyTorch).
-Tensor binary_with_scalar(BinaryOp op, const char* name, const Tensor& a, double b, bool scalar_first = false) {
+Tensor binary_with_scalar(BinaryOp op, amp::Op policy, const Tensor& a_in, double b, bool scalar_first = false) {
+  const autograd::CastInputs in = autograd::autocast_inputs(policy, {a_in});
+  const Tensor& a = in[0];
+  const char* name = in.name();
   const bool integral_scalar = std::nearbyint(b) == b;
   DType dtype = is_floating(a.dtype()) || integral_scalar ? a.dtype() : kF32;
   if (op == BinaryOp::Div && !is_floating(dtype)) dtype = kF32;
   const Tensor s = autograd::scalar_operand(b, a);
   Tensor out = scalar_first ? run_binary(op, name, s, a, dtype) : run_binary(op, name, a, s, dtype);
   if (!autograd::needs_grad({a})) return out;
-  return record(name, out, {a}, [op, b, scalar_first](const Tensor& g) -> std::vector<Tensor> {
+  return record(in, out, [op, b, scalar_first](const Tensor& g) -> std::vector<Tensor> {
     switch (op) {
       case BinaryOp::Add: return {g};
       case BinaryOp::Sub: return {scalar_first ? neg(g) : g};
@@ -205,42 +216,36 @@ Tensor binary_with_scalar(BinaryOp op, const char* name, const Tensor& a, double
 
 }  // namespace
 
-Tensor add(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Add, "add", a, b); }
-Tensor sub(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Sub, "sub", a, b); }
-Tensor mul(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Mul, "mul", a, b); }
-Tensor div(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Div, "div", a, b); }
-Tensor rsub(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Sub, "rsub", a, b, true); }
+Tensor add(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Add, amp::Op::Add, a, b); }
+Tensor sub(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Sub, amp::Op::Sub, a, b); }
+Tensor mul(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Mul, amp::Op::Mul, a, b); }
+Tensor div(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Div, amp::Op::Div, a, b); }
+Tensor rsub(const Tensor& a, double b) { return binary_with_scalar(BinaryOp::Sub, amp::Op::Rsub, a, b, true); }
 Tensor pow(const Tensor& a, double exponent) {
-  return unary_differentiable(UnaryOp::PowScalar, "pow", autograd::autocast_input(amp::Op::Pow, a), {exponent, 0});
+  return unary_differentiable(UnaryOp::PowScalar, amp::Op::Pow, a, {exponent, 0});
 }
 
 // ---------------------------------------------------------------- unary math and activations
 
-Tensor neg(const Tensor& x) { return unary_differentiable(UnaryOp::Neg, "neg", x, {}, x.dtype()); }
-Tensor exp(const Tensor& x) {
-  return unary_differentiable(UnaryOp::Exp, "exp", autograd::autocast_input(amp::Op::Exp, x));
+Tensor neg(const Tensor& x) { return unary_differentiable(UnaryOp::Neg, amp::Op::Neg, x, {}, /*keep_dtype=*/true); }
+Tensor exp(const Tensor& x) { return unary_differentiable(UnaryOp::Exp, amp::Op::Exp, x); }
+Tensor log(const Tensor& x) { return unary_differentiable(UnaryOp::Log, amp::Op::Log, x); }
+Tensor sqrt(const Tensor& x) { return unary_differentiable(UnaryOp::Sqrt, amp::Op::Sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary_differentiable(UnaryOp::Rsqrt, amp::Op::Rsqrt, x); }
+Tensor abs(const Tensor& x) { return unary_differentiable(UnaryOp::Abs, amp::Op::Abs, x, {}, /*keep_dtype=*/true); }
+Tensor sign(const Tensor& x) { return unary_differentiable(UnaryOp::Sign, amp::Op::Sign, x, {}, /*keep_dtype=*/true); }
+Tensor reciprocal(const Tensor& x) { return unary_differentiable(UnaryOp::Reciprocal, amp::Op::Reciprocal, x); }
+Tensor square(const Tensor& x) {
+  return unary_differentiable(UnaryOp::Square, amp::Op::Square, x, {}, /*keep_dtype=*/true);
 }
-Tensor log(const Tensor& x) {
-  return unary_differentiable(UnaryOp::Log, "log", autograd::autocast_input(amp::Op::Log, x));
-}
-Tensor sqrt(const Tensor& x) { return unary_differentiable(UnaryOp::Sqrt, "sqrt", x); }
-Tensor rsqrt(const Tensor& x) {
-  return unary_differentiable(UnaryOp::Rsqrt, "rsqrt", autograd::autocast_input(amp::Op::Rsqrt, x));
-}
-Tensor abs(const Tensor& x) { return unary_differentiable(UnaryOp::Abs, "abs", x, {}, x.dtype()); }
-Tensor sign(const Tensor& x) { return unary_differentiable(UnaryOp::Sign, "sign", x, {}, x.dtype()); }
-Tensor reciprocal(const Tensor& x) {
-  return unary_differentiable(UnaryOp::Reciprocal, "reciprocal", autograd::autocast_input(amp::Op::Reciprocal, x));
-}
-Tensor square(const Tensor& x) { return unary_differentiable(UnaryOp::Square, "square", x, {}, x.dtype()); }
-Tensor relu(const Tensor& x) { return unary_differentiable(UnaryOp::Relu, "relu", x, {}, x.dtype()); }
-Tensor silu(const Tensor& x) { return unary_differentiable(UnaryOp::Silu, "silu", x); }
-Tensor tanh(const Tensor& x) { return unary_differentiable(UnaryOp::Tanh, "tanh", x); }
-Tensor sigmoid(const Tensor& x) { return unary_differentiable(UnaryOp::Sigmoid, "sigmoid", x); }
+Tensor relu(const Tensor& x) { return unary_differentiable(UnaryOp::Relu, amp::Op::Relu, x, {}, /*keep_dtype=*/true); }
+Tensor silu(const Tensor& x) { return unary_differentiable(UnaryOp::Silu, amp::Op::Silu, x); }
+Tensor tanh(const Tensor& x) { return unary_differentiable(UnaryOp::Tanh, amp::Op::Tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary_differentiable(UnaryOp::Sigmoid, amp::Op::Sigmoid, x); }
 
 Tensor gelu(const Tensor& x, GeluApproximation approximation) {
-  return approximation == GeluApproximation::Tanh ? unary_differentiable(UnaryOp::GeluTanh, "gelu", x)
-                                                  : unary_differentiable(UnaryOp::GeluErf, "gelu", x);
+  return approximation == GeluApproximation::Tanh ? unary_differentiable(UnaryOp::GeluTanh, amp::Op::Gelu, x)
+                                                  : unary_differentiable(UnaryOp::GeluErf, amp::Op::Gelu, x);
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
@@ -248,7 +253,7 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   const double lo = min.value_or(-std::numeric_limits<double>::infinity());
   const double hi = max.value_or(std::numeric_limits<double>::infinity());
   MT_CHECK(!(lo > hi), "clamp: min {} is greater than max {}", lo, hi);
-  return unary_differentiable(UnaryOp::Clamp, "clamp", x, {lo, hi}, x.dtype());
+  return unary_differentiable(UnaryOp::Clamp, amp::Op::Clamp, x, {lo, hi}, /*keep_dtype=*/true);
 }
 
 // ---------------------------------------------------------------- comparisons and selection
@@ -266,15 +271,17 @@ Tensor le(const Tensor& a, double b) { return le(a, autograd::scalar_operand(b, 
 Tensor gt(const Tensor& a, double b) { return gt(a, autograd::scalar_operand(b, a)); }
 Tensor ge(const Tensor& a, double b) { return ge(a, autograd::scalar_operand(b, a)); }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   MT_CHECK(cond.dtype() == kBool, "where: condition must be a bool tensor, got {}", cond.dtype());
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::Where, {a_in, b_in});
+  const Tensor &a = in[0], &b = in[1];
   autograd::check_same_device("where", cond, a);
   autograd::check_same_device("where", a, b);
   const Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
   Tensor out = empty(shape, promote_types(a.dtype(), b.dtype()), a.device());
   kernels::where(broadcast_view(cond, shape), broadcast_view(a, shape), broadcast_view(b, shape), out);
   if (!autograd::needs_grad({a, b})) return out;
-  return record("where", out, {a, b},
+  return record(in, out,
                 [sc = save(cond), a_shape = a.sizes(), b_shape = b.sizes()](const Tensor& g) -> std::vector<Tensor> {
                   const Tensor zero = zeros({}, g.dtype(), g.device());
                   const Tensor c = sc.get();

@@ -27,7 +27,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, a.dtype(), a.device());
   kernels::bmm(a, b, out);
   if (!autograd::needs_grad({a, b})) return out;
-  return record("bmm", out, {a, b},
+  return record(in, out,
                 [sa = save(a), sb = save(b), need_a = autograd::needs_grad({a}),
                  need_b = autograd::needs_grad({b})](const Tensor& g) -> std::vector<Tensor> {
                   // dA = dC @ B^T, dB = A^T @ dC (transposes are free views for the kernel)
@@ -104,7 +104,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   const Tensor out = out2.reshape(out_shape);
   if (!autograd::needs_grad({x, weight, bias})) return out;
   // Saves x (as [M, K]), the weight, and the output only when the ReLU is fused.
-  return record("linear", out, {x, weight, bias},
+  return record(in, out,
                 [sx = save(x2), sw = save(weight), sy = save(relu ? out2 : Tensor()), x_shape = x.sizes(), m, n,
                  has_bias = bias.defined(), need_x = autograd::needs_grad({x}), need_w = autograd::needs_grad({weight}),
                  need_b = autograd::needs_grad({bias})](const Tensor& g) -> std::vector<Tensor> {

@@ -20,7 +20,9 @@ namespace {
 
 // The softmax kernels work on the last dim: swap `dim` there (a free view),
 // compute into a contiguous buffer, and swap back.
-Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* name) {
+Tensor softmax_impl(const autograd::CastInputs& in, int64_t dim, bool log) {
+  const Tensor& x = in[0];
+  const char* name = in.name();
   autograd::check_floating(name, x);
   const int64_t d = wrap_dim(dim, x.dim(), name);
   const int64_t last = std::max<int64_t>(x.dim() - 1, 0);
@@ -29,7 +31,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* name) {
   kernels::softmax_forward(xt, yt, log);
   Tensor y = x.dim() == 0 ? yt : yt.transpose(d, last);
   if (!autograd::needs_grad({x})) return y;
-  return record(name, y, {x}, [syt = save(yt), d, last, log, scalar = x.dim() == 0](const Tensor& g) {
+  return record(in, y, [syt = save(yt), d, last, log, scalar = x.dim() == 0](const Tensor& g) {
     const Tensor yt_ = syt.get();
     const Tensor gt = scalar ? g : g.transpose(d, last);
     Tensor dxt = empty(yt_.sizes(), yt_.dtype(), yt_.device());
@@ -41,10 +43,10 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* name) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
-  return softmax_impl(autograd::autocast_input(amp::Op::Softmax, x), dim, false, "softmax");
+  return softmax_impl(autograd::autocast_inputs(amp::Op::Softmax, {x}), dim, false);
 }
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  return softmax_impl(autograd::autocast_input(amp::Op::LogSoftmax, x), dim, true, "log_softmax");
+  return softmax_impl(autograd::autocast_inputs(amp::Op::LogSoftmax, {x}), dim, true);
 }
 
 // ---------------------------------------------------------------- layer_norm
@@ -74,7 +76,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   Tensor rstd = empty({rows}, stats_dtype, x.device());
   kernels::layer_norm_forward(x, weight, bias, eps, y, mean, rstd);
   if (!autograd::needs_grad({x, weight, bias})) return y;
-  return record("layer_norm", y, {x, weight, bias},
+  return record(in, y,
                 [sx = save(x), sw = save(weight), smean = save(mean), srstd = save(rstd), nshape = normalized_shape,
                  bias_dtype = bias.defined() ? bias.dtype() : x.dtype(),
                  has_bias = bias.defined()](const Tensor& g) -> std::vector<Tensor> {
@@ -90,7 +92,8 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
 // ---------------------------------------------------------------- losses
 
 Tensor cross_entropy(const Tensor& logits_uncast, const Tensor& target_in, const CrossEntropyOptions& options) {
-  const Tensor logits_in = autograd::autocast_input(amp::Op::CrossEntropy, logits_uncast);
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::CrossEntropy, {logits_uncast});
+  const Tensor& logits_in = in[0];
   autograd::check_floating("cross_entropy", logits_in);
   autograd::check_index_tensor("cross_entropy", target_in);
   autograd::check_same_device("cross_entropy", logits_in, target_in);
@@ -131,7 +134,7 @@ Tensor cross_entropy(const Tensor& logits_uncast, const Tensor& target_in, const
   if (!autograd::needs_grad({logits_in})) return out;
   // Saves the logits (in the dtype the op ran in), the targets, each row's
   // log-sum-exp and, for a mean, the device-side count.
-  return record("cross_entropy", out, {logits_in},
+  return record(in, out,
                 [sl = save(logits), st = save(target), slse = save(lse), args, reduction = options.reduction,
                  sc = save(counted), n, in_shape = logits_in.sizes()](const Tensor& g) -> std::vector<Tensor> {
                   const Tensor logits_ = sl.get();
@@ -177,9 +180,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   }
 }
 
-Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
+Tensor dropout(const Tensor& x_in, double p, bool training, Generator* generator) {
   MT_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
-  if (!training || p == 0) return x;
+  if (!training || p == 0) return x_in;
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::Dropout, {x_in});
+  const Tensor& x = in[0];
   autograd::check_floating("dropout", x);
   MT_CHECK(!graph_capture_active(),
            "dropout cannot be captured in a CUDA graph yet: its random offset is drawn on the host, so every replay "
@@ -190,7 +195,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   Tensor mask = empty(x.sizes(), kU8, x.device());
   kernels::dropout_forward(x, out, mask, {p, s.seed, s.offset});
   if (!autograd::needs_grad({x})) return out;
-  return record("dropout", out, {x}, [smask = save(mask), p](const Tensor& g) -> std::vector<Tensor> {
+  return record(in, out, [smask = save(mask), p](const Tensor& g) -> std::vector<Tensor> {
     const Tensor m = smask.get();
     Tensor gx = empty(g.sizes(), g.dtype(), g.device());
     kernels::dropout_backward(g, m, gx, p);

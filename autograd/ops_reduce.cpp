@@ -17,8 +17,8 @@ using kernels::ReduceOp;
 namespace {
 
 struct ReductionPlan {
-  Shape reduced;        // sorted dims being reduced
-  Tensor rows_view;     // input permuted to [kept..., reduced...]
+  Shape reduced;     // sorted dims being reduced
+  Tensor rows_view;  // input permuted to [kept..., reduced...]
   int64_t rows = 1, cols = 1;
   Shape out_shape;      // with or without the reduced dims
   Shape keepdim_shape;  // reduced dims kept as 1
@@ -67,11 +67,12 @@ Tensor reduce(ReduceOp op, const Tensor& x, const ReductionPlan& p, DType dtype,
 }  // namespace
 
 Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim) {
-  const Tensor x = autograd::autocast_input(amp::Op::Sum, x_in);
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::Sum, {x_in});
+  const Tensor& x = in[0];
   const ReductionPlan p = plan_reduction(x, dims, keepdim, "sum");
   Tensor out = reduce(ReduceOp::Sum, x, p, sum_result_type(x.dtype()));
   if (!autograd::needs_grad({x})) return out;
-  return record("sum", out, {x}, [kd = p.keepdim_shape, shape = x.sizes()](const Tensor& g) -> std::vector<Tensor> {
+  return record(in, out, [kd = p.keepdim_shape, shape = x.sizes()](const Tensor& g) -> std::vector<Tensor> {
     return {expand_grad(g, kd, shape)};
   });
 }
@@ -79,26 +80,27 @@ Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim) {
 Tensor sum(const Tensor& x) { return sum(x, {}, false); }
 
 Tensor mean(const Tensor& x_in, const Shape& dims, bool keepdim) {
-  const Tensor x = autograd::autocast_input(amp::Op::Mean, x_in);
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::Mean, {x_in});
+  const Tensor& x = in[0];
   autograd::check_floating("mean", x);
   const ReductionPlan p = plan_reduction(x, dims, keepdim, "mean");
   Tensor out = reduce(ReduceOp::Mean, x, p, x.dtype());
   if (!autograd::needs_grad({x})) return out;
-  return record("mean", out, {x},
-                [kd = p.keepdim_shape, shape = x.sizes(), n = p.cols](const Tensor& g) -> std::vector<Tensor> {
-                  return {expand_grad(div(g, static_cast<double>(n)), kd, shape)};
-                });
+  return record(in, out, [kd = p.keepdim_shape, shape = x.sizes(), n = p.cols](const Tensor& g) -> std::vector<Tensor> {
+    return {expand_grad(div(g, static_cast<double>(n)), kd, shape)};
+  });
 }
 
 Tensor mean(const Tensor& x) { return mean(x, {}, false); }
 
 Tensor var(const Tensor& x_in, const Shape& dims, double correction, bool keepdim) {
-  const Tensor x = autograd::autocast_input(amp::Op::Var, x_in);
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::Var, {x_in});
+  const Tensor& x = in[0];
   autograd::check_floating("var", x);
   const ReductionPlan p = plan_reduction(x, dims, keepdim, "var");
   Tensor out = reduce(ReduceOp::Var, x, p, x.dtype(), correction);
   if (!autograd::needs_grad({x})) return out;
-  return record("var", out, {x},
+  return record(in, out,
                 [sx = save(x), kd = p.keepdim_shape, reduced = p.reduced, n = p.cols,
                  correction](const Tensor& g) -> std::vector<Tensor> {
                   // d var / dx_i = 2 (x_i - mean) / (n - correction)
@@ -113,14 +115,17 @@ Tensor var(const Tensor& x) { return var(x, {}, 1.0, false); }
 
 namespace {
 
-ValuesIndices extreme(ReduceOp op, const char* name, const Tensor& x, int64_t dim, bool keepdim) {
+ValuesIndices extreme(ReduceOp op, amp::Op policy, const Tensor& x_in, int64_t dim, bool keepdim) {
+  const autograd::CastInputs in = autograd::autocast_inputs(policy, {x_in});
+  const Tensor& x = in[0];
+  const char* name = in.name();
   const int64_t d = wrap_dim(dim, x.dim(), name);
   const ReductionPlan p = plan_reduction(x, {d}, keepdim, name);
   Tensor values = empty(p.out_shape, x.dtype(), x.device());
   Tensor indices = empty(p.out_shape, kI64, x.device());
   kernels::reduce_rows_with_index(op, p.rows_view, values, indices, {p.rows, p.cols});
   if (autograd::needs_grad({x})) {
-    record(name, values, {x},
+    record(in, values,
            [si = save(indices), kd = p.keepdim_shape, shape = x.sizes(), dtype = x.dtype(),
             d](const Tensor& g) -> std::vector<Tensor> {
              // The gradient flows to the selected element of each row only.
@@ -134,8 +139,12 @@ ValuesIndices extreme(ReduceOp op, const char* name, const Tensor& x, int64_t di
 
 }  // namespace
 
-ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) { return extreme(ReduceOp::Max, "max", x, dim, keepdim); }
-ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) { return extreme(ReduceOp::Min, "min", x, dim, keepdim); }
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme(ReduceOp::Max, amp::Op::Max, x, dim, keepdim);
+}
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme(ReduceOp::Min, amp::Op::Min, x, dim, keepdim);
+}
 
 Tensor max(const Tensor& x) {
   MT_CHECK(x.numel() > 0, "max: cannot take the max of an empty tensor");

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "autograd/autocast_cast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 #include "core/caching_allocator.h"
@@ -21,7 +22,7 @@ namespace {
 template <typename Rule>
 Tensor record_view(const char* name, const Tensor& input, const Tensor& view, Rule rule) {
   if (!autograd::needs_grad({input})) return view;
-  return record(
+  return autograd::record_node(
       name, view, {input}, [rule](const Tensor& g) -> std::vector<Tensor> { return {rule(g)}; },
       /*saves_tensors=*/false);
 }
@@ -252,7 +253,9 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
 
 // ---------------------------------------------------------------- cat / stack / split
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim) {
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::Cat, tensors_in);
+  const std::vector<Tensor>& tensors = in.tensors();
   MT_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
   const Tensor& first = tensors.front();
   const int64_t d = wrap_dim(dim, first.dim(), "cat");
@@ -283,7 +286,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     at += t.size(d);
   }
   if (!autograd::needs_grad(tensors)) return out;
-  return record("cat", out, tensors, [lengths, d](const Tensor& g) { return split(g, lengths, d); });
+  return record(in, out, [lengths, d](const Tensor& g) { return split(g, lengths, d); });
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
@@ -324,7 +327,9 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 
 // ---------------------------------------------------------------- index_select / gather
 
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+Tensor index_select(const Tensor& x_in, int64_t dim, const Tensor& index) {
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::IndexSelect, {x_in});
+  const Tensor& x = in[0];
   autograd::check_index_tensor("index_select", index);
   autograd::check_same_device("index_select", x, index);
   MT_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got {}", index.shape_string());
@@ -339,7 +344,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = empty(shape, x.dtype(), x.device());
   kernels::index_select(x, d, index, out);
   if (!autograd::needs_grad({x})) return out;
-  return record("index_select", out, {x},
+  return record(in, out,
                 [si = save(index), d, in = x.sizes(), dtype = x.dtype()](const Tensor& g) -> std::vector<Tensor> {
                   Tensor gx = zeros(in, dtype, g.device());
                   kernels::index_add(gx, d, si.get(), g);  // deterministic accumulation of repeated indices
@@ -347,7 +352,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
                 });
 }
 
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+Tensor gather(const Tensor& x_in, int64_t dim, const Tensor& index) {
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::Gather, {x_in});
+  const Tensor& x = in[0];
   autograd::check_index_tensor("gather", index);
   autograd::check_same_device("gather", x, index);
   const int64_t d = wrap_dim(dim, x.dim(), "gather");
@@ -360,7 +367,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = empty(index.sizes(), x.dtype(), x.device());
   kernels::gather(x, d, index, out);
   if (!autograd::needs_grad({x})) return out;
-  return record("gather", out, {x},
+  return record(in, out,
                 [si = save(index), d, in = x.sizes(), dtype = x.dtype()](const Tensor& g) -> std::vector<Tensor> {
                   Tensor gx = zeros(in, dtype, g.device());
                   kernels::scatter_add(gx, d, si.get(), g);
