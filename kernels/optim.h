@@ -57,6 +57,15 @@ inline float* f32_pointer(const Tensor& t, const char* what) {
   return static_cast<float*>(t.data_ptr());
 }
 
+// Optimizer state is f32, or (pure low precision, no master) the parameter's dtype.
+inline void* state_pointer(const Tensor& t, const ParamSlot& s) {
+  if (!t.defined()) return nullptr;
+  const bool pure_low = !s.master.defined() && t.dtype() == s.param.dtype();
+  MT_CHECK(t.dtype() == kF32 || pure_low,
+           "fused optimizer: optimizer state must be f32 or the parameter's dtype, got {}", t.dtype());
+  return t.data_ptr();
+}
+
 // The slots as the multi-tensor kernels see them (contiguous, f32 state),
 // with each slot's first Philox block for stochastic rounding.
 struct DeviceSlots {
@@ -75,8 +84,9 @@ struct DeviceSlots {
       r.grad = grad.data_ptr();
       r.grad_dtype = static_cast<DTypeCode>(grad.dtype());
       r.master = f32_pointer(staging.stage(s.master, true), "the master copy");
-      r.state1 = f32_pointer(staging.stage(s.state1, true), "optimizer state");
-      r.state2 = f32_pointer(staging.stage(s.state2, true), "optimizer state");
+      r.state1 = state_pointer(staging.stage(s.state1, true), s);
+      r.state2 = state_pointer(staging.stage(s.state2, true), s);
+      r.state_dtype = static_cast<DTypeCode>(s.state1.defined() ? s.state1.dtype() : kF32);
       r.step = f32_pointer(s.step, "the step counter");
       r.numel = s.param.numel();
       r.stochastic_bf16 = rounding.enabled && s.master.defined() && s.param.dtype() == kBF16;

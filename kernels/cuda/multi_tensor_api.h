@@ -22,9 +22,12 @@ struct OptimSlotRef {
   const void* grad = nullptr;
   DTypeCode grad_dtype = DTypeCode::F32;
   float* master = nullptr;  // f32 master weights, or null: the update reads and writes `param`
-  float* state1 = nullptr;  // exp_avg / momentum buffer (null: SGD without momentum)
-  float* state2 = nullptr;  // exp_avg_sq
-  float* step = nullptr;    // f32 [1]
+  void* state1 = nullptr;   // exp_avg / momentum buffer (null: SGD without momentum)
+  void* state2 = nullptr;   // exp_avg_sq
+  // f32, or the parameter's f16/bf16 for a pure low-precision optimizer (no
+  // master weights: the state lives in the parameter's dtype, as in PyTorch).
+  DTypeCode state_dtype = DTypeCode::F32;
+  float* step = nullptr;  // f32 [1]
   std::int64_t numel = 0;
   bool stochastic_bf16 = false;    // write param from master by stochastic rounding
   std::uint64_t philox_block = 0;  // first Philox block of this parameter's rounding bits

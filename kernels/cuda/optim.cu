@@ -114,11 +114,12 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
   const float unscale = inv_scale != nullptr ? *inv_scale : 1.0f;
   const float t = *s.step;
   for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    float w = read_weight(s, i), m = s.state1[i], v = s.state2[i];
+    float w = read_weight(s, i);
+    float m = load_as<float>(s.state1, s.state_dtype, i), v = load_as<float>(s.state2, s.state_dtype, i);
     const float g = load_as<float>(s.grad, s.grad_dtype, i) * unscale;
-    kernels::adamw_update(w, m, v, g, t, args);
-    s.state1[i] = m;
-    s.state2[i] = v;
+    kernels::adamw_update(w, m, v, g, t, args);  // in f32 registers; rounded once on store
+    store_as<float>(s.state1, s.state_dtype, i, m);
+    store_as<float>(s.state2, s.state_dtype, i, v);
     write_weight(s, i, w, seed);
   }
 }
@@ -135,10 +136,10 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
   const bool first = *s.step == 1.0f;
   for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     float w = read_weight(s, i);
-    float buf = s.state1 != nullptr ? s.state1[i] : 0.0f;
+    float buf = s.state1 != nullptr ? load_as<float>(s.state1, s.state_dtype, i) : 0.0f;
     const float g = load_as<float>(s.grad, s.grad_dtype, i) * unscale;
     kernels::sgd_update(w, buf, g, first, args);
-    if (s.state1 != nullptr) s.state1[i] = buf;
+    if (s.state1 != nullptr) store_as<float>(s.state1, s.state_dtype, i, buf);
     write_weight(s, i, w, seed);
   }
 }

@@ -108,6 +108,41 @@ TEST_CASE("each f32 weight is cast once per outermost region, then the cache cle
   }
 }
 
+// Catches: a weight-cast cache that never hands a cast back (every use
+// casts again: one cast node and one f16 copy of the weight per use, yet the
+// cache still fills), and one that outlives its region (the next region
+// would use the cast of a weight the optimizer has since changed).
+TEST_CASE("the weight cast is shared within a region and made anew in the next", "[autocast][cache]") {
+  for (Device device : {kCPU, test::kCudaPath}) {
+    INFO("device " << device.str());
+    const Tensor w = param({4, 4}, 7).detach().to(device).requires_grad_();
+    const Tensor x = param({2, 4}, 8).detach().to(device);
+    Tensor first;
+    {
+      Autocast guard(device, kF16);
+      first = linear(x, w);
+      const Tensor second = linear(x, w);
+      // linear's inputs are (x, w, bias): edge 1 leads to the cast of w.
+      const autograd::Node* cast_first = first.grad_fn()->next_edges()[1].node.get();
+      const autograd::Node* cast_second = second.grad_fn()->next_edges()[1].node.get();
+      REQUIRE(cast_first != nullptr);
+      CHECK(cast_first->name() == "to");
+      CHECK(cast_first == cast_second);
+    }
+    {
+      NoGradGuard no_grad;
+      copy_(w, mul(w, 2.0));  // what an optimizer step does between regions
+    }
+    Autocast guard(device, kF16);
+    const Tensor after = linear(x, w);
+    CHECK(after.grad_fn()->next_edges()[1].node.get() != first.grad_fn()->next_edges()[1].node.get());
+    const std::vector<double> before_values = first.detach().to(kF32).to(kCPU).to_vector();
+    const std::vector<double> after_values = after.detach().to(kF32).to(kCPU).to_vector();
+    for (size_t i = 0; i < before_values.size(); ++i)
+      CHECK(after_values[i] == Approx(2 * before_values[i]).margin(1e-2));
+  }
+}
+
 TEST_CASE("the policy table lists each op once", "[autocast]") {
   std::set<std::string_view> names;
   for (const auto& row : amp::autocast_policy_table()) CHECK(names.insert(row.name).second);

@@ -99,6 +99,42 @@ TEST_CASE("AdamW state dtypes follow the precision mode", "[optim][precision]") 
   CHECK(b.state_dict().at("state.0.exp_avg").dtype() == kBF16);
 }
 
+// Catches: a pure low-precision optimizer (f16/bf16 parameters, no master
+// weights, state in the parameter's dtype, as PyTorch's pure-bf16 training)
+// that works on the CPU but is refused by the CUDA path's fused kernels, or
+// that reads its f16/bf16 state there as if it were f32.
+TEST_CASE("a pure low-precision optimizer runs on the CUDA path and matches the CPU", "[optim][precision][sim]") {
+  for (DType dtype : {kF16, kBF16}) {
+    INFO(dtype_name(dtype));
+    std::vector<std::vector<double>> results;
+    for (Device device : {kCPU, kSIM}) {
+      Tensor a = from_vector(std::vector<double>{1.0, -2.0, 0.5, 3.0}, {4}, dtype).to(device).requires_grad_();
+      Tensor b = from_vector(std::vector<double>{0.25, -1.0, 2.0, -0.75}, {4}, dtype).to(device).requires_grad_();
+      optim::AdamW adamw({a}, {.lr = 0.05, .weight_decay = 0.1});
+      optim::SGD sgd({b}, {.lr = 0.1, .momentum = 0.9});
+      for (int step = 0; step < 3; ++step) {
+        a.set_grad(from_vector(std::vector<double>{0.5, -1.0, 0.25 * step, 2.0}, {4}, dtype).to(device));
+        b.set_grad(from_vector(std::vector<double>{-0.5, 1.0, 0.125, -2.0 * step}, {4}, dtype).to(device));
+        adamw.step();
+        sgd.step();
+      }
+      CHECK(adamw.state_dict().at("state.0.exp_avg").dtype() == dtype);
+      std::vector<double> all = a.to(kCPU).to_vector();
+      for (const char* key : {"state.0.exp_avg", "state.0.exp_avg_sq"}) {
+        for (double v : adamw.state_dict().at(key).to(kCPU).to_vector()) all.push_back(v);
+      }
+      for (double v : b.to(kCPU).to_vector()) all.push_back(v);
+      for (double v : sgd.state_dict().at("state.0.momentum_buffer").to(kCPU).to_vector()) all.push_back(v);
+      results.push_back(all);
+    }
+    REQUIRE(results[0].size() == results[1].size());
+    for (size_t i = 0; i < results[0].size(); ++i) {
+      INFO("value " << i);
+      CHECK(results[1][i] == Approx(results[0][i]).epsilon(1e-2).margin(1e-3));
+    }
+  }
+}
+
 TEST_CASE("stochastic rounding keeps bf16 copies unbiased", "[optim][precision]") {
   // 1 + 1e-3 is not a bf16 value (ulp at 1 is 2^-7 = 7.8e-3): nearest rounding
   // always gives 1, stochastic rounding gives 1 + 2^-7 about 1e-3/7.8e-3 of the time.
