@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "amp/grad_state.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "kernels/amp.h"
@@ -20,7 +19,7 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
            options.growth_interval);
 }
 
-GradScaler::~GradScaler() { note_scaler_reset(this); }
+GradScaler::~GradScaler() = default;
 
 void GradScaler::ensure_state(Device device) {
   if (scale_.defined()) {
@@ -35,10 +34,12 @@ void GradScaler::ensure_state(Device device) {
 Tensor GradScaler::scale(const Tensor& loss) {
   if (!options_.enabled) return loss;
   ensure_state(loss.device());
-  note_loss_scaled(this);
-  // The product is recorded on the tape: backward starts from scale * dL.
+  // The product is recorded on the tape: backward starts from scale * dL,
+  // and the gradients it writes carry the mark until unscale_.
   const Tensor factor = loss.dim() == 0 ? scale_.reshape({}) : scale_;
-  return mul(loss.dtype() == kF32 ? loss : loss.to(kF32), factor);
+  Tensor scaled = mul(loss.dtype() == kF32 ? loss : loss.to(kF32), factor);
+  scaled.impl()->loss_scaled = true;
+  return scaled;
 }
 
 GradScaler::PerOptimizer& GradScaler::state_of(const optim::Optimizer& optimizer) { return per_optimizer_[&optimizer]; }
@@ -66,7 +67,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   }
   s.found_inf = zeros({1}, kF32, scale_.device());
   kernels::unscale_and_check_inf(grads, s.found_inf, inverse_scale());
-  note_unscaled(this, optimizer.parameters());
+  for (const Tensor& g : grads) g.impl()->loss_scaled = false;
   s.stage = Stage::Unscaled;
 }
 
@@ -106,7 +107,6 @@ void GradScaler::update() {
                         {options_.growth_factor, options_.backoff_factor, options_.growth_interval, options_.min_scale,
                          options_.max_scale});
   per_optimizer_.clear();
-  note_scaler_reset(this);
   check_for_collapse();
 }
 
@@ -117,7 +117,6 @@ void GradScaler::update(double new_scale) {
   NoGradGuard no_grad;
   fill_(scale_, new_scale);
   per_optimizer_.clear();
-  note_scaler_reset(this);
 }
 
 void GradScaler::check_for_collapse() {

@@ -29,14 +29,18 @@ Tensor add_grads(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
+// `loss_scaled`: the backward started from a GradScaler-scaled loss, so the
+// accumulated gradient is scaled too (TensorImpl::loss_scaled).
+void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad, bool loss_scaled) {
   if (!leaf.grad) {
     // A fresh, contiguous tensor the leaf owns: never alias the graph's buffers.
     Tensor owned = empty(leaf.sizes, leaf.dtype, leaf.device);
     kernels::copy(grad, owned);
     leaf.grad = owned.impl_ptr();
+    leaf.grad->loss_scaled = loss_scaled;
     return;
   }
+  if (loss_scaled) leaf.grad->loss_scaled = true;
   Tensor existing(leaf.grad);
   MT_CHECK(existing.sizes() == grad.sizes(), "backward: accumulated gradient has shape {} but .grad has shape {}",
            grad.shape_string(), existing.shape_string());
@@ -159,7 +163,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   const amp::Autocast no_host_autocast(kCPU, kBF16, /*enabled=*/false);
   const amp::Autocast no_device_autocast(kSIM, kF16, /*enabled=*/false);
   if (!root.grad_fn()) {
-    accumulate_into_leaf(*root.impl(), seed);
+    accumulate_into_leaf(*root.impl(), seed, root.impl()->loss_scaled);
     return;
   }
 
@@ -175,7 +179,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       const Edge& e = node->next_edges()[i];
       if (!grads[i].defined() || !e.connected()) continue;
       if (e.leaf) {
-        accumulate_into_leaf(*e.leaf, grads[i]);
+        accumulate_into_leaf(*e.leaf, grads[i], root.impl()->loss_scaled);
         continue;
       }
       auto [slot, inserted] = pending.try_emplace(e.node.get(), grads[i]);

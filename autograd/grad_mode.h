@@ -32,8 +32,9 @@ class EnableGradGuard {
   bool previous_;
 };
 
-// Inference: no recording, and tensors made inside can never join a graph
-// later (is_inference() lets ops refuse them), like torch.inference_mode.
+// Inference: no recording while it is active, like torch.inference_mode.
+// (Unlike PyTorch, tensors made inside are not marked: they can join a
+// graph later as constants.)
 class InferenceMode {
  public:
   InferenceMode();

@@ -176,7 +176,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
 // weight / bias [C] (optional). Training normalises with the batch mean and biased variance and
 // updates the running buffers in place (not recorded): running = (1 - momentum) * running +
 // momentum * batch statistic, with the unbiased variance. Eval normalises with the running
-// statistics. Statistics are f32 (f64 for f64 input); runs in f32 under autocast.
+// statistics. Statistics are f32 (f64 for f64 input). Under autocast nothing is cast: f16/bf16
+// activations with f32 weight, bias and running statistics give an output in the input's dtype.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = true,
                   double momentum = 0.1, double eps = 1e-5);

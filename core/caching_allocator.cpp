@@ -13,7 +13,7 @@
 #if defined(MT_WITH_CUDA)
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/device_info.h"
+#include "core/device_info.h"
 #endif
 
 namespace mt {

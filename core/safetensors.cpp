@@ -17,9 +17,8 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the format's limit
 
 std::optional<DType> dtype_from_name(const std::string& name) {
-  static const std::map<std::string, DType> names = {{"BOOL", kBool}, {"U8", kU8},   {"I32", kI32},
-                                                      {"I64", kI64},   {"F16", kF16}, {"BF16", kBF16},
-                                                      {"F32", kF32},   {"F64", kF64}};
+  static const std::map<std::string, DType> names = {{"BOOL", kBool}, {"U8", kU8},     {"I32", kI32}, {"I64", kI64},
+                                                     {"F16", kF16},   {"BF16", kBF16}, {"F32", kF32}, {"F64", kF64}};
   auto it = names.find(name);
   return it == names.end() ? std::nullopt : std::optional<DType>(it->second);
 }
@@ -172,8 +171,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
   uint64_t cursor = 0;
   for (const Span& s : spans) {
-    MT_CHECK(s.begin == cursor, "load_safetensors: '{}': tensor '{}' starts at byte {} but the previous one ends at {} "
-             "(a hole or an overlap)", path, s.name, s.begin, cursor);
+    MT_CHECK(s.begin == cursor,
+             "load_safetensors: '{}': tensor '{}' starts at byte {} but the previous one ends at {} "
+             "(a hole or an overlap)",
+             path, s.name, s.begin, cursor);
     cursor = s.end;
   }
   MT_CHECK(cursor == data_size, "load_safetensors: '{}': the tensors cover {} bytes but the file holds {} data bytes",

@@ -72,6 +72,11 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<autograd::Node> grad_fn;
+  // Set on a loss that GradScaler::scale() produced, and on each .grad a
+  // backward from such a loss wrote: they hold scale x dL/dp until unscale_
+  // divides them, and clip_grad_norm_ refuses them until then (clipping
+  // scaled gradients is the most common AMP mistake).
+  bool loss_scaled = false;
 };
 
 class Tensor {
@@ -128,7 +133,10 @@ class Tensor {
   // Shares storage, drops autograd history.
   Tensor detach() const;
 
-  // ---- differentiable methods (defined in autograd/tensor_methods.cpp)
+  // ---- differentiable methods: they record on the tape and run kernels, so
+  // they are defined in the autograd layer (autograd/ops_shape.cpp, backward in
+  // autograd/engine.cpp), the one place core reaches upward (see the note in
+  // CMakeLists.txt).
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   Tensor view(const Shape& shape) const;
   Tensor reshape(const Shape& shape) const;

@@ -43,15 +43,8 @@ inline void unscale_and_check_inf(const std::vector<Tensor>& tensors, const Tens
   }
   auto* flag = static_cast<float*>(found_inf.data_ptr());
   const auto* factor = inv_scale.defined() ? static_cast<const float*>(inv_scale.data_ptr()) : nullptr;
-  if (backend == Backend::Sim) {
-    sim::unscale_and_check_inf(refs.data(), static_cast<int>(refs.size()), flag, factor,
-                               launch_stream(found_inf.device()));
-  } else {
-    [&] {
-      MT_CUDA_CALL(unscale_and_check_inf(refs.data(), static_cast<int>(refs.size()), flag, factor,
-                                         launch_stream(found_inf.device())));
-    }();
-  }
+  MT_DEVICE_CALL(backend, unscale_and_check_inf, refs.data(), static_cast<int>(refs.size()), flag, factor,
+                 launch_stream(found_inf.device()));
   staging.write_back();
   for (const Tensor& t : tensors) mark_written(t);
   mark_written(found_inf);
@@ -70,15 +63,8 @@ inline void update_scale(const Tensor& scale, const Tensor& growth_tracker, cons
   auto* s = static_cast<float*>(scale.data_ptr());
   auto* tracker = static_cast<int32_t*>(growth_tracker.data_ptr());
   const auto* flag = static_cast<const float*>(found_inf.data_ptr());
-  if (backend == Backend::Sim) {
-    sim::update_scale(s, tracker, flag, args.growth_factor, args.backoff_factor, args.growth_interval, args.min_scale,
-                      args.max_scale, launch_stream(scale.device()));
-  } else {
-    [&] {
-      MT_CUDA_CALL(update_scale(s, tracker, flag, args.growth_factor, args.backoff_factor, args.growth_interval,
-                                args.min_scale, args.max_scale, launch_stream(scale.device())));
-    }();
-  }
+  MT_DEVICE_CALL(backend, update_scale, s, tracker, flag, args.growth_factor, args.backoff_factor, args.growth_interval,
+                 args.min_scale, args.max_scale, launch_stream(scale.device()));
   mark_written(scale);
   mark_written(growth_tracker);
 }

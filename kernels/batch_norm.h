@@ -65,17 +65,9 @@ inline void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tens
   const Tensor vy = output_buffer(y, dtype), vmean = output_buffer(save_mean, acc),
                vinvstd = output_buffer(save_invstd, acc);
   const Stream stream = launch_stream(y.device());
-  [&] {
-    if (backend == Backend::Sim) {
-      return ::mt::sim::batch_norm_forward(kd, vx.data_ptr(), data_or_null(vw), data_or_null(vb),
-                                           mutable_data_or_null(rm), mutable_data_or_null(rv), args.training,
-                                           args.momentum, args.eps, vy.data_ptr(), vmean.data_ptr(), vinvstd.data_ptr(),
-                                           L.n, L.c, L.s, stream);
-    }
-    MT_CUDA_CALL(batch_norm_forward(kd, vx.data_ptr(), data_or_null(vw), data_or_null(vb), mutable_data_or_null(rm),
-                                    mutable_data_or_null(rv), args.training, args.momentum, args.eps, vy.data_ptr(),
-                                    vmean.data_ptr(), vinvstd.data_ptr(), L.n, L.c, L.s, stream));
-  }();
+  MT_DEVICE_CALL(backend, batch_norm_forward, kd, vx.data_ptr(), data_or_null(vw), data_or_null(vb),
+                 mutable_data_or_null(rm), mutable_data_or_null(rv), args.training, args.momentum, args.eps,
+                 vy.data_ptr(), vmean.data_ptr(), vinvstd.data_ptr(), L.n, L.c, L.s, stream);
   finish_output(vy, y);
   finish_output(vmean, save_mean);
   finish_output(vinvstd, save_invstd);
@@ -101,17 +93,9 @@ inline void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor&
   const Tensor vdx = output_buffer(dx, dtype), vdw = output_buffer(dweight, acc), vdb = output_buffer(dbias, acc);
   const Tensor sums = empty({2 * L.c}, acc, x.device());
   const Stream stream = launch_stream(x.device());
-  [&] {
-    if (backend == Backend::Sim) {
-      return ::mt::sim::batch_norm_backward(kd, vdy.data_ptr(), vx.data_ptr(), data_or_null(vw), vmean.data_ptr(),
-                                            vinvstd.data_ptr(), training, mutable_data_or_null(vdx),
-                                            mutable_data_or_null(vdw), mutable_data_or_null(vdb), sums.data_ptr(), L.n,
-                                            L.c, L.s, stream);
-    }
-    MT_CUDA_CALL(batch_norm_backward(kd, vdy.data_ptr(), vx.data_ptr(), data_or_null(vw), vmean.data_ptr(),
-                                     vinvstd.data_ptr(), training, mutable_data_or_null(vdx), mutable_data_or_null(vdw),
-                                     mutable_data_or_null(vdb), sums.data_ptr(), L.n, L.c, L.s, stream));
-  }();
+  MT_DEVICE_CALL(backend, batch_norm_backward, kd, vdy.data_ptr(), vx.data_ptr(), data_or_null(vw), vmean.data_ptr(),
+                 vinvstd.data_ptr(), training, mutable_data_or_null(vdx), mutable_data_or_null(vdw),
+                 mutable_data_or_null(vdb), sums.data_ptr(), L.n, L.c, L.s, stream);
   finish_output(vdx, dx);
   finish_output(vdw, dweight);
   finish_output(vdb, dbias);

@@ -130,14 +130,8 @@ inline void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& 
   } else {
     const Tensor col = empty({conv2d_forward_col_elements(shape)}, dtype, y.device());
     const Tensor packed = bias.defined() ? empty({conv2d_forward_weight_elements(shape)}, dtype, y.device()) : Tensor();
-    [&] {
-      if (backend == Backend::Sim) {
-        return ::mt::sim::conv2d_forward(kd, vx.data_ptr(), vw.data_ptr(), data_or_null(vb), vy.data_ptr(), shape,
-                                         col.data_ptr(), mutable_data_or_null(packed), stream);
-      }
-      MT_CUDA_CALL(conv2d_forward(kd, vx.data_ptr(), vw.data_ptr(), data_or_null(vb), vy.data_ptr(), shape,
-                                  col.data_ptr(), mutable_data_or_null(packed), stream));
-    }();
+    MT_DEVICE_CALL(backend, conv2d_forward, kd, vx.data_ptr(), vw.data_ptr(), data_or_null(vb), vy.data_ptr(), shape,
+                   col.data_ptr(), mutable_data_or_null(packed), stream);
   }
   finish_output(vy, y);
 }
@@ -178,17 +172,9 @@ inline void conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& wei
     const Tensor col =
         dx.defined() || dweight.defined() ? empty({conv2d_backward_col_elements(shape)}, dtype, device) : Tensor();
     const Tensor dy_t = dweight.defined() ? empty({conv2d_backward_dy_elements(shape)}, dtype, device) : Tensor();
-    [&] {
-      if (backend == Backend::Sim) {
-        return ::mt::sim::conv2d_backward(kd, vdy.data_ptr(), data_or_null(vx), data_or_null(vw),
-                                          mutable_data_or_null(vdx), mutable_data_or_null(vdw),
-                                          mutable_data_or_null(vdb), shape, mutable_data_or_null(col),
-                                          mutable_data_or_null(dy_t), stream);
-      }
-      MT_CUDA_CALL(conv2d_backward(kd, vdy.data_ptr(), data_or_null(vx), data_or_null(vw), mutable_data_or_null(vdx),
-                                   mutable_data_or_null(vdw), mutable_data_or_null(vdb), shape,
-                                   mutable_data_or_null(col), mutable_data_or_null(dy_t), stream));
-    }();
+    MT_DEVICE_CALL(backend, conv2d_backward, kd, vdy.data_ptr(), data_or_null(vx), data_or_null(vw),
+                   mutable_data_or_null(vdx), mutable_data_or_null(vdw), mutable_data_or_null(vdb), shape,
+                   mutable_data_or_null(col), mutable_data_or_null(dy_t), stream);
   }
   finish_output(vdx, dx);
   finish_output(vdw, dweight);

@@ -50,14 +50,8 @@ inline void cross_entropy_forward(const Tensor& logits, const Tensor& target, co
   const Tensor vloss = output_buffer(loss, acc), vlse = output_buffer(lse, acc);
   const Stream stream = launch_stream(loss.device());
   const auto* labels = static_cast<const int64_t*>(t.data_ptr());
-  [&] {
-    if (backend == Backend::Sim) {
-      return ::mt::sim::cross_entropy_forward(kd, x.data_ptr(), labels, vloss.data_ptr(), vlse.data_ptr(), rows,
-                                              classes, args.ignore_index, args.label_smoothing, stream);
-    }
-    MT_CUDA_CALL(cross_entropy_forward(kd, x.data_ptr(), labels, vloss.data_ptr(), vlse.data_ptr(), rows, classes,
-                                       args.ignore_index, args.label_smoothing, stream));
-  }();
+  MT_DEVICE_CALL(backend, cross_entropy_forward, kd, x.data_ptr(), labels, vloss.data_ptr(), vlse.data_ptr(), rows,
+                 classes, args.ignore_index, args.label_smoothing, stream);
   finish_output(vloss, loss);
   finish_output(vlse, lse);
 }
@@ -78,15 +72,8 @@ inline void cross_entropy_backward(const Tensor& logits, const Tensor& target, c
   const Stream stream = launch_stream(grad_logits.device());
   const auto* labels = static_cast<const int64_t*>(t.data_ptr());
   const int64_t g_stride = broadcast ? 0 : 1;
-  [&] {
-    if (backend == Backend::Sim) {
-      return ::mt::sim::cross_entropy_backward(kd, x.data_ptr(), labels, vlse.data_ptr(), g.data_ptr(), g_stride,
-                                               dx.data_ptr(), rows, classes, args.ignore_index, args.label_smoothing,
-                                               stream);
-    }
-    MT_CUDA_CALL(cross_entropy_backward(kd, x.data_ptr(), labels, vlse.data_ptr(), g.data_ptr(), g_stride,
-                                        dx.data_ptr(), rows, classes, args.ignore_index, args.label_smoothing, stream));
-  }();
+  MT_DEVICE_CALL(backend, cross_entropy_backward, kd, x.data_ptr(), labels, vlse.data_ptr(), g.data_ptr(), g_stride,
+                 dx.data_ptr(), rows, classes, args.ignore_index, args.label_smoothing, stream);
   finish_output(dx, grad_logits);
 }
 

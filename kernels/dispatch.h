@@ -11,19 +11,20 @@
 //   inline void scale(const Tensor& x, double factor) {
 //     const Backend backend = backend_for(x.device(), "scale");
 //     if (backend == Backend::Cpu) return cpu::scale(x, factor);
-//     [&] {
-//       if (backend == Backend::Sim) return sim::scale(tensor_ref(x), float(factor), launch_stream(x.device()));
-//       MT_CUDA_CALL(scale(tensor_ref(x), float(factor), launch_stream(x.device())));
-//     }();
+//     MT_DEVICE_CALL(backend, scale, tensor_ref(x), float(factor), launch_stream(x.device()));
 //     mark_written(x);  // kernels write through raw pointers: bump the version autograd checks
 //   }
 //
 // kernels/cuda/scale.cu includes kernels/cuda/launch.h FIRST (it defines
 // __host__/__device__ for the simulator build), then its _api.h, and defines
 // mt::MT_KERNEL_NS::scale: compiled for the simulator as mt::sim::scale and by
-// nvcc as mt::cuda::scale. MT_CUDA_CALL expands to `return mt::cuda::...`
-// when the nvcc kernels are built and to a "no CUDA device available" error
-// otherwise. Argument checks that need mt::fail live in the dispatcher (nvcc
+// nvcc as mt::cuda::scale. MT_DEVICE_CALL writes the argument list once and
+// calls whichever of the two the backend names; both calls are compiled in
+// every build (the CUDA declarations always exist), so a wrong argument is a
+// compile error on a CPU-only build too; without nvcc-built kernels the CUDA
+// branch is discarded and the call is a "no CUDA device available" error.
+// MT_CUDA_CALL remains for the few entry points with no simulator twin
+// (cuDNN). Argument checks that need mt::fail live in the dispatcher (nvcc
 // never sees core/error.h); kernels/cuda/elementwise_loop.h has the shared
 // dtype load/store and strided-iterator helpers.
 #pragma once
@@ -54,10 +55,24 @@ inline Backend backend_for(Device device, const char* kernel) {
 }
 
 #if defined(MT_WITH_CUDA_KERNELS)
+inline constexpr bool kCudaKernelsBuilt = true;
 #define MT_CUDA_CALL(...) return ::mt::cuda::__VA_ARGS__
 #else
+inline constexpr bool kCudaKernelsBuilt = false;
 #define MT_CUDA_CALL(...) ::mt::fail("no CUDA device available: this build has no CUDA kernels")
 #endif
+
+// Calls entry point `fn` of the sim or CUDA build (per `backend`, not Cpu) with one argument list.
+#define MT_DEVICE_CALL(backend, fn, ...)                                               \
+  do {                                                                                 \
+    if ((backend) == ::mt::kernels::Backend::Sim) {                                    \
+      ::mt::sim::fn(__VA_ARGS__);                                                      \
+    } else if constexpr (::mt::kernels::kCudaKernelsBuilt) {                           \
+      ::mt::cuda::fn(__VA_ARGS__);                                                     \
+    } else {                                                                           \
+      ::mt::fail("{}: no CUDA device available: this build has no CUDA kernels", #fn); \
+    }                                                                                  \
+  } while (false)
 
 static_assert(static_cast<int>(DTypeCode::Bool) == static_cast<int>(DType::Bool) &&
                   static_cast<int>(DTypeCode::BF16) == static_cast<int>(DType::BF16) &&

@@ -28,15 +28,8 @@ inline void dropout_forward(const Tensor& in, const Tensor& out, const Tensor& m
            "dropout: mask must be a contiguous u8 tensor of {} elements", in.numel());
   MT_CHECK(in.sizes() == out.sizes(), "dropout: input shape {} does not match output shape {}", in.shape_string(),
            out.shape_string());
-  if (backend == Backend::Sim) {
-    sim::dropout_forward(tensor_ref(in), tensor_ref(out), tensor_ref(mask), args.p, args.seed, args.block_offset,
-                         launch_stream(out.device()));
-  } else {
-    [&] {
-      MT_CUDA_CALL(dropout_forward(tensor_ref(in), tensor_ref(out), tensor_ref(mask), args.p, args.seed,
-                                   args.block_offset, launch_stream(out.device())));
-    }();
-  }
+  MT_DEVICE_CALL(backend, dropout_forward, tensor_ref(in), tensor_ref(out), tensor_ref(mask), args.p, args.seed,
+                 args.block_offset, launch_stream(out.device()));
   mark_written(out);
   mark_written(mask);
 }
@@ -46,15 +39,8 @@ inline void dropout_backward(const Tensor& grad_out, const Tensor& mask, const T
   MT_CHECK(mask.is_contiguous() && mask.numel() == grad_out.numel(),
            "dropout_backward: mask must be contiguous with {} elements", grad_out.numel());
   const Tensor mask_view = make_view(mask, grad_out.sizes(), contiguous_strides(grad_out.sizes()), mask.offset());
-  if (backend == Backend::Sim) {
-    sim::dropout_backward(tensor_ref(grad_out), tensor_ref(mask_view), tensor_ref(grad_in), p,
-                          launch_stream(grad_in.device()));
-  } else {
-    [&] {
-      MT_CUDA_CALL(dropout_backward(tensor_ref(grad_out), tensor_ref(mask_view), tensor_ref(grad_in), p,
-                                    launch_stream(grad_in.device())));
-    }();
-  }
+  MT_DEVICE_CALL(backend, dropout_backward, tensor_ref(grad_out), tensor_ref(mask_view), tensor_ref(grad_in), p,
+                 launch_stream(grad_in.device()));
   mark_written(grad_in);
 }
 

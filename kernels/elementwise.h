@@ -33,10 +33,7 @@ inline void unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs arg
   if (backend == Backend::Cpu) return cpu::unary(op, in, out, args);
   detail::check_same_shape("unary", in, out);
   const Stream stream = launch_stream(out.device());
-  [&] {
-    if (backend == Backend::Sim) return sim::unary(op, tensor_ref(in), tensor_ref(out), args.a, args.b, stream);
-    MT_CUDA_CALL(unary(op, tensor_ref(in), tensor_ref(out), args.a, args.b, stream));
-  }();
+  MT_DEVICE_CALL(backend, unary, op, tensor_ref(in), tensor_ref(out), args.a, args.b, stream);
   mark_written(out);
 }
 inline void unary_backward(UnaryOp op, const Tensor& grad_out, const Tensor& in, const Tensor& out,
@@ -46,10 +43,7 @@ inline void unary_backward(UnaryOp op, const Tensor& grad_out, const Tensor& in,
   detail::check_same_shape("unary_backward", grad_out, grad_in);
   const Stream stream = launch_stream(grad_in.device());
   const TensorRef g = tensor_ref(grad_out), x = tensor_ref(in), y = tensor_ref(out), dx = tensor_ref(grad_in);
-  [&] {
-    if (backend == Backend::Sim) return sim::unary_backward(op, g, x, y, dx, args.a, args.b, stream);
-    MT_CUDA_CALL(unary_backward(op, g, x, y, dx, args.a, args.b, stream));
-  }();
+  MT_DEVICE_CALL(backend, unary_backward, op, g, x, y, dx, args.a, args.b, stream);
   mark_written(grad_in);
 }
 inline void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -58,10 +52,7 @@ inline void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& 
   detail::check_same_shape("binary", a, out);
   detail::check_same_shape("binary", b, out);
   const Stream stream = launch_stream(out.device());
-  [&] {
-    if (backend == Backend::Sim) return sim::binary(op, tensor_ref(a), tensor_ref(b), tensor_ref(out), stream);
-    MT_CUDA_CALL(binary(op, tensor_ref(a), tensor_ref(b), tensor_ref(out), stream));
-  }();
+  MT_DEVICE_CALL(backend, binary, op, tensor_ref(a), tensor_ref(b), tensor_ref(out), stream);
   mark_written(out);
 }
 inline void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -69,11 +60,7 @@ inline void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Te
   if (backend == Backend::Cpu) return cpu::where(cond, a, b, out);
   detail::check_same_shape("where", cond, out);
   const Stream stream = launch_stream(out.device());
-  [&] {
-    if (backend == Backend::Sim)
-      return sim::where(tensor_ref(cond), tensor_ref(a), tensor_ref(b), tensor_ref(out), stream);
-    MT_CUDA_CALL(where(tensor_ref(cond), tensor_ref(a), tensor_ref(b), tensor_ref(out), stream));
-  }();
+  MT_DEVICE_CALL(backend, where, tensor_ref(cond), tensor_ref(a), tensor_ref(b), tensor_ref(out), stream);
   mark_written(out);
 }
 // dst = src with dtype conversion (round once); shapes must match, src may be broadcast.
@@ -84,20 +71,14 @@ inline void copy(const Tensor& src, const Tensor& dst) {
   if (backend == Backend::Cpu) return cpu::copy(src, dst);
   detail::check_same_shape("copy", src, dst);
   const Stream stream = launch_stream(dst.device());
-  [&] {
-    if (backend == Backend::Sim) return sim::copy(tensor_ref(src), tensor_ref(dst), stream);
-    MT_CUDA_CALL(copy(tensor_ref(src), tensor_ref(dst), stream));
-  }();
+  MT_DEVICE_CALL(backend, copy, tensor_ref(src), tensor_ref(dst), stream);
   mark_written(dst);
 }
 inline void fill(const Tensor& out, double value) {
   const Backend backend = backend_for(out.device(), "fill");
   if (backend == Backend::Cpu) return cpu::fill(out, value);
   const Stream stream = launch_stream(out.device());
-  [&] {
-    if (backend == Backend::Sim) return sim::fill(tensor_ref(out), value, stream);
-    MT_CUDA_CALL(fill(tensor_ref(out), value, stream));
-  }();
+  MT_DEVICE_CALL(backend, fill, tensor_ref(out), value, stream);
   mark_written(out);
 }
 

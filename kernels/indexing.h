@@ -39,15 +39,6 @@ inline void check_indices(const char* op, const Tensor& index, int64_t size) {
   }
 }
 
-template <typename Launch>
-void run_on_device(Device device, const char* op, Launch&& launch) {
-  switch (backend_for(device, op)) {
-    case Backend::Cpu: return;
-    case Backend::Sim: return launch(std::false_type{});
-    case Backend::Cuda: return launch(std::true_type{});
-  }
-}
-
 }  // namespace detail
 
 inline void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
@@ -56,13 +47,8 @@ inline void index_select(const Tensor& in, int64_t dim, const Tensor& index, con
   const Tensor idx = detail::contiguous_as(index, kI64);
   const Tensor dst = out.is_contiguous() ? out : empty(out.sizes(), out.dtype(), out.device());
   detail::check_indices("index_select", idx, in.dim() == 0 ? 1 : in.size(dim));
-  detail::run_on_device(out.device(), "index_select", [&](auto on_gpu) {
-    if constexpr (decltype(on_gpu)::value) {
-      MT_CUDA_CALL(index_select(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), launch_stream(out.device())));
-    } else {
-      sim::index_select(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), launch_stream(out.device()));
-    }
-  });
+  MT_DEVICE_CALL(backend_for(out.device(), "index_select"), index_select, tensor_ref(src), dim, tensor_ref(idx),
+                 tensor_ref(dst), launch_stream(out.device()));
   if (!dst.is_same(out)) kernels::copy(dst, out);
   mark_written(out);
 }
@@ -73,13 +59,8 @@ inline void index_add(const Tensor& out, int64_t dim, const Tensor& index, const
   const Tensor idx = detail::contiguous_as(index, kI64);
   const Tensor dst = detail::contiguous_as(out, out.dtype());
   detail::check_indices("index_add", idx, out.dim() == 0 ? 1 : out.size(dim));
-  detail::run_on_device(out.device(), "index_add", [&](auto on_gpu) {
-    if constexpr (decltype(on_gpu)::value) {
-      MT_CUDA_CALL(index_add(tensor_ref(dst), dim, tensor_ref(idx), tensor_ref(values), launch_stream(out.device())));
-    } else {
-      sim::index_add(tensor_ref(dst), dim, tensor_ref(idx), tensor_ref(values), launch_stream(out.device()));
-    }
-  });
+  MT_DEVICE_CALL(backend_for(out.device(), "index_add"), index_add, tensor_ref(dst), dim, tensor_ref(idx),
+                 tensor_ref(values), launch_stream(out.device()));
   if (!dst.is_same(out)) kernels::copy(dst, out);
   mark_written(out);
 }
@@ -89,13 +70,8 @@ inline void gather(const Tensor& in, int64_t dim, const Tensor& index, const Ten
   const Tensor idx = detail::as_vector_if_scalar(detail::contiguous_as(index, kI64));
   const Tensor dst = out.is_contiguous() ? out : empty(out.sizes(), out.dtype(), out.device());
   detail::check_indices("gather", idx, src.size(dim == 0 || in.dim() == 0 ? 0 : dim));
-  detail::run_on_device(out.device(), "gather", [&](auto on_gpu) {
-    if constexpr (decltype(on_gpu)::value) {
-      MT_CUDA_CALL(gather(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), launch_stream(out.device())));
-    } else {
-      sim::gather(tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst), launch_stream(out.device()));
-    }
-  });
+  MT_DEVICE_CALL(backend_for(out.device(), "gather"), gather, tensor_ref(src), dim, tensor_ref(idx), tensor_ref(dst),
+                 launch_stream(out.device()));
   if (!dst.is_same(out)) kernels::copy(dst, out);
   mark_written(out);
 }
@@ -106,14 +82,8 @@ inline void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, con
   const Tensor dst = detail::contiguous_as(out, out.dtype());
   const Tensor dst_view = detail::as_vector_if_scalar(dst);
   detail::check_indices("scatter_add", idx, dst_view.size(out.dim() == 0 ? 0 : dim));
-  detail::run_on_device(out.device(), "scatter_add", [&](auto on_gpu) {
-    if constexpr (decltype(on_gpu)::value) {
-      MT_CUDA_CALL(
-          scatter_add(tensor_ref(dst_view), dim, tensor_ref(idx), tensor_ref(values), launch_stream(out.device())));
-    } else {
-      sim::scatter_add(tensor_ref(dst_view), dim, tensor_ref(idx), tensor_ref(values), launch_stream(out.device()));
-    }
-  });
+  MT_DEVICE_CALL(backend_for(out.device(), "scatter_add"), scatter_add, tensor_ref(dst_view), dim, tensor_ref(idx),
+                 tensor_ref(values), launch_stream(out.device()));
   if (!dst.is_same(out)) kernels::copy(dst, out);
   mark_written(out);
 }

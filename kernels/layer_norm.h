@@ -32,14 +32,8 @@ inline void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tens
   const Tensor vx = contiguous_as(x, dtype), vw = contiguous_as(weight, dtype), vb = contiguous_as(bias, dtype);
   const Tensor vy = output_buffer(y, dtype), vmean = output_buffer(mean, stats), vrstd = output_buffer(rstd, stats);
   const Stream stream = launch_stream(y.device());
-  [&] {
-    if (backend == Backend::Sim) {
-      return ::mt::sim::layer_norm_forward(kd, vx.data_ptr(), data_or_null(vw), data_or_null(vb), eps, vy.data_ptr(),
-                                           vmean.data_ptr(), vrstd.data_ptr(), rows, cols, stream);
-    }
-    MT_CUDA_CALL(layer_norm_forward(kd, vx.data_ptr(), data_or_null(vw), data_or_null(vb), eps, vy.data_ptr(),
-                                    vmean.data_ptr(), vrstd.data_ptr(), rows, cols, stream));
-  }();
+  MT_DEVICE_CALL(backend, layer_norm_forward, kd, vx.data_ptr(), data_or_null(vw), data_or_null(vb), eps, vy.data_ptr(),
+                 vmean.data_ptr(), vrstd.data_ptr(), rows, cols, stream);
   finish_output(vy, y);
   finish_output(vmean, mean);
   finish_output(vrstd, rstd);
@@ -59,16 +53,9 @@ inline void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor&
   const Tensor vmean = contiguous_as(mean, stats), vrstd = contiguous_as(rstd, stats);
   const Tensor vdx = output_buffer(dx, dtype), vdw = output_buffer(dweight, dtype), vdb = output_buffer(dbias, dtype);
   const Stream stream = launch_stream(device);
-  [&] {
-    if (backend == Backend::Sim) {
-      return ::mt::sim::layer_norm_backward(kd, vdy.data_ptr(), vx.data_ptr(), data_or_null(vw), vmean.data_ptr(),
-                                            vrstd.data_ptr(), mutable_data_or_null(vdx), mutable_data_or_null(vdw),
-                                            mutable_data_or_null(vdb), rows, cols, stream);
-    }
-    MT_CUDA_CALL(layer_norm_backward(kd, vdy.data_ptr(), vx.data_ptr(), data_or_null(vw), vmean.data_ptr(),
-                                     vrstd.data_ptr(), mutable_data_or_null(vdx), mutable_data_or_null(vdw),
-                                     mutable_data_or_null(vdb), rows, cols, stream));
-  }();
+  MT_DEVICE_CALL(backend, layer_norm_backward, kd, vdy.data_ptr(), vx.data_ptr(), data_or_null(vw), vmean.data_ptr(),
+                 vrstd.data_ptr(), mutable_data_or_null(vdx), mutable_data_or_null(vdw), mutable_data_or_null(vdb),
+                 rows, cols, stream);
   finish_output(vdx, dx);
   finish_output(vdw, dweight);
   finish_output(vdb, dbias);

@@ -92,10 +92,7 @@ inline void bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
     args.a = static_cast<const char*>(A.tensor.data_ptr()) + first * A.batch_stride * static_cast<int64_t>(element);
     args.b = static_cast<const char*>(B.tensor.data_ptr()) + first * B.batch_stride * static_cast<int64_t>(element);
     args.c = static_cast<char*>(c.data_ptr()) + first * batch_stride_c * static_cast<int64_t>(element);
-    [&] {
-      if (backend == Backend::Sim) return ::mt::sim::gemm(args, GemmBackend::Auto, stream);
-      MT_CUDA_CALL(gemm(args, GemmBackend::Auto, stream));
-    }();
+    MT_DEVICE_CALL(backend, gemm, args, GemmBackend::Auto, stream);
   }
   finish_output(c, out);
 }

@@ -145,13 +145,7 @@ inline void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& arg
   const float* found_inf = detail::optional_f32(amp.found_inf);
   const double* lr_factor = detail::optional_f64(amp.lr_factor);
   const Stream stream = launch_stream(slots.front().param.device());
-  if (backend == Backend::Sim) {
-    sim::adamw_step(refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream);
-  } else {
-    [&] {
-      MT_CUDA_CALL(adamw_step(refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream));
-    }();
-  }
+  MT_DEVICE_CALL(backend, adamw_step, refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream);
   device_slots.finish(slots);
 }
 inline void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, const AmpControl& amp,
@@ -166,11 +160,7 @@ inline void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, c
   const float* found_inf = detail::optional_f32(amp.found_inf);
   const double* lr_factor = detail::optional_f64(amp.lr_factor);
   const Stream stream = launch_stream(slots.front().param.device());
-  if (backend == Backend::Sim) {
-    sim::sgd_step(refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream);
-  } else {
-    [&] { MT_CUDA_CALL(sgd_step(refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream)); }();
-  }
+  MT_DEVICE_CALL(backend, sgd_step, refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream);
   device_slots.finish(slots);
 }
 // The device-side LR schedule: unless found_inf (f32 [1], optional) is
@@ -187,11 +177,7 @@ inline void advance_lr_schedule(const LrSchedule& schedule, const Tensor& step_c
   const float* inf = detail::optional_f32(found_inf);
   auto* out = static_cast<double*>(factor.data_ptr());
   const Stream stream = launch_stream(factor.device());
-  if (backend == Backend::Sim) {
-    sim::advance_lr_schedule(schedule, count, inf, out, stream);
-  } else {
-    [&] { MT_CUDA_CALL(advance_lr_schedule(schedule, count, inf, out, stream)); }();
-  }
+  MT_DEVICE_CALL(backend, advance_lr_schedule, schedule, count, inf, out, stream);
   mark_written(step_count);
   mark_written(factor);
 }
@@ -207,14 +193,8 @@ inline void sum_of_squares(const std::vector<Tensor>& tensors, const Tensor& out
   const Tensor partials = empty({std::max<int64_t>(chunks, 1)}, kF32, out.device());
   auto* partial_ptr = static_cast<float*>(partials.data_ptr());
   auto* out_ptr = static_cast<float*>(out.data_ptr());
-  if (backend == Backend::Sim) {
-    sim::sum_of_squares(refs.data(), static_cast<int>(refs.size()), partial_ptr, out_ptr, launch_stream(out.device()));
-  } else {
-    [&] {
-      MT_CUDA_CALL(sum_of_squares(refs.data(), static_cast<int>(refs.size()), partial_ptr, out_ptr,
-                                  launch_stream(out.device())));
-    }();
-  }
+  MT_DEVICE_CALL(backend, sum_of_squares, refs.data(), static_cast<int>(refs.size()), partial_ptr, out_ptr,
+                 launch_stream(out.device()));
   mark_written(out);
 }
 // x *= min(1, max_norm / (total_norm + 1e-6)) for every tensor, computed on the device.
@@ -225,15 +205,8 @@ inline void scale_by_clip_coefficient(const std::vector<Tensor>& tensors, const 
   ContiguousStaging staging;
   const std::vector<TensorRef> refs = detail::flat_refs(tensors, staging, true);
   const auto* norm = static_cast<const float*>(total_norm.data_ptr());
-  if (backend == Backend::Sim) {
-    sim::scale_by_clip_coefficient(refs.data(), static_cast<int>(refs.size()), norm, max_norm,
-                                   launch_stream(total_norm.device()));
-  } else {
-    [&] {
-      MT_CUDA_CALL(scale_by_clip_coefficient(refs.data(), static_cast<int>(refs.size()), norm, max_norm,
-                                             launch_stream(total_norm.device())));
-    }();
-  }
+  MT_DEVICE_CALL(backend, scale_by_clip_coefficient, refs.data(), static_cast<int>(refs.size()), norm, max_norm,
+                 launch_stream(total_norm.device()));
   staging.write_back();
   for (const Tensor& t : tensors) mark_written(t);
 }

@@ -56,11 +56,7 @@ inline void max_pool2d_forward(const Tensor& x, const Pool2dWindow& window, cons
   const Tensor vx = contiguous_as(x, dtype), vy = output_buffer(y, dtype), vi = output_buffer(indices, kI64);
   const Stream stream = launch_stream(y.device());
   auto* pi = static_cast<int64_t*>(vi.data_ptr());
-  [&] {
-    if (backend == Backend::Sim)
-      return ::mt::sim::max_pool2d_forward(kd, vx.data_ptr(), vy.data_ptr(), pi, shape, stream);
-    MT_CUDA_CALL(max_pool2d_forward(kd, vx.data_ptr(), vy.data_ptr(), pi, shape, stream));
-  }();
+  MT_DEVICE_CALL(backend, max_pool2d_forward, kd, vx.data_ptr(), vy.data_ptr(), pi, shape, stream);
   finish_output(vy, y);
   finish_output(vi, indices);
 }
@@ -77,12 +73,7 @@ inline void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const T
   const Tensor work = acc == dtype ? vdx : empty(dx.sizes(), acc, dx.device());
   const Stream stream = launch_stream(dx.device());
   const auto* pi = static_cast<const int64_t*>(vi.data_ptr());
-  [&] {
-    if (backend == Backend::Sim) {
-      return ::mt::sim::max_pool2d_backward(kd, vdy.data_ptr(), pi, vdx.data_ptr(), work.data_ptr(), shape, stream);
-    }
-    MT_CUDA_CALL(max_pool2d_backward(kd, vdy.data_ptr(), pi, vdx.data_ptr(), work.data_ptr(), shape, stream));
-  }();
+  MT_DEVICE_CALL(backend, max_pool2d_backward, kd, vdy.data_ptr(), pi, vdx.data_ptr(), work.data_ptr(), shape, stream);
   finish_output(vdx, dx);
 }
 inline void avg_pool2d_forward(const Tensor& x, const Pool2dWindow& window, const Tensor& y) {
@@ -94,10 +85,7 @@ inline void avg_pool2d_forward(const Tensor& x, const Pool2dWindow& window, cons
   const KernelDType kd = kernel_dtype(dtype, "avg_pool2d");
   const Tensor vx = contiguous_as(x, dtype), vy = output_buffer(y, dtype);
   const Stream stream = launch_stream(y.device());
-  [&] {
-    if (backend == Backend::Sim) return ::mt::sim::avg_pool2d_forward(kd, vx.data_ptr(), vy.data_ptr(), shape, stream);
-    MT_CUDA_CALL(avg_pool2d_forward(kd, vx.data_ptr(), vy.data_ptr(), shape, stream));
-  }();
+  MT_DEVICE_CALL(backend, avg_pool2d_forward, kd, vx.data_ptr(), vy.data_ptr(), shape, stream);
   finish_output(vy, y);
 }
 inline void avg_pool2d_backward(const Tensor& dy, const Pool2dWindow& window, const Tensor& dx) {
@@ -109,12 +97,7 @@ inline void avg_pool2d_backward(const Tensor& dy, const Pool2dWindow& window, co
   const KernelDType kd = kernel_dtype(dtype, "avg_pool2d_backward");
   const Tensor vdy = contiguous_as(dy, dtype), vdx = output_buffer(dx, dtype);
   const Stream stream = launch_stream(dx.device());
-  [&] {
-    if (backend == Backend::Sim) {
-      return ::mt::sim::avg_pool2d_backward(kd, vdy.data_ptr(), vdx.data_ptr(), shape, stream);
-    }
-    MT_CUDA_CALL(avg_pool2d_backward(kd, vdy.data_ptr(), vdx.data_ptr(), shape, stream));
-  }();
+  MT_DEVICE_CALL(backend, avg_pool2d_backward, kd, vdy.data_ptr(), vdx.data_ptr(), shape, stream);
   finish_output(vdx, dx);
 }
 inline void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
@@ -126,12 +109,7 @@ inline void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
   const KernelDType kd = kernel_dtype(dtype, "adaptive_avg_pool2d");
   const Tensor vx = contiguous_as(x, dtype), vy = output_buffer(y, dtype);
   const Stream stream = launch_stream(y.device());
-  [&] {
-    if (backend == Backend::Sim) {
-      return ::mt::sim::adaptive_avg_pool2d_forward(kd, vx.data_ptr(), vy.data_ptr(), shape, stream);
-    }
-    MT_CUDA_CALL(adaptive_avg_pool2d_forward(kd, vx.data_ptr(), vy.data_ptr(), shape, stream));
-  }();
+  MT_DEVICE_CALL(backend, adaptive_avg_pool2d_forward, kd, vx.data_ptr(), vy.data_ptr(), shape, stream);
   finish_output(vy, y);
 }
 inline void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) {
@@ -143,12 +121,7 @@ inline void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) {
   const KernelDType kd = kernel_dtype(dtype, "adaptive_avg_pool2d_backward");
   const Tensor vdy = contiguous_as(dy, dtype), vdx = output_buffer(dx, dtype);
   const Stream stream = launch_stream(dx.device());
-  [&] {
-    if (backend == Backend::Sim) {
-      return ::mt::sim::adaptive_avg_pool2d_backward(kd, vdy.data_ptr(), vdx.data_ptr(), shape, stream);
-    }
-    MT_CUDA_CALL(adaptive_avg_pool2d_backward(kd, vdy.data_ptr(), vdx.data_ptr(), shape, stream));
-  }();
+  MT_DEVICE_CALL(backend, adaptive_avg_pool2d_backward, kd, vdy.data_ptr(), vdx.data_ptr(), shape, stream);
   finish_output(vdx, dx);
 }
 

@@ -32,11 +32,8 @@ inline void reduce_rows(ReduceOp op, const Tensor& in, const Tensor& out, Reduce
   if (backend == Backend::Cpu) return cpu::reduce_rows(op, in, out, args);
   const Stream stream = launch_stream(out.device());
   const int code = static_cast<int>(op);
-  [&] {
-    if (backend == Backend::Sim)
-      return sim::reduce_rows(code, tensor_ref(in), tensor_ref(out), args.rows, args.cols, args.correction, stream);
-    MT_CUDA_CALL(reduce_rows(code, tensor_ref(in), tensor_ref(out), args.rows, args.cols, args.correction, stream));
-  }();
+  MT_DEVICE_CALL(backend, reduce_rows, code, tensor_ref(in), tensor_ref(out), args.rows, args.cols, args.correction,
+                 stream);
   mark_written(out);
 }
 inline void reduce_rows_with_index(ReduceOp op, const Tensor& in, const Tensor& values, const Tensor& indices,
@@ -50,10 +47,7 @@ inline void reduce_rows_with_index(ReduceOp op, const Tensor& in, const Tensor& 
   const Stream stream = launch_stream(indices.device());
   const bool is_max = op == ReduceOp::Max;
   const TensorRef x = tensor_ref(in), v = tensor_ref(values), i = tensor_ref(indices);
-  [&] {
-    if (backend == Backend::Sim) return sim::reduce_rows_with_index(is_max, x, v, i, args.rows, args.cols, stream);
-    MT_CUDA_CALL(reduce_rows_with_index(is_max, x, v, i, args.rows, args.cols, stream));
-  }();
+  MT_DEVICE_CALL(backend, reduce_rows_with_index, is_max, x, v, i, args.rows, args.cols, stream);
   mark_written(values);
   mark_written(indices);
 }

@@ -28,11 +28,7 @@ inline void softmax_forward(const Tensor& in, const Tensor& out, bool log) {
   const Tensor x = contiguous_as(in, dtype);
   const Tensor y = output_buffer(out, dtype);
   const Stream stream = launch_stream(out.device());
-  [&] {
-    if (backend == Backend::Sim)
-      return ::mt::sim::softmax_forward(kd, x.data_ptr(), y.data_ptr(), rows, cols, log, stream);
-    MT_CUDA_CALL(softmax_forward(kd, x.data_ptr(), y.data_ptr(), rows, cols, log, stream));
-  }();
+  MT_DEVICE_CALL(backend, softmax_forward, kd, x.data_ptr(), y.data_ptr(), rows, cols, log, stream);
   finish_output(y, out);
 }
 
@@ -47,12 +43,7 @@ inline void softmax_backward(const Tensor& grad_out, const Tensor& out, const Te
   const Tensor dy = contiguous_as(grad_out, dtype), y = contiguous_as(out, dtype);
   const Tensor dx = output_buffer(grad_in, dtype);
   const Stream stream = launch_stream(grad_in.device());
-  [&] {
-    if (backend == Backend::Sim) {
-      return ::mt::sim::softmax_backward(kd, dy.data_ptr(), y.data_ptr(), dx.data_ptr(), rows, cols, log, stream);
-    }
-    MT_CUDA_CALL(softmax_backward(kd, dy.data_ptr(), y.data_ptr(), dx.data_ptr(), rows, cols, log, stream));
-  }();
+  MT_DEVICE_CALL(backend, softmax_backward, kd, dy.data_ptr(), y.data_ptr(), dx.data_ptr(), rows, cols, log, stream);
   finish_output(dx, grad_in);
 }
 

@@ -98,8 +98,10 @@ class Conv2d : public Module {
   int64_t groups_;
 };
 
-// Batch statistics in training (f32 always, as AMP's "BN in FP32" rule
-// says), running statistics in eval; num_batches_tracked as in PyTorch.
+// Batch statistics in training (computed in f32 always, as AMP's "BN in
+// FP32" rule says, with f32 parameters and running statistics; f16/bf16
+// activations stay in their dtype), running statistics in eval;
+// num_batches_tracked as in PyTorch.
 class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t channels, double eps = 1e-5, double momentum = 0.1);

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "amp/grad_state.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/graph.h"
@@ -189,7 +188,13 @@ void SGD::update(const std::vector<kernels::ParamSlot>& slots, const ParamGroup&
 
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   MT_CHECK(max_norm > 0, "clip_grad_norm_: max_norm must be positive, got {}", max_norm);
-  amp::check_gradients_unscaled(params, "clip_grad_norm_");
+  for (const Tensor& p : params) {
+    MT_CHECK(!p.grad().defined() || !p.grad().impl()->loss_scaled,
+             "clip_grad_norm_: the gradients are still multiplied by the loss scale (GradScaler::scale(loss) was "
+             "used but unscale_(optimizer) was not called for the optimizer of a parameter of shape {}). Call "
+             "scaler.unscale_(optimizer) before clipping, then scaler.step(optimizer) and scaler.update().",
+             p.shape_string());
+  }
   std::vector<Tensor> grads;
   for (const Tensor& p : params) {
     if (p.grad().defined()) grads.push_back(p.grad());

@@ -12,7 +12,7 @@
 #include "tools/data/dataset.h"
 #include "tools/trainer.h"
 #if defined(MT_WITH_CUDA)
-#include "kernels/cuda/device_info.h"
+#include "core/device_info.h"
 #endif
 
 namespace {

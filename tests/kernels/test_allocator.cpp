@@ -6,7 +6,7 @@
 #include "mixtape.h"
 
 #if defined(MT_WITH_CUDA)
-#include "kernels/cuda/device_info.h"
+#include "core/device_info.h"
 #endif
 
 using namespace mt;

@@ -45,7 +45,9 @@ struct GemmArgs {
 };
 
 // Which implementation gemm() uses. Auto: MT_GEMM from the environment
-// (auto|own|cublaslt), else own kernels. CublasLt exists only in the GPU build.
+// (auto|own|cublaslt); auto (or unset) means the own kernels in the simulator
+// and cuBLASLt on a GPU (kernels/cuda/matmul.cu). CublasLt exists only in the
+// GPU build.
 enum class GemmBackend : int { Auto, Own, CublasLt };
 
 }  // namespace mt::kernels

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "kernels/cuda/device_info.h"
+#include "core/device_info.h"
 
 namespace mt::cuda {
 

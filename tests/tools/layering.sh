@@ -1,0 +1,36 @@
+#!/bin/sh
+# Catches: a layer that can include a header of a layer above it (the build's
+# per-layer include views, CMakeLists.txt, let it through). Each probe is one
+# #include compiled against one layer's view; upward ones must not be found.
+#   tests/tools/layering.sh <c++ compiler> <build>/layer_views
+set -u
+cxx=$1 views=$(cd "$2" && pwd) failures=0
+cd "$(mktemp -d)" || exit 1  # quoted includes of stdin resolve against the working directory first
+probe() {  # probe <layer> <header> <expect: found|refused>
+  if printf '#include "%s"\n' "$2" | "$cxx" -std=c++20 -fsyntax-only -I "$views/$1" -x c++ - 2>/tmp/mt_layer_probe.err; then
+    got=found
+  elif grep -q "No such file" /tmp/mt_layer_probe.err; then
+    got=refused
+  else
+    got=found  # the header exists in the view; it failed for another reason
+  fi
+  if [ "$got" != "$3" ]; then
+    echo "layering: $2 from the $1 layer was $got, expected $3"
+    failures=$((failures + 1))
+  fi
+}
+probe core core/half.h found
+probe core kernels/dispatch.h refused
+probe kernels core/tensor.h found
+probe kernels amp/autocast.h refused
+probe autocast amp/autocast.h found
+probe autocast autograd/ops.h refused
+probe autograd amp/autocast.h found
+probe autograd amp/grad_scaler.h refused
+probe autograd nn/module.h refused
+probe nn optim/optimizer.h refused
+probe optim amp/grad_scaler.h refused
+probe scaler models/registry.h refused
+probe models tools/trainer.h refused
+[ "$failures" = 0 ] && echo "layering: all probes as expected"
+exit "$failures"
