@@ -35,7 +35,6 @@ double tolerance(DType t) {
   }
 }
 
-
 // A leaf on each device holding the same values.
 struct Pair {
   Tensor cpu, sim;
@@ -181,7 +180,8 @@ TEST_CASE("where, masked_fill, casts, copies and fills match the CPU on sim", "[
     // Casts to every dtype round once, like the CPU.
     for (DType target : {kF64, kF32, kF16, kBF16, kI64, kI32, kU8, kBool}) {
       const Tensor src = mul(a.cpu.detach(), 3.0);
-      check_matches(src.to(test::kCudaPath).to(target), src.to(target), 0, what + " cast to " + std::string(dtype_name(target)));
+      check_matches(src.to(test::kCudaPath).to(target), src.to(target), 0,
+                    what + " cast to " + std::string(dtype_name(target)));
     }
   }
   // f32 -> f16 overflows to inf and underflows to subnormals/zero exactly like the CPU.
@@ -190,7 +190,8 @@ TEST_CASE("where, masked_fill, casts, copies and fills match the CPU on sim", "[
   check_matches(extremes.to(test::kCudaPath).to(kBF16), extremes.to(kBF16), 0, "bf16 rounding");
   // Strided copies: contiguous() of a permuted 3-D view, copy_ into a strided destination, fill_.
   const Tensor x = random_cpu({2, 3, 4}, kF32, 33);
-  check_matches(x.to(test::kCudaPath).permute({2, 0, 1}).contiguous(), x.permute({2, 0, 1}).contiguous(), 0, "contiguous");
+  check_matches(x.to(test::kCudaPath).permute({2, 0, 1}).contiguous(), x.permute({2, 0, 1}).contiguous(), 0,
+                "contiguous");
   Tensor dst_cpu = zeros({4, 6}), dst_sim = zeros({4, 6}, kF32, test::kCudaPath);
   copy_(dst_cpu.slice(1, 0, 6, 2), x.select(0, 0).t());
   copy_(dst_sim.slice(1, 0, 6, 2), x.to(test::kCudaPath).select(0, 0).t());
@@ -251,8 +252,8 @@ TEST_CASE("index_select, embedding, gather and their backward match the CPU on s
     check_matches(w.sim.grad(), w.cpu.grad(), tol, what + " index_select backward (index_add)");
     // Along dim 1 of a transposed view.
     const Tensor cols = from_vector(std::vector<int64_t>{5, 5, 2}, {3});
-    check_matches(index_select(w.sim.detach().t(), 1, cols.to(test::kCudaPath)), index_select(w.cpu.detach().t(), 1, cols), 0,
-                  what + " index_select dim 1 strided");
+    check_matches(index_select(w.sim.detach().t(), 1, cols.to(test::kCudaPath)),
+                  index_select(w.cpu.detach().t(), 1, cols), 0, what + " index_select dim 1 strided");
     // Embedding: 2-D indices.
     Pair e = leaf_pair(random_cpu({10, 4}, dtype, 53));
     const Tensor tokens = from_vector(std::vector<int64_t>{1, 2, 1, 9, 0, 1}, {2, 3});
@@ -271,7 +272,8 @@ TEST_CASE("index_select, embedding, gather and their backward match the CPU on s
     check_matches(x.sim.grad(), x.cpu.grad(), tol, what + " gather backward (scatter_add)");
     // gather along dim 0.
     const Tensor idx0 = from_vector(std::vector<int64_t>{3, 0, 1, 1, 2}, {1, 5});
-    check_matches(gather(x.sim.detach(), 0, idx0.to(test::kCudaPath)), gather(x.cpu.detach(), 0, idx0), 0, what + " gather dim 0");
+    check_matches(gather(x.sim.detach(), 0, idx0.to(test::kCudaPath)), gather(x.cpu.detach(), 0, idx0), 0,
+                  what + " gather dim 0");
   }
   // Out-of-range indices are an mt::Error on sim too (on a GPU the kernel traps instead).
   const Tensor w = random_cpu({4, 2}, kF32, 55).to(kSIM);
@@ -409,8 +411,8 @@ void check_slots(const SlotSet& set, const std::string& what) {
 TEST_CASE("fused AdamW matches the CPU on sim, and skips on found_inf without a host read", "[sim][optim]") {
   SlotSet set = make_slots(true);
   const kernels::AdamWArgs args{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
-  const kernels::AmpControl amp_cpu{full({1}, 0.5), zeros({1})};
-  const kernels::AmpControl amp_sim{full({1}, 0.5, kF32, test::kCudaPath), zeros({1}, kF32, test::kCudaPath)};
+  const kernels::AmpControl amp_cpu{full({1}, 0.5), zeros({1}), Tensor()};
+  const kernels::AmpControl amp_sim{full({1}, 0.5, kF32, test::kCudaPath), zeros({1}, kF32, test::kCudaPath), Tensor()};
   const kernels::StochasticRounding rounding{.enabled = true, .seed = 99, .block_offset = 5};
   for (int step = 0; step < 2; ++step) {
     kernels::adamw_step(set.cpu, args, amp_cpu, rounding);
