@@ -97,11 +97,13 @@ Tensor sum_to_size(const Tensor& x, const Shape& shape);
 // broadcast batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
-// y = x @ weight^T + bias, weight [out, in], x [..., in].
-// y = x @ weight^T + bias, then the activation: one GEMM with the bias and
-// the ReLU in its epilogue (rounded once). Saves x and weight for backward,
-// and y when the ReLU is fused (its mask), as PyTorch's Linear + ReLU do.
-enum class LinearActivation { None, Relu };
+// y = act(x @ weight^T + bias), weight [out, in], x [..., in]: one GEMM with
+// the bias and the activation in its epilogue (rounded once). Saves x and
+// weight for backward, plus y for a fused ReLU (its mask) or the
+// pre-activation for a fused GELU (its derivative's input): what PyTorch's
+// Linear followed by relu / gelu keeps. Gelu is the erf form, GeluTanh
+// gelu(approximate="tanh").
+enum class LinearActivation { None, Relu, Gelu, GeluTanh };
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               LinearActivation activation = LinearActivation::None);
 

@@ -1,6 +1,8 @@
 // matmul / bmm / linear. bmm has its own backward rule and matmul is a
-// composition of views and bmm; linear is one GEMM with a bias (and ReLU)
+// composition of views and bmm; linear is one GEMM with a bias (and ReLU or GELU)
 // epilogue and its own rule.
+#include <optional>
+
 #include "autograd/autocast_cast.h"
 #include "autograd/op_helpers.h"
 #include "kernels/elementwise.h"
@@ -72,6 +74,32 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   return bmm(a3, b3).reshape(out_shape);
 }
 
+namespace {
+
+kernels::GemmActivation gemm_activation(LinearActivation activation) {
+  switch (activation) {
+    case LinearActivation::None: return kernels::GemmActivation::None;
+    case LinearActivation::Relu: return kernels::GemmActivation::Relu;
+    case LinearActivation::Gelu: return kernels::GemmActivation::GeluErf;
+    case LinearActivation::GeluTanh: return kernels::GemmActivation::GeluTanh;
+  }
+  return kernels::GemmActivation::None;
+}
+
+// The elementwise op whose backward carries the gradient through the fused
+// activation (none for a plain linear).
+std::optional<kernels::UnaryOp> activation_backward(LinearActivation activation) {
+  switch (activation) {
+    case LinearActivation::None: return std::nullopt;
+    case LinearActivation::Relu: return kernels::UnaryOp::Relu;
+    case LinearActivation::Gelu: return kernels::UnaryOp::GeluErf;
+    case LinearActivation::GeluTanh: return kernels::UnaryOp::GeluTanh;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, LinearActivation activation) {
   const auto in = autograd::autocast_inputs(amp::Op::Linear, {x_in, weight_in, bias_in});
   const Tensor& x = in[0];
@@ -95,24 +123,32 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   const int64_t m = shape_numel(Shape(x.sizes().begin(), x.sizes().end() - 1));
   Shape out_shape = x.sizes();
   out_shape.back() = n;
-  const bool relu = activation == LinearActivation::Relu;
+  const kernels::GemmActivation fused = gemm_activation(activation);
+  const bool gelu = activation == LinearActivation::Gelu || activation == LinearActivation::GeluTanh;
+  const bool grad = autograd::needs_grad({x, weight, bias});
   // The kernel sees plain views (no tape); the one node recorded is linear's own.
   const Tensor x2 = x.detach().reshape({m, k});
   Tensor out2 = empty({m, n}, x.dtype(), x.device());
+  // GELU's backward reads the pre-activation, stored by the same epilogue.
+  const Tensor pre2 = gelu && grad ? empty({m, n}, x.dtype(), x.device()) : Tensor();
   kernels::bmm(x2.unsqueeze(0), weight.detach().t().unsqueeze(0), out2.unsqueeze(0),
-               {bias.defined() ? bias.detach() : Tensor(), relu});
+               {bias.defined() ? bias.detach() : Tensor(), fused, pre2.defined() ? pre2.unsqueeze(0) : Tensor()});
   const Tensor out = out2.reshape(out_shape);
-  if (!autograd::needs_grad({x, weight, bias})) return out;
-  // Saves x (as [M, K]), the weight, and the output only when the ReLU is fused.
+  if (!grad) return out;
+  // Saves x (as [M, K]) and the weight; the output for a fused ReLU, the
+  // pre-activation for a fused GELU.
+  const bool relu = activation == LinearActivation::Relu;
   return record(in, out,
-                [sx = save(x2), sw = save(weight), sy = save(relu ? out2 : Tensor()), x_shape = x.sizes(), m, n,
-                 has_bias = bias.defined(), need_x = autograd::needs_grad({x}), need_w = autograd::needs_grad({weight}),
+                [sx = save(x2), sw = save(weight), sy = save(relu ? out2 : Tensor()), sz = save(pre2),
+                 through = activation_backward(activation), x_shape = x.sizes(), m, n, has_bias = bias.defined(),
+                 need_x = autograd::needs_grad({x}), need_w = autograd::needs_grad({weight}),
                  need_b = autograd::needs_grad({bias})](const Tensor& g) -> std::vector<Tensor> {
                   Tensor g2 = g.reshape({m, n});
-                  if (const Tensor y = sy.get(); y.defined()) {  // through the fused ReLU: g where y > 0
-                    Tensor masked = empty(g2.sizes(), g2.dtype(), g2.device());
-                    kernels::unary_backward(kernels::UnaryOp::Relu, g2, y, y, masked);
-                    g2 = masked;
+                  if (through) {  // through the fused activation: d/dz from y (ReLU) or z (GELU)
+                    const Tensor y = sy.get(), z = sz.get();
+                    Tensor dz = empty(g2.sizes(), g2.dtype(), g2.device());
+                    kernels::unary_backward(*through, g2, z.defined() ? z : y, y.defined() ? y : z, dz);
+                    g2 = dz;
                   }
                   const Tensor gx = need_x ? matmul(g2, sw.get()).reshape(x_shape) : Tensor();
                   const Tensor gw = need_w ? matmul(g2.t(), sx.get()) : Tensor();

@@ -7,6 +7,7 @@
 #include "autograd/autocast_cast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
+#include "autograd/tensor_methods.h"
 #include "core/caching_allocator.h"
 #include "kernels/elementwise.h"
 #include "kernels/indexing.h"
@@ -67,189 +68,197 @@ Tensor slice_view(const Tensor& x, int64_t d, int64_t start, int64_t length, int
 
 }  // namespace
 
+namespace autograd::tensor_methods {
+
 // ---------------------------------------------------------------- Tensor methods: views
+// (Tensor's differentiable methods, installed into core by
+// autograd/tensor_methods.cpp; `self` is the tensor the method is called on)
 
-Tensor Tensor::view(const Shape& shape) const {
+Tensor view(const Tensor& self, const Shape& shape) {
   // An empty tensor addresses no memory, so any view of it is valid.
-  MT_CHECK(is_contiguous() || numel() == 0,
-           "view: tensor with shape {} and strides {} is not contiguous; use reshape() instead", shape_string(),
-           shape_str(strides()));
-  const Shape s = infer_shape(shape, numel(), "view");
-  Tensor v = make_view(*this, s, contiguous_strides(s), offset());
-  return record_view("view", *this, v, [in = sizes()](const Tensor& g) { return g.reshape(in); });
+  MT_CHECK(self.is_contiguous() || self.numel() == 0,
+           "view: tensor with shape {} and strides {} is not contiguous; use reshape() instead", self.shape_string(),
+           shape_str(self.strides()));
+  const Shape s = infer_shape(shape, self.numel(), "view");
+  Tensor v = make_view(self, s, contiguous_strides(s), self.offset());
+  return record_view("view", self, v, [in = self.sizes()](const Tensor& g) { return g.reshape(in); });
 }
 
-Tensor Tensor::reshape(const Shape& shape) const {
-  if (is_contiguous() || numel() == 0) return view(shape);
-  return contiguous().view(shape);
+Tensor reshape(const Tensor& self, const Shape& shape) {
+  if (self.is_contiguous() || self.numel() == 0) return self.view(shape);
+  return self.contiguous().view(shape);
 }
 
-Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
-  if (dim() == 0) return reshape({1});
-  const int64_t s = wrap_dim(start_dim, dim(), "flatten"), e = wrap_dim(end_dim, dim(), "flatten");
+Tensor flatten(const Tensor& self, int64_t start_dim, int64_t end_dim) {
+  if (self.dim() == 0) return self.reshape({1});
+  const int64_t s = wrap_dim(start_dim, self.dim(), "flatten"), e = wrap_dim(end_dim, self.dim(), "flatten");
   MT_CHECK(s <= e, "flatten: start_dim {} comes after end_dim {}", start_dim, end_dim);
-  Shape shape(sizes().begin(), sizes().begin() + s);
-  shape.push_back(std::accumulate(sizes().begin() + s, sizes().begin() + e + 1, int64_t{1}, std::multiplies<>()));
-  shape.insert(shape.end(), sizes().begin() + e + 1, sizes().end());
-  return reshape(shape);
+  Shape shape(self.sizes().begin(), self.sizes().begin() + s);
+  shape.push_back(
+      std::accumulate(self.sizes().begin() + s, self.sizes().begin() + e + 1, int64_t{1}, std::multiplies<>()));
+  shape.insert(shape.end(), self.sizes().begin() + e + 1, self.sizes().end());
+  return self.reshape(shape);
 }
 
-Tensor Tensor::permute(const Shape& dims) const {
-  MT_CHECK(static_cast<int64_t>(dims.size()) == dim(), "permute: {} dims given for a tensor with {} dims ({})",
-           dims.size(), dim(), shape_string());
+Tensor permute(const Tensor& self, const Shape& dims) {
+  MT_CHECK(static_cast<int64_t>(dims.size()) == self.dim(), "permute: {} dims given for a tensor with {} dims ({})",
+           dims.size(), self.dim(), self.shape_string());
   Shape sizes_out(dims.size()), strides_out(dims.size()), inverse(dims.size());
   std::vector<bool> used(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
-    const auto d = static_cast<size_t>(wrap_dim(dims[i], dim(), "permute"));
+    const auto d = static_cast<size_t>(wrap_dim(dims[i], self.dim(), "permute"));
     MT_CHECK(!used[d], "permute: dim {} repeats in {}", d, shape_str(dims));
     used[d] = true;
-    sizes_out[i] = sizes()[d];
-    strides_out[i] = strides()[d];
+    sizes_out[i] = self.sizes()[d];
+    strides_out[i] = self.strides()[d];
     inverse[d] = static_cast<int64_t>(i);
   }
-  Tensor v = make_view(*this, sizes_out, strides_out, offset());
-  return record_view("permute", *this, v, [inverse](const Tensor& g) { return g.permute(inverse); });
+  Tensor v = make_view(self, sizes_out, strides_out, self.offset());
+  return record_view("permute", self, v, [inverse](const Tensor& g) { return g.permute(inverse); });
 }
 
-Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
-  const int64_t a = wrap_dim(dim0, dim(), "transpose"), b = wrap_dim(dim1, dim(), "transpose");
-  if (dim() == 0) return *this;
-  Shape order(static_cast<size_t>(dim()));
+Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
+  const int64_t a = wrap_dim(dim0, self.dim(), "transpose"), b = wrap_dim(dim1, self.dim(), "transpose");
+  if (self.dim() == 0) return self;
+  Shape order(static_cast<size_t>(self.dim()));
   std::iota(order.begin(), order.end(), int64_t{0});
   std::swap(order[static_cast<size_t>(a)], order[static_cast<size_t>(b)]);
-  return permute(order);
+  return self.permute(order);
 }
 
-Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
-  check_has_dims("narrow", *this);
-  const int64_t d = wrap_dim(dim_, dim(), "narrow");
-  const int64_t size_d = sizes()[static_cast<size_t>(d)];
+Tensor narrow(const Tensor& self, int64_t dim_, int64_t start, int64_t length) {
+  check_has_dims("narrow", self);
+  const int64_t d = wrap_dim(dim_, self.dim(), "narrow");
+  const int64_t size_d = self.sizes()[static_cast<size_t>(d)];
   if (start < 0) start += size_d;
   MT_CHECK(start >= 0 && length >= 0 && start + length <= size_d,
            "narrow: range [{}, {}) is outside dim {} of size {} (shape {})", start, start + length, d, size_d,
-           shape_string());
-  return slice(d, start, start + length, 1);
+           self.shape_string());
+  return self.slice(d, start, start + length, 1);
 }
 
-Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step) const {
-  check_has_dims("slice", *this);
-  const int64_t d = wrap_dim(dim_, dim(), "slice");
+Tensor slice(const Tensor& self, int64_t dim_, int64_t start, int64_t end, int64_t step) {
+  check_has_dims("slice", self);
+  const int64_t d = wrap_dim(dim_, self.dim(), "slice");
   MT_CHECK(step > 0, "slice: step must be positive, got {}", step);
-  const int64_t size_d = sizes()[static_cast<size_t>(d)];
+  const int64_t size_d = self.sizes()[static_cast<size_t>(d)];
   if (start < 0) start += size_d;
   if (end < 0) end += size_d;
   start = std::clamp<int64_t>(start, 0, size_d);
   end = std::clamp<int64_t>(end, start, size_d);
   const int64_t length = (end - start + step - 1) / step;
-  Tensor v = slice_view(*this, d, start, length, step);
-  return record_view("slice", *this, v, [in = sizes(), dtype = dtype(), d, start, length, step](const Tensor& g) {
-    Tensor gx = zeros(in, dtype, g.device());
-    kernels::copy(g, slice_view(gx, d, start, length, step));
-    return gx;
-  });
+  Tensor v = slice_view(self, d, start, length, step);
+  return record_view("slice", self, v,
+                     [in = self.sizes(), dtype = self.dtype(), d, start, length, step](const Tensor& g) {
+                       Tensor gx = zeros(in, dtype, g.device());
+                       kernels::copy(g, slice_view(gx, d, start, length, step));
+                       return gx;
+                     });
 }
 
-Tensor Tensor::select(int64_t dim_, int64_t index) const {
-  check_has_dims("select", *this);
-  const int64_t d = wrap_dim(dim_, dim(), "select");
-  const int64_t size_d = sizes()[static_cast<size_t>(d)];
+Tensor select(const Tensor& self, int64_t dim_, int64_t index) {
+  check_has_dims("select", self);
+  const int64_t d = wrap_dim(dim_, self.dim(), "select");
+  const int64_t size_d = self.sizes()[static_cast<size_t>(d)];
   MT_CHECK(index >= -size_d && index < size_d, "select: index {} is out of range for dim {} of size {}", index, d,
            size_d);
-  return narrow(d, index < 0 ? index + size_d : index, 1).squeeze(d);
+  return self.narrow(d, index < 0 ? index + size_d : index, 1).squeeze(d);
 }
 
-Tensor Tensor::expand(const Shape& shape) const {
-  MT_CHECK(shape.size() >= sizes().size(), "expand: cannot expand shape {} to fewer dims {}", shape_string(),
+Tensor expand(const Tensor& self, const Shape& shape) {
+  MT_CHECK(shape.size() >= self.sizes().size(), "expand: cannot expand shape {} to fewer dims {}", self.shape_string(),
            shape_str(shape));
   Shape target = shape;
-  const size_t lead = shape.size() - sizes().size();
+  const size_t lead = shape.size() - self.sizes().size();
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (i >= lead && shape[i] == -1) target[i] = sizes()[i - lead];
+    if (i >= lead && shape[i] == -1) target[i] = self.sizes()[i - lead];
     // -1 means "keep this dim", so it has no meaning for a new leading dim.
     MT_CHECK(target[i] >= 0, "expand: invalid size {} at dim {} of {} for shape {} (-1 only keeps an existing dim)",
-             shape[i], i, shape_str(shape), shape_string());
-    MT_CHECK(i < lead || sizes()[i - lead] == target[i] || sizes()[i - lead] == 1,
-             "expand: cannot expand shape {} to {} (dim {} has size {})", shape_string(), shape_str(shape), i,
-             sizes()[i - lead]);
+             shape[i], i, shape_str(shape), self.shape_string());
+    MT_CHECK(i < lead || self.sizes()[i - lead] == target[i] || self.sizes()[i - lead] == 1,
+             "expand: cannot expand shape {} to {} (dim {} has size {})", self.shape_string(), shape_str(shape), i,
+             self.sizes()[i - lead]);
   }
-  if (target == sizes()) return *this;
-  Tensor v = autograd::broadcast_view(detach(), target);
-  return record_view("expand", *this, v, [in = sizes()](const Tensor& g) { return sum_to_size(g, in); });
+  if (target == self.sizes()) return self;
+  Tensor v = autograd::broadcast_view(self.detach(), target);
+  return record_view("expand", self, v, [in = self.sizes()](const Tensor& g) { return sum_to_size(g, in); });
 }
 
-Tensor Tensor::squeeze(int64_t dim_) const {
-  if (dim() == 0) return *this;
-  const auto d = static_cast<size_t>(wrap_dim(dim_, dim(), "squeeze"));
-  if (sizes()[d] != 1) return *this;
-  Shape s = sizes(), st = strides();
+Tensor squeeze_dim(const Tensor& self, int64_t dim_) {
+  if (self.dim() == 0) return self;
+  const auto d = static_cast<size_t>(wrap_dim(dim_, self.dim(), "squeeze"));
+  if (self.sizes()[d] != 1) return self;
+  Shape s = self.sizes(), st = self.strides();
   s.erase(s.begin() + static_cast<int64_t>(d));
   st.erase(st.begin() + static_cast<int64_t>(d));
-  Tensor v = make_view(*this, s, st, offset());
-  return record_view("squeeze", *this, v, [in = sizes()](const Tensor& g) { return g.reshape(in); });
+  Tensor v = make_view(self, s, st, self.offset());
+  return record_view("squeeze", self, v, [in = self.sizes()](const Tensor& g) { return g.reshape(in); });
 }
 
-Tensor Tensor::squeeze() const {
+Tensor squeeze_all(const Tensor& self) {
   Shape s, st;
-  for (int64_t d = 0; d < dim(); ++d) {
-    if (sizes()[static_cast<size_t>(d)] == 1) continue;
-    s.push_back(sizes()[static_cast<size_t>(d)]);
-    st.push_back(strides()[static_cast<size_t>(d)]);
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (self.sizes()[static_cast<size_t>(d)] == 1) continue;
+    s.push_back(self.sizes()[static_cast<size_t>(d)]);
+    st.push_back(self.strides()[static_cast<size_t>(d)]);
   }
-  Tensor v = make_view(*this, s, st, offset());
-  return record_view("squeeze", *this, v, [in = sizes()](const Tensor& g) { return g.reshape(in); });
+  Tensor v = make_view(self, s, st, self.offset());
+  return record_view("squeeze", self, v, [in = self.sizes()](const Tensor& g) { return g.reshape(in); });
 }
 
-Tensor Tensor::unsqueeze(int64_t dim_) const {
-  const auto d = static_cast<size_t>(wrap_dim(dim_, dim() + 1, "unsqueeze"));
-  Shape s = sizes(), st = strides();
+Tensor unsqueeze(const Tensor& self, int64_t dim_) {
+  const auto d = static_cast<size_t>(wrap_dim(dim_, self.dim() + 1, "unsqueeze"));
+  Shape s = self.sizes(), st = self.strides();
   const int64_t stride = d < st.size() ? st[d] * s[d] : 1;
   s.insert(s.begin() + static_cast<int64_t>(d), 1);
   st.insert(st.begin() + static_cast<int64_t>(d), stride);
-  Tensor v = make_view(*this, s, st, offset());
-  return record_view("unsqueeze", *this, v, [in = sizes()](const Tensor& g) { return g.reshape(in); });
+  Tensor v = make_view(self, s, st, self.offset());
+  return record_view("unsqueeze", self, v, [in = self.sizes()](const Tensor& g) { return g.reshape(in); });
 }
 
 // ---------------------------------------------------------------- Tensor methods: copies and casts
 
-Tensor Tensor::contiguous() const {
-  if (is_contiguous()) return *this;
-  return clone();
+Tensor contiguous(const Tensor& self) {
+  if (self.is_contiguous()) return self;
+  return self.clone();
 }
 
-Tensor Tensor::clone() const {
-  Tensor out = empty(sizes(), dtype(), device());
-  kernels::copy(*this, out);
-  return record_view("clone", *this, out, [](const Tensor& g) { return g; });
+Tensor clone(const Tensor& self) {
+  Tensor out = empty(self.sizes(), self.dtype(), self.device());
+  kernels::copy(self, out);
+  return record_view("clone", self, out, [](const Tensor& g) { return g; });
 }
 
-Tensor Tensor::to(DType target) const {
-  if (target == dtype()) return *this;
-  Tensor out = empty(sizes(), target, device());
-  kernels::copy(*this, out);
+Tensor to_dtype(const Tensor& self, DType target) {
+  if (target == self.dtype()) return self;
+  Tensor out = empty(self.sizes(), target, self.device());
+  kernels::copy(self, out);
   if (!is_floating(target)) return out;  // integer results take no part in autograd
   // The cast's backward turns the gradient back into the source dtype
   // (e.g. f16 gradients of an f32 master parameter come back as f32).
-  return record_view("to", *this, out, [source = dtype()](const Tensor& g) { return g.to(source); });
+  return record_view("to", self, out, [source = self.dtype()](const Tensor& g) { return g.to(source); });
 }
 
-Tensor Tensor::to(Device target) const {
-  if (target == device()) return *this;
+Tensor to_device(const Tensor& self, Device target) {
+  if (target == self.device()) return self;
   // Copy the bytes of a contiguous version (made on the source device) into
   // a fresh contiguous tensor on the target: memcpy between host-accessible
   // devices (cpu, sim), cudaMemcpy to or from a GPU.
-  const Tensor source = is_contiguous() ? detach() : detach().contiguous();
-  Tensor out = empty(sizes(), dtype(), target);
+  const Tensor source = self.is_contiguous() ? self.detach() : self.detach().contiguous();
+  Tensor out = empty(self.sizes(), self.dtype(), target);
   copy_bytes(out.data_ptr(), target, source.data_ptr(), source.device(), out.nbytes(),
              "Tensor::to between the host and a device");
   out.storage()->bump_version();
   // Differentiable: the gradient moves back to where the input lives.
-  return record_view("to_device", *this, out,
-                     [source_device = device()](const Tensor& g) { return g.to(source_device); });
+  return record_view("to_device", self, out,
+                     [source_device = self.device()](const Tensor& g) { return g.to(source_device); });
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd::backward(*this, gradient, retain_graph);
+void backward(const Tensor& self, const Tensor& gradient, bool retain_graph) {
+  autograd::backward(self, gradient, retain_graph);
 }
+
+}  // namespace autograd::tensor_methods
 
 // ---------------------------------------------------------------- cat / stack / split
 

@@ -4,9 +4,11 @@
 // metadata. Views share storage. Element offsets and strides are in elements.
 //
 // Layering: core/ knows the data; the *differentiable* methods declared at the
-// bottom of this class (reshape, permute, to(dtype), backward, ...) are defined
-// in autograd/tensor_methods.cpp, since they record on the tape. Free-function
-// ops (mt::matmul, mt::softmax, operators) live in autograd/ops.h.
+// bottom of this class (reshape, permute, to(dtype), backward, ...) record on
+// the tape, so core/tensor_methods.cpp defines them as calls into the
+// autograd layer's implementations (autograd/ops_shape.cpp), which that layer
+// installs at start-up. Free-function ops (mt::matmul, mt::softmax,
+// operators) live in autograd/ops.h.
 #pragma once
 
 #include <cstdint>
@@ -134,9 +136,8 @@ class Tensor {
   Tensor detach() const;
 
   // ---- differentiable methods: they record on the tape and run kernels, so
-  // they are defined in the autograd layer (autograd/ops_shape.cpp, backward in
-  // autograd/engine.cpp), the one place core reaches upward (see the note in
-  // CMakeLists.txt).
+  // core forwards them to the autograd layer through core/tensor_methods.h
+  // (implementations in autograd/ops_shape.cpp).
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   Tensor view(const Shape& shape) const;
   Tensor reshape(const Shape& shape) const;

@@ -19,11 +19,13 @@
 namespace mt::kernels {
 
 // Applied to each product before its one rounding into out's dtype (in the
-// accumulator type): + bias[n] on every row, then ReLU. This is what makes a
-// Linear layer (and Linear + ReLU) one GEMM.
+// accumulator type): + bias[n] on every row, then the activation; the
+// pre-activation (bias added) is also stored when `pre_activation` is given.
+// This is what makes a Linear layer (and Linear + ReLU / GELU) one GEMM.
 struct GemmEpilogue {
   Tensor bias;  // [N], or undefined
-  bool relu = false;
+  GemmActivation activation = GemmActivation::None;
+  Tensor pre_activation;  // out's shape and dtype, contiguous (as out then must be); or undefined
 };
 
 namespace cpu {
@@ -56,6 +58,11 @@ inline GemmOperand gemm_operand(const Tensor& t, DType dtype) {
 inline void bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue = {}) {
   MT_CHECK(!epilogue.bias.defined() || (epilogue.bias.dim() == 1 && epilogue.bias.size(0) == out.size(2)),
            "bmm kernel: bias {} does not match {} output columns", epilogue.bias.shape_string(), out.size(2));
+  const Tensor& pre = epilogue.pre_activation;
+  MT_CHECK(!pre.defined() || (pre.sizes() == out.sizes() && pre.dtype() == out.dtype() &&
+                              pre.device() == out.device() && pre.is_contiguous() && out.is_contiguous()),
+           "bmm kernel: the pre-activation output must be contiguous like the output {} ({})", out.shape_string(),
+           out.dtype());
   const Backend backend = backend_for(out.device(), "bmm");
   if (backend == Backend::Cpu) return cpu::bmm(a, b, out, epilogue);
   using namespace device_buffers;
@@ -83,7 +90,7 @@ inline void bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
   args.ldc = ldc, args.batch_stride_c = batch_stride_c;
   const Tensor bias = epilogue.bias.defined() ? contiguous_as(epilogue.bias, dtype) : Tensor();
   args.bias = bias.defined() ? bias.data_ptr() : nullptr;
-  args.relu = epilogue.relu;
+  args.activation = epilogue.activation;
   const size_t element = element_size(dtype);
   const Stream stream = launch_stream(out.device());
   constexpr int64_t kMaxBatchPerLaunch = 65535;  // grid.z
@@ -92,9 +99,13 @@ inline void bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
     args.a = static_cast<const char*>(A.tensor.data_ptr()) + first * A.batch_stride * static_cast<int64_t>(element);
     args.b = static_cast<const char*>(B.tensor.data_ptr()) + first * B.batch_stride * static_cast<int64_t>(element);
     args.c = static_cast<char*>(c.data_ptr()) + first * batch_stride_c * static_cast<int64_t>(element);
+    if (pre.defined()) {  // contiguous like c (checked above), so c's strides address it
+      args.pre_activation = static_cast<char*>(pre.data_ptr()) + first * batch_stride_c * static_cast<int64_t>(element);
+    }
     MT_DEVICE_CALL(backend, gemm, args, GemmBackend::Auto, stream);
   }
   finish_output(c, out);
+  if (pre.defined()) mark_written(pre);
 }
 
 }  // namespace mt::kernels

@@ -61,7 +61,7 @@ MT_HOST_DEVICE inline T unary_forward(T x, T a, T b) {
   if constexpr (Op == UnaryOp::Sign) return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
   if constexpr (Op == UnaryOp::Reciprocal) return T(1) / x;
   if constexpr (Op == UnaryOp::Square) return x * x;
-  if constexpr (Op == UnaryOp::Relu) return x > T(0) ? x : T(0);
+  if constexpr (Op == UnaryOp::Relu) return (x > T(0) || x != x) ? x : T(0);  // NaN stays NaN, as in PyTorch
   if constexpr (Op == UnaryOp::GeluTanh) {
     const T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
     return T(0.5) * x * (T(1) + std::tanh(inner));
@@ -116,7 +116,8 @@ MT_HOST_DEVICE inline T unary_backward(T x, T y, T g, T a, T b) {
   if constexpr (Op == UnaryOp::Sign) return T(0);
   if constexpr (Op == UnaryOp::Reciprocal) return -g * y * y;
   if constexpr (Op == UnaryOp::Square) return g * T(2) * x;
-  if constexpr (Op == UnaryOp::Relu) return y > T(0) ? g : T(0);  // y > 0 exactly where x > 0
+  // PyTorch's threshold_backward: zero where y <= 0 (exactly where x <= 0), so a NaN passes g on.
+  if constexpr (Op == UnaryOp::Relu) return y <= T(0) ? T(0) : g;
   if constexpr (Op == UnaryOp::GeluTanh) {
     const T x2 = x * x;
     const T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x2 * x);
@@ -170,8 +171,9 @@ inline void visit_unary(UnaryOp op, Fn&& fn) {
 #define MT_UNARY_CASE(name) \
   case UnaryOp::name: return fn(std::integral_constant<UnaryOp, UnaryOp::name>{});
     MT_UNARY_CASE(Neg)
-    MT_UNARY_CASE(Exp) MT_UNARY_CASE(Log) MT_UNARY_CASE(Sqrt) MT_UNARY_CASE(Rsqrt) MT_UNARY_CASE(Abs)
-        MT_UNARY_CASE(Sign) MT_UNARY_CASE(Reciprocal) MT_UNARY_CASE(Square) MT_UNARY_CASE(Relu) MT_UNARY_CASE(GeluTanh)
+    MT_UNARY_CASE(Exp)
+    MT_UNARY_CASE(Log) MT_UNARY_CASE(Sqrt) MT_UNARY_CASE(Rsqrt) MT_UNARY_CASE(Abs) MT_UNARY_CASE(Sign)
+        MT_UNARY_CASE(Reciprocal) MT_UNARY_CASE(Square) MT_UNARY_CASE(Relu) MT_UNARY_CASE(GeluTanh)
             MT_UNARY_CASE(GeluErf) MT_UNARY_CASE(Silu) MT_UNARY_CASE(Tanh) MT_UNARY_CASE(Sigmoid)
                 MT_UNARY_CASE(PowScalar) MT_UNARY_CASE(Clamp)
 #undef MT_UNARY_CASE
@@ -185,9 +187,10 @@ inline void visit_binary(BinaryOp op, Fn&& fn) {
 #define MT_BINARY_CASE(name) \
   case BinaryOp::name: return fn(std::integral_constant<BinaryOp, BinaryOp::name>{});
     MT_BINARY_CASE(Add)
-    MT_BINARY_CASE(Sub) MT_BINARY_CASE(Mul) MT_BINARY_CASE(Div) MT_BINARY_CASE(Pow) MT_BINARY_CASE(Maximum)
-        MT_BINARY_CASE(Minimum) MT_BINARY_CASE(Eq) MT_BINARY_CASE(Ne) MT_BINARY_CASE(Lt) MT_BINARY_CASE(Le)
-            MT_BINARY_CASE(Gt) MT_BINARY_CASE(Ge)
+    MT_BINARY_CASE(Sub)
+    MT_BINARY_CASE(Mul) MT_BINARY_CASE(Div) MT_BINARY_CASE(Pow) MT_BINARY_CASE(Maximum) MT_BINARY_CASE(Minimum)
+        MT_BINARY_CASE(Eq) MT_BINARY_CASE(Ne) MT_BINARY_CASE(Lt) MT_BINARY_CASE(Le) MT_BINARY_CASE(Gt)
+            MT_BINARY_CASE(Ge)
 #undef MT_BINARY_CASE
   }
 }

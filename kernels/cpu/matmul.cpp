@@ -9,6 +9,7 @@
 #include <Eigen/Core>
 #include <optional>
 
+#include "kernels/common/elementwise.h"
 #include "kernels/cpu/strided.h"
 
 namespace mt::kernels::cpu {
@@ -56,17 +57,28 @@ struct Operand {
   }
 };
 
-// Bias and ReLU on the unrounded product, as the GPU epilogue does.
-// `bias` is the epilogue's bias in T (null for none).
+// The epilogue's activation with the elementwise ops' formulas.
 template <typename T>
-void apply_epilogue(T* c, int64_t rows, int64_t cols, const T* bias, bool relu) {
-  if (bias == nullptr && !relu) return;
+T activate(GemmActivation activation, T z) {
+  switch (activation) {
+    case GemmActivation::None: return z;
+    case GemmActivation::Relu: return unary_forward<UnaryOp::Relu>(z, T(0), T(0));
+    case GemmActivation::GeluErf: return unary_forward<UnaryOp::GeluErf>(z, T(0), T(0));
+    case GemmActivation::GeluTanh: return unary_forward<UnaryOp::GeluTanh>(z, T(0), T(0));
+  }
+  return z;
+}
+
+// Bias and activation on the unrounded product, as the GPU epilogue does;
+// `pre` (or null) receives the pre-activation. `bias` is in T (null for none).
+template <typename T>
+void apply_epilogue(T* c, T* pre, int64_t rows, int64_t cols, const T* bias, GemmActivation activation) {
   for (int64_t r = 0; r < rows; ++r) {
     T* row = c + r * cols;
     for (int64_t j = 0; j < cols; ++j) {
-      T v = bias == nullptr ? row[j] : row[j] + bias[j];
-      if (relu) v = v < T(0) ? T(0) : v;  // NaN stays NaN
-      row[j] = v;
+      const T z = bias == nullptr ? row[j] : row[j] + bias[j];
+      if (pre != nullptr) pre[r * cols + j] = z;
+      row[j] = activate(activation, z);
     }
   }
 }
@@ -77,14 +89,12 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEp
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2);
   std::optional<Loaded<T>> bias;
   if (epilogue.bias.defined()) bias.emplace(epilogue.bias);
-  T* dst = direct_output<T>(out);
-  std::vector<T> scratch;
-  if (dst == nullptr) {
-    scratch.resize(static_cast<size_t>(out.numel()));
-    dst = scratch.data();
-  }
+  OutputBuffer<T> dst(out);
+  std::optional<OutputBuffer<T>> pre;
+  if (epilogue.pre_activation.defined()) pre.emplace(epilogue.pre_activation);
+  const bool any_epilogue = bias || pre || epilogue.activation != GemmActivation::None;
   for (int64_t i = 0; i < batch; ++i) {
-    Eigen::Map<RowMajor<T>> C(dst + i * m * n, m, n);
+    Eigen::Map<RowMajor<T>> C(dst.data() + i * m * n, m, n);
     const T* pa = A.base + i * A.batch_stride;
     const T* pb = B.base + i * B.batch_stride;
     // Four layout combinations; Eigen picks a kernel for each.
@@ -101,13 +111,13 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEp
       C.noalias() = Eigen::Map<const ColMajor<T>, 0, Stride>(pa, A.rows, A.cols, Stride(A.ld)) *
                     Eigen::Map<const ColMajor<T>, 0, Stride>(pb, B.rows, B.cols, Stride(B.ld));
     }
-    apply_epilogue(dst + i * m * n, m, n, bias ? bias->data() : nullptr, epilogue.relu);
+    if (any_epilogue) {
+      apply_epilogue(dst.data() + i * m * n, pre ? pre->data() + i * m * n : nullptr, m, n,
+                     bias ? bias->data() : nullptr, epilogue.activation);
+    }
   }
-  if (scratch.empty()) {
-    out.storage()->bump_version();
-  } else {
-    store(dst, out);
-  }
+  dst.commit();
+  if (pre) pre->commit();
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The production GEMM entry: mt::{sim,cuda}::gemm picks an implementation.
 //
-// What: C[b] = op(A[b]) @ op(B[b]) (+ bias, ReLU), the kernel behind
+// What: C[b] = act(op(A[b]) @ op(B[b]) + bias), the kernel behind
 //   mt::kernels::bmm (kernels/matmul.h) and Linear.
 // Algorithm: no kernel of its own — it chooses one.
 //   own back end: f16/bf16 -> ladder v5 (cp.async pipeline + mma.sync),
@@ -8,7 +8,8 @@
 //                 f64 -> v2 (shared-memory tiles).
 //   cuBLASLt back end (GPU build only): cublasLtMatmul with the row-major
 //     problem expressed as its column-major transpose, C^T = op(B)^T op(A)^T,
-//     and the bias / ReLU as a cuBLASLt epilogue. FP32 runs
+//     and the bias / ReLU as a cuBLASLt epilogue (GELU as a second pass, see
+//     gemm_cublaslt: cuBLASLt's own GELU is the tanh form). FP32 runs
 //     CUBLAS_COMPUTE_32F unless GemmArgs::allow_tf32 asks for TF32.
 //   Selection: an explicit GemmBackend wins; Auto reads MT_GEMM
 //   (auto|own|cublaslt). auto means: own kernels in the simulator; cuBLASLt on
@@ -25,6 +26,7 @@
 #include <string>
 
 #include "kernels/cuda/gemm/gemm.h"
+#include "kernels/cuda/gemm/gemm_common.h"
 #include "kernels/cuda/launch.h"
 
 #if !MT_SIM_BUILD
@@ -143,6 +145,19 @@ void gemm_cublaslt(const GemmArgs& args, Stream stream) {
     gemm_own(args, stream);
     return;
   }
+  // cuBLASLt's GELU epilogue is the tanh approximation and writes its aux
+  // (pre-activation) in a layout of its own: GELU, and any request for the
+  // pre-activation, runs as bias-GEMM into Z, then one activation pass.
+  if (args.activation == kernels::GemmActivation::GeluErf || args.activation == kernels::GemmActivation::GeluTanh ||
+      (args.pre_activation != nullptr && args.activation != kernels::GemmActivation::None)) {
+    GemmArgs linear_part = args;
+    linear_part.activation = kernels::GemmActivation::None;
+    linear_part.pre_activation = nullptr;
+    if (args.pre_activation != nullptr) linear_part.c = args.pre_activation;
+    gemm_cublaslt(linear_part, stream);
+    gemm_detail::launch_activation_pass(args, stream);
+    return;
+  }
   CublasLtContext& context = cublaslt_context();
   const cudaDataType_t type = data_type(args.dtype);
   const bool f64 = args.dtype == KernelDType::F64;
@@ -161,9 +176,10 @@ void gemm_cublaslt(const GemmArgs& args, Stream stream) {
   check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)),
                "transb");
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const bool relu = args.activation == kernels::GemmActivation::Relu;
   if (args.bias != nullptr)
-    epilogue = args.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  else if (args.relu)
+    epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  else if (relu)
     epilogue = CUBLASLT_EPILOGUE_RELU;
   check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
                "epilogue");

@@ -1,4 +1,7 @@
 // matmul (1-D, 2-D, batched with broadcast batch dims), bmm and linear.
+#include <cmath>
+#include <functional>
+
 #include "test_util.h"
 
 using namespace mt;
@@ -38,15 +41,15 @@ Tensor ref_matmul(const Tensor& a, const Tensor& b) {
 }
 
 const std::vector<std::pair<Shape, Shape>> kMatmulShapes = {
-    {{4}, {4}},              // dot
-    {{4}, {4, 3}},           // vector @ matrix
-    {{2, 4}, {4}},           // matrix @ vector
-    {{2, 4}, {4, 3}},        // matrix @ matrix
-    {{2, 3, 4}, {2, 4, 5}},  // batched
-    {{2, 3, 4}, {4, 5}},     // batched @ shared matrix
-    {{3, 4}, {2, 4, 5}},     // shared matrix @ batched
-    {{4}, {2, 4, 3}},        // vector @ batched
-    {{2, 3, 4}, {4}},        // batched @ vector
+    {{4}, {4}},                 // dot
+    {{4}, {4, 3}},              // vector @ matrix
+    {{2, 4}, {4}},              // matrix @ vector
+    {{2, 4}, {4, 3}},           // matrix @ matrix
+    {{2, 3, 4}, {2, 4, 5}},     // batched
+    {{2, 3, 4}, {4, 5}},        // batched @ shared matrix
+    {{3, 4}, {2, 4, 5}},        // shared matrix @ batched
+    {{4}, {2, 4, 3}},           // vector @ batched
+    {{2, 3, 4}, {4}},           // batched @ vector
     {{2, 1, 3, 4}, {3, 4, 2}},  // broadcast batch dims
     {{1, 3, 4}, {2, 4, 2}},     // size-1 batch broadcast
 };
@@ -77,8 +80,8 @@ TEST_CASE("matmul and bmm on transposed and strided operands", "[ops][linalg]") 
   const Tensor cs = c.slice(1, 0, 6, 2);  // [4, 3] with a column stride of 2
   check_close(matmul(a.t(), cs), ref_matmul(a.t().contiguous(), cs.contiguous()), kF64Tol, "strided columns");
   // f32 (mapped in place by the kernel) and f16 (converted) views
-  check_close(matmul(a.t().to(kF32), b.t().to(kF32)), ref_matmul(a.t().contiguous(), b.t().contiguous()),
-              kF32Tol, "f32 transposed");
+  check_close(matmul(a.t().to(kF32), b.t().to(kF32)), ref_matmul(a.t().contiguous(), b.t().contiguous()), kF32Tol,
+              "f32 transposed");
   const Tensor x = randn64({2, 4, 3}, 4), y = randn64({2, 5, 4}, 5);
   check_close(bmm(x.transpose(1, 2), y.transpose(1, 2)),
               ref_matmul(x.transpose(1, 2).contiguous(), y.transpose(1, 2).contiguous()), kF64Tol, "bmm transposed");
@@ -86,8 +89,8 @@ TEST_CASE("matmul and bmm on transposed and strided operands", "[ops][linalg]") 
                     {x, y}, "bmm transposed");
   // a batch dim expanded with stride 0
   const Tensor shared = randn64({1, 3, 4}, 6).expand({2, 3, 4});
-  check_close(bmm(shared, y.transpose(1, 2)), ref_matmul(shared.contiguous(), y.transpose(1, 2).contiguous()),
-              kF64Tol, "bmm expanded batch");
+  check_close(bmm(shared, y.transpose(1, 2)), ref_matmul(shared.contiguous(), y.transpose(1, 2).contiguous()), kF64Tol,
+              "bmm expanded batch");
   // gradient when the upstream gradient is a broadcast view (sum's backward)
   Tensor p = randn64({3, 4}, 7).requires_grad_();
   const Tensor q = randn64({4, 2}, 8);
@@ -124,12 +127,40 @@ TEST_CASE("linear with and without bias", "[ops][linalg]") {
       CHECK(linear(x, w, bias).sizes() == y0.sizes());
       require_gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {x, w, bias},
                         "linear with bias");
-      require_gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1]); }, {x, w},
-                        "linear no bias");
+      require_gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1]); }, {x, w}, "linear no bias");
       check_low_precision([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {x, w, bias},
                           "linear");
     }
   }
+}
+
+// Catches: an epilogue activation that differs from the elementwise op (the
+// tanh form for erf, an activation before the bias), a backward that reads
+// the output where it needs the pre-activation (GELU) or skips the
+// activation's derivative, and a fused ReLU that turns a NaN into 0.
+TEST_CASE("linear with a fused ReLU or GELU equals the activation of linear, forward and backward", "[ops][linalg]") {
+  const Tensor w = randn64({3, 4}, 40), bias = randn64({3}, 41), x = randn64({2, 2, 4}, 42);
+  struct Case {
+    const char* name;
+    LinearActivation fused;
+    std::function<Tensor(const Tensor&)> separate;
+  };
+  const std::vector<Case> cases = {
+      {"relu", LinearActivation::Relu, [](const Tensor& t) { return relu(t); }},
+      {"gelu", LinearActivation::Gelu, [](const Tensor& t) { return gelu(t); }},
+      {"gelu tanh", LinearActivation::GeluTanh, [](const Tensor& t) { return gelu(t, GeluApproximation::Tanh); }},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const auto fused = [&](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2], c.fused); };
+    check_close(fused({x, w, bias}), c.separate(linear(x, w, bias)), kF64Tol, std::string(c.name) + " forward");
+    require_gradcheck(fused, {x, w, bias}, std::string(c.name) + " fused");
+    check_low_precision(fused, {x, w, bias}, std::string("linear+") + c.name);
+    // Without a bias, and without gradients (no pre-activation kept).
+    check_close(linear(x, w, Tensor(), c.fused), c.separate(linear(x, w)), kF64Tol, std::string(c.name) + " no bias");
+  }
+  const Tensor nan_row = from_vector(std::vector<double>{NAN, 1, 1, 1}, {1, 4}, kF64);
+  for (double v : linear(nan_row, w, bias, LinearActivation::Relu).to_vector()) CHECK(std::isnan(v));
 }
 
 TEST_CASE("linear: gradients of weight and bias in their own dtypes", "[ops][linalg]") {
@@ -149,17 +180,16 @@ TEST_CASE("linear: gradients of weight and bias in their own dtypes", "[ops][lin
 
 TEST_CASE("linalg errors name the op and the shapes", "[ops][linalg][errors]") {
   const Tensor a = zeros({2, 3}), b = zeros({4, 5});
-  REQUIRE_THROWS_WITH(matmul(a, b), Catch::Contains("matmul") && Catch::Contains("[2, 3]") &&
-                                        Catch::Contains("[4, 5]"));
+  REQUIRE_THROWS_WITH(matmul(a, b),
+                      Catch::Contains("matmul") && Catch::Contains("[2, 3]") && Catch::Contains("[4, 5]"));
   REQUIRE_THROWS_WITH(matmul(zeros({3}), zeros({4})), Catch::Contains("matmul"));
   REQUIRE_THROWS_WITH(matmul(zeros({}), zeros({3})), Catch::Contains("matmul") && Catch::Contains("1 dim"));
   REQUIRE_THROWS_WITH(matmul(zeros({2, 2, 3}), zeros({3, 3, 4})),
                       Catch::Contains("matmul") && Catch::Contains("broadcast"));
   REQUIRE_THROWS_WITH(bmm(a, b), Catch::Contains("bmm") && Catch::Contains("3-D"));
   REQUIRE_THROWS_WITH(bmm(zeros({2, 2, 3}), zeros({3, 3, 4})), Catch::Contains("bmm") && Catch::Contains("[2, 2, 3]"));
-  REQUIRE_THROWS_WITH(bmm(zeros({1, 2, 3}), zeros({1, 3, 4}, kF16)), Catch::Contains("bmm") &&
-                                                                        Catch::Contains("f16") &&
-                                                                        Catch::Contains("f32"));
+  REQUIRE_THROWS_WITH(bmm(zeros({1, 2, 3}), zeros({1, 3, 4}, kF16)),
+                      Catch::Contains("bmm") && Catch::Contains("f16") && Catch::Contains("f32"));
   REQUIRE_THROWS_WITH(matmul(zeros({2, 3}), zeros({3, 4}, kF64)), Catch::Contains("dtype"));
   const Tensor ints = from_vector(std::vector<int64_t>{1}, {1, 1, 1});
   REQUIRE_THROWS_WITH(bmm(ints, ints), Catch::Contains("bmm") && Catch::Contains("floating"));

@@ -77,6 +77,12 @@ TEST_CASE("ops save only what their backward reads, never more than PyTorch", "[
        [](auto& x) { return linear(x[0], x[1], x[2], LinearActivation::Relu); },
        (m + out_features) * k * f32,
        (m + out_features) * k * f32},
+      // + GELU: the input, the weight and GELU's input (the pre-activation).
+      {"linear+gelu",
+       {{m, k}, {out_features, k}, {out_features}},
+       [](auto& x) { return linear(x[0], x[1], x[2], LinearActivation::Gelu); },
+       (m + out_features) * k * f32 + m * out_features * f32,
+       (m + out_features) * k * f32 + m * out_features * f32},
   };
   for (Device device : {kCPU, kSIM}) {
     for (const Row& row : table) {

@@ -11,6 +11,7 @@
 
 namespace {
 
+using mt::kernels::GemmActivation;
 using mt::kernels::GemmArgs;
 using mt::kernels::GemmBackend;
 using mt::kernels::KernelDType;
@@ -21,8 +22,18 @@ struct Problem {
   int batch = 1, m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
   bool bias = false, relu = false;
-  int pad = 0;  // extra elements per leading dimension
+  int pad = 0;                                 // extra elements per leading dimension
+  GemmActivation gelu = GemmActivation::None;  // GeluErf / GeluTanh instead of relu
+  bool store_pre = false;                      // also store the pre-activation Z
 };
+
+double reference_activation(const Problem& p, double z) {
+  if (p.gelu == GemmActivation::GeluErf) return 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+  if (p.gelu == GemmActivation::GeluTanh) {
+    return 0.5 * z * (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));
+  }
+  return p.relu && z < 0 ? 0 : z;
+}
 
 // Runs `fn` on random data and checks every output against a double reference
 // computed from the (already rounded) inputs.
@@ -38,7 +49,9 @@ void check_gemm(const GemmFn& fn, KernelDType dtype, const Problem& p, unsigned 
   a.fill_random(rng);
   b.fill_random(rng);
   bias.fill_random(rng);
+  DeviceLikeBuffer pre(dtype, static_cast<size_t>(stride_c * p.batch));
   c.fill(4096.0);  // padding must survive (4096 is exact in every dtype)
+  pre.fill(4096.0);
 
   GemmArgs args;
   args.dtype = dtype;
@@ -48,7 +61,8 @@ void check_gemm(const GemmFn& fn, KernelDType dtype, const Problem& p, unsigned 
   args.b = b.data(), args.ldb = ldb, args.batch_stride_b = stride_b, args.trans_b = p.trans_b;
   args.c = c.data(), args.ldc = ldc, args.batch_stride_c = stride_c;
   args.bias = p.bias ? bias.data() : nullptr;
-  args.relu = p.relu;
+  args.activation = p.gelu != GemmActivation::None ? p.gelu : p.relu ? GemmActivation::Relu : GemmActivation::None;
+  args.pre_activation = p.store_pre ? pre.data() : nullptr;
   fn(args, {});
 
   const double out_eps = dtype == KernelDType::BF16  ? 1.0 / 128
@@ -68,16 +82,27 @@ void check_gemm(const GemmFn& fn, KernelDType dtype, const Problem& p, unsigned 
           mag += std::abs(x * y);
         }
         if (p.bias) ref += bias.get(static_cast<size_t>(j));
-        if (p.relu) ref = ref < 0 ? 0 : ref;
-        const double got = c.get(static_cast<size_t>(bi * stride_c + i * ldc + j));
-        const double tol = out_eps * std::abs(ref) + sum_eps * (mag + 1);
+        const double z = ref;
+        ref = reference_activation(p, z);
+        const size_t at = static_cast<size_t>(bi * stride_c + i * ldc + j);
+        const double got = c.get(at);
+        // GELU's slope is at most ~1.13, so the error in z carries over.
+        const double tol = out_eps * std::abs(ref) + 1.2 * sum_eps * (mag + 1);
         if (!(std::abs(got - ref) <= tol) && ++bad <= 5) {
           UNSCOPED_INFO("C[" << bi << "][" << i << "][" << j << "] = " << got << ", expected " << ref);
         }
+        const double z_tol = out_eps * std::abs(z) + sum_eps * (mag + 1);
+        if (p.store_pre && !(std::abs(pre.get(at) - z) <= z_tol) && ++bad <= 5) {
+          UNSCOPED_INFO("Z[" << bi << "][" << i << "][" << j << "] = " << pre.get(at) << ", expected " << z);
+        }
+        if (!p.store_pre && pre.get(at) != 4096.0 && ++bad <= 5) {
+          UNSCOPED_INFO("Z[" << bi << "][" << i << "][" << j << "] written without being asked for");
+        }
       }
       for (int j = p.n; j < ldc; ++j) {  // padding columns untouched
-        if (c.get(static_cast<size_t>(bi * stride_c + i * ldc + j)) != 4096.0 && ++bad <= 5) {
-          UNSCOPED_INFO("padding C[" << bi << "][" << i << "][" << j << "] was overwritten");
+        const size_t at = static_cast<size_t>(bi * stride_c + i * ldc + j);
+        if ((c.get(at) != 4096.0 || pre.get(at) != 4096.0) && ++bad <= 5) {
+          UNSCOPED_INFO("padding C/Z[" << bi << "][" << i << "][" << j << "] was overwritten");
         }
       }
     }
@@ -139,6 +164,24 @@ TEST_CASE("GEMM versions: batched with bias and ReLU epilogue", "[gemm][sim]") {
       check_gemm(v.fn, dtype, Problem{3, 37, 29, 23, false, false, true, true});
       check_gemm(v.fn, dtype, Problem{2, 64, 48, 40, false, true, true, false});
       check_gemm(v.fn, dtype, Problem{2, 64, 48, 40, true, false, false, true});
+    }
+  }
+}
+
+// Catches: a GELU epilogue using the wrong form (tanh for erf), applied
+// after rounding, or storing Z after the activation (GELU's backward would
+// then read gelu(z) for z); a pre-activation written when not asked for.
+TEST_CASE("GEMM versions: GELU epilogue (erf and tanh forms) with the pre-activation stored", "[gemm][sim]") {
+  for (const auto& v : versions()) {
+    for (KernelDType dtype : {KernelDType::F16, KernelDType::BF16, KernelDType::F32}) {
+      if (dtype == KernelDType::F32 && !v.all_dtypes) continue;
+      INFO(v.name << " " << mt::kernels::kernel_dtype_name(dtype));
+      Problem erf{2, 37, 29, 23, false, true, true, false, /*pad=*/1, GemmActivation::GeluErf, true};
+      check_gemm(v.fn, dtype, erf);
+      Problem tanh_form{1, 40, 24, 16, true, false, false, false, 0, GemmActivation::GeluTanh, false};
+      check_gemm(v.fn, dtype, tanh_form);
+      Problem relu_pre{1, 33, 17, 8, false, false, true, true, 0, GemmActivation::None, true};
+      check_gemm(v.fn, dtype, relu_pre);
     }
   }
 }

@@ -111,6 +111,29 @@ TEST_CASE("unary ops and their backward match the CPU on sim", "[sim][elementwis
   }
 }
 
+// Catches: the device epilogue's activation or stored pre-activation
+// differing from the CPU's (the GEMM ladder's own test checks the kernels;
+// this one checks linear's wiring: the Z buffer handed to the kernel and the
+// backward that reads it).
+TEST_CASE("linear with each fused activation matches the CPU on sim, forward and backward", "[sim][linalg]") {
+  for (DType dtype : kFloatTypes) {
+    for (LinearActivation act :
+         {LinearActivation::None, LinearActivation::Relu, LinearActivation::Gelu, LinearActivation::GeluTanh}) {
+      const std::string what = std::string(dtype_name(dtype)) + " activation " + std::to_string(static_cast<int>(act));
+      Pair x = leaf_pair(random_cpu({9, 12}, dtype, 21)), w = leaf_pair(random_cpu({7, 12}, dtype, 22));
+      Pair b = leaf_pair(random_cpu({7}, dtype, 23));
+      const Tensor g = random_cpu({9, 7}, dtype, 24);
+      const Tensor y_cpu = linear(x.cpu, w.cpu, b.cpu, act), y_sim = linear(x.sim, w.sim, b.sim, act);
+      check_matches(y_sim, y_cpu, tolerance(dtype), what + " forward");
+      sum(mul(y_cpu, g)).backward();
+      sum(mul(y_sim, g.to(test::kCudaPath))).backward();
+      check_matches(x.sim.grad(), x.cpu.grad(), 4 * tolerance(dtype), what + " d input");
+      check_matches(w.sim.grad(), w.cpu.grad(), 4 * tolerance(dtype), what + " d weight");
+      check_matches(b.sim.grad(), b.cpu.grad(), 4 * tolerance(dtype), what + " d bias");
+    }
+  }
+}
+
 TEST_CASE("the 128-bit vector path and its ragged tail", "[sim][elementwise]") {
   for (DType dtype : kFloatTypes) {
     // 1000 = 125 packs of 8 halves (or 250 of 4 floats); 1003 leaves a tail.

@@ -1,7 +1,8 @@
 // The GEMM ladder's host entry points (plain C++: op code, tests and the
 // benchmark include this without any CUDA header).
 //
-//   C[b] = op(A[b]) @ op(B[b])  (+ bias[n] on every row)  (then ReLU)
+//   Z[b] = op(A[b]) @ op(B[b])  (+ bias[n] on every row)
+//   C[b] = act(Z[b])            (act: none, ReLU, GELU erf or tanh form)
 //
 // for b < batch, where op(A) is M x K and op(B) is K x N. Every matrix is
 // row-major with a leading dimension; `trans_a` means A is stored as its
@@ -9,7 +10,9 @@
 // (B stored N x K). So NN, NT, TN (and TT) all read their operands in place.
 // F16/BF16 operands are std::uint16_t bit patterns; C and bias have the same
 // dtype as A and B. Products accumulate in f32 (f64 for f64) and C is rounded
-// once. Each version lives in its own file next to this header:
+// once. When `pre_activation` is set, Z is stored there too (same layout as
+// C): GELU's backward reads it, so a Linear + GELU layer keeps Z, as the
+// unfused pair would, but writes it in the same pass. Each version lives in its own file next to this header:
 //
 //   v1_naive.cu               one thread per output, operands from global memory
 //   v2_shared_tiles.cu        16x16 tiles staged through shared memory
@@ -28,6 +31,12 @@
 
 namespace mt::kernels {
 
+// The activation applied to each product in the epilogue, in the accumulator
+// type, before the one rounding into C. The formulas are those of the
+// elementwise ops (kernels/common/elementwise.h), so a fused layer computes
+// exactly what the separate op would from an unrounded input.
+enum class GemmActivation : uint8_t { None, Relu, GeluErf, GeluTanh };
+
 struct GemmArgs {
   KernelDType dtype = KernelDType::F32;
   int batch = 1, m = 0, n = 0, k = 0;
@@ -40,8 +49,9 @@ struct GemmArgs {
   void* c = nullptr;
   int64_t ldc = 0, batch_stride_c = 0;
   const void* bias = nullptr;  // [n], dtype of C; null for none
-  bool relu = false;
-  bool allow_tf32 = false;  // f32 only; honoured by the cuBLASLt back end (own kernels stay true FP32)
+  GemmActivation activation = GemmActivation::None;
+  void* pre_activation = nullptr;  // Z (bias added, no activation), laid out as C; null for none
+  bool allow_tf32 = false;         // f32 only; honoured by the cuBLASLt back end (own kernels stay true FP32)
 };
 
 // Which implementation gemm() uses. Auto: MT_GEMM from the environment

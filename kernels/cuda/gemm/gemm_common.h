@@ -1,12 +1,13 @@
 // Pieces every GEMM version shares (private to kernels/cuda/gemm): operand
 // addressing for the NN/NT/TN/TT layouts, argument checks, and the epilogue
-// (bias, ReLU, one rounding on store).
+// (bias, activation, one rounding on store).
 #pragma once
 
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/common/elementwise.h"
 #include "kernels/cuda/element.h"
 #include "kernels/cuda/gemm/gemm.h"
 #include "kernels/cuda/launch.h"
@@ -45,15 +46,43 @@ inline OperandStrides b_strides(const GemmArgs& args) {
   return args.trans_b ? OperandStrides{1, args.ldb} : OperandStrides{args.ldb, 1};
 }
 
-// The epilogue: bias and ReLU in the accumulator type, then one rounding.
+// The epilogue's activation, in the accumulator type, with the elementwise
+// ops' own formulas (ReLU keeps a NaN, as PyTorch's does).
+template <typename Acc>
+__device__ __forceinline__ Acc activate(kernels::GemmActivation activation, Acc z) {
+  using kernels::UnaryOp;
+  switch (activation) {
+    case kernels::GemmActivation::None: return z;
+    case kernels::GemmActivation::Relu: return kernels::unary_forward<UnaryOp::Relu>(z, Acc(0), Acc(0));
+    case kernels::GemmActivation::GeluErf: return kernels::unary_forward<UnaryOp::GeluErf>(z, Acc(0), Acc(0));
+    case kernels::GemmActivation::GeluTanh: return kernels::unary_forward<UnaryOp::GeluTanh>(z, Acc(0), Acc(0));
+  }
+  return z;
+}
+
+// The epilogue: bias and activation in the accumulator type, then one
+// rounding (and, when asked, the pre-activation stored beside C).
 template <typename E>
 __device__ __forceinline__ void store_output(const GemmArgs& args, int batch, int row, int col, typename E::Acc value) {
   using Storage = typename E::Storage;
   if (row >= args.m || col >= args.n) return;
   if (args.bias != nullptr) value += E::to_acc(static_cast<const Storage*>(args.bias)[col]);
-  if (args.relu) value = value < 0 ? typename E::Acc(0) : value;  // NaN stays NaN, as in PyTorch
-  static_cast<Storage*>(args.c)[batch * args.batch_stride_c + static_cast<int64_t>(row) * args.ldc + col] =
-      E::from_acc(value);
+  const int64_t offset = batch * args.batch_stride_c + static_cast<int64_t>(row) * args.ldc + col;
+  if (args.pre_activation != nullptr) static_cast<Storage*>(args.pre_activation)[offset] = E::from_acc(value);
+  static_cast<Storage*>(args.c)[offset] = E::from_acc(activate(args.activation, value));
+}
+
+// C = act(Z) for a Z already in memory (pre_activation, or C itself): the
+// second pass a library GEMM without this epilogue needs.
+template <typename E>
+__global__ void activation_pass_kernel(GemmArgs args) {
+  using Storage = typename E::Storage;
+  const int col = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  const int row = static_cast<int>(blockIdx.y);
+  if (col >= args.n) return;
+  const int64_t offset = blockIdx.z * args.batch_stride_c + static_cast<int64_t>(row) * args.ldc + col;
+  const Storage* z = static_cast<const Storage*>(args.pre_activation != nullptr ? args.pre_activation : args.c);
+  static_cast<Storage*>(args.c)[offset] = E::from_acc(activate(args.activation, E::to_acc(z[offset])));
 }
 
 // Fills C with the epilogue of a zero product (k == 0): bias / 0.
@@ -62,6 +91,14 @@ __global__ void empty_k_kernel(GemmArgs args) {
   const int col = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   const int row = static_cast<int>(blockIdx.y);
   store_output<E>(args, static_cast<int>(blockIdx.z), row, col, typename E::Acc(0));
+}
+
+inline void launch_activation_pass(const GemmArgs& args, kernels::Stream stream) {
+  element::visit(args.dtype, [&](auto tag) {
+    using E = decltype(tag);
+    launch("gemm_activation_pass_kernel", activation_pass_kernel<E>, dim3(ceil_div(args.n, 128), args.m, args.batch),
+           dim3(128), 0, stream, args);
+  });
 }
 
 // True when the entry point has nothing to launch; handles k == 0 itself.
