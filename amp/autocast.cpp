@@ -1,5 +1,6 @@
 #include "amp/autocast.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
@@ -139,11 +140,16 @@ std::optional<DType> autocast_target(Op op, const std::vector<Tensor>& inputs) {
     case CastPolicy::Fp32: return kF32;
     case CastPolicy::InputDType: return std::nullopt;
     case CastPolicy::Promote: {
-      DType widest = first->dtype();
+      // As PyTorch's result_type: 0-dim inputs count only when no input has dims
+      // (f16[4] * f32[] stays f16).
+      const bool any_dimensioned =
+          std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return is_castable(t) && t.dim() > 0; });
+      std::optional<DType> widest;
       for (const Tensor& t : inputs) {
-        if (is_castable(t)) widest = promote_types(widest, t.dtype());
+        if (!is_castable(t) || (any_dimensioned && t.dim() == 0)) continue;
+        widest = widest ? promote_types(*widest, t.dtype()) : t.dtype();
       }
-      return widest;
+      return widest ? widest : first->dtype();
     }
   }
   return std::nullopt;

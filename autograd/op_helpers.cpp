@@ -63,5 +63,16 @@ Tensor scalar_operand(double value, const Tensor& like) {
   return scalar_tensor(value, is_low_precision(like.dtype()) || like.dtype() == kF32 ? kF32 : kF64, like.device());
 }
 
+namespace {
+int category(DType t) { return t == kBool ? 0 : is_floating(t) ? 2 : 1; }
+}  // namespace
+
+DType binary_result_type(const Tensor& a, const Tensor& b) {
+  const bool a_scalar = a.dim() == 0, b_scalar = b.dim() == 0;
+  if (a_scalar == b_scalar) return promote_types(a.dtype(), b.dtype());
+  const DType dimensioned = a_scalar ? b.dtype() : a.dtype(), scalar = a_scalar ? a.dtype() : b.dtype();
+  return category(scalar) > category(dimensioned) ? promote_types(dimensioned, scalar) : dimensioned;
+}
+
 }  // namespace autograd
 }  // namespace mt

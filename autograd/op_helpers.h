@@ -19,6 +19,12 @@ Shape normalize_dims(const Shape& dims, int64_t ndim, const char* op);
 // The dtype an op on x computes its floating result in (integers become f32).
 inline DType floating_result_type(DType t) { return is_floating(t) ? t : kF32; }
 
+// The dtype of a binary op's result, by PyTorch's rule: a 0-dim operand
+// takes part only when its category (bool < integer < floating) is above the
+// other, dimensioned operand's. f32[4] + f64[] is f32, f16[4] * f32[] is f16,
+// i64[4] + f64[] is f64; two dimensioned (or two 0-dim) operands promote as usual.
+DType binary_result_type(const Tensor& a, const Tensor& b);
+
 // A 0-dim tensor holding a scalar operand in the compute type of `like`
 // (f32 for f32/f16/bf16, f64 otherwise), so an f16 op never sees a pre-rounded scalar.
 Tensor scalar_operand(double value, const Tensor& like);

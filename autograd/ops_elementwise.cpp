@@ -27,7 +27,7 @@ Tensor run_binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& 
 }
 
 DType arithmetic_result_type(BinaryOp op, const Tensor& a, const Tensor& b) {
-  const DType t = promote_types(a.dtype(), b.dtype());
+  const DType t = autograd::binary_result_type(a, b);
   // True division (and pow with a float operand) of integers gives a float, as in PyTorch.
   if (op == BinaryOp::Div && !is_floating(t)) return kF32;
   return t;
@@ -166,10 +166,10 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
         return BinarySaves{true, true, false};
       },
       [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&, bool, bool) {
-        // Ties split the gradient evenly, as in PyTorch.
+        // PyTorch's rule: ties split the gradient evenly, and only the side
+        // that lost gets zero, so where either is NaN both sides get g.
         const Tensor share = where(eq(a_, b_), mul(g, 0.5), g);
-        const Tensor zero = zeros({}, g.dtype(), g.device());
-        return std::pair{where(ge(a_, b_), share, zero), where(le(a_, b_), share, zero)};
+        return std::pair{masked_fill(share, lt(a_, b_), 0.0), masked_fill(share, gt(a_, b_), 0.0)};
       });
 }
 
@@ -182,8 +182,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
       },
       [](const Tensor& g, const Tensor& a_, const Tensor& b_, const Tensor&, bool, bool) {
         const Tensor share = where(eq(a_, b_), mul(g, 0.5), g);
-        const Tensor zero = zeros({}, g.dtype(), g.device());
-        return std::pair{where(le(a_, b_), share, zero), where(ge(a_, b_), share, zero)};
+        return std::pair{masked_fill(share, gt(a_, b_), 0.0), masked_fill(share, lt(a_, b_), 0.0)};
       });
 }
 
@@ -278,7 +277,7 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   autograd::check_same_device("where", cond, a);
   autograd::check_same_device("where", a, b);
   const Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
-  Tensor out = empty(shape, promote_types(a.dtype(), b.dtype()), a.device());
+  Tensor out = empty(shape, autograd::binary_result_type(a, b), a.device());
   kernels::where(broadcast_view(cond, shape), broadcast_view(a, shape), broadcast_view(b, shape), out);
   if (!autograd::needs_grad({a, b})) return out;
   return record(in, out,

@@ -112,9 +112,9 @@ Tensor cross_entropy(const Tensor& logits_uncast, const Tensor& target_in, const
   const int64_t n = logits.size(0);
   const DType loss_dtype = logits.dtype() == kF64 ? kF64 : kF32;  // losses are reported in f32
   Tensor row_loss = empty({n}, loss_dtype, logits.device());
-  Tensor lse = empty({n}, loss_dtype, logits.device());
+  Tensor row_stats = empty({n, 2}, loss_dtype, logits.device());  // max, log sum exp(x - max)
   const kernels::CrossEntropyArgs args{options.ignore_index, options.label_smoothing};
-  kernels::cross_entropy_forward(logits, target, row_loss, lse, args);
+  kernels::cross_entropy_forward(logits, target, row_loss, row_stats, args);
 
   // Mean divides by the number of targets that are not ignore_index, counted
   // on the device (reading the targets on the host would be a sync per step).
@@ -133,9 +133,9 @@ Tensor cross_entropy(const Tensor& logits_uncast, const Tensor& target_in, const
   }
   if (!autograd::needs_grad({logits_in})) return out;
   // Saves the logits (in the dtype the op ran in), the targets, each row's
-  // log-sum-exp and, for a mean, the device-side count.
+  // softmax statistics and, for a mean, the device-side count.
   return record(in, out,
-                [sl = save(logits), st = save(target), slse = save(lse), args, reduction = options.reduction,
+                [sl = save(logits), st = save(target), sstats = save(row_stats), args, reduction = options.reduction,
                  sc = save(counted), n, in_shape = logits_in.sizes()](const Tensor& g) -> std::vector<Tensor> {
                   const Tensor logits_ = sl.get();
                   Tensor grad_rows;
@@ -146,7 +146,7 @@ Tensor cross_entropy(const Tensor& logits_uncast, const Tensor& target_in, const
                     grad_rows = (reduction == Reduction::Mean ? div(total, sc.get()) : total).expand({n});
                   }
                   Tensor dlogits = empty(logits_.sizes(), logits_.dtype(), logits_.device());
-                  kernels::cross_entropy_backward(logits_, st.get(), slse.get(), grad_rows, dlogits, args);
+                  kernels::cross_entropy_backward(logits_, st.get(), sstats.get(), grad_rows, dlogits, args);
                   return {dlogits.reshape(in_shape)};
                 });
 }

@@ -146,15 +146,31 @@ ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
   return extreme(ReduceOp::Min, amp::Op::Min, x, dim, keepdim);
 }
 
-Tensor max(const Tensor& x) {
-  MT_CHECK(x.numel() > 0, "max: cannot take the max of an empty tensor");
-  return max(x.reshape({x.numel()}), 0).values;
+namespace {
+
+// The max/min of the whole tensor. Unlike max(x, dim), whose gradient goes to
+// the one index it returns, the gradient is spread evenly over every element
+// equal to the result (every NaN, when the result is NaN), as PyTorch's
+// evenly_distribute_backward does. The count stays on the device.
+Tensor extreme_of_all(ReduceOp op, amp::Op policy, const Tensor& x_in) {
+  const autograd::CastInputs in = autograd::autocast_inputs(policy, {x_in});
+  const Tensor& x = in[0];
+  MT_CHECK(x.numel() > 0, "{}: cannot take the {} of an empty tensor", in.name(), in.name());
+  const Tensor value = extreme(op, policy, x.detach().reshape({x.numel()}), 0, false).values;
+  if (!autograd::needs_grad({x})) return value;
+  return record(in, value, [sx = save(x), sv = save(value)](const Tensor& g) -> std::vector<Tensor> {
+    const Tensor x_ = sx.get(), v = sv.get();
+    const DType dtype = g.dtype();
+    // eq() is false for NaN, so the two masks never overlap.
+    const Tensor mask = add(eq(x_, v).to(dtype), logical_and(ne(x_, x_), ne(v, v)).to(dtype));
+    return {mul(mask, div(g, sum(mask)))};
+  });
 }
 
-Tensor min(const Tensor& x) {
-  MT_CHECK(x.numel() > 0, "min: cannot take the min of an empty tensor");
-  return min(x.reshape({x.numel()}), 0).values;
-}
+}  // namespace
+
+Tensor max(const Tensor& x) { return extreme_of_all(ReduceOp::Max, amp::Op::Max, x); }
+Tensor min(const Tensor& x) { return extreme_of_all(ReduceOp::Min, amp::Op::Min, x); }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   const int64_t d = wrap_dim(dim, x.dim(), "argmax");

@@ -55,7 +55,9 @@ struct MaxSum {
 template <typename T>
 __device__ __forceinline__ MaxSum<T> combine(MaxSum<T> a, MaxSum<T> b) {
   const T m = a.max > b.max ? a.max : b.max;
-  if (m == negative_infinity<T>()) return {m, T(0)};  // both empty (or all -inf)
+  // Both empty (or all -inf): the sums are 0, unless a lane saw a NaN, whose
+  // NaN sum must survive (returning 0 here once hid a NaN in a short row).
+  if (m == negative_infinity<T>()) return {m, a.sum + b.sum};
   return {m, a.sum * acc_exp(a.max - m) + b.sum * acc_exp(b.max - m)};
 }
 

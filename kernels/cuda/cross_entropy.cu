@@ -2,18 +2,22 @@
 //
 // What: per row r of logits [rows, C] with class index t_r and label
 //   smoothing eps, q = (1 - eps) * onehot(t_r) + eps / C:
-//     loss_r = -sum_c q_c * log_softmax(x_r)_c = (1 - eps)(lse - x_t) + eps/C * (C*lse - sum_c x_c)
+//     loss_r = -sum_c q_c * log_softmax(x_r)_c
+//            = (1 - eps)(log_sum - (x_t - max)) + eps/C * sum_c (log_sum + max - x_c)
 //     dloss/dx_rc = grad_r * (softmax(x_r)_c - q_c)
 //   Rows whose target is ignore_index get loss 0 and gradient 0 (the caller
 //   divides by the count of the others for a mean). Same semantics as
 //   kernels/cpu/cross_entropy.cpp.
 // Algorithm: one block per row. Forward never materialises log_softmax: one
-//   read of the row gives the online (max, sum exp) pair and the plain sum of
-//   the logits (for smoothing), reduced with warp shuffles + shared memory;
-//   thread 0 reads x_t. The row's log-sum-exp is saved so the backward is a
-//   single elementwise pass: read x, write grad, nothing else.
-// Precision: lse, the sums and the loss in f32 (f64 for f64 logits); the
-//   gradient is rounded once to the logits' dtype.
+//   read of the row gives the online (max, sum exp) pair and the sum of
+//   x_c - x_0 (for smoothing), reduced with warp shuffles + shared memory;
+//   thread 0 reads x_t. The row's (max, log_sum) is saved so the backward is
+//   a single elementwise pass: read x, write grad, nothing else.
+// Precision: the statistics, the sums and the loss in f32 (f64 for f64
+//   logits), every term formed from x - max (never x - lse with a rounded
+//   lse: at logits ~1e4 that costs 1e-3 relative); a NaN anywhere in a row
+//   makes its loss and gradient NaN. The gradient is rounded once to the
+//   logits' dtype.
 // Bound: bandwidth-bound: forward reads the logits once, backward reads them
 //   once and writes the gradient once — the [rows, C] log-probabilities never
 //   touch memory (for a 50K vocabulary that is the point of fusing).
@@ -35,39 +39,47 @@ using namespace rowwise;
 
 template <typename E>
 __global__ void cross_entropy_forward_kernel(const typename E::Storage* logits, const int64_t* target,
-                                             typename E::Acc* loss, typename E::Acc* lse_out, int64_t classes,
+                                             typename E::Acc* loss, typename E::Acc* row_stats, int64_t classes,
                                              int64_t ignore_index, typename E::Acc smoothing) {
   using Acc = typename E::Acc;
   __shared__ Acc scratch_max[32], scratch_sum[32], scratch[32];
   const int64_t row = blockIdx.x;
   const typename E::Storage* x = logits + row * classes;
   MaxSum<Acc> stats{negative_infinity<Acc>(), Acc(0)};
-  Acc sum_x = 0;
+  // sum_c (x_c - x_0): shifted by the row's first logit (known before the max
+  // is), so a shared offset of 1e4 cancels exactly instead of in the sum.
+  const Acc shift = E::to_acc(x[0]);
+  Acc shifted_sum = 0;
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
     const Acc v = E::to_acc(x[c]);
     accumulate(stats, v);
-    sum_x += v;
+    shifted_sum += v - shift;
   }
   stats = block_max_sum(stats, scratch_max, scratch_sum);
-  if (smoothing != Acc(0)) sum_x = block_sum(sum_x, scratch);
+  if (smoothing != Acc(0)) shifted_sum = block_sum(shifted_sum, scratch);
   if (threadIdx.x != 0) return;
-  const Acc lse = stats.max + acc_log(stats.sum);
-  lse_out[row] = lse;
+  const Acc log_sum = acc_log(stats.sum);
+  row_stats[2 * row] = stats.max;
+  row_stats[2 * row + 1] = log_sum;
   const int64_t label = target[row];
   if (label == ignore_index) {
     loss[row] = 0;
   } else if (label < 0 || label >= classes) {
     loss[row] = static_cast<Acc>(NAN);  // the CPU backend throws; a kernel can only poison the result
   } else {
-    Acc value = (Acc(1) - smoothing) * (lse - E::to_acc(x[label]));
-    if (smoothing != Acc(0)) value += smoothing / static_cast<Acc>(classes) * (static_cast<Acc>(classes) * lse - sum_x);
+    // Every term from x - max: (1 - eps)(log_sum - (x_t - max)) + eps/C sum_c (log_sum + max - x_c).
+    Acc value = (Acc(1) - smoothing) * (log_sum - (E::to_acc(x[label]) - stats.max));
+    if (smoothing != Acc(0)) {
+      const Acc n = static_cast<Acc>(classes);
+      value += smoothing / n * (n * (log_sum + (stats.max - shift)) - shifted_sum);
+    }
     loss[row] = value;
   }
 }
 
 template <typename E>
 __global__ void cross_entropy_backward_kernel(const typename E::Storage* logits, const int64_t* target,
-                                              const typename E::Acc* lse_in, const typename E::Acc* grad_loss,
+                                              const typename E::Acc* row_stats, const typename E::Acc* grad_loss,
                                               int64_t grad_loss_stride, typename E::Storage* grad_logits,
                                               int64_t classes, int64_t ignore_index, typename E::Acc smoothing) {
   using Acc = typename E::Acc;
@@ -81,17 +93,17 @@ __global__ void cross_entropy_backward_kernel(const typename E::Storage* logits,
   }
   const bool valid = label >= 0 && label < classes;
   const Acc grad = valid ? grad_loss[row * grad_loss_stride] : static_cast<Acc>(NAN);
-  const Acc lse = lse_in[row];
+  const Acc max = row_stats[2 * row], log_sum = row_stats[2 * row + 1];
   const Acc uniform = smoothing / static_cast<Acc>(classes);
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
     const Acc q = (c == label ? Acc(1) - smoothing : Acc(0)) + uniform;
-    dx[c] = E::from_acc(grad * (acc_exp(E::to_acc(x[c]) - lse) - q));
+    dx[c] = E::from_acc(grad * (acc_exp((E::to_acc(x[c]) - max) - log_sum) - q));
   }
 }
 
 }  // namespace
 
-void cross_entropy_forward(kernels::KernelDType dtype, const void* logits, const int64_t* target, void* loss, void* lse,
+void cross_entropy_forward(kernels::KernelDType dtype, const void* logits, const int64_t* target, void* loss, void* row_stats,
                            int64_t rows, int64_t classes, int64_t ignore_index, double label_smoothing, Stream stream) {
   if (rows <= 0 || classes <= 0) return;
   element::visit(dtype, [&](auto tag) {
@@ -99,11 +111,11 @@ void cross_entropy_forward(kernels::KernelDType dtype, const void* logits, const
     using Acc = typename E::Acc;
     launch("cross_entropy_forward_kernel", cross_entropy_forward_kernel<E>, dim3(static_cast<unsigned>(rows)),
            dim3(threads_for_row(classes)), 0, stream, static_cast<const typename E::Storage*>(logits), target,
-           static_cast<Acc*>(loss), static_cast<Acc*>(lse), classes, ignore_index, static_cast<Acc>(label_smoothing));
+           static_cast<Acc*>(loss), static_cast<Acc*>(row_stats), classes, ignore_index, static_cast<Acc>(label_smoothing));
   });
 }
 
-void cross_entropy_backward(kernels::KernelDType dtype, const void* logits, const int64_t* target, const void* lse,
+void cross_entropy_backward(kernels::KernelDType dtype, const void* logits, const int64_t* target, const void* row_stats,
                             const void* grad_loss, int64_t grad_loss_stride, void* grad_logits, int64_t rows,
                             int64_t classes, int64_t ignore_index, double label_smoothing, Stream stream) {
   if (rows <= 0 || classes <= 0) return;
@@ -112,7 +124,7 @@ void cross_entropy_backward(kernels::KernelDType dtype, const void* logits, cons
     using Acc = typename E::Acc;
     launch("cross_entropy_backward_kernel", cross_entropy_backward_kernel<E>, dim3(static_cast<unsigned>(rows)),
            dim3(threads_for_row(classes)), 0, stream, static_cast<const typename E::Storage*>(logits), target,
-           static_cast<const Acc*>(lse), static_cast<const Acc*>(grad_loss), grad_loss_stride,
+           static_cast<const Acc*>(row_stats), static_cast<const Acc*>(grad_loss), grad_loss_stride,
            static_cast<typename E::Storage*>(grad_logits), classes, ignore_index, static_cast<Acc>(label_smoothing));
   });
 }

@@ -19,9 +19,7 @@ struct UnaryCase {
 };
 
 double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
-double gelu_tanh(double x) {
-  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-}
+double gelu_tanh(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
 double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
 
 std::vector<UnaryCase> unary_cases() {
@@ -34,8 +32,8 @@ std::vector<UnaryCase> unary_cases() {
       {"abs", [](const Tensor& x) { return abs(x); }, [](double x) { return std::fabs(x); }, -2, 2},
       {"square", [](const Tensor& x) { return square(x); }, [](double x) { return x * x; }, -2, 2},
       {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, [](double x) { return 1 / x; }, 0.5, 3},
-      {"sign", [](const Tensor& x) { return sign(x); }, [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); },
-       -2, 2},
+      {"sign", [](const Tensor& x) { return sign(x); }, [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }, -2,
+       2},
       {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0; }, -2, 2},
       {"gelu(erf)", [](const Tensor& x) { return gelu(x); }, gelu_erf, -3, 3},
       {"gelu(tanh)", [](const Tensor& x) { return gelu(x, GeluApproximation::Tanh); }, gelu_tanh, -3, 3},
@@ -97,8 +95,7 @@ TEST_CASE("unary ops: gradient comes back in the input's dtype", "[ops][elementw
     sum(exp(x)).backward();
     REQUIRE(x.grad().defined());
     CHECK(x.grad().dtype() == dt);
-    check_close(x.grad(), ref_map(x, [](double v) { return std::exp(v); }), dt == kF32 ? 1e-6 : kBF16Tol,
-                "d exp");
+    check_close(x.grad(), ref_map(x, [](double v) { return std::exp(v); }), dt == kF32 ? 1e-6 : kBF16Tol, "d exp");
   }
 }
 
@@ -135,14 +132,14 @@ struct BinaryCase {
 
 std::vector<BinaryCase> binary_cases() {
   return {
-      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, [](double a, double b) { return a + b; },
-       -2, 2},
-      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, [](double a, double b) { return a - b; },
-       -2, 2},
-      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, [](double a, double b) { return a * b; },
-       -2, 2},
-      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, [](double a, double b) { return a / b; },
-       0.5, 2},
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, [](double a, double b) { return a + b; }, -2,
+       2},
+      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, [](double a, double b) { return a - b; }, -2,
+       2},
+      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, [](double a, double b) { return a * b; }, -2,
+       2},
+      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, [](double a, double b) { return a / b; }, 0.5,
+       2},
       {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); },
        [](double a, double b) { return std::pow(a, b); }, 0.5, 2},
       {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
@@ -162,11 +159,11 @@ std::vector<BinaryCase> binary_cases() {
 
 // Shape pairs exercising each broadcasting rule.
 const std::vector<std::pair<Shape, Shape>> kBroadcastShapes = {
-    {{2, 3}, {2, 3}},        // same shape
-    {{2, 3}, {3}},           // missing leading dim
-    {{2, 1, 3}, {4, 1}},     // both sides broadcast
-    {{}, {2, 2}},            // 0-dim with a matrix
-    {{3, 1}, {1}},           // size-1 against size-1
+    {{2, 3}, {2, 3}},     // same shape
+    {{2, 3}, {3}},        // missing leading dim
+    {{2, 1, 3}, {4, 1}},  // both sides broadcast
+    {{}, {2, 2}},         // 0-dim with a matrix
+    {{3, 1}, {1}},        // size-1 against size-1
 };
 
 }  // namespace
@@ -225,6 +222,36 @@ TEST_CASE("maximum/minimum: ties split the gradient, NaN propagates", "[ops][ele
   CHECK(mn[2] == 1);
 }
 
+// Catches (PyTorch parity): maximum/minimum giving zero gradient at NaN
+// positions (a `where(a >= b, g, 0)` rule); PyTorch zeroes only the side that
+// lost, so a NaN on either side passes g to both.
+TEST_CASE("maximum/minimum: a NaN on either side passes the gradient to both, as in PyTorch", "[ops][elementwise]") {
+  for (bool is_max : {true, false}) {
+    INFO((is_max ? "maximum" : "minimum"));
+    Tensor a = f64({NAN, 1, 4}, {3}).requires_grad_();
+    Tensor b = f64({2, NAN, 3}, {3}).requires_grad_();
+    sum(is_max ? maximum(a, b) : minimum(a, b)).backward();
+    check_equal(a.grad(), {1, 1, is_max ? 1.0 : 0.0}, "d a");
+    check_equal(b.grad(), {1, 1, is_max ? 0.0 : 1.0}, "d b");
+  }
+}
+
+// Catches (PyTorch parity): relu(NaN) = 0, which let NaN weights train
+// silently (the NaN-loss guard never fired); PyTorch keeps the NaN and its
+// threshold_backward passes the gradient at a NaN.
+TEST_CASE("relu keeps a NaN and passes its gradient, in f64, f32 and bf16", "[ops][elementwise]") {
+  for (DType dtype : {kF64, kF32, kBF16}) {
+    INFO(dtype_name(dtype));
+    Tensor x = f64({NAN, -1, 2, 0}, {4}).to(dtype).requires_grad_();
+    const std::vector<double> y = relu(x).to_vector();
+    CHECK(std::isnan(y[0]));
+    CHECK(y[1] == 0);
+    CHECK(y[2] == 2);
+    sum(relu(x)).backward();
+    check_equal(x.grad(), {1, 0, 1, 0}, "relu'");
+  }
+}
+
 TEST_CASE("pow: gradients at a zero base and with a tensor exponent", "[ops][elementwise]") {
   // d(a^b)/db = a^b log a is defined as 0 at a == 0 (b >= 0), as in PyTorch.
   Tensor a = f64({0, 0, 2}, {3}).requires_grad_();
@@ -261,6 +288,19 @@ TEST_CASE("dtype promotion of binary and scalar ops", "[ops][elementwise]") {
   CHECK(div(i, 2.0).dtype() == kF32);
   check_equal(div(i, 2.0), {1.5, 2});
   CHECK(add(b, b).dtype() == kBool);
+  // 0-dim tensors: PyTorch's result_type lets a 0-dim operand raise the
+  // result only from a lower category (bool < integer < floating).
+  // Catches: 0-dim tensors promoting like dimensioned ones (f32[2] + f64[] was f64).
+  const Tensor d0 = scalar_tensor(0.5, kF64), f0 = scalar_tensor(2, kF32), i0 = scalar_tensor(2, kI64);
+  CHECK(add(f, d0).dtype() == kF32);
+  CHECK(mul(h, f0).dtype() == kF16);
+  CHECK(mul(f0, bf).dtype() == kBF16);
+  CHECK(add(i, d0).dtype() == kF64);  // integer tensor, floating 0-dim: the 0-dim counts
+  CHECK(add(b, i0).dtype() == kI64);
+  CHECK(add(i, i0).dtype() == kI64);
+  CHECK(add(f0, d0).dtype() == kF64);  // both 0-dim: usual promotion
+  CHECK(where(ne(f, 0.0), h, d0).dtype() == kF16);
+  check_equal(add(f, d0), {1.5, 1.5});
   // unary float ops on integers compute a float result
   CHECK(exp(i).dtype() == kF32);
   check_close(sqrt(from_vector(std::vector<int64_t>{4, 9}, {2})), {2, 3}, 1e-6, 1e-6, "sqrt(int)");
@@ -337,10 +377,8 @@ TEST_CASE("where and masked_fill: forward, broadcasting, gradcheck, f16/bf16", "
   // masked_fill
   check_close(masked_fill(a, cond, -1.5), {-1.5, va[1], -1.5, va[3], va[4], -1.5}, kF64Tol, "masked_fill");
   check_close(masked_fill(a, row, 0.0), {va[0], 0, va[2], va[3], 0, va[5]}, kF64Tol, "masked_fill row mask");
-  require_gradcheck([&](const std::vector<Tensor>& in) { return masked_fill(in[0], cond, 2.0); }, {a},
-                    "masked_fill");
-  check_low_precision([&](const std::vector<Tensor>& in) { return masked_fill(in[0], cond, 2.0); }, {a},
-                      "masked_fill");
+  require_gradcheck([&](const std::vector<Tensor>& in) { return masked_fill(in[0], cond, 2.0); }, {a}, "masked_fill");
+  check_low_precision([&](const std::vector<Tensor>& in) { return masked_fill(in[0], cond, 2.0); }, {a}, "masked_fill");
   CHECK(masked_fill(a.to(kF16), cond, 1.0).dtype() == kF16);
   // -inf fill (attention masks)
   const auto inf_filled = masked_fill(a.to(kF16), cond, -INFINITY).to_vector();
@@ -357,8 +395,8 @@ TEST_CASE("elementwise errors name the op, shapes and dtypes", "[ops][elementwis
   REQUIRE_THROWS_WITH(lt(a, b), Catch::Contains("lt"));
   REQUIRE_THROWS_WITH(where(zeros({2, 3}, kF32), a, a), Catch::Contains("where") && Catch::Contains("bool"));
   REQUIRE_THROWS_WITH(where(zeros({2, 3}, kBool), a, b), Catch::Contains("where") && Catch::Contains("[4]"));
-  REQUIRE_THROWS_WITH(masked_fill(a, zeros({2, 3}, kF32), 0.0), Catch::Contains("masked_fill") &&
-                                                                    Catch::Contains("bool"));
+  REQUIRE_THROWS_WITH(masked_fill(a, zeros({2, 3}, kF32), 0.0),
+                      Catch::Contains("masked_fill") && Catch::Contains("bool"));
   REQUIRE_THROWS_WITH(masked_fill(zeros({3}, kF32), zeros({2, 3}, kBool), 0.0),
                       Catch::Contains("masked_fill") && Catch::Contains("[2, 3]"));
   REQUIRE_THROWS_WITH(clamp(a, 1.0, 0.0), Catch::Contains("clamp") && Catch::Contains("min"));

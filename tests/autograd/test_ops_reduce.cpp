@@ -32,8 +32,10 @@ Shape reduced_shape(const Shape& shape, Shape dims, bool keepdim) {
   Shape out;
   for (int64_t d = 0; d < nd; ++d) {
     const bool r = std::find(dims.begin(), dims.end(), d) != dims.end();
-    if (!r) out.push_back(shape[static_cast<size_t>(d)]);
-    else if (keepdim) out.push_back(1);
+    if (!r)
+      out.push_back(shape[static_cast<size_t>(d)]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }
@@ -130,12 +132,9 @@ TEST_CASE("max/min with indices along a dim: forward, gradient to the chosen ele
         check_equal(vmin, ref_reduce(x, {dim}, min_of), "min values");
         check_equal(imin, ref_reduce(x, {dim}, argmin_of), "min indices");
         check_equal(argmax(x, dim, keepdim), ref_reduce(x, {dim}, argmax_of), "argmax");
-        require_gradcheck([&](const std::vector<Tensor>& in) { return max(in[0], dim, keepdim).values; }, {x},
-                          "max");
-        require_gradcheck([&](const std::vector<Tensor>& in) { return min(in[0], dim, keepdim).values; }, {x},
-                          "min");
-        check_low_precision([&](const std::vector<Tensor>& in) { return max(in[0], dim, keepdim).values; }, {x},
-                            "max");
+        require_gradcheck([&](const std::vector<Tensor>& in) { return max(in[0], dim, keepdim).values; }, {x}, "max");
+        require_gradcheck([&](const std::vector<Tensor>& in) { return min(in[0], dim, keepdim).values; }, {x}, "min");
+        check_low_precision([&](const std::vector<Tensor>& in) { return max(in[0], dim, keepdim).values; }, {x}, "max");
         // f16 indices agree with f32 ones when no two values round together (randn on 24 values)
         check_equal(max(x.to(kF16), dim, keepdim).indices, imax.to_vector(), "f16 max indices");
       }
@@ -178,6 +177,25 @@ TEST_CASE("max/min/argmax: ties pick the first index, NaN wins, full reductions"
   CHECK(sum(y.grad()).item<double>() == Approx(8.0));
 }
 
+// Catches (PyTorch parity): full-tensor max()/min() sending the whole
+// gradient to the first tied element; PyTorch spreads it evenly over every
+// element equal to the result (over every NaN when the result is NaN).
+TEST_CASE("max()/min() of the whole tensor spread the gradient evenly over ties and NaNs", "[ops][reduce]") {
+  Tensor x = f64({1, 3, 3, 0, 3, 2}, {2, 3}).requires_grad_();
+  sum(mul(max(x), 6.0)).backward();
+  check_close(x.grad(), {0, 2, 2, 0, 2, 0}, kF64Tol, "max ties");
+  x.set_grad(Tensor());
+  min(x).backward();
+  check_close(x.grad(), {0, 0, 0, 1, 0, 0}, kF64Tol, "min unique");
+  Tensor n = f64({1, NAN, 2, NAN}, {4}).requires_grad_();
+  min(n).backward();
+  check_close(n.grad(), {0, 0.5, 0, 0.5}, kF64Tol, "min with NaNs");
+  Tensor h = f64({2, 2, 1, 0}, {4}).to(kF16).requires_grad_();
+  max(h).backward();
+  CHECK(h.grad().dtype() == kF16);
+  check_close(h.grad(), {0.5, 0.5, 0, 0}, 0.0, 0.0, "f16 ties");
+}
+
 TEST_CASE("sum_to_size reduces broadcast dims", "[ops][reduce]") {
   const Tensor x = randn64({2, 3, 4}, 31);
   check_close(sum_to_size(x, {3, 1}), ref_reduce(x, {0, 2}, ref_sum), kF64Tol, "to [3, 1]");
@@ -185,8 +203,7 @@ TEST_CASE("sum_to_size reduces broadcast dims", "[ops][reduce]") {
   check_close(sum_to_size(x, {4}), ref_reduce(x, {0, 1}, ref_sum), kF64Tol, "to [4]");
   check_close(sum_to_size(x, {}), {ref_sum(x.to_vector())}, kF64Tol, "to []");
   check_close(sum_to_size(x, {2, 3, 4}), x.to_vector(), 0.0, 0.0, "identity");
-  require_gradcheck([](const std::vector<Tensor>& in) { return sum_to_size(in[0], {1, 3, 1}); }, {x},
-                    "sum_to_size");
+  require_gradcheck([](const std::vector<Tensor>& in) { return sum_to_size(in[0], {1, 3, 1}); }, {x}, "sum_to_size");
   REQUIRE_THROWS_WITH(sum_to_size(x, {5}), Catch::Contains("sum_to_size") && Catch::Contains("[5]"));
   REQUIRE_THROWS_WITH(sum_to_size(zeros({3}), {2, 3}), Catch::Contains("sum_to_size"));
 }

@@ -182,23 +182,26 @@ TEST_CASE("sim cross_entropy forward/backward: ignore_index, label smoothing, br
           const size_t n = static_cast<size_t>(rows * classes);
           const KernelDType acc = acc_dtype(dtype);
           DeviceLikeBuffer logits(dtype, n), grad(dtype, n);
-          DeviceLikeBuffer loss(acc, rows), lse(acc, rows), grad_loss(acc, rows);
+          DeviceLikeBuffer loss(acc, rows), stats(acc, 2 * rows), grad_loss(acc, rows);
           logits.fill_random(rng, -5, 5);
           grad_loss.fill_random(rng, 0.5, 2);
           std::vector<int64_t> target(static_cast<size_t>(rows));
           for (int64_t r = 0; r < rows; ++r) target[static_cast<size_t>(r)] = (r * 7 + 3) % classes;
           target[2] = ignore;
-          mt::sim::cross_entropy_forward(dtype, logits.data(), target.data(), loss.data(), lse.data(), rows, classes,
+          mt::sim::cross_entropy_forward(dtype, logits.data(), target.data(), loss.data(), stats.data(), rows, classes,
                                          ignore, smoothing, {});
-          mt::sim::cross_entropy_backward(dtype, logits.data(), target.data(), lse.data(), grad_loss.data(),
+          mt::sim::cross_entropy_backward(dtype, logits.data(), target.data(), stats.data(), grad_loss.data(),
                                           grad_stride, grad.data(), rows, classes, ignore, smoothing, {});
           const auto vx = values(logits);
           Checker check;
           for (int64_t r = 0; r < rows; ++r) {
             const size_t o = static_cast<size_t>(r * classes);
-            const double row_lse = mt::kernels::softmax_row<double>(vx.data() + o, nullptr, classes, false);
+            const auto ref = mt::kernels::row_stats<double>(vx.data() + o, classes);
+            const double row_lse = ref.max + std::log(ref.sum);
             const int64_t label = target[static_cast<size_t>(r)];
-            check("lse", static_cast<size_t>(r), lse.get(static_cast<size_t>(r)), row_lse, acc_eps(dtype) * 10);
+            const size_t at = static_cast<size_t>(2 * r);
+            check("max", static_cast<size_t>(r), stats.get(at), ref.max, 0.0);
+            check("log_sum", static_cast<size_t>(r), stats.get(at + 1), std::log(ref.sum), acc_eps(dtype) * 10);
             double ref_loss = 0;
             if (label != ignore) {
               ref_loss = (1 - smoothing) * (row_lse - vx[o + static_cast<size_t>(label)]);
@@ -300,6 +303,92 @@ TEST_CASE("cross_entropy on the sim device matches the CPU, with ignore_index an
   }
   const Tensor bad = from_vector(std::vector<int64_t>{3, 10}, {2}, kI64, kSIM);
   CHECK_THROWS_WITH(cross_entropy(test::random_tensor({2, 10}, kF32, kSIM, 1), bad), Catch::Contains("out of range"));
+}
+
+// Catches (PyTorch parity): the block reduction's combine step returning
+// {-inf, 0} when both partial maxima were -inf, which dropped a lane whose
+// only element was NaN: softmax of [1, NaN, 2] gave [0.269, NaN, 0.731] on
+// sim, and a row holding a NaN a finite cross-entropy (PyTorch: all NaN).
+TEST_CASE("a NaN in a row makes its softmax, log_softmax and cross-entropy NaN on every device",
+          "[sim][softmax][cross_entropy]") {
+  using namespace mt;
+  // Short rows (most lanes empty) and a long row with the NaN past the first warp.
+  std::vector<double> long_row(300, 0.25);
+  long_row[170] = NAN;
+  for (const std::vector<double>& row : {std::vector<double>{1, NAN, 2}, std::vector<double>{NAN, -1}, long_row}) {
+    const int64_t n = static_cast<int64_t>(row.size());
+    for (Device device : {kCPU, test::kCudaPath}) {
+      for (DType dtype : {kF32, kBF16}) {
+        INFO(device.str() << " " << dtype_name(dtype) << " row of " << n);
+        const Tensor x = from_vector(row, {1, n}, dtype, device);
+        for (double v : softmax(x, 1).to_vector()) CHECK(std::isnan(v));
+        for (double v : log_softmax(x, 1).to_vector()) CHECK(std::isnan(v));
+        const Tensor logits = x.detach().requires_grad_();
+        const Tensor loss = cross_entropy(logits, from_vector(std::vector<int64_t>{n - 1}, {1}, kI64, device));
+        CHECK(std::isnan(loss.item<double>()));
+        loss.backward();
+        for (double v : logits.grad().to_vector()) CHECK(std::isnan(v));
+      }
+    }
+  }
+}
+
+// Catches (PyTorch parity): x - lse with an f32 lse (off by up to 5e-4 at
+// logits ~1e4) in the CPU softmax/log_softmax and in the loss and gradient
+// of cross-entropy on both devices; subtracting the max first keeps x - max
+// exact.
+TEST_CASE("softmax, log_softmax and cross-entropy stay precise at logits near 1e4 on every device",
+          "[sim][softmax][cross_entropy]") {
+  using namespace mt;
+  const std::vector<double> offsets = {0, 0.5, 1.25, 3, -2, 0.75};
+  const int64_t c = static_cast<int64_t>(offsets.size());
+  std::vector<double> row;
+  for (double o : offsets) row.push_back(1e4 + o);  // exact in f32
+  // f64 references from the offsets (the shared 1e4 cancels exactly).
+  double sum_exp = 0;
+  for (double o : offsets) sum_exp += std::exp(o);
+  const double log_sum = std::log(sum_exp);
+  const int64_t target = 2;
+  const double eps = 0.1;
+  double smoothed = 0;
+  for (double o : offsets) smoothed += log_sum - o;
+  const double want_loss = (1 - eps) * (log_sum - offsets[target]) + eps / static_cast<double>(c) * smoothed;
+  for (Device device : {kCPU, test::kCudaPath}) {
+    INFO(device.str());
+    const Tensor x = from_vector(row, {1, c}, kF32, device);
+    const std::vector<double> ls = log_softmax(x, 1).to_vector(), sm = softmax(x, 1).to_vector();
+    for (int64_t i = 0; i < c; ++i) {
+      CHECK(ls[static_cast<size_t>(i)] == Approx(offsets[static_cast<size_t>(i)] - log_sum).margin(2e-6));
+      CHECK(sm[static_cast<size_t>(i)] == Approx(std::exp(offsets[static_cast<size_t>(i)]) / sum_exp).epsilon(1e-5));
+    }
+    const Tensor logits = x.detach().requires_grad_();
+    CrossEntropyOptions options;
+    options.label_smoothing = eps;
+    const Tensor loss = cross_entropy(logits, from_vector(std::vector<int64_t>{target}, {1}, kI64, device), options);
+    CHECK(loss.item<double>() == Approx(want_loss).epsilon(1e-5));
+    loss.backward();
+    const std::vector<double> g = logits.grad().to_vector();
+    for (int64_t i = 0; i < c; ++i) {
+      const double q = (i == target ? 1 - eps : 0) + eps / static_cast<double>(c);
+      CHECK(g[static_cast<size_t>(i)] == Approx(std::exp(offsets[static_cast<size_t>(i)]) / sum_exp - q).margin(2e-6));
+    }
+  }
+}
+
+// Catches: relu(NaN) = 0 in the CUDA kernels (the CPU test covers the CPU).
+TEST_CASE("relu keeps a NaN and passes its gradient on the CUDA path", "[sim][elementwise]") {
+  using namespace mt;
+  for (DType dtype : {kF32, kBF16}) {
+    INFO(dtype_name(dtype));
+    Tensor x = from_vector(std::vector<double>{NAN, -1, 2}, {3}, dtype, test::kCudaPath).requires_grad_();
+    const Tensor y = relu(x);
+    const std::vector<double> v = y.to_vector();
+    CHECK(std::isnan(v[0]));
+    CHECK(v[1] == 0);
+    CHECK(v[2] == 2);
+    sum(y).backward();
+    CHECK(x.grad().to_vector() == std::vector<double>{1, 0, 1});
+  }
 }
 
 #include "kernels/sim/runtime.h"
