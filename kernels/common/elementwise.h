@@ -62,11 +62,15 @@ MT_HOST_DEVICE inline T unary_forward(T x, T a, T b) {
   if constexpr (Op == UnaryOp::Reciprocal) return T(1) / x;
   if constexpr (Op == UnaryOp::Square) return x * x;
   if constexpr (Op == UnaryOp::Relu) return (x > T(0) || x != x) ? x : T(0);  // NaN stays NaN, as in PyTorch
+  // GELU as x * Phi(x), with Phi written so it never cancels for negative x:
+  // 0.5 (1 + erf(x / sqrt 2)) = 0.5 erfc(-x / sqrt 2), and the tanh form's
+  // 0.5 (1 + tanh(u)) = sigmoid(2u). (1 + erf(...) loses ~3 digits at x = -2.5,
+  // which PyTorch 1.13's CPU kernels do.)
   if constexpr (Op == UnaryOp::GeluTanh) {
     const T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
-    return T(0.5) * x * (T(1) + std::tanh(inner));
+    return x * sigmoid(T(2) * inner);
   }
-  if constexpr (Op == UnaryOp::GeluErf) return T(0.5) * x * (T(1) + std::erf(x * T(kInvSqrt2)));
+  if constexpr (Op == UnaryOp::GeluErf) return T(0.5) * x * std::erfc(-x * T(kInvSqrt2));
   if constexpr (Op == UnaryOp::Silu) return x * sigmoid(x);
   if constexpr (Op == UnaryOp::Tanh) return std::tanh(x);
   if constexpr (Op == UnaryOp::Sigmoid) return sigmoid(x);
@@ -112,21 +116,24 @@ MT_HOST_DEVICE inline T unary_backward(T x, T y, T g, T a, T b) {
   if constexpr (Op == UnaryOp::Log) return g / x;
   if constexpr (Op == UnaryOp::Sqrt) return g * T(0.5) / y;
   if constexpr (Op == UnaryOp::Rsqrt) return g * T(-0.5) * y * y * y;
-  if constexpr (Op == UnaryOp::Abs) return x > T(0) ? g : (x < T(0) ? -g : T(0));
+  // g * sign(x), as PyTorch: a NaN or inf gradient at x = 0 stays NaN (0 * NaN).
+  if constexpr (Op == UnaryOp::Abs) return g * (x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)));
   if constexpr (Op == UnaryOp::Sign) return T(0);
-  if constexpr (Op == UnaryOp::Reciprocal) return -g * y * y;
+  // PyTorch's order: y * y first, so a zero gradient times an overflowing y^2 is NaN there too.
+  if constexpr (Op == UnaryOp::Reciprocal) return -g * (y * y);
   if constexpr (Op == UnaryOp::Square) return g * T(2) * x;
   // PyTorch's threshold_backward: zero where y <= 0 (exactly where x <= 0), so a NaN passes g on.
   if constexpr (Op == UnaryOp::Relu) return y <= T(0) ? T(0) : g;
   if constexpr (Op == UnaryOp::GeluTanh) {
+    // d/dx [x s(2u)] = s + 2 x s (1 - s) u', with s = sigmoid(2u) and 1 - s = sigmoid(-2u).
     const T x2 = x * x;
     const T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x2 * x);
-    const T t = std::tanh(inner);
+    const T s = sigmoid(T(2) * inner), not_s = sigmoid(T(-2) * inner);
     const T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x2);
-    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner);
+    return g * (s + T(2) * x * s * not_s * dinner);
   }
   if constexpr (Op == UnaryOp::GeluErf) {
-    const T cdf = T(0.5) * (T(1) + std::erf(x * T(kInvSqrt2)));
+    const T cdf = T(0.5) * std::erfc(-x * T(kInvSqrt2));
     const T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
     return g * (cdf + x * pdf);
   }
