@@ -16,7 +16,8 @@
 namespace mt {
 
 // ---------------------------------------------------------------- elementwise (ops_elementwise.cpp)
-// Binary ops broadcast and promote dtypes like PyTorch (f16 with bf16 gives f32).
+// Binary ops broadcast and promote dtypes like PyTorch (f16 with bf16 gives f32; a 0-dim
+// operand widens the result only from a lower category: f32[4] + f64[] is f32, i64[4] + f32[] f32).
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -25,7 +26,9 @@ Tensor pow(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 // Scalar forms keep the tensor's dtype; the scalar itself is applied in the
-// compute type (f32/f64), never rounded to f16 first.
+// compute type (f32/f64), never rounded to f16 first. (PyTorch 1.13 rounds it
+// to the tensor's dtype: bf16 -0.1 + 0.1 is 0 there and -9.8e-5 here, the
+// correctly rounded sum; tests/parity lists it.)
 Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
@@ -45,6 +48,9 @@ Tensor square(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 
 enum class GeluApproximation { None, Tanh };  // erf form (exact) or the tanh approximation
+// Activations keep a NaN (relu(NaN) is NaN, and its gradient passes), as PyTorch.
+// GELU is computed as x * Phi(x) with Phi = erfc(-x/sqrt 2) / 2 (tanh form: x * sigmoid(2u)), which
+// does not cancel for negative x as 1 + erf does: more precise than PyTorch 1.13's CPU kernels.
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::None);
 Tensor silu(const Tensor& x);
@@ -85,6 +91,8 @@ struct ValuesIndices {
 };
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
 ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
+// The whole tensor's max/min; the gradient is spread evenly over every element equal to the
+// result (every NaN when it is NaN), as PyTorch's. max(x, dim)'s goes to the index it returns.
 Tensor max(const Tensor& x);
 Tensor min(const Tensor& x);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
@@ -119,7 +127,10 @@ struct CrossEntropyOptions {
   double label_smoothing = 0.0;
   Reduction reduction = Reduction::Mean;
 };
-// logits [N, C] (or [C]), target i64 class indices [N] (or []). Returns f32 (f64 for f64 logits).
+// logits [N, C] (or [C]), target i64 class indices [N] (or []). Returns f32 (f64 for f64 logits),
+// also for f16/bf16 logits, where PyTorch returns the logits' dtype: an accepted difference of
+// tests/parity (the loss is a statistic; rounding it to bf16 costs 3 digits for nothing).
+// Softmax statistics are formed from x - max, so a shared offset of 1e4 costs no precision.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 // weight [V, D], indices i64 of any shape -> [..., D].
@@ -179,7 +190,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
 // updates the running buffers in place (not recorded): running = (1 - momentum) * running +
 // momentum * batch statistic, with the unbiased variance. Eval normalises with the running
 // statistics. Statistics are f32 (f64 for f64 input). Under autocast nothing is cast: f16/bf16
-// activations with f32 weight, bias and running statistics give an output in the input's dtype.
+// activations with f32 weight, bias and running statistics give an output in the input's dtype
+// (as PyTorch's CUDA kernels do; its CPU kernel refuses the mix, see tests/parity).
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = true,
                   double momentum = 0.1, double eps = 1e-5);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mixtape.h"
+#include "models/registry.h"
 
 using namespace mt;
 using json = nlohmann::json;
@@ -321,10 +322,11 @@ std::vector<Case> all_cases() {
   cases.push_back({"matmul/vec_mat", "matmul", {}, {floats({1, -2, 0.5}, {3}), floats(m12, {3, 4})}, one([](auto& x) {
                      return matmul(x[0], x[1]);
                    })});
-  cases.push_back(
-      {"matmul/batched_broadcast", "matmul", {}, {floats(m12, {2, 1, 2, 3}), floats(pattern(36), {3, 3, 4})}, one([](auto& x) {
-         return matmul(x[0], x[1]);
-       })});
+  cases.push_back({"matmul/batched_broadcast",
+                   "matmul",
+                   {},
+                   {floats(m12, {2, 1, 2, 3}), floats(pattern(36), {3, 3, 4})},
+                   one([](auto& x) { return matmul(x[0], x[1]); })});
   cases.push_back({"matmul/nan_inf",
                    "matmul",
                    {},
@@ -523,10 +525,86 @@ std::vector<Case> all_cases() {
        [](const std::vector<Tensor>& x) {
          return std::vector<Tensor>{batch_norm(x[0], x[1], x[2], x[3], x[4], false, 0.1, 1e-5)};
        }});
+  cases.push_back({"copy_/broadcast_cast",
+                   "copy_",
+                   {},
+                   {InputSpec{{0, 0, 0, 0, 0, 0}, {2, 3}, Kind::F32, false}, floats({kNaN, 1e30, -0.1}, {3})},
+                   [](const std::vector<Tensor>& x) {
+                     copy_(x[0], x[1]);
+                     return std::vector<Tensor>{x[0]};
+                   },
+                   {kF64, kF32, kF16, kBF16},
+                   false});
+  cases.push_back({"fill_/value",
+                   "fill_",
+                   {{"value", 1e-3}},
+                   {floats({1, 2, 3, 4}, {2, 2})},
+                   [](const std::vector<Tensor>& x) {
+                     fill_(x[0], 1e-3);
+                     return std::vector<Tensor>{x[0]};
+                   },
+                   {kF64, kF32, kF16, kBF16},
+                   false});
   cases.push_back({"dropout/identity_eval", "dropout_eval", {{"p", 0.5}}, {floats(kEdges)}, one([](auto& x) {
                      return dropout(x[0], 0.5, false);
                    })});
   return cases;
+}
+
+// ---------------------------------------------------------------- the reference models
+
+// Model tensors are large: their values go to a binary file of little-endian
+// f32 (or f64) beside the JSON, which records where each one starts.
+class Blob {
+ public:
+  explicit Blob(const std::string& path) : path_(path), out_(path, std::ios::binary) {}
+  json put(const Tensor& t) {
+    const Tensor host = t.detach().to(kCPU).contiguous();
+    const int64_t offset = bytes_;
+    out_.write(static_cast<const char*>(host.data_ptr()), static_cast<std::streamsize>(host.nbytes()));
+    bytes_ += host.nbytes();
+    return {{"dtype", std::string(dtype_name(t.dtype()))}, {"shape", t.sizes()}, {"offset", offset}};
+  }
+  bool ok() const { return static_cast<bool>(out_); }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+  int64_t bytes_ = 0;
+};
+
+// One training-mode forward and backward of a reference model on a fixed
+// batch: its parameters and buffers before, the logits, the loss, every
+// parameter gradient and the buffers after (BatchNorm's running statistics).
+json run_model(const std::string& name, Device device, Blob& blob) {
+  json record = {{"model", name}, {"device", device.str()}, {"dtype", "f32"}};
+  manual_seed(7);
+  const std::shared_ptr<nn::Module> model = models::make_model(name);
+  model->to(device);
+  model->train();
+  json params = json::object(), buffers_before = json::object();
+  for (const auto& [n, p] : model->named_parameters()) params[n] = blob.put(p);
+  for (const auto& [n, b] : model->named_buffers()) buffers_before[n] = blob.put(b);
+  const int64_t batch = 4;
+  std::vector<double> pixels(static_cast<size_t>(batch * 28 * 28));
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<double>((i * 7919) % 256) / 255.0;
+  const Tensor x = from_vector(pixels, {batch, 1, 28, 28}, kF32, device);
+  const Tensor target = from_vector(std::vector<int64_t>{3, 7, 0, 9}, {batch}, kI64, device);
+  const Tensor logits = model->forward(x);
+  const Tensor loss = cross_entropy(logits, target);
+  loss.backward();
+  json grads = json::object(), buffers_after = json::object();
+  for (const auto& [n, p] : model->named_parameters()) grads[n] = blob.put(p.grad());
+  for (const auto& [n, b] : model->named_buffers()) buffers_after[n] = blob.put(b);
+  record["params"] = params;
+  record["buffers_before"] = buffers_before;
+  record["input"] = blob.put(x);
+  record["target"] = blob.put(target);
+  record["logits"] = blob.put(logits);
+  record["loss"] = loss.item<double>();
+  record["grads"] = grads;
+  record["buffers_after"] = buffers_after;
+  return record;
 }
 
 }  // namespace
@@ -551,6 +629,18 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("parity_dump: %d records in %s\n", records, argv[1]);
-  return out ? 0 : 1;
+  // The reference models, into <out>.models.jsonl and <out>.models.bin.
+  const std::string models_path = std::string(argv[1]) + ".models.jsonl";
+  std::ofstream models_out(models_path);
+  Blob blob(std::string(argv[1]) + ".models.bin");
+  int model_records = 0;
+  for (const char* name : {"mlp", "cnn", "resnet"}) {
+    for (Device device : {kCPU, kSIM}) {
+      models_out << run_model(name, device, blob).dump() << "\n";
+      ++model_records;
+    }
+  }
+  std::printf("parity_dump: %d op records in %s, %d model records in %s\n", records, argv[1], model_records,
+              models_path.c_str());
+  return out && models_out && blob.ok() ? 0 : 1;
 }
