@@ -162,6 +162,24 @@ TEST_CASE("clip_grad_norm_ returns the norm and scales gradients to max_norm", "
   CHECK(b.grad().to_vector()[0] == Approx(0.8).epsilon(1e-5));
 }
 
+// Catches (PyTorch parity): a norm reduction that drops a NaN (a max-style
+// combine, or a block reduction losing an empty lane's NaN): the clipped
+// step would then train on finite garbage. PyTorch returns a NaN norm and,
+// by default, scales every gradient by NaN.
+TEST_CASE("clip_grad_norm_ of gradients holding a NaN is NaN, on the CPU and the CUDA path", "[optim][sim]") {
+  for (Device device : {kCPU, kSIM}) {
+    INFO(device.str());
+    Tensor a = zeros({300}, kF32, device).requires_grad_(), b = zeros({2}, kF32, device).requires_grad_();
+    std::vector<double> values(300, 0.5);
+    values[170] = NAN;
+    a.set_grad(from_vector(values, {300}, kF32, device));
+    b.set_grad(from_vector(std::vector<double>{3, 4}, {2}, kF32, device));
+    const Tensor norm = optim::clip_grad_norm_({a, b}, 1.0);
+    CHECK(std::isnan(norm.item<double>()));
+    CHECK(std::isnan(b.grad().to_vector()[0]));
+  }
+}
+
 // Catches: a device-side schedule that drifts from the host formula, advances
 // on a skipped step (found_inf set), or is ignored by the update kernel
 // (optimizer still using the base lr). Run on the CPU and through the CUDA
