@@ -13,6 +13,7 @@ constexpr PolicyEntry kPolicy[] = {
     {Op::Bmm, "bmm", CastPolicy::LowerPrecision},
     {Op::Linear, "linear", CastPolicy::LowerPrecision},
     {Op::Conv2d, "conv2d", CastPolicy::LowerPrecision},
+    {Op::ScaledDotProductAttention, "scaled_dot_product_attention", CastPolicy::LowerPrecision},
     {Op::Exp, "exp", CastPolicy::Fp32},
     {Op::Log, "log", CastPolicy::Fp32},
     {Op::Pow, "pow", CastPolicy::Fp32},

@@ -51,6 +51,7 @@ enum class Op {
   Bmm,
   Linear,
   Conv2d,
+  ScaledDotProductAttention,
   // fp32
   Exp,
   Log,

@@ -115,6 +115,29 @@ enum class LinearActivation { None, Relu, Gelu, GeluTanh };
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               LinearActivation activation = LinearActivation::None);
 
+// ---------------------------------------------------------------- attention (ops_attention.cpp)
+// softmax(q k^T * scale + mask) v on q [..., T_q, D], k [..., T_k, D], v [..., T_k, D_v]
+// (typically [B, H, T, D]), as PyTorch 2's F.scaled_dot_product_attention:
+//   attn_mask: bool (true = the query may attend to that key) or floating (added to the
+//              scores), broadcastable to [..., T_q, T_k];
+//   key_padding_mask: bool [B, T_k], true = a padding key nobody attends to (nn.MultiheadAttention's);
+//   is_causal: query i attends to keys j <= i (top-left aligned when T_q != T_k); not with attn_mask;
+//   dropout_p: dropout on the attention weights (applied whenever > 0, as PyTorch does);
+//   scale: default 1 / sqrt(D).
+// A query row with every key masked gives NaN, as PyTorch's math path does. Autocast runs it in
+// lower precision; inside, softmax keeps its statistics in f32. This is the reference path,
+// composed of matmul, softmax and dropout (differentiable through them).
+struct AttentionOptions {
+  Tensor attn_mask;
+  Tensor key_padding_mask;
+  double dropout_p = 0.0;
+  bool is_causal = false;
+  std::optional<double> scale;
+  Generator* generator = nullptr;
+};
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+
 // ---------------------------------------------------------------- neural-network functions (ops_nn.cpp)
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

@@ -186,6 +186,10 @@ std::vector<Probe> policy_probes() {
        [](M in, DType a, DType b) {
          return conv2d(in({1, 2, 5, 5}, a), in({3, 2, 3, 3}, b), in({3}, b));
        }},
+      {amp::Op::ScaledDotProductAttention, 3,
+       [](M in, DType a, DType b) {
+         return scaled_dot_product_attention(in({1, 2, 3, 4}, a), in({1, 2, 5, 4}, b), in({1, 2, 5, 4}, b));
+       }},
       {amp::Op::Exp, 1,
        [](M in, DType a, DType) {
          return exp(in({4, 4}, a));
@@ -367,7 +371,7 @@ std::vector<Probe> policy_probes() {
 // (PyTorch's autocast lists; every op they do not list runs in its input's dtype).
 amp::CastPolicy expected_policy(amp::Op op) {
   using amp::Op;
-  static const std::set<Op> lower{Op::MatMul, Op::Bmm, Op::Linear, Op::Conv2d};
+  static const std::set<Op> lower{Op::MatMul, Op::Bmm, Op::Linear, Op::Conv2d, Op::ScaledDotProductAttention};
   static const std::set<Op> fp32{Op::Exp,     Op::Log,        Op::Pow,       Op::Reciprocal,   Op::Rsqrt,
                                  Op::Softmax, Op::LogSoftmax, Op::LayerNorm, Op::CrossEntropy, Op::MseLoss,
                                  Op::Sum,     Op::Mean,       Op::Var};
@@ -383,10 +387,11 @@ amp::CastPolicy expected_policy(amp::Op op) {
 std::vector<DType> ran_in(const Tensor& out, amp::Op op) {
   REQUIRE(out.grad_fn() != nullptr);
   // Composite ops cast for the op that records: mse_loss is sub/square/mean,
-  // matmul is a bmm between views.
-  const std::string name = op == amp::Op::MseLoss  ? "sub"
-                           : op == amp::Op::MatMul ? "bmm"
-                                                   : std::string(amp::op_name(op));
+  // matmul is a bmm between views, attention ends in matmul(weights, v).
+  const std::string name = op == amp::Op::MseLoss ? "sub"
+                           : op == amp::Op::MatMul || op == amp::Op::ScaledDotProductAttention
+                               ? "bmm"
+                               : std::string(amp::op_name(op));
   const autograd::Node* node = out.grad_fn().get();
   while (node != nullptr && node->name() != name && !node->next_edges().empty()) {
     node = node->next_edges().front().node.get();

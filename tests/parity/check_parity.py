@@ -79,6 +79,22 @@ def linear_op(x, a):
     return y
 
 
+def sdpa_op(x, a):
+    """PyTorch 2's F.scaled_dot_product_attention, as its documentation defines it."""
+    q, k, v = x[0], x[1], x[2]
+    scale = a.get("scale", 1 / math.sqrt(q.shape[-1]))
+    s = (q * scale) @ k.transpose(-2, -1)
+    if a.get("is_causal"):
+        s = s.masked_fill(~torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(), float("-inf"))
+    if a.get("mask") == "bool":
+        s = s.masked_fill(~x[3], float("-inf"))
+    if a.get("mask") == "float":
+        s = s + x[3]
+    if a.get("padding"):
+        s = s.masked_fill(x[3][:, None, None, :], float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
 def batch_norm_op(x, a):
     # mixtape takes f32 weight and running statistics with any input dtype
     # (as PyTorch's CUDA kernels do; its CPU kernel wants one dtype), computing
@@ -173,6 +189,7 @@ OPS = {
     "batch_norm": (batch_norm_op, True),
     "dropout_eval": (lambda x, a: [F.dropout(x[0], a["p"], training=False)], False),
     "copy_": (lambda x, a: [x[0].copy_(x[1])], False),
+    "sdpa": (lambda x, a: [sdpa_op(x, a)], True),
     "fill_": (lambda x, a: [x[0].fill_(a["value"])], False),
 }
 
@@ -182,7 +199,7 @@ COVERS = {
     "max": ["max_all", "max_dim"], "min": ["min_all", "min_dim"], "pow": ["pow", "pow_scalar", "pow_scalar_neg"],
     "add": ["add", "add_scalar"], "sub": ["sub", "sub_scalar"], "mul": ["mul", "mul_scalar"],
     "div": ["div", "div_scalar"], "rsub": ["rsub_scalar"], "clamp": ["clamp", "clamp_min"],
-    "gelu": ["gelu", "gelu_tanh"], "dropout": ["dropout_eval"],
+    "gelu": ["gelu", "gelu_tanh"], "dropout": ["dropout_eval"], "scaled_dot_product_attention": ["sdpa"],
 }
 NOT_COMPARED = {
     "dropout": "training-mode masks come from mixtape's Philox stream, not PyTorch's generator; only eval mode "

@@ -525,6 +525,52 @@ std::vector<Case> all_cases() {
        [](const std::vector<Tensor>& x) {
          return std::vector<Tensor>{batch_norm(x[0], x[1], x[2], x[3], x[4], false, 0.1, 1e-5)};
        }});
+  // ---- attention (PyTorch 1.13 has no F.scaled_dot_product_attention: the
+  // twin is PyTorch 2's documented math definition)
+  const std::vector<double> qv = pattern(2 * 2 * 3 * 4, 1), kv = pattern(2 * 2 * 5 * 4, 2),
+                            vv = pattern(2 * 2 * 5 * 3, 3);
+  const auto qkv = [&] {
+    return std::vector<InputSpec>{floats(qv, {2, 2, 3, 4}), floats(kv, {2, 2, 5, 4}), floats(vv, {2, 2, 5, 3})};
+  };
+  cases.push_back({"sdpa/causal_top_left", "sdpa", {{"is_causal", true}}, qkv(), one([](auto& x) {
+                     AttentionOptions o;
+                     o.is_causal = true;
+                     return scaled_dot_product_attention(x[0], x[1], x[2], o);
+                   })});
+  {
+    std::vector<InputSpec> in = qkv();
+    in.push_back(bools({1, 0, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 1}, {3, 5}));
+    cases.push_back({"sdpa/bool_mask", "sdpa", {{"mask", "bool"}, {"scale", 0.3}}, in, one([](auto& x) {
+                       AttentionOptions o;
+                       o.attn_mask = x[3];
+                       o.scale = 0.3;
+                       return scaled_dot_product_attention(x[0], x[1], x[2], o);
+                     })});
+  }
+  {
+    std::vector<InputSpec> in = qkv();
+    in.push_back(floats(pattern(15, 4), {3, 5}));
+    cases.push_back({"sdpa/float_mask", "sdpa", {{"mask", "float"}}, in, one([](auto& x) {
+                       AttentionOptions o;
+                       o.attn_mask = x[3];
+                       return scaled_dot_product_attention(x[0], x[1], x[2], o);
+                     })});
+  }
+  {
+    std::vector<InputSpec> in = qkv();
+    in.push_back(bools({0, 0, 0, 1, 1, 1, 1, 1, 1, 1}, {2, 5}));  // batch 1: every key is padding -> NaN
+    cases.push_back({"sdpa/key_padding_all_padded_row",
+                     "sdpa",
+                     {{"padding", true}},
+                     in,
+                     one([](auto& x) {
+                       AttentionOptions o;
+                       o.key_padding_mask = x[3];
+                       return scaled_dot_product_attention(x[0], x[1], x[2], o);
+                     }),
+                     {kF64, kF32, kF16, kBF16},
+                     false});
+  }
   cases.push_back({"copy_/broadcast_cast",
                    "copy_",
                    {},
