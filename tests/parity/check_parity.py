@@ -474,7 +474,40 @@ class ResNet(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
 
 
-TWINS = {"mlp": MLP, "cnn": CNN, "resnet": ResNet}
+class Block(nn.Module):  # models/gpt.h
+    def __init__(self, width, heads):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.attn = nn.Module()
+        self.attn.c_attn, self.attn.c_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.mlp = nn.Module()
+        self.mlp.c_fc, self.mlp.c_proj = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+        self.heads = heads
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.attn.c_attn(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        y = sdpa_op([q, k, v], {"is_causal": True})  # PyTorch 1.13 has no F.scaled_dot_product_attention
+        x = x + self.attn.c_proj(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):  # models/gpt.h, gpt-tiny
+    def __init__(self, vocab=256, context=64, layers=2, heads=2, width=64):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(context, width)
+        self.h = nn.ModuleList(Block(width, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(width)
+
+    def forward(self, tokens):
+        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
+        for block in self.h:
+            x = block(x)
+        return F.linear(self.ln_f(x), self.wte.weight).reshape(-1, self.wte.weight.shape[0])
+
+
+TWINS = {"mlp": MLP, "cnn": CNN, "resnet": ResNet, "gpt-tiny": GPT}
 # A model is dozens of accumulating ops deep and the two libraries sum in
 # different orders, so each tensor of mixtape's f32 step is compared with the
 # twin run in f64 (the exact reference) and passes when its error is within
@@ -499,7 +532,8 @@ def run_twin(record, blob, dtype):
     state = {n: (t.to(dtype) if t.is_floating_point() else t) for n, t in state.items()}
     missing, unexpected = twin.load_state_dict(state, strict=False)
     twin.train()
-    x, target = blob_tensor(blob, record["input"]).to(dtype), blob_tensor(blob, record["target"])
+    x, target = blob_tensor(blob, record["input"]), blob_tensor(blob, record["target"])
+    x = x.to(dtype) if x.is_floating_point() else x
     logits = twin(x)
     loss = F.cross_entropy(logits, target)
     loss.backward()

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mixtape.h"
+#include "models/gpt.h"
 #include "models/registry.h"
 
 using namespace mt;
@@ -625,18 +626,32 @@ class Blob {
 json run_model(const std::string& name, Device device, Blob& blob) {
   json record = {{"model", name}, {"device", device.str()}, {"dtype", "f32"}};
   manual_seed(7);
-  const std::shared_ptr<nn::Module> model = models::make_model(name);
+  const bool gpt = name == "gpt-tiny";
+  const std::shared_ptr<nn::Module> model =
+      gpt ? std::make_shared<models::Gpt>(models::gpt_config(name)) : models::make_model(name);
   model->to(device);
   model->train();
   json params = json::object(), buffers_before = json::object();
   for (const auto& [n, p] : model->named_parameters()) params[n] = blob.put(p);
   for (const auto& [n, b] : model->named_buffers()) buffers_before[n] = blob.put(b);
   const int64_t batch = 4;
-  std::vector<double> pixels(static_cast<size_t>(batch * 28 * 28));
-  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<double>((i * 7919) % 256) / 255.0;
-  const Tensor x = from_vector(pixels, {batch, 1, 28, 28}, kF32, device);
-  const Tensor target = from_vector(std::vector<int64_t>{3, 7, 0, 9}, {batch}, kI64, device);
-  const Tensor logits = model->forward(x);
+  Tensor x, target;
+  if (gpt) {  // two sequences of 16 bytes, predicting the next byte
+    std::vector<int64_t> in, next;
+    for (int64_t i = 0; i < 2 * 16; ++i) {
+      in.push_back((i * 37 + 11) % 256);
+      next.push_back((i * 37 + 48) % 256);
+    }
+    x = from_vector(in, {2, 16}, kI64, device);
+    target = from_vector(next, {32}, kI64, device);
+  } else {
+    std::vector<double> pixels(static_cast<size_t>(batch * 28 * 28));
+    for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<double>((i * 7919) % 256) / 255.0;
+    x = from_vector(pixels, {batch, 1, 28, 28}, kF32, device);
+    target = from_vector(std::vector<int64_t>{3, 7, 0, 9}, {batch}, kI64, device);
+  }
+  const Tensor out = model->forward(x);
+  const Tensor logits = gpt ? out.reshape({32, 256}) : out;
   const Tensor loss = cross_entropy(logits, target);
   loss.backward();
   json grads = json::object(), buffers_after = json::object();
@@ -680,7 +695,7 @@ int main(int argc, char** argv) {
   std::ofstream models_out(models_path);
   Blob blob(std::string(argv[1]) + ".models.bin");
   int model_records = 0;
-  for (const char* name : {"mlp", "cnn", "resnet"}) {
+  for (const char* name : {"mlp", "cnn", "resnet", "gpt-tiny"}) {
     for (Device device : {kCPU, kSIM}) {
       models_out << run_model(name, device, blob).dump() << "\n";
       ++model_records;

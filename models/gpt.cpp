@@ -1,0 +1,100 @@
+#include "models/gpt.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "nn/init.h"
+
+namespace mt::models {
+
+GptConfig gpt_config(const std::string& name) {
+  if (name == "gpt-tiny") return {256, 64, 2, 2, 64};
+  if (name == "gpt-small") return {256, 256, 6, 6, 384};
+  if (name == "gpt2-124m") return {50304, 1024, 12, 12, 768};
+  throw Error("unknown GPT configuration '" + name + "' (known: gpt-tiny, gpt-small, gpt2-124m)");
+}
+
+CausalSelfAttention::CausalSelfAttention(int64_t width, int64_t heads) : heads_(heads) {
+  MT_CHECK(heads > 0 && width % heads == 0, "CausalSelfAttention: {} heads do not divide the width {}", heads, width);
+  c_attn = register_module("c_attn", std::make_shared<nn::Linear>(width, 3 * width));
+  c_proj = register_module("c_proj", std::make_shared<nn::Linear>(width, width));
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  MT_CHECK(x.dim() == 3, "CausalSelfAttention: expected [B, T, C], got {}", x.shape_string());
+  const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
+  const std::vector<Tensor> qkv = split(c_attn->forward(x), c, 2);
+  // [B, T, C] -> [B, heads, T, C / heads]
+  auto heads = [&](const Tensor& y) { return y.reshape({b, t, heads_, c / heads_}).transpose(1, 2); };
+  AttentionOptions causal;
+  causal.is_causal = true;
+  const Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), causal);
+  return c_proj->forward(y.transpose(1, 2).reshape({b, t, c}));
+}
+
+GptMlp::GptMlp(int64_t width) {
+  c_fc = register_module("c_fc", std::make_shared<nn::Linear>(width, 4 * width));
+  c_proj = register_module("c_proj", std::make_shared<nn::Linear>(4 * width, width));
+}
+
+// The GELU runs in c_fc's GEMM epilogue (one kernel, its pre-activation kept for backward).
+Tensor GptMlp::forward(const Tensor& x) { return c_proj->forward(c_fc->forward(x, LinearActivation::GeluTanh)); }
+
+GptBlock::GptBlock(int64_t width, int64_t heads) {
+  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(Shape{width}));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(width, heads));
+  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(Shape{width}));
+  mlp = register_module("mlp", std::make_shared<GptMlp>(width));
+}
+
+Tensor GptBlock::forward(const Tensor& x) {
+  const Tensor h = add(x, attn->forward(ln_1->forward(x)));
+  return add(h, mlp->forward(ln_2->forward(h)));
+}
+
+namespace {
+
+// GPT-2's initialisation, in place.
+void init_gpt(Gpt& model, Generator* generator) {
+  NoGradGuard no_grad;
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(model.config().layers));
+  for (const auto& [name, p] : model.named_parameters()) {
+    const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    const bool is_norm = name.find("ln_") != std::string::npos;
+    if (is_norm) {
+      nn::init::constant_(p, is_bias ? 0.0 : 1.0);
+    } else if (is_bias) {
+      nn::init::constant_(p, 0.0);
+    } else {
+      const bool residual = name.size() >= 14 && name.compare(name.size() - 14, 14, ".c_proj.weight") == 0;
+      nn::init::normal_(p, 0.0, residual ? residual_std : 0.02, generator);
+    }
+  }
+}
+
+}  // namespace
+
+Gpt::Gpt(const GptConfig& config, Generator* generator) : config_(config) {
+  MT_CHECK(config.vocab > 0 && config.context > 0 && config.layers > 0 && config.width > 0,
+           "Gpt: vocab, context, layers and width must be positive");
+  wte = register_module("wte", std::make_shared<nn::Embedding>(config.vocab, config.width));
+  wpe = register_module("wpe", std::make_shared<nn::Embedding>(config.context, config.width));
+  h = register_module("h", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < config.layers; ++i) h->push_back(std::make_shared<GptBlock>(config.width, config.heads));
+  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{config.width}));
+  init_gpt(*this, generator);
+}
+
+Tensor Gpt::forward(const Tensor& tokens) {
+  MT_CHECK(tokens.dim() == 2 && tokens.dtype() == kI64, "gpt: expected i64 tokens [B, T], got {} ({})",
+           tokens.shape_string(), tokens.dtype());
+  const int64_t t = tokens.size(1);
+  MT_CHECK(t <= config_.context, "gpt: {} tokens do not fit the context of {}", t, config_.context);
+  const Tensor positions = arange(0, static_cast<double>(t), 1, kI64, tokens.device());
+  Tensor x = add(wte->forward(tokens), wpe->forward(positions));
+  for (size_t i = 0; i < h->size(); ++i) x = (*h)[i]->forward(x);
+  // The head is the token embedding (tied): logits = ln_f(x) @ wte^T.
+  return linear(ln_f->forward(x), wte->weight);
+}
+
+}  // namespace mt::models
