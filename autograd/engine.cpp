@@ -106,6 +106,22 @@ Tensor SavedTensor::get() const {
   return tensor_;
 }
 
+namespace {
+thread_local bool loss_scaled_backward = false;
+
+// Marks the thread as inside a scaled (or unscaled) backward for as long as it lives.
+class LossScaledScope {
+ public:
+  explicit LossScaledScope(bool scaled) : previous_(loss_scaled_backward) { loss_scaled_backward = scaled; }
+  ~LossScaledScope() { loss_scaled_backward = previous_; }
+
+ private:
+  bool previous_;
+};
+}  // namespace
+
+bool in_loss_scaled_backward() { return loss_scaled_backward; }
+
 static bool takes_part(const Tensor& t) { return t.defined() && (t.requires_grad() || t.grad_fn() != nullptr); }
 
 bool needs_grad(std::initializer_list<Tensor> inputs) {
@@ -158,6 +174,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   seed = cast_to(seed, root.dtype());
 
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  const LossScaledScope scaled(root.impl()->loss_scaled);
   // Backward runs in the dtypes the forward chose (the tape keeps them): the
   // ops inside the backward formulas must not be cast again.
   const amp::Autocast no_host_autocast(kCPU, kBF16, /*enabled=*/false);

@@ -93,4 +93,9 @@ Tensor record_node(const char* name, const Tensor& output, const std::vector<Ten
 // Runs reverse-mode autodiff from `root` (engine.cpp).
 void backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
 
+// True inside a backward that started from a GradScaler-scaled loss (so a
+// backward nested in a node, as checkpoint's recomputation, marks its leaf
+// gradients scaled too).
+bool in_loss_scaled_backward();
+
 }  // namespace mt::autograd

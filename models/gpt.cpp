@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "nn/init.h"
 
@@ -92,7 +93,12 @@ Tensor Gpt::forward(const Tensor& tokens) {
   MT_CHECK(t <= config_.context, "gpt: {} tokens do not fit the context of {}", t, config_.context);
   const Tensor positions = arange(0, static_cast<double>(t), 1, kI64, tokens.device());
   Tensor x = add(wte->forward(tokens), wpe->forward(positions));
-  for (size_t i = 0; i < h->size(); ++i) x = (*h)[i]->forward(x);
+  for (size_t i = 0; i < h->size(); ++i) {
+    const std::shared_ptr<nn::Module> block = (*h)[i];
+    x = checkpoint_activations
+            ? checkpoint([block](const std::vector<Tensor>& in) { return block->forward(in[0]); }, {x})
+            : block->forward(x);
+  }
   // The head is the token embedding (tied): logits = ln_f(x) @ wte^T.
   return linear(ln_f->forward(x), wte->weight);
 }

@@ -93,6 +93,9 @@ class Gpt : public nn::Module {
   Tensor forward(const Tensor& tokens) override;
   std::string name() const override { return "gpt"; }
   const GptConfig& config() const { return config_; }
+  // Recompute each block in backward instead of keeping its activations
+  // (mt::checkpoint): the same gradients, less memory, one more forward.
+  bool checkpoint_activations = false;
 
   std::shared_ptr<nn::Embedding> wte, wpe;
   std::shared_ptr<nn::ModuleList> h;
