@@ -100,6 +100,7 @@ Tensor cross_entropy(const Tensor& logits_uncast, const Tensor& target_in, const
   MT_CHECK(logits_in.dim() == 2 || logits_in.dim() == 1,
            "cross_entropy: expected logits [N, C] (or [C]), got {}; flatten extra dims into N first",
            logits_in.shape_string());
+  MT_CHECK(logits_in.size(-1) > 0, "cross_entropy: logits {} have no classes", logits_in.shape_string());
   const bool unbatched = logits_in.dim() == 1;
   const Tensor logits = unbatched ? logits_in.unsqueeze(0) : logits_in;
   const Tensor target = unbatched ? target_in.reshape({1}) : target_in;

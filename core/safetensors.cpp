@@ -155,7 +155,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
       shape.push_back(d.get<int64_t>());
     }
     const auto begin = e["data_offsets"][0].get<uint64_t>(), end = e["data_offsets"][1].get<uint64_t>();
-    const uint64_t expected = static_cast<uint64_t>(shape_numel(shape)) * element_size(*dtype);
+    const uint64_t expected =
+        static_cast<uint64_t>(checked_numel(shape, element_size(*dtype), "load_safetensors")) * element_size(*dtype);
     MT_CHECK(begin <= end && end - begin == expected,
              "load_safetensors: '{}': tensor '{}' of shape {} needs {} bytes but its offsets [{}, {}] hold {}", path,
              it.key(), shape_str(shape), expected, begin, end, end - begin);

@@ -21,6 +21,20 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+int64_t checked_numel(const Shape& shape, size_t element_bytes, const char* what) {
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t s : shape) {
+    MT_CHECK(s >= 0, "{}: negative dimension in shape {}", what, shape_str(shape));
+    overflow = overflow || __builtin_mul_overflow(n, s, &n);
+  }
+  int64_t bytes = 0;
+  overflow = overflow || __builtin_mul_overflow(n, static_cast<int64_t>(element_bytes), &bytes);
+  MT_CHECK(!overflow, "{}: shape {} holds more elements than an int64 can count (or address in bytes)", what,
+           shape_str(shape));
+  return n;
+}
+
 Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size());
   int64_t stride = 1;
@@ -226,9 +240,9 @@ std::vector<double> Tensor::to_vector() const {
 // ------------------------------------------------------------------ factories
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
-  for (int64_t s : shape) MT_CHECK(s >= 0, "empty: negative dimension in shape {}", shape_str(shape));
+  const int64_t n = checked_numel(shape, element_size(dtype), "empty");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * element_size(dtype), device);
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(n) * element_size(dtype), device);
   impl->sizes = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

@@ -28,6 +28,9 @@ using Shape = std::vector<int64_t>;
 
 std::string shape_str(const Shape& shape);
 int64_t shape_numel(const Shape& shape);
+// shape_numel for shapes from outside (factories, files): an mt::Error naming
+// `what` when a dim is negative or numel * element_bytes does not fit in int64.
+int64_t checked_numel(const Shape& shape, size_t element_bytes, const char* what);
 Shape contiguous_strides(const Shape& shape);
 // Wraps a possibly negative dim into [0, ndim); names `op` in the error.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);

@@ -4,7 +4,9 @@
 #include <CLI/CLI.hpp>
 #include <Eigen/Core>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
+#include <new>
 
 #include "kernels/cuda/launch_check.h"
 #include "mixtape.h"
@@ -136,6 +138,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "\nerror: %s\n", e.what());
     return kExitNonFiniteLoss;
   } catch (const mt::Error& e) {
+    std::fprintf(stderr, "\nerror: %s\n", e.what());
+    return kExitError;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "\nerror: out of memory (an input asked for more than this machine has)\n");
+    return kExitError;
+  } catch (const std::exception& e) {  // nlohmann, filesystem, ...: a bug to report, but never a crash
     std::fprintf(stderr, "\nerror: %s\n", e.what());
     return kExitError;
   }

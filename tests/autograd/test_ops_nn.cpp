@@ -137,8 +137,9 @@ TEST_CASE("layer_norm with and without weight/bias, multi-dim normalized_shape",
         require_gradcheck(fn, inputs, "layer_norm");
         check_low_precision(fn, inputs, "layer_norm");
         // statistics stay f32: f16 in, f16 out
-        CHECK(fn(std::vector<Tensor>{x.to(kF16), has_w ? w.to(kF16) : Tensor(), has_b ? b.to(kF16) : Tensor()})
-                  .dtype() == kF16);
+        CHECK(
+            fn(std::vector<Tensor>{x.to(kF16), has_w ? w.to(kF16) : Tensor(), has_b ? b.to(kF16) : Tensor()}).dtype() ==
+            kF16);
       }
     }
   }
@@ -248,8 +249,11 @@ TEST_CASE("cross_entropy: 1-D unbatched logits", "[ops][nn]") {
     const Tensor loss = cross_entropy(logits, target, {-100, 0.0, r});
     CHECK(loss.dim() == 0);
     check_close(loss, {want}, kF64Tol, "unbatched");
-    require_gradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], target, {-100, 0.0, r}); },
-                      {logits}, "unbatched");
+    require_gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          return cross_entropy(in[0], target, {-100, 0.0, r});
+        },
+        {logits}, "unbatched");
   }
   check_close(cross_entropy(logits, target, {-100, 0.2, Reduction::Mean}),
               ref_cross_entropy_rows(logits.reshape({1, 5}), {3}, -100, 0.2), kF64Tol, "unbatched smoothing");
@@ -371,22 +375,27 @@ TEST_CASE("dropout: same seed gives the same mask, across dtypes too", "[ops][nn
 
 TEST_CASE("nn errors name the op, shapes and what was expected", "[ops][nn][errors]") {
   const Tensor x = zeros({2, 3});
+  // Catches (issue 14): logits with zero classes segfaulting in the kernel.
+  for (Device device : {kCPU, kSIM}) {
+    REQUIRE_THROWS_WITH(cross_entropy(zeros({3, 0}, kF32, device), zeros({3}, kI64, device)),
+                        Catch::Contains("no classes"));
+  }
   REQUIRE_THROWS_WITH(softmax(x, 2), Catch::Contains("softmax") && Catch::Contains("dim 2"));
   REQUIRE_THROWS_WITH(log_softmax(from_vector(std::vector<int64_t>{1}, {1}), 0),
                       Catch::Contains("log_softmax") && Catch::Contains("floating"));
   REQUIRE_THROWS_WITH(layer_norm(x, {2}), Catch::Contains("layer_norm") && Catch::Contains("[2, 3]") &&
                                               Catch::Contains("normalized_shape"));
   REQUIRE_THROWS_WITH(layer_norm(x, {3}, zeros({2})), Catch::Contains("layer_norm") && Catch::Contains("[2]"));
-  REQUIRE_THROWS_WITH(layer_norm(x, {3}, Tensor(), zeros({4})), Catch::Contains("layer_norm") &&
-                                                                    Catch::Contains("[4]"));
+  REQUIRE_THROWS_WITH(layer_norm(x, {3}, Tensor(), zeros({4})),
+                      Catch::Contains("layer_norm") && Catch::Contains("[4]"));
   REQUIRE_THROWS_WITH(layer_norm(x, {}), Catch::Contains("layer_norm"));
   REQUIRE_THROWS_WITH(layer_norm(x, {3}, Tensor(), Tensor(), -1.0), Catch::Contains("eps"));
 
   const Tensor logits = zeros({2, 3});
   REQUIRE_THROWS_WITH(cross_entropy(logits, i64({0, 3}, {2})),
                       Catch::Contains("cross_entropy") && Catch::Contains("3") && Catch::Contains("out of range"));
-  REQUIRE_THROWS_WITH(cross_entropy(logits, i64({0, -1}, {2})), Catch::Contains("cross_entropy") &&
-                                                                     Catch::Contains("-1"));
+  REQUIRE_THROWS_WITH(cross_entropy(logits, i64({0, -1}, {2})),
+                      Catch::Contains("cross_entropy") && Catch::Contains("-1"));
   REQUIRE_THROWS_WITH(cross_entropy(logits, i64({0, 1, 2}, {3})),
                       Catch::Contains("cross_entropy") && Catch::Contains("[3]") && Catch::Contains("[2, 3]"));
   REQUIRE_THROWS_WITH(cross_entropy(logits, zeros({2})), Catch::Contains("cross_entropy") && Catch::Contains("f32"));
@@ -397,13 +406,13 @@ TEST_CASE("nn errors name the op, shapes and what was expected", "[ops][nn][erro
   REQUIRE_THROWS_WITH(cross_entropy(from_vector(std::vector<int64_t>{1, 2}, {1, 2}), i64({0}, {1})),
                       Catch::Contains("cross_entropy") && Catch::Contains("floating"));
 
-  REQUIRE_THROWS_WITH(mse_loss(zeros({2, 3}), zeros({3})), Catch::Contains("mse_loss") && Catch::Contains("[2, 3]") &&
-                                                               Catch::Contains("[3]"));
+  REQUIRE_THROWS_WITH(mse_loss(zeros({2, 3}), zeros({3})),
+                      Catch::Contains("mse_loss") && Catch::Contains("[2, 3]") && Catch::Contains("[3]"));
 
   REQUIRE_THROWS_WITH(embedding(zeros({5, 3}), i64({1, 5}, {2})),
                       Catch::Contains("5") && Catch::Contains("out of range"));
-  REQUIRE_THROWS_WITH(embedding(zeros({5, 3}), i64({-1}, {1})), Catch::Contains("-1") &&
-                                                                     Catch::Contains("out of range"));
+  REQUIRE_THROWS_WITH(embedding(zeros({5, 3}), i64({-1}, {1})),
+                      Catch::Contains("-1") && Catch::Contains("out of range"));
   REQUIRE_THROWS_WITH(embedding(zeros({5}), i64({1}, {1})), Catch::Contains("embedding") && Catch::Contains("[5]"));
   REQUIRE_THROWS_WITH(embedding(zeros({5, 3}), zeros({2})), Catch::Contains("embedding") && Catch::Contains("f32"));
 

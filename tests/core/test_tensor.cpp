@@ -82,7 +82,7 @@ TEST_CASE("casts round to nearest even and saturate to inf like the GPU", "[tens
   CHECK(std::isinf(h[1]));
   CHECK(std::isinf(h[2]));
   CHECK(h[2] < 0);
-  CHECK(h[3] == 2048.0);  // 2049 is a tie between 2048 and 2050: even mantissa wins
+  CHECK(h[3] == 2048.0);                // 2049 is a tie between 2048 and 2050: even mantissa wins
   CHECK(h[4] == std::ldexp(1.0, -24));  // rounds to the smallest subnormal
   const auto i = from_vector(std::vector<double>{1.7, -1.7, 3.0}, {3}).to(kI64).to_vector();
   CHECK(i == std::vector<double>{1, -1, 3});  // float -> int truncates, as static_cast and PyTorch do
@@ -142,4 +142,13 @@ TEST_CASE("asking for an unavailable device is a clear error", "[device]") {
   CHECK(promote_types(kI64, kF16) == kF16);
   CHECK(promote_types(kF32, kF64) == kF64);
   CHECK(promote_types(kBool, kU8) == kU8);
+}
+
+// Catches (issue 14): factories accepting shapes whose element count
+// overflows int64 and returning a tensor of 0 or 1 elements for them.
+TEST_CASE("factories refuse negative dims and shapes whose size overflows", "[tensor][errors]") {
+  CHECK_THROWS_WITH(zeros({int64_t{1} << 32, int64_t{1} << 32}), Catch::Contains("more elements than an int64"));
+  CHECK_THROWS_WITH(empty({int64_t{1} << 62}, kF32), Catch::Contains("more elements than an int64"));
+  CHECK_THROWS_WITH(full({3, -1}, 1.0), Catch::Contains("negative dimension"));
+  CHECK(zeros({0, int64_t{1} << 40}).numel() == 0);
 }

@@ -18,9 +18,7 @@ std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
 }
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_file(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 }  // namespace
 
 TEST_CASE("safetensors round-trips every dtype, shape and the metadata", "[safetensors]") {
@@ -82,14 +80,26 @@ TEST_CASE("corrupt, truncated and inconsistent files are clear errors", "[safete
     std::string out(reinterpret_cast<const char*>(&size), 8);
     return out + header + std::string(data_bytes, '\0');
   };
-  write_file(bad, make(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})", 16));
+  write_file(
+      bad,
+      make(
+          R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})",
+          16));
   REQUIRE_THROWS_WITH(load_safetensors(bad), Contains("hole or an overlap"));
   write_file(bad, make(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8));
   REQUIRE_THROWS_WITH(load_safetensors(bad), Contains("needs 12 bytes"));
   write_file(bad, make(R"({"a":{"dtype":"U16","shape":[1],"data_offsets":[0,2]}})", 2));
   REQUIRE_THROWS_WITH(load_safetensors(bad), Contains("dtype U16"));
-  write_file(bad, make(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8));
+  write_file(
+      bad,
+      make(
+          R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+          8));
   REQUIRE_THROWS_WITH(load_safetensors(bad), Contains("twice"));
+  // Catches: a shape whose element count overflows (2^32 x 2^32 wraps to 0, so
+  // an empty data span matched it and a 0-byte tensor of that shape came back).
+  write_file(bad, make(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0));
+  REQUIRE_THROWS_WITH(load_safetensors(bad), Contains("more elements than an int64"));
   std::filesystem::remove(good);
   std::filesystem::remove(bad);
 }
@@ -99,6 +109,7 @@ TEST_CASE("saving is atomic: a failed save keeps the previous file", "[safetenso
   save_safetensors(path, {{"v", ones({2})}});
   REQUIRE_THROWS(save_safetensors(path, {{"__metadata__", ones({1})}}));
   CHECK(load_safetensors(path).tensors.at("v").to_vector() == std::vector<double>{1, 1});
-  REQUIRE_THROWS_WITH(save_safetensors("/nonexistent-dir/x.safetensors", {{"v", ones({1})}}), Contains("cannot create"));
+  REQUIRE_THROWS_WITH(save_safetensors("/nonexistent-dir/x.safetensors", {{"v", ones({1})}}),
+                      Contains("cannot create"));
   std::filesystem::remove(path);
 }
