@@ -91,8 +91,11 @@ Tensor Gpt::forward(const Tensor& tokens) {
            tokens.shape_string(), tokens.dtype());
   const int64_t t = tokens.size(1);
   MT_CHECK(t <= config_.context, "gpt: {} tokens do not fit the context of {}", t, config_.context);
-  const Tensor positions = arange(0, static_cast<double>(t), 1, kI64, tokens.device());
-  Tensor x = add(wte->forward(tokens), wpe->forward(positions));
+  // arange is a host-to-device copy on a GPU: made once per device, never in the steady-state step.
+  if (!positions_.defined() || positions_.device() != tokens.device()) {
+    positions_ = arange(0, static_cast<double>(config_.context), 1, kI64, tokens.device());
+  }
+  Tensor x = add(wte->forward(tokens), wpe->forward(positions_.narrow(0, 0, t)));
   for (size_t i = 0; i < h->size(); ++i) {
     const std::shared_ptr<nn::Module> block = (*h)[i];
     x = checkpoint_activations

@@ -103,6 +103,7 @@ class Gpt : public nn::Module {
 
  private:
   GptConfig config_;
+  Tensor positions_;  // 0 .. context-1 on the device of the last forward (built once, not per step)
 };
 
 }  // namespace mt::models

@@ -21,6 +21,7 @@ rounded once to the low-precision dtype: what mixtape computes.
 """
 import json
 import math
+import os
 import sys
 
 try:
@@ -421,27 +422,9 @@ def check(record):
 import torch.nn as nn
 
 
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.fc2, self.fc3 = nn.Linear(784, 256), nn.Linear(256, 128), nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = x.flatten(1)
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
-
-
-class CNN(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1, self.bn1 = nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32)
-        self.conv2, self.bn2 = nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64)
-        self.fc1, self.fc2 = nn.Linear(64 * 7 * 7, 128), nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
-        x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
-        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+# MLP and CNN are the twins tools/load_in_pytorch.py already writes out.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from load_in_pytorch import CNN, MLP  # noqa: E402
 
 
 class BasicBlock(nn.Module):  # torchvision's, without the expansion factor
@@ -578,7 +561,6 @@ def check_model(record, blob):
 
 def check_models(path):
     """0 failures, or the count; prints one line per model record."""
-    import os
     if not os.path.exists(path + ".models.jsonl"):
         return 0
     with open(path + ".models.bin", "rb") as f:
@@ -625,7 +607,6 @@ def main():
         print(f"  accepted: {op} {what}: {reason}")
     for name, reason in NOT_COMPARED.items():
         print(f"  partly compared: {name}: {reason}")
-    import os
     header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "autograd", "ops.h")
     uncovered = check_coverage(header, record_ops)
     if uncovered:
