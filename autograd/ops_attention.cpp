@@ -3,9 +3,14 @@
 // backward is theirs. The fused kernels of the transformer work are tested
 // against it.
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
 
 #include "amp/autocast.h"
 #include "autograd/autocast_cast.h"
+#include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 
 namespace mt {
@@ -35,10 +40,27 @@ void check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v, c
 }
 
 // True where query i may attend key j (j <= i), [T_q, T_k], on `device`.
-Tensor causal_keep(int64_t queries, int64_t keys, Device device) {
+Tensor build_causal_keep(int64_t queries, int64_t keys, Device device) {
   const Tensor rows = arange(0, static_cast<double>(queries), 1, kF32, device).reshape({queries, 1});
   const Tensor cols = arange(0, static_cast<double>(keys), 1, kF32, device).reshape({1, keys});
   return le(cols, rows);
+}
+
+// The causal masks in use, built once per (T_q, T_k, device) and then shared:
+// arange is a host-to-device copy on a GPU, which the sync-free step (and a
+// CUDA graph capturing it) cannot afford every step. A handful of shapes is
+// kept; past that the cache starts again, so it never grows without bound.
+Tensor causal_keep(int64_t queries, int64_t keys, Device device) {
+  using Key = std::tuple<int64_t, int64_t, std::string>;
+  static std::mutex mutex;
+  static auto* cache = new std::map<Key, Tensor>();  // never destroyed: device memory outlives exit order
+  constexpr size_t kMaxShapes = 16;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const Key key{queries, keys, device.str()};
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  if (cache->size() >= kMaxShapes) cache->clear();
+  NoGradGuard no_grad;
+  return cache->emplace(key, build_causal_keep(queries, keys, device)).first->second;
 }
 
 }  // namespace

@@ -22,14 +22,43 @@ CausalSelfAttention::CausalSelfAttention(int64_t width, int64_t heads) : heads_(
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
+  Tensor no_keys, no_values;
+  return forward(x, no_keys, no_values);
+}
+
+namespace {
+
+// What new queries at positions past .. past + t - 1 may attend: the keys
+// at positions up to their own, out of past + t ([t, past + t], bool).
+// (PyTorch's is_causal aligns the mask to the top left, which is right only
+// when there is no past.)
+Tensor causal_keep_after(int64_t past, int64_t t, Device device) {
+  std::vector<double> keep(static_cast<size_t>(t * (past + t)));
+  for (int64_t i = 0; i < t; ++i) {
+    for (int64_t j = 0; j < past + t; ++j) keep[static_cast<size_t>(i * (past + t) + j)] = j <= past + i;
+  }
+  return from_vector(keep, {t, past + t}, kBool, device);
+}
+
+}  // namespace
+
+Tensor CausalSelfAttention::forward(const Tensor& x, Tensor& keys, Tensor& values) {
   MT_CHECK(x.dim() == 3, "CausalSelfAttention: expected [B, T, C], got {}", x.shape_string());
   const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
   const std::vector<Tensor> qkv = split(c_attn->forward(x), c, 2);
   // [B, T, C] -> [B, heads, T, C / heads]
   auto heads = [&](const Tensor& y) { return y.reshape({b, t, heads_, c / heads_}).transpose(1, 2); };
-  AttentionOptions causal;
-  causal.is_causal = true;
-  const Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), causal);
+  const int64_t past = keys.defined() ? keys.size(2) : 0;
+  const Tensor q = heads(qkv[0]);
+  keys = past > 0 ? cat({keys, heads(qkv[1])}, 2) : heads(qkv[1]);
+  values = past > 0 ? cat({values, heads(qkv[2])}, 2) : heads(qkv[2]);
+  AttentionOptions options;
+  if (past == 0) {
+    options.is_causal = true;
+  } else if (t > 1) {
+    options.attn_mask = causal_keep_after(past, t, x.device());
+  }  // one new query may attend every key: no mask
+  const Tensor y = scaled_dot_product_attention(q, keys, values, options);
   return c_proj->forward(y.transpose(1, 2).reshape({b, t, c}));
 }
 
@@ -50,6 +79,11 @@ GptBlock::GptBlock(int64_t width, int64_t heads) {
 
 Tensor GptBlock::forward(const Tensor& x) {
   const Tensor h = add(x, attn->forward(ln_1->forward(x)));
+  return add(h, mlp->forward(ln_2->forward(h)));
+}
+
+Tensor GptBlock::forward(const Tensor& x, Tensor& keys, Tensor& values) {
+  const Tensor h = add(x, attn->forward(ln_1->forward(x), keys, values));
   return add(h, mlp->forward(ln_2->forward(h)));
 }
 
@@ -86,24 +120,52 @@ Gpt::Gpt(const GptConfig& config, Generator* generator) : config_(config) {
   init_gpt(*this, generator);
 }
 
-Tensor Gpt::forward(const Tensor& tokens) {
+// Token plus position embeddings of `tokens` [B, t] at positions first_position ...
+Tensor Gpt::embed(const Tensor& tokens, int64_t first_position) {
   MT_CHECK(tokens.dim() == 2 && tokens.dtype() == kI64, "gpt: expected i64 tokens [B, T], got {} ({})",
            tokens.shape_string(), tokens.dtype());
   const int64_t t = tokens.size(1);
-  MT_CHECK(t <= config_.context, "gpt: {} tokens do not fit the context of {}", t, config_.context);
+  MT_CHECK(first_position + t <= config_.context, "gpt: {} tokens{} do not fit the context of {}", t,
+           first_position > 0 ? fmt::format(" after {} cached positions", first_position) : std::string(),
+           config_.context);
   // arange is a host-to-device copy on a GPU: made once per device, never in the steady-state step.
   if (!positions_.defined() || positions_.device() != tokens.device()) {
     positions_ = arange(0, static_cast<double>(config_.context), 1, kI64, tokens.device());
   }
-  Tensor x = add(wte->forward(tokens), wpe->forward(positions_.narrow(0, 0, t)));
+  return add(wte->forward(tokens), wpe->forward(positions_.narrow(0, first_position, t)));
+}
+
+// The head is the token embedding (tied): logits = ln_f(x) @ wte^T.
+Tensor Gpt::head(const Tensor& x) { return linear(ln_f->forward(x), wte->weight); }
+
+Tensor Gpt::forward(const Tensor& tokens) {
+  Tensor x = embed(tokens, 0);
   for (size_t i = 0; i < h->size(); ++i) {
     const std::shared_ptr<nn::Module> block = (*h)[i];
     x = checkpoint_activations
             ? checkpoint([block](const std::vector<Tensor>& in) { return block->forward(in[0]); }, {x})
             : block->forward(x);
   }
-  // The head is the token embedding (tied): logits = ln_f(x) @ wte^T.
-  return linear(ln_f->forward(x), wte->weight);
+  return head(x);
+}
+
+Tensor Gpt::forward(const Tensor& tokens, KvCache& cache) {
+  const auto layers = static_cast<size_t>(config_.layers);
+  if (cache.keys.size() != layers) {
+    MT_CHECK(cache.keys.empty(), "gpt: a key/value cache of {} blocks does not fit a model of {}", cache.keys.size(),
+             layers);
+    cache.keys.resize(layers);
+    cache.values.resize(layers);
+  }
+  MT_CHECK(cache.length() == 0 || cache.keys.front().size(0) == tokens.size(0),
+           "gpt: a key/value cache of batch {} cannot continue tokens {}", cache.keys.front().size(0),
+           tokens.shape_string());
+  Tensor x = embed(tokens, cache.length());
+  for (size_t i = 0; i < layers; ++i) {
+    auto& block = dynamic_cast<GptBlock&>(*(*h)[i]);
+    x = block.forward(x, cache.keys[i], cache.values[i]);
+  }
+  return head(x);
 }
 
 }  // namespace mt::models

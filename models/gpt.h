@@ -10,6 +10,9 @@
 //   gpt2-124m   50304 tokens, context 1024, 12 layers, 12 heads, width 768 (GPT-2 small's shape)
 //
 // forward(tokens i64 [B, T]) -> logits [B, T, vocab].
+// forward(tokens, cache): the same for tokens that continue the positions
+// already in `cache` (their keys and values kept from earlier calls), so
+// generating a token costs one position, not a re-run of the whole prefix.
 //
 // PyTorch equivalent (same parameter names and shapes; the head is the
 // token embedding, so there is no lm_head parameter):
@@ -43,6 +46,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "nn/layers.h"
 
@@ -52,6 +56,17 @@ struct GptConfig {
   int64_t vocab = 256, context = 64, layers = 2, heads = 2, width = 64;
 };
 
+// The keys and values of the positions a model has seen, one pair per block,
+// each [B, heads, positions, head_dim].
+struct KvCache {
+  std::vector<Tensor> keys, values;
+  int64_t length() const { return keys.empty() || !keys.front().defined() ? 0 : keys.front().size(2); }
+  void clear() {
+    keys.clear();
+    values.clear();
+  }
+};
+
 // The named configuration; an mt::Error lists the names when `name` is unknown.
 GptConfig gpt_config(const std::string& name);
 
@@ -59,6 +74,9 @@ class CausalSelfAttention : public nn::Module {
  public:
   CausalSelfAttention(int64_t width, int64_t heads);
   Tensor forward(const Tensor& x) override;
+  // x continues the positions whose keys and values are in (keys, values),
+  // which grow by x's positions (both undefined at the start).
+  Tensor forward(const Tensor& x, Tensor& keys, Tensor& values);
   std::string name() const override { return "CausalSelfAttention"; }
 
   std::shared_ptr<nn::Linear> c_attn, c_proj;
@@ -80,6 +98,7 @@ class GptBlock : public nn::Module {
  public:
   GptBlock(int64_t width, int64_t heads);
   Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x, Tensor& keys, Tensor& values);
   std::string name() const override { return "GptBlock"; }
 
   std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
@@ -91,6 +110,9 @@ class Gpt : public nn::Module {
  public:
   explicit Gpt(const GptConfig& config, Generator* generator = nullptr);
   Tensor forward(const Tensor& tokens) override;
+  // Inference with a key/value cache: `tokens` [B, t] sit at positions
+  // cache.length() .. cache.length() + t - 1, which must fit the context.
+  Tensor forward(const Tensor& tokens, KvCache& cache);
   std::string name() const override { return "gpt"; }
   const GptConfig& config() const { return config_; }
   // Recompute each block in backward instead of keeping its activations
@@ -102,6 +124,9 @@ class Gpt : public nn::Module {
   std::shared_ptr<nn::LayerNorm> ln_f;
 
  private:
+  Tensor embed(const Tensor& tokens, int64_t first_position);
+  Tensor head(const Tensor& x);
+
   GptConfig config_;
   Tensor positions_;  // 0 .. context-1 on the device of the last forward (built once, not per step)
 };

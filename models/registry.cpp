@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "models/cnn.h"
+#include "models/gpt.h"
 #include "models/mlp.h"
 
 namespace mt::models {
@@ -13,6 +14,13 @@ struct Entry {
   std::function<std::shared_ptr<nn::Module>(int64_t classes)> make;
 };
 
+// A language model ignores the classes: its vocabulary is part of its configuration.
+Entry gpt_entry(const std::string& name, const std::string& description) {
+  const GptConfig config = gpt_config(name);
+  return {{name, description, ModelTask::LanguageModel, config.vocab, config.context},
+          [config](int64_t) { return std::make_shared<Gpt>(config); }};
+}
+
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> all = {
       {{"mlp", "784-256-128-10 MLP with ReLU (235,146 parameters)"},
@@ -21,8 +29,20 @@ const std::vector<Entry>& entries() {
        [](int64_t classes) { return std::make_shared<Cnn>(classes); }},
       {{"resnet", "ResNet for 28x28: 3 stages x 2 BasicBlocks, 32/64/128 channels (696,042 parameters)"},
        [](int64_t classes) { return std::make_shared<ResNet>(classes); }},
+      gpt_entry("gpt-tiny", "GPT, bytes, context 64, 2 layers x 2 heads, width 64"),
+      gpt_entry("gpt-small", "GPT, bytes, context 256, 6 layers x 6 heads, width 384"),
+      gpt_entry("gpt2-124m", "GPT-2 small's shape: 50304 tokens, context 1024, 12 layers x 12 heads, width 768"),
   };
   return all;
+}
+
+const Entry& entry(const std::string& name) {
+  std::vector<std::string> names;
+  for (const Entry& e : entries()) {
+    if (e.info.name == name) return e;
+    names.push_back(e.info.name);
+  }
+  fail("unknown model '{}': known models are {}", name, fmt::join(names, ", "));
 }
 
 }  // namespace
@@ -33,13 +53,8 @@ std::vector<ModelInfo> model_list() {
   return out;
 }
 
-std::shared_ptr<nn::Module> make_model(const std::string& name, int64_t classes) {
-  std::vector<std::string> names;
-  for (const Entry& e : entries()) {
-    if (e.info.name == name) return e.make(classes);
-    names.push_back(e.info.name);
-  }
-  fail("unknown model '{}': known models are {}", name, fmt::join(names, ", "));
-}
+ModelInfo model_info(const std::string& name) { return entry(name).info; }
+
+std::shared_ptr<nn::Module> make_model(const std::string& name, int64_t classes) { return entry(name).make(classes); }
 
 }  // namespace mt::models

@@ -3,6 +3,7 @@
 //   mlp     784-256-128-10, ReLU                       235,146 parameters
 //   cnn     2 x (conv3x3 + BN + ReLU + maxpool), 2 FC  421,834 parameters (models/cnn.h)
 //   resnet  a small ResNet for 28x28 inputs            696,042 parameters (models/cnn.h)
+//   gpt-tiny, gpt-small, gpt2-124m   GPT-2-style decoders (models/gpt.h)
 //
 // Parameter names and shapes match the PyTorch modules written out in each
 // model's comment, so their safetensors checkpoints load into PyTorch.
@@ -16,12 +17,22 @@
 
 namespace mt::models {
 
+enum class ModelTask {
+  ImageClassification,  // [B, 1, 28, 28] images -> [B, classes] logits
+  LanguageModel,        // i64 [B, T] tokens -> [B, T, vocab] next-token logits
+};
+
 struct ModelInfo {
   std::string name;
   std::string description;
+  ModelTask task = ModelTask::ImageClassification;
+  int64_t vocab = 0;    // language models: the token vocabulary
+  int64_t context = 0;  // language models: the longest sequence
 };
 
 std::vector<ModelInfo> model_list();
+// An mt::Error lists the known names when `name` is unknown.
+ModelInfo model_info(const std::string& name);
 // An mt::Error lists the known names when `name` is unknown.
 std::shared_ptr<nn::Module> make_model(const std::string& name, int64_t classes = 10);
 

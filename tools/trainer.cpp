@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 #include <utility>
 
 #include "amp/autocast.h"
@@ -20,10 +21,12 @@
 #include "core/graph.h"
 #include "core/host_sync.h"
 #include "core/safetensors.h"
+#include "models/gpt.h"
 #include "models/registry.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "tools/data/loader.h"
+#include "tools/data/text.h"
 #include "tools/device_feed.h"
 
 namespace mt::tools {
@@ -67,23 +70,50 @@ DType low_precision_dtype(Precision p) { return p == Precision::Bf16 ? kBF16 : k
 data::Dataset limit(const data::Dataset& d, int64_t n) {
   if (n <= 0 || n >= d.size()) return d;
   data::Dataset out = d;
-  out.images = d.images.narrow(0, 0, n).contiguous();
-  out.labels = d.labels.narrow(0, 0, n).contiguous();
+  out.inputs = d.inputs.narrow(0, 0, n).contiguous();
+  out.targets = d.targets.narrow(0, 0, n).contiguous();
   return out;
 }
 
 struct Splits {
-  data::Dataset train, test;
+  data::Dataset train, test;  // test: the held-out split (Brown's validation documents for text)
 };
 
-Splits load_data(const TrainConfig& c) {
+// The tokens per window a language-model run trains on.
+int64_t window_length(const TrainConfig& c, const models::ModelInfo& model) {
+  MT_CHECK(c.context >= 0 && c.context <= model.context, "train: --context {} does not fit {}'s context of {}",
+           c.context, model.name, model.context);
+  return c.context > 0 ? c.context : model.context;
+}
+
+Splits load_data(const TrainConfig& c, const models::ModelInfo& model) {
+  const bool text = c.dataset == "brown" || c.dataset == "synthetic-tokens";
+  const bool images = c.dataset == "fashion-mnist" || c.dataset == "synthetic";
+  MT_CHECK(text || images, "unknown dataset '{}': expected fashion-mnist, synthetic, brown or synthetic-tokens",
+           c.dataset);
+  const bool language_model = model.task == models::ModelTask::LanguageModel;
+  MT_CHECK(text == language_model, "train: {} is {} model but {} is {} dataset", model.name,
+           language_model ? "a language" : "an image-classification", c.dataset, text ? "a text" : "an image");
   Splits s;
   if (c.dataset == "synthetic") {
     s.train = data::synthetic_images(c.train_limit > 0 ? c.train_limit : 4096, 10, 28, 28, 1);
     s.test = data::synthetic_images(c.test_limit > 0 ? c.test_limit : 1024, 10, 28, 28, 2);
     return s;
   }
-  MT_CHECK(c.dataset == "fashion-mnist", "unknown dataset '{}': expected fashion-mnist or synthetic", c.dataset);
+  if (c.dataset == "synthetic-tokens") {
+    const int64_t t = window_length(c, model);
+    s.train = data::synthetic_tokens(c.train_limit > 0 ? c.train_limit : 2048, t, model.vocab, 1);
+    s.test = data::synthetic_tokens(c.test_limit > 0 ? c.test_limit : 256, t, model.vocab, 1, /*stream=*/1);
+    return s;
+  }
+  if (c.dataset == "brown") {
+    MT_CHECK(model.vocab >= data::kByteVocabulary, "train: {}'s vocabulary of {} cannot hold Brown's 256 bytes",
+             model.name, model.vocab);
+    data::TextSplits text_splits = data::brown_language_model(window_length(c, model), c.data);
+    s.train = limit(text_splits.train, c.train_limit);
+    s.test = limit(text_splits.validation, c.test_limit);
+    return s;
+  }
   data::FashionMnist f = data::load_fashion_mnist(c.data);
   s.train = limit(f.train, c.train_limit);
   s.test = limit(f.test, c.test_limit);
@@ -136,7 +166,10 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"clip", c.clip},
           {"seed", c.seed},
           {"dataset", c.dataset},
-          {"augment", c.augment}};
+          {"augment", c.augment},
+          {"context", c.context},
+          {"eval_every", c.eval_every},
+          {"checkpoint_activations", c.checkpoint_activations}};
 }
 
 // ---------------------------------------------------------------- checkpoints
@@ -288,24 +321,45 @@ struct Reporter {
 
 // ---------------------------------------------------------------- evaluation
 
-double evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device, int64_t batch) {
+double Evaluation::perplexity() const { return std::exp(loss); }
+
+namespace {
+
+// The training loss: cross-entropy of the logits against the targets, over
+// every position for a language model ([B, T, V] logits, [B, T] targets).
+Tensor task_loss(const Tensor& logits, const Tensor& targets,
+                 const CrossEntropyOptions& options = CrossEntropyOptions{}) {
+  if (targets.dim() == 1) return cross_entropy(logits, targets, options);
+  return cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}), options);
+}
+
+}  // namespace
+
+Evaluation evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
+                    int64_t targets_per_batch) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
+  const int64_t targets_per_sample = data.size() > 0 ? data.targets.numel() / data.size() : 1;
+  const int64_t batch = std::max<int64_t>(1, targets_per_batch / targets_per_sample);
   int64_t correct = 0;
+  double loss_sum = 0;
   for (int64_t begin = 0; begin < data.size(); begin += batch) {
     const int64_t n = std::min(batch, data.size() - begin);
-    const Tensor x = data.images.narrow(0, begin, n).to(device);
+    const Tensor x = data.inputs.narrow(0, begin, n).to(device);
+    const Tensor targets = data.targets.narrow(0, begin, n).to(device);
     Tensor logits;
     {
       amp::Autocast guard(device, low_precision_dtype(precision), precision != Precision::Fp32);
       logits = model.forward(x);
     }
-    const Tensor hits = eq(argmax(logits, 1).to(kCPU), data.labels.narrow(0, begin, n));
-    correct += static_cast<int64_t>(sum(hits.to(kI64)).item<double>());
+    loss_sum += task_loss(logits, targets, {.reduction = Reduction::Sum}).item<double>();
+    correct += static_cast<int64_t>(sum(eq(argmax(logits, -1), targets).to(kI64)).item<double>());
   }
   model.train(was_training);
-  return data.size() > 0 ? static_cast<double>(correct) / static_cast<double>(data.size()) : 0.0;
+  const auto total = static_cast<double>(data.targets.numel());
+  if (total == 0) return {};
+  return {static_cast<double>(correct) / total, loss_sum / total};
 }
 
 // ---------------------------------------------------------------- training
@@ -315,6 +369,10 @@ TrainConfig resolve_defaults(const TrainConfig& requested, Device device) {
   TrainConfig c = requested;
   if (c.model == "auto") c.model = device.is_cpu() ? "mlp" : "cnn";
   if (c.precision == "auto") c.precision = device.is_cpu() ? "bf16" : "fp16";  // autocast's default dtypes
+  if (c.dataset == "auto") {
+    const bool language_model = models::model_info(c.model).task == models::ModelTask::LanguageModel;
+    c.dataset = language_model ? "brown" : "fashion-mnist";
+  }
   return c;
 }
 
@@ -331,9 +389,9 @@ struct StepTensors {
 // batch (an epoch's last) runs eagerly from the same buffers.
 struct GraphedStep {
   std::unique_ptr<CudaGraph> graph;
-  std::vector<Tensor> images, labels;  // one full-batch buffer per micro-batch
-  std::vector<int64_t> sizes;          // the samples staged in each
-  StepTensors outputs;                 // what the captured step writes
+  std::vector<Tensor> inputs, targets;  // one full-batch buffer per micro-batch
+  std::vector<int64_t> sizes;           // the samples staged in each
+  StepTensors outputs;                  // what the captured step writes
 };
 
 // Everything one `mixtape train` run holds, built in the order PyTorch's AMP
@@ -342,6 +400,8 @@ struct TrainingRun {
   TrainConfig c;
   Device device;
   Precision precision;
+  models::ModelInfo model_info;
+  int64_t tokens_per_sample = 1;  // language models: the window length
   Splits splits;
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<data::DataLoader> loader;
@@ -376,20 +436,31 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   MT_CHECK(!c.master_weights || r.precision != Precision::Fp32,
            "train: --master-weights needs --precision fp16 or bf16");
 
-  r.splits = load_data(c);
+  MT_CHECK(c.eval_every >= 0, "train: --eval-every must not be negative");
+  r.model_info = models::model_info(c.model);
+  r.splits = load_data(c, r.model_info);
+  const bool language_model = r.model_info.task == models::ModelTask::LanguageModel;
+  r.summary.language_model = language_model;
+  if (language_model) r.tokens_per_sample = r.splits.train.inputs.size(1);
   manual_seed(c.seed);
   r.model = models::make_model(c.model, r.splits.train.classes);
+  if (c.checkpoint_activations) {
+    auto* gpt = dynamic_cast<models::Gpt*>(r.model.get());
+    MT_CHECK(gpt != nullptr, "train: --checkpoint-activations applies to transformer models, not {}", c.model);
+    gpt->checkpoint_activations = true;
+  }
   r.model->to(r.device);
   if (c.master_weights) r.model->to(low_precision_dtype(r.precision), /*keep_norms_fp32=*/true);
 
   // Batches reach the device through the stager's own pinned buffers.
   r.loader = std::make_unique<data::DataLoader>(
       r.splits.train, data::LoaderOptions{.batch = c.batch, .shuffle = true, .augment = c.augment, .seed = c.seed});
-  const Shape& image_shape = r.splits.train.images.sizes();
-  r.stager = std::make_unique<BatchStager>(r.device, Shape(image_shape.begin() + 1, image_shape.end()), c.batch);
+  r.stager = std::make_unique<BatchStager>(r.device, r.splits.train, c.batch);
   r.metrics = std::make_unique<StepMetrics>(r.device);
   r.batches = r.loader->batches_per_epoch();
   r.steps_per_epoch = std::max<int64_t>(r.batches / c.grad_accum, 1);
+  // The schedule spans --epochs; --steps only stops the run early (so a run
+  // stopped by --steps and resumed without it keeps the same schedule).
   const int64_t total_steps = c.epochs * r.steps_per_epoch;
 
   r.opt = make_optimizer(c, *r.model, {.master_weights = c.master_weights, .seed = c.seed});
@@ -412,11 +483,11 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
 }
 
 // Forward and backward of one micro-batch already on the device; the loss stays there.
-void forward_backward(TrainingRun& r, const Tensor& images, const Tensor& labels) {
+void forward_backward(TrainingRun& r, const Tensor& inputs, const Tensor& targets) {
   Tensor loss;
   {
     amp::Autocast guard(r.device, low_precision_dtype(r.precision), r.precision != Precision::Fp32);
-    loss = cross_entropy(r.model->forward(images), labels);
+    loss = task_loss(r.model->forward(inputs), targets);
   }
   const Tensor micro_loss = r.c.grad_accum > 1 ? div(loss, static_cast<double>(r.c.grad_accum)) : loss;
   r.scaler->scale(micro_loss).backward();
@@ -453,16 +524,19 @@ void finish_step(TrainingRun& r, const StepTensors& step, const data::Batch& las
 void stage_micro_batch(TrainingRun& r, GraphedStep& g, const data::Batch& batch) {
   const BatchStager::OnDevice on_device = r.stager->upload(batch);
   const auto m = static_cast<size_t>(r.micro);
-  if (g.images.size() <= m) {
-    Shape shape = on_device.images.sizes();
+  auto full_batch = [&](const Tensor& t) {
+    Shape shape = t.sizes();
     shape[0] = r.c.batch;
-    g.images.push_back(empty(shape, kF32, r.device));
-    g.labels.push_back(empty({r.c.batch}, kI64, r.device));
+    return empty(shape, t.dtype(), r.device);
+  };
+  if (g.inputs.size() <= m) {
+    g.inputs.push_back(full_batch(on_device.inputs));
+    g.targets.push_back(full_batch(on_device.targets));
     g.sizes.push_back(0);
   }
-  const int64_t n = on_device.labels.numel();
-  copy_(g.images[m].narrow(0, 0, n), on_device.images);
-  copy_(g.labels[m].narrow(0, 0, n), on_device.labels);
+  const int64_t n = on_device.targets.size(0);
+  copy_(g.inputs[m].narrow(0, 0, n), on_device.inputs);
+  copy_(g.targets[m].narrow(0, 0, n), on_device.targets);
   g.sizes[m] = n;
 }
 
@@ -474,7 +548,7 @@ StepTensors graphed_step(TrainingRun& r, GraphedStep& g) {
   }
   auto step = [&] {
     for (size_t m = 0; m < g.sizes.size(); ++m) {
-      forward_backward(r, g.images[m].narrow(0, 0, g.sizes[m]), g.labels[m].narrow(0, 0, g.sizes[m]));
+      forward_backward(r, g.inputs[m].narrow(0, 0, g.sizes[m]), g.targets[m].narrow(0, 0, g.sizes[m]));
     }
     return device_step(r);
   };
@@ -526,6 +600,29 @@ void report_steps(TrainingRun& r, const std::vector<StepValues>& arrived, Report
   }
 }
 
+// Evaluates on the held-out split, prints and logs the result, and keeps it
+// in the summary; its time is not training time.
+void evaluate_and_report(TrainingRun& r, const std::string& when, Reporter& reporter, Throughput& throughput) {
+  const auto start = Clock::now();
+  const Evaluation e = evaluate(*r.model, r.splits.test, r.precision, r.device);
+  nlohmann::json record = {{"step", r.pos.step}, {"loss", e.loss}};
+  if (r.summary.language_model) {
+    r.summary.validation_losses.push_back(e.loss);
+    r.summary.validation_loss = e.loss;
+    r.summary.perplexity = e.perplexity();
+    record["perplexity"] = e.perplexity();
+    std::fprintf(reporter.out, "%s: validation loss %.4f nats/token (perplexity %.2f)\n", when.c_str(), e.loss,
+                 e.perplexity());
+  } else {
+    r.summary.epoch_accuracies.push_back(e.accuracy);
+    r.summary.test_accuracy = e.accuracy;
+    record["accuracy"] = e.accuracy;
+    std::fprintf(reporter.out, "%s: test accuracy %.2f%%\n", when.c_str(), 100.0 * e.accuracy);
+  }
+  if (reporter.log.is_open()) reporter.log << nlohmann::json{{"eval", record}}.dump() << '\n';
+  throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - start).count());
+}
+
 // Trains until the epoch ends or the step limit is reached; true at the limit.
 bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& throughput) {
   r.loader->start_epoch(epoch, epoch == r.pos.epoch ? r.pos.batch_in_epoch : 0);
@@ -541,9 +638,9 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
       stage_micro_batch(r, *r.graphed, *batch);
     } else {
       const BatchStager::OnDevice on_device = r.stager->upload(*batch);
-      forward_backward(r, on_device.images, on_device.labels);
+      forward_backward(r, on_device.inputs, on_device.targets);
     }
-    throughput.add_samples(batch->labels.numel());
+    throughput.add_samples(batch->targets.size(0));
     if (++r.micro < r.c.grad_accum) {
       if (r.steps_this_run > 0) r.steady_syncs += host_sync_count() - syncs_before;
       continue;
@@ -557,6 +654,12 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
       ++r.steady_steps;
     }
     if (r.c.max_steps > 0 && r.pos.step >= r.c.max_steps) return true;
+    const bool epoch_ends = batch->index + 1 == batches_used;  // evaluated at the epoch's end anyway
+    if (r.c.eval_every > 0 && r.pos.step % r.c.eval_every == 0 && !epoch_ends) {
+      report_steps(r, r.metrics->flush(), reporter, throughput);  // a NaN loss stops before an evaluation
+      reporter.end_progress();
+      evaluate_and_report(r, fmt::format("step {}", r.pos.step), reporter, throughput);
+    }
   }
   return false;
 }
@@ -568,25 +671,35 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
   summary.final_scale = r.scaler->get_scale();
   summary.host_syncs_per_step =
       r.steady_steps > 0 ? static_cast<double>(r.steady_syncs) / static_cast<double>(r.steady_steps) : 0.0;
-  std::fprintf(
-      out, "test accuracy %.2f%%  |  %lld steps in %.1f s, %.0f samples/s, peak memory %s, skipped steps %lld\n",
-      100.0 * summary.test_accuracy, static_cast<long long>(summary.steps), summary.seconds, summary.samples_per_second,
-      megabytes(summary.peak_memory_bytes).c_str(), static_cast<long long>(summary.skipped_steps));
+  const std::string result =
+      summary.language_model
+          ? fmt::format("validation loss {:.4f} (perplexity {:.2f})", summary.validation_loss, summary.perplexity)
+          : fmt::format("test accuracy {:.2f}%", 100.0 * summary.test_accuracy);
+  const std::string speed = summary.language_model ? fmt::format("{:.0f} tokens/s", summary.tokens_per_second)
+                                                   : fmt::format("{:.0f} samples/s", summary.samples_per_second);
+  std::fprintf(out, "%s  |  %lld steps in %.1f s, %s, peak memory %s, skipped steps %lld\n", result.c_str(),
+               static_cast<long long>(summary.steps), summary.seconds, speed.c_str(),
+               megabytes(summary.peak_memory_bytes).c_str(), static_cast<long long>(summary.skipped_steps));
   if (!reporter.log.is_open()) return;
-  reporter.log << nlohmann::json{{"summary",
-                                  {{"test_accuracy", summary.test_accuracy},
-                                   {"epoch_accuracies", summary.epoch_accuracies},
-                                   {"seconds", summary.seconds},
-                                   {"samples_per_s", summary.samples_per_second},
-                                   {"peak_memory_bytes", summary.peak_memory_bytes},
-                                   {"steps", summary.steps},
-                                   {"skipped_steps", summary.skipped_steps},
-                                   {"final_scale", summary.final_scale},
-                                   {"host_syncs_per_step", summary.host_syncs_per_step},
-                                   {"parameters", summary.parameters},
-                                   {"config", config_json(r.c)}}}}
-                      .dump()
-               << '\n';
+  nlohmann::json record = {{"seconds", summary.seconds},
+                           {"samples_per_s", summary.samples_per_second},
+                           {"peak_memory_bytes", summary.peak_memory_bytes},
+                           {"steps", summary.steps},
+                           {"skipped_steps", summary.skipped_steps},
+                           {"final_scale", summary.final_scale},
+                           {"host_syncs_per_step", summary.host_syncs_per_step},
+                           {"parameters", summary.parameters},
+                           {"config", config_json(r.c)}};
+  if (summary.language_model) {
+    record["validation_loss"] = summary.validation_loss;
+    record["perplexity"] = summary.perplexity;
+    record["validation_losses"] = summary.validation_losses;
+    record["tokens_per_s"] = summary.tokens_per_second;
+  } else {
+    record["test_accuracy"] = summary.test_accuracy;
+    record["epoch_accuracies"] = summary.epoch_accuracies;
+  }
+  reporter.log << nlohmann::json{{"summary", record}}.dump() << '\n';
 }
 
 }  // namespace
@@ -613,32 +726,35 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
       r.pos.epoch = epoch + 1;
       r.pos.batch_in_epoch = 0;
     }
-    const auto epoch_end = Clock::now();
-    const double accuracy = evaluate(*r.model, r.splits.test, r.precision, r.device);
-    r.summary.epoch_accuracies.push_back(accuracy);
-    std::fprintf(out, "epoch %lld: test accuracy %.2f%%\n", static_cast<long long>(epoch + 1), 100.0 * accuracy);
+    evaluate_and_report(r, fmt::format("epoch {}", epoch + 1), reporter, throughput);
+    const auto saving = Clock::now();
     if (!c.save.empty()) save_checkpoint(c.save, c, *r.model, *r.opt, *r.scaler, *r.scheduler, r.pos);
-    throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - epoch_end).count());
+    throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - saving).count());
   }
   r.summary.seconds = throughput.wall_seconds();
   r.summary.samples_per_second = throughput.samples_per_second();
-  r.summary.test_accuracy = r.summary.epoch_accuracies.empty() ? 0 : r.summary.epoch_accuracies.back();
+  r.summary.tokens_per_second = r.summary.samples_per_second * static_cast<double>(r.tokens_per_sample);
   write_summary(r, out, reporter);
   return r.summary;
 }
 
-EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_dir, const std::string& device_text) {
-  const SafetensorsFile f = load_safetensors(path);
-  auto model_name = f.metadata.find("model");
-  auto precision = f.metadata.find("precision");
-  MT_CHECK(model_name != f.metadata.end() && precision != f.metadata.end(),
-           "checkpoint '{}' has no model/precision metadata (not a mixtape checkpoint?)", path);
-  const Device device = resolve_device(device_text);
-  std::shared_ptr<nn::Module> model = models::make_model(model_name->second);
-  // A master-weight checkpoint stores low-precision parameters: match their dtype.
+namespace {
+
+std::string metadata_text(const SafetensorsFile& f, const std::string& key, const std::string& path) {
+  auto it = f.metadata.find(key);
+  MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no '{}' in its metadata (not a mixtape checkpoint?)", path,
+           key);
+  return it->second;
+}
+
+// The model a checkpoint names, in the dtype its parameters were stored in
+// (a master-weight run stores f16/bf16 parameters).
+std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::string& path, Device device) {
+  const std::string name = metadata_text(f, "model", path);
+  std::shared_ptr<nn::Module> model = models::make_model(name);
   const auto state = model_tensors(f);
-  for (const auto& [name, p] : model->named_parameters()) {
-    auto it = state.find(name);
+  for (const auto& [param_name, p] : model->named_parameters()) {
+    auto it = state.find(param_name);
     if (it != state.end() && it->second.dtype() != p.dtype()) {
       model->to(it->second.dtype());
       break;
@@ -647,12 +763,60 @@ EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_
   try {
     model->load_state_dict(state);
   } catch (const Error& e) {
-    fail("checkpoint '{}' does not fit a '{}' model: {}", path, model_name->second, e.what());
+    fail("checkpoint '{}' does not fit a '{}' model: {}", path, name, e.what());
   }
   model->to(device);
-  const data::FashionMnist data = data::load_fashion_mnist(data_dir);
-  return {evaluate(*model, data.test, parse_precision(precision->second), device), model_name->second,
-          precision->second, metadata_int(f, "step", path)};
+  return model;
+}
+
+// The run's configuration as train() stored it (older checkpoints: the defaults).
+TrainConfig stored_config(const SafetensorsFile& f, const std::string& path) {
+  TrainConfig c;
+  c.model = metadata_text(f, "model", path);
+  c.precision = metadata_text(f, "precision", path);
+  auto it = f.metadata.find("config");
+  if (it == f.metadata.end()) return c;
+  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  MT_CHECK(j.is_object(), "checkpoint '{}': its 'config' metadata is not a JSON object", path);
+  auto read = [&](const char* key, auto& field) {
+    using Field = std::decay_t<decltype(field)>;
+    if (!j.contains(key)) return;
+    const nlohmann::json& v = j[key];
+    const bool fits = std::is_same_v<Field, std::string> ? v.is_string() : v.is_number_integer();
+    MT_CHECK(fits, "checkpoint '{}': config '{}' has the wrong type ({})", path, key, v.dump());
+    field = v.get<Field>();
+  };
+  read("dataset", c.dataset);
+  read("context", c.context);
+  return c;
+}
+
+}  // namespace
+
+std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpoint, const std::string& path,
+                                                  Device device) {
+  return model_from(checkpoint, path, device);
+}
+
+EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_dir, const std::string& device_text,
+                               int64_t test_limit) {
+  const SafetensorsFile f = load_safetensors(path);
+  const Device device = resolve_device(device_text);
+  TrainConfig c = resolve_defaults(stored_config(f, path), device);
+  c.data = data_dir;
+  MT_CHECK(test_limit >= 0, "eval: --test-limit must not be negative, got {}", test_limit);
+  c.test_limit = test_limit;
+  const models::ModelInfo info = models::model_info(c.model);
+  std::shared_ptr<nn::Module> model = model_from(f, path, device);
+  const Splits splits = load_data(c, info);
+  EvalResult r;
+  r.evaluation = evaluate(*model, splits.test, parse_precision(c.precision), device);
+  r.language_model = info.task == models::ModelTask::LanguageModel;
+  r.model = c.model;
+  r.precision = c.precision;
+  r.dataset = c.dataset;
+  r.step = metadata_int(f, "step", path);
+  return r;
 }
 
 }  // namespace mt::tools

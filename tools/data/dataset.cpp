@@ -57,15 +57,15 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path)
            labels_path, n, 8 + n, labels.size());
 
   Dataset d;
-  d.images = empty({n, 1, rows, cols}, kF32);
-  float* px = d.images.data<float>();
+  d.inputs = empty({n, 1, rows, cols}, kF32);
+  float* px = d.inputs.data<float>();
   const auto inv_std = static_cast<float>(1.0 / kFashionMnistStd);
   for (int64_t i = 0; i < n * rows * cols; ++i) {
     px[i] = (static_cast<float>(images[static_cast<size_t>(16 + i)]) / 255.0f - static_cast<float>(kFashionMnistMean)) *
             inv_std;
   }
-  d.labels = empty({n}, kI64);
-  int64_t* py = d.labels.data<int64_t>();
+  d.targets = empty({n}, kI64);
+  int64_t* py = d.targets.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     py[i] = labels[static_cast<size_t>(8 + i)];
     MT_CHECK(py[i] < 10, "'{}': label {} of sample {} is not a Fashion-MNIST class (0..9)", labels_path, py[i], i);
@@ -103,9 +103,9 @@ Dataset synthetic_images(int64_t n, int64_t classes, int64_t height, int64_t wid
   d.classes = classes;
   std::vector<int64_t> labels(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = i % classes;
-  d.labels = from_vector(labels, {n});
+  d.targets = from_vector(labels, {n});
   const Tensor noise = randn({n, 1, height, width}, kF32, kCPU, &gen);
-  d.images = add(index_select(prototypes, 0, d.labels), mul(noise, 1.5)).contiguous();
+  d.inputs = add(index_select(prototypes, 0, d.targets), mul(noise, 1.5)).contiguous();
   return d;
 }
 

@@ -1,4 +1,7 @@
-// Datasets for training: in-memory images (f32, normalised) with i64 labels.
+// Datasets for training, held in memory as sample-major tensors:
+//   image classification  inputs f32 [N, C, H, W] (normalised), targets i64 [N]
+//   language modelling    inputs i64 [N, T] (a window of tokens), targets i64 [N, T]
+//                         (the same window shifted by one: the next token at each position)
 //
 // Fashion-MNIST comes from Debian's dataset-fashion-mnist package (IDX files
 // gzip-compressed, read with zlib). The directory is, in order: the --data
@@ -12,10 +15,10 @@
 namespace mt::data {
 
 struct Dataset {
-  Tensor images;  // f32 [N, C, H, W], normalised
-  Tensor labels;  // i64 [N]
-  int64_t classes = 10;
-  int64_t size() const { return labels.numel(); }
+  Tensor inputs;         // [N, ...]: what the model reads
+  Tensor targets;        // i64 [N, ...]: the class of each sample or the next token of each position
+  int64_t classes = 10;  // label classes, or the vocabulary size of a token dataset
+  int64_t size() const { return targets.defined() ? targets.size(0) : 0; }
 };
 
 struct FashionMnist {

@@ -11,11 +11,17 @@ namespace mt::data {
 
 DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_(dataset), options_(options) {
   MT_CHECK(options.batch > 0, "DataLoader: batch size must be positive, got {}", options.batch);
-  MT_CHECK(dataset.images.defined() && dataset.images.dim() == 4 && dataset.images.dtype() == kF32 &&
-               dataset.images.is_contiguous(),
-           "DataLoader: images must be a contiguous f32 [N, C, H, W] tensor");
-  MT_CHECK(dataset.labels.numel() == dataset.images.size(0), "DataLoader: {} images but {} labels",
-           dataset.images.size(0), dataset.labels.numel());
+  MT_CHECK(dataset.inputs.defined() && dataset.inputs.dim() >= 1 && dataset.inputs.is_contiguous() &&
+               dataset.inputs.device().is_cpu(),
+           "DataLoader: inputs must be a contiguous CPU tensor [N, ...]");
+  MT_CHECK(dataset.targets.defined() && dataset.targets.dim() >= 1 && dataset.targets.dtype() == kI64 &&
+               dataset.targets.is_contiguous() && dataset.targets.device().is_cpu(),
+           "DataLoader: targets must be a contiguous i64 CPU tensor [N, ...]");
+  MT_CHECK(dataset.targets.size(0) == dataset.inputs.size(0), "DataLoader: {} inputs but {} targets",
+           dataset.inputs.size(0), dataset.targets.size(0));
+  MT_CHECK(!options.augment || (dataset.inputs.dim() == 4 && dataset.inputs.dtype() == kF32),
+           "DataLoader: augmentation needs f32 images [N, C, H, W], got {} {}", dataset.inputs.shape_string(),
+           dataset.inputs.dtype());
   start_epoch(0);
 }
 
@@ -41,49 +47,80 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   next_batch_ = skip_batches;
 }
 
+namespace {
+
+// `per_sample`'s shape with its leading (sample) dimension set to `n`.
+Shape with_batch(const Tensor& per_sample, int64_t n) {
+  Shape shape = per_sample.sizes();
+  shape[0] = n;
+  return shape;
+}
+
+void check_finite(const float* sample, int64_t count, int64_t index) {
+  for (int64_t j = 0; j < count; ++j) {
+    MT_CHECK(std::isfinite(sample[j]), "data: sample {} holds a non-finite value ({}) at element {}", index, sample[j],
+             j);
+  }
+}
+
+}  // namespace
+
+// Random crop (with padding) and horizontal flip of one [C, H, W] image.
+void DataLoader::augment(const float* in, float* out, int64_t sample_index) const {
+  const Shape& s = dataset_.inputs.sizes();
+  const int64_t c = s[1], h = s[2], w = s[3], plane = h * w;
+  // Per-sample randomness from Philox keyed by (seed, epoch): reproducible.
+  const PhiloxBlock r =
+      philox4x32_10(options_.seed ^ (static_cast<uint64_t>(epoch_) << 32), static_cast<uint64_t>(sample_index));
+  const int64_t pad = options_.crop_padding;
+  const int64_t dy = static_cast<int64_t>(r.word[0] % static_cast<uint32_t>(2 * pad + 1)) - pad;
+  const int64_t dx = static_cast<int64_t>(r.word[1] % static_cast<uint32_t>(2 * pad + 1)) - pad;
+  const bool flip = (r.word[2] & 1u) != 0;
+  // Pixels outside the padded image are the normalised zero (the background).
+  const float background = static_cast<float>(-kFashionMnistMean / kFashionMnistStd);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    for (int64_t y = 0; y < h; ++y) {
+      for (int64_t x = 0; x < w; ++x) {
+        const int64_t sy = y + dy, sx0 = x + dx;
+        const int64_t sx = flip ? w - 1 - sx0 : sx0;
+        const bool inside = sy >= 0 && sy < h && sx >= 0 && sx < w;
+        out[ch * plane + y * w + x] = inside ? in[ch * plane + sy * w + sx] : background;
+      }
+    }
+  }
+}
+
 Batch DataLoader::make_batch(int64_t batch_index) const {
   const int64_t n = dataset_.size();
   const int64_t begin = batch_index * options_.batch;
   const int64_t count = std::min(options_.batch, n - begin);
-  const Shape& s = dataset_.images.sizes();
-  const int64_t c = s[1], h = s[2], w = s[3], plane = h * w, sample = c * plane;
+  const DType input_type = dataset_.inputs.dtype();
   Batch b;
   b.index = batch_index;
-  b.images = options_.pinned ? empty_pinned({count, c, h, w}, kF32) : empty({count, c, h, w}, kF32);
-  b.labels = empty({count}, kI64);
-  const float* src = dataset_.images.data<float>();
-  const int64_t* labels = dataset_.labels.data<int64_t>();
+  const Shape input_shape = with_batch(dataset_.inputs, count);
+  b.inputs = options_.pinned ? empty_pinned(input_shape, input_type) : empty(input_shape, input_type);
+  b.targets = empty(with_batch(dataset_.targets, count), kI64);
+  const size_t input_bytes = dataset_.inputs.nbytes() / static_cast<size_t>(n);
+  const size_t target_bytes = dataset_.targets.nbytes() / static_cast<size_t>(n);
+  const auto* inputs = static_cast<const char*>(dataset_.inputs.data_ptr());
+  const auto* targets = static_cast<const char*>(dataset_.targets.data_ptr());
+  auto* input_out = static_cast<char*>(b.inputs.data_ptr());
+  auto* target_out = static_cast<char*>(b.targets.data_ptr());
   const int64_t* order = order_.data<int64_t>();
-  float* dst = b.images.data<float>();
   for (int64_t i = 0; i < count; ++i) {
-    const int64_t k = order[begin + i];
-    b.labels.data<int64_t>()[i] = labels[k];
-    const float* in = src + k * sample;
-    float* out = dst + i * sample;
-    for (int64_t j = 0; j < sample; ++j) {
-      MT_CHECK(std::isfinite(in[j]), "data: sample {} holds a non-finite value ({}) at element {}", k, in[j], j);
+    const auto k = static_cast<size_t>(order[begin + i]);
+    const auto at = static_cast<size_t>(i);
+    std::memcpy(target_out + at * target_bytes, targets + k * target_bytes, target_bytes);
+    const char* in = inputs + k * input_bytes;
+    char* out = input_out + at * input_bytes;
+    if (input_type == kF32) {
+      check_finite(reinterpret_cast<const float*>(in), static_cast<int64_t>(input_bytes / sizeof(float)),
+                   static_cast<int64_t>(k));
     }
-    if (!options_.augment) {
-      std::memcpy(out, in, static_cast<size_t>(sample) * sizeof(float));
-      continue;
-    }
-    // Per-sample randomness from Philox keyed by (seed, epoch): reproducible.
-    const PhiloxBlock r = philox4x32_10(options_.seed ^ (static_cast<uint64_t>(epoch_) << 32), static_cast<uint64_t>(k));
-    const int64_t pad = options_.crop_padding;
-    const int64_t dy = static_cast<int64_t>(r.word[0] % static_cast<uint32_t>(2 * pad + 1)) - pad;
-    const int64_t dx = static_cast<int64_t>(r.word[1] % static_cast<uint32_t>(2 * pad + 1)) - pad;
-    const bool flip = (r.word[2] & 1u) != 0;
-    // Pixels outside the padded image are the normalised zero (the background).
-    const float background = static_cast<float>(-kFashionMnistMean / kFashionMnistStd);
-    for (int64_t ch = 0; ch < c; ++ch) {
-      for (int64_t y = 0; y < h; ++y) {
-        for (int64_t x = 0; x < w; ++x) {
-          const int64_t sy = y + dy, sx0 = x + dx;
-          const int64_t sx = flip ? w - 1 - sx0 : sx0;
-          const bool inside = sy >= 0 && sy < h && sx >= 0 && sx < w;
-          out[ch * plane + y * w + x] = inside ? in[ch * plane + sy * w + sx] : background;
-        }
-      }
+    if (options_.augment) {
+      augment(reinterpret_cast<const float*>(in), reinterpret_cast<float*>(out), static_cast<int64_t>(k));
+    } else {
+      std::memcpy(out, in, input_bytes);
     }
   }
   return b;

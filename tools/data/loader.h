@@ -1,7 +1,7 @@
 // Batches from an in-memory Dataset: seeded shuffling per epoch, optional
-// augmentation (random crop with padding, horizontal flip), a check that
-// every sample is finite, and a background thread that prepares the next
-// batch while the current one trains.
+// augmentation of images (random crop with padding, horizontal flip), a
+// check that every floating-point sample is finite, and a background thread
+// that prepares the next batch while the current one trains.
 #pragma once
 
 #include <future>
@@ -14,7 +14,7 @@ namespace mt::data {
 struct LoaderOptions {
   int64_t batch = 128;
   bool shuffle = true;
-  bool augment = false;     // random crop (padding 2) + horizontal flip
+  bool augment = false;  // random crop (padding 2) + horizontal flip
   int64_t crop_padding = 2;
   uint64_t seed = 0;
   bool drop_last = false;
@@ -23,8 +23,8 @@ struct LoaderOptions {
 };
 
 struct Batch {
-  Tensor images;  // f32 [B, C, H, W]
-  Tensor labels;  // i64 [B]
+  Tensor inputs;      // [B, ...] (the dataset's inputs, in the epoch's order)
+  Tensor targets;     // i64 [B, ...]
   int64_t index = 0;  // batch number within the epoch
 };
 
@@ -43,6 +43,7 @@ class DataLoader {
 
  private:
   Batch make_batch(int64_t batch_index) const;
+  void augment(const float* in, float* out, int64_t sample_index) const;
   void prefetch(int64_t batch_index);
 
   const Dataset& dataset_;
