@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cmath>
+
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "kernels/amp.h"
@@ -167,6 +169,21 @@ void GradScaler::load_state_dict(const optim::StateDict& state) {
   NoGradGuard no_grad;
   const Tensor& scale = get("scale");
   const Tensor& growth_tracker = get("growth_tracker");
+  // A scale of 0, inf or NaN turns every weight into NaN on the first step;
+  // refuse the state instead of training on it.
+  const double scale_value = scale.item<double>(), tracker = growth_tracker.item<double>();
+  const double growth = get("growth_factor").item<double>(), backoff = get("backoff_factor").item<double>();
+  const double interval = get("growth_interval").item<double>();
+  MT_CHECK(std::isfinite(scale_value) && scale_value > 0,
+           "GradScaler::load_state_dict: the scale must be finite and positive, got {}", scale_value);
+  MT_CHECK(tracker >= 0 && tracker == std::floor(tracker) && tracker < 1e15,
+           "GradScaler::load_state_dict: growth_tracker must be a whole number >= 0, got {}", tracker);
+  MT_CHECK(std::isfinite(growth) && growth > 1, "GradScaler::load_state_dict: growth_factor must be > 1, got {}",
+           growth);
+  MT_CHECK(backoff > 0 && backoff < 1, "GradScaler::load_state_dict: backoff_factor must be in (0, 1), got {}",
+           backoff);
+  MT_CHECK(interval >= 1 && interval == std::floor(interval) && interval < 1e15,
+           "GradScaler::load_state_dict: growth_interval must be a whole number >= 1, got {}", interval);
   if (scale_.defined()) {
     copy_(scale_, scale);
     copy_(growth_tracker_, growth_tracker);
@@ -176,9 +193,9 @@ void GradScaler::load_state_dict(const optim::StateDict& state) {
     options_.init_scale = scale.item<double>();
     initial_growth_tracker_ = static_cast<int64_t>(growth_tracker.item<double>());
   }
-  options_.growth_factor = get("growth_factor").item<double>();
-  options_.backoff_factor = get("backoff_factor").item<double>();
-  options_.growth_interval = static_cast<int64_t>(get("growth_interval").item<double>());
+  options_.growth_factor = growth;
+  options_.backoff_factor = backoff;
+  options_.growth_interval = static_cast<int64_t>(interval);
   per_optimizer_.clear();
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -94,7 +95,40 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   }
 }
 
+namespace {
+
+// A SAX pass over the header that remembers the first key repeated in the
+// top-level object; any syntax error throws as the parser does.
+struct TopLevelKeys : nlohmann::json_sax<nlohmann::json> {
+  int depth = 0;
+  std::set<std::string> seen;
+  std::string duplicate;
+
+  bool key(string_t& k) override {
+    if (depth == 1 && !seen.insert(k).second && duplicate.empty()) duplicate = k;
+    return true;
+  }
+  bool start_object(std::size_t) override { return ++depth, true; }
+  bool end_object() override { return --depth, true; }
+  bool start_array(std::size_t) override { return ++depth, true; }
+  bool end_array() override { return --depth, true; }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override { throw e; }
+};
+
+}  // namespace
+
 SafetensorsFile load_safetensors(const std::string& path) {
+  std::error_code ec;
+  // A FIFO or a device would block the open or never end: regular files only.
+  MT_CHECK(std::filesystem::is_regular_file(path, ec), "load_safetensors: '{}' is not a regular file{}", path,
+           std::filesystem::exists(path, ec) ? "" : " (it does not exist)");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   MT_CHECK(in.good(), "load_safetensors: cannot open '{}'", path);
   const auto file_size = static_cast<uint64_t>(in.tellg());
@@ -109,16 +143,16 @@ SafetensorsFile load_safetensors(const std::string& path) {
   in.read(text.data(), static_cast<std::streamsize>(header_size));
 
   // Parse, rejecting duplicate tensor names (the parser would keep the last).
-  std::set<std::string> seen;
+  // Two linear passes: nlohmann's callback parser would find them in one,
+  // but it rescans each object as it closes, quadratic in the entry count
+  // (a header of 100k entries took minutes).
   std::string duplicate;
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(text, [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-      if (depth == 1 && event == nlohmann::json::parse_event_t::key && !seen.insert(parsed.get<std::string>()).second) {
-        duplicate = parsed.get<std::string>();
-      }
-      return true;
-    });
+    TopLevelKeys keys;
+    nlohmann::json::sax_parse(text, &keys);
+    duplicate = keys.duplicate;
+    header = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("load_safetensors: '{}' has a corrupt header: {}", path, e.what());
   }
@@ -154,6 +188,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
       MT_CHECK(d.is_number_unsigned(), "load_safetensors: '{}': tensor '{}' has an invalid shape", path, it.key());
       shape.push_back(d.get<int64_t>());
     }
+    MT_CHECK(e["data_offsets"][0].is_number_unsigned() && e["data_offsets"][1].is_number_unsigned(),
+             "load_safetensors: '{}': tensor '{}' has data_offsets that are not byte offsets: {}", path, it.key(),
+             e["data_offsets"].dump());
     const auto begin = e["data_offsets"][0].get<uint64_t>(), end = e["data_offsets"][1].get<uint64_t>();
     const uint64_t expected =
         static_cast<uint64_t>(checked_numel(shape, element_size(*dtype), "load_safetensors")) * element_size(*dtype);

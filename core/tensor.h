@@ -197,17 +197,27 @@ Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, i
 double read_element(const Tensor& t, int64_t storage_offset);
 void write_element(const Tensor& t, int64_t storage_offset, double value);
 
-// Calls fn(storage_offset) for every element of t in row-major order.
+// Calls fn(first_offset, count, stride) for every run along the innermost
+// dimension, in row-major order: the run's elements sit at first_offset +
+// j * stride for j < count. Kernels loop over a run themselves, so a
+// contiguous innermost dimension (stride 1) is a plain loop the compiler
+// vectorises.
 template <typename Fn>
-void for_each_offset(const Shape& sizes, const Shape& strides, int64_t offset, Fn&& fn) {
+void for_each_row(const Shape& sizes, const Shape& strides, int64_t offset, Fn&& fn) {
   const int64_t n = shape_numel(sizes);
   if (n == 0) return;
   const size_t nd = sizes.size();
-  std::vector<int64_t> index(nd, 0);
+  if (nd == 0) {
+    fn(offset, int64_t{1}, int64_t{1});
+    return;
+  }
+  const int64_t inner = sizes[nd - 1], inner_stride = strides[nd - 1];
+  const int64_t rows = n / inner;
+  std::vector<int64_t> index(nd - 1, 0);
   int64_t pos = offset;
-  for (int64_t i = 0; i < n; ++i) {
-    fn(pos);
-    for (size_t d = nd; d-- > 0;) {
+  for (int64_t r = 0; r < rows; ++r) {
+    fn(pos, inner, inner_stride);
+    for (size_t d = nd - 1; d-- > 0;) {
       if (++index[d] < sizes[d]) {
         pos += strides[d];
         break;
@@ -216,6 +226,14 @@ void for_each_offset(const Shape& sizes, const Shape& strides, int64_t offset, F
       index[d] = 0;
     }
   }
+}
+
+// Calls fn(storage_offset) for every element of t in row-major order.
+template <typename Fn>
+void for_each_offset(const Shape& sizes, const Shape& strides, int64_t offset, Fn&& fn) {
+  for_each_row(sizes, strides, offset, [&](int64_t first, int64_t count, int64_t stride) {
+    for (int64_t j = 0; j < count; ++j) fn(first + j * stride);
+  });
 }
 
 }  // namespace mt

@@ -4,6 +4,7 @@
 
 #include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
+#include "models/attention_heads.h"
 #include "nn/init.h"
 
 namespace mt::models {
@@ -44,14 +45,12 @@ Tensor causal_keep_after(int64_t past, int64_t t, Device device) {
 
 Tensor CausalSelfAttention::forward(const Tensor& x, Tensor& keys, Tensor& values) {
   MT_CHECK(x.dim() == 3, "CausalSelfAttention: expected [B, T, C], got {}", x.shape_string());
-  const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
-  const std::vector<Tensor> qkv = split(c_attn->forward(x), c, 2);
-  // [B, T, C] -> [B, heads, T, C / heads]
-  auto heads = [&](const Tensor& y) { return y.reshape({b, t, heads_, c / heads_}).transpose(1, 2); };
+  const int64_t t = x.size(1);
+  const std::vector<Tensor> qkv = split(c_attn->forward(x), x.size(2), 2);
   const int64_t past = keys.defined() ? keys.size(2) : 0;
-  const Tensor q = heads(qkv[0]);
-  keys = past > 0 ? cat({keys, heads(qkv[1])}, 2) : heads(qkv[1]);
-  values = past > 0 ? cat({values, heads(qkv[2])}, 2) : heads(qkv[2]);
+  const Tensor q = split_heads(qkv[0], heads_), k = split_heads(qkv[1], heads_), v = split_heads(qkv[2], heads_);
+  keys = past > 0 ? cat({keys, k}, 2) : k;
+  values = past > 0 ? cat({values, v}, 2) : v;
   AttentionOptions options;
   if (past == 0) {
     options.is_causal = true;
@@ -59,7 +58,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x, Tensor& keys, Tensor& value
     options.attn_mask = causal_keep_after(past, t, x.device());
   }  // one new query may attend every key: no mask
   const Tensor y = scaled_dot_product_attention(q, keys, values, options);
-  return c_proj->forward(y.transpose(1, 2).reshape({b, t, c}));
+  return c_proj->forward(merge_heads(y));
 }
 
 GptMlp::GptMlp(int64_t width) {

@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include "models/bert.h"
 #include "models/cnn.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
@@ -21,6 +22,12 @@ Entry gpt_entry(const std::string& name, const std::string& description) {
           [config](int64_t) { return std::make_shared<Gpt>(config); }};
 }
 
+Entry bert_entry(const std::string& name, const std::string& description) {
+  const BertConfig config = bert_config(name, 1);
+  return {{name, description, ModelTask::TextClassification, config.vocab, config.context},
+          [name](int64_t classes) { return std::make_shared<Bert>(bert_config(name, classes)); }};
+}
+
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> all = {
       {{"mlp", "784-256-128-10 MLP with ReLU (235,146 parameters)"},
@@ -32,6 +39,8 @@ const std::vector<Entry>& entries() {
       gpt_entry("gpt-tiny", "GPT, bytes, context 64, 2 layers x 2 heads, width 64"),
       gpt_entry("gpt-small", "GPT, bytes, context 256, 6 layers x 6 heads, width 384"),
       gpt_entry("gpt2-124m", "GPT-2 small's shape: 50304 tokens, context 1024, 12 layers x 12 heads, width 768"),
+      bert_entry("bert-tiny", "BERT encoder, bytes, context 128, 2 layers x 2 heads, width 128"),
+      bert_entry("bert-mini", "BERT encoder, bytes, context 128, 4 layers x 4 heads, width 256"),
   };
   return all;
 }

@@ -4,6 +4,7 @@
 //   cnn     2 x (conv3x3 + BN + ReLU + maxpool), 2 FC  421,834 parameters (models/cnn.h)
 //   resnet  a small ResNet for 28x28 inputs            696,042 parameters (models/cnn.h)
 //   gpt-tiny, gpt-small, gpt2-124m   GPT-2-style decoders (models/gpt.h)
+//   bert-tiny, bert-mini             BERT-style encoders for text classification (models/bert.h)
 //
 // Parameter names and shapes match the PyTorch modules written out in each
 // model's comment, so their safetensors checkpoints load into PyTorch.
@@ -20,14 +21,15 @@ namespace mt::models {
 enum class ModelTask {
   ImageClassification,  // [B, 1, 28, 28] images -> [B, classes] logits
   LanguageModel,        // i64 [B, T] tokens -> [B, T, vocab] next-token logits
+  TextClassification,   // i64 [B, T] tokens ([CLS] first, padded) -> [B, classes] logits
 };
 
 struct ModelInfo {
   std::string name;
   std::string description;
   ModelTask task = ModelTask::ImageClassification;
-  int64_t vocab = 0;    // language models: the token vocabulary
-  int64_t context = 0;  // language models: the longest sequence
+  int64_t vocab = 0;    // text models: the token vocabulary
+  int64_t context = 0;  // text models: the longest sequence
 };
 
 std::vector<ModelInfo> model_list();

@@ -118,9 +118,9 @@ GenerateResult generate_from_checkpoint(const std::string& path, const std::stri
            "checkpoint '{}' has no model/precision metadata (not a mixtape checkpoint?)", path);
   const models::ModelInfo info = models::model_info(name->second);
   MT_CHECK(info.task == models::ModelTask::LanguageModel,
-           "generate: checkpoint '{}' holds '{}', an image-classification model; generate needs a language model "
-           "(gpt-tiny, gpt-small, ...)",
-           path, name->second);
+           "generate: checkpoint '{}' holds '{}', {} model; generate needs a language model (gpt-tiny, gpt-small, ...)",
+           path, name->second,
+           info.task == models::ModelTask::ImageClassification ? "an image-classification" : "a text-classification");
   const Device device = resolve_device(device_text);
   const std::shared_ptr<nn::Module> module = load_model_checkpoint(f, path, device);
   auto* gpt = dynamic_cast<models::Gpt*>(module.get());

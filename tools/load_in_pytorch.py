@@ -75,14 +75,17 @@ class ResNet(nn.Module):  # models/cnn.h
         return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
 
 
-def causal_attention(q, k, v):
-    """F.scaled_dot_product_attention(q, k, v, is_causal=True), as PyTorch 2
-    documents it (PyTorch 1.13 does not have it)."""
+def attention(q, k, v, keep=None, is_causal=False, dropout_p=0.0):
+    """F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=...,
+    is_causal=...), as PyTorch 2 documents it (PyTorch 1.13 does not have it)."""
     if hasattr(F, "scaled_dot_product_attention"):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout_p, is_causal=is_causal)
     s = (q * (1 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)
-    s = s.masked_fill(~torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril(), float("-inf"))
-    return torch.softmax(s, -1) @ v
+    if is_causal:
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    if keep is not None:
+        s = s.masked_fill(~keep, float("-inf"))
+    return F.dropout(torch.softmax(s, -1), dropout_p) @ v
 
 
 class Block(nn.Module):  # models/gpt.h
@@ -99,7 +102,7 @@ class Block(nn.Module):  # models/gpt.h
         B, T, C = x.shape
         q, k, v = self.attn.c_attn(self.ln_1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = causal_attention(q, k, v)
+        y = attention(q, k, v, is_causal=True)
         x = x + self.attn.c_proj(y.transpose(1, 2).reshape(B, T, C))
         return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
 
@@ -126,6 +129,52 @@ class GPT(nn.Module):  # models/gpt.h: logits [B, T, vocab], the head tied to wt
         return F.linear(self.ln_f(x), self.wte.weight)
 
 
+class BertLayer(nn.Module):  # models/bert.h
+    def __init__(self, width, heads, dropout=0.1):
+        super().__init__()
+        self.attn = nn.Module()
+        self.attn.qkv, self.attn.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.ln_1, self.ln_2 = nn.LayerNorm(width, eps=1e-12), nn.LayerNorm(width, eps=1e-12)
+        self.mlp = nn.Module()
+        self.mlp.fc, self.mlp.proj = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+        self.heads, self.p = heads, dropout
+
+    def forward(self, x, pad):
+        B, T, C = x.shape
+        p = self.p if self.training else 0.0
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in self.attn.qkv(x).split(C, dim=2))
+        y = attention(q, k, v, keep=~pad[:, None, None, :], dropout_p=p)
+        x = self.ln_1(x + F.dropout(self.attn.proj(y.transpose(1, 2).reshape(B, T, C)), p))
+        return self.ln_2(x + F.dropout(self.mlp.proj(F.gelu(self.mlp.fc(x))), p))
+
+
+# models/bert.cpp's bert_config(); tokens 256 = [CLS], 257 = [PAD].
+BERT_CONFIGS = {
+    "bert-tiny": dict(vocab=258, context=128, layers=2, heads=2, width=128),
+    "bert-mini": dict(vocab=258, context=128, layers=4, heads=4, width=256),
+}
+CLS, PAD = 256, 257
+
+
+class Bert(nn.Module):  # models/bert.h: logits [B, classes]
+    def __init__(self, classes, vocab=258, context=128, layers=2, heads=2, width=128, dropout=0.1):
+        super().__init__()
+        self.tok_emb, self.pos_emb = nn.Embedding(vocab, width), nn.Embedding(context, width)
+        self.emb_ln = nn.LayerNorm(width, eps=1e-12)
+        self.layers = nn.ModuleList(BertLayer(width, heads, dropout) for _ in range(layers))
+        self.pooler, self.classifier = nn.Linear(width, width), nn.Linear(width, classes)
+        self.p = dropout
+
+    def forward(self, tokens):
+        pad = tokens == PAD
+        p = self.p if self.training else 0.0
+        x = self.emb_ln(self.tok_emb(tokens) + self.pos_emb(torch.arange(tokens.shape[1], device=tokens.device)))
+        x = F.dropout(x, p)
+        for layer in self.layers:
+            x = layer(x, pad)
+        return self.classifier(F.dropout(torch.tanh(self.pooler(x[:, 0])), p))
+
+
 DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.int64, "I32": np.int32,
           "U8": np.uint8, "BOOL": np.bool_}
 
@@ -150,26 +199,52 @@ def read_safetensors(path):
     return tensors, meta
 
 
-def brown_validation_bytes(directory):
-    """tools/data/brown.cpp's held-out text: every tenth document (index % 10
-    == 9, in file-name order), tags stripped (the word before each token's
-    last '/'), words joined by one space, one sentence per line, documents
-    each followed by an empty line."""
+GENRES = "abcdefghjklmnpr"
+
+
+def brown_validation_documents(directory):
+    """tools/data/brown.cpp's held-out documents as (genre, text): every tenth
+    (index % 10 == 9, in file-name order), tags stripped (the word before each
+    token's last '/'), words joined by one space, one sentence per line."""
     names = sorted(n for n in os.listdir(directory)
-                   if len(n) == 4 and n[0] == "c" and n[1] in "abcdefghjklmnpr" and n[2:].isdigit())
+                   if len(n) == 4 and n[0] == "c" and n[1] in GENRES and n[2:].isdigit())
     assert len(names) == 500, f"{directory} holds {len(names)} Brown documents, expected 500"
-    out = bytearray()
+    documents = []
     for i, name in enumerate(names):
         if i % 10 != 9:
             continue
+        text = bytearray()
         with open(os.path.join(directory, name), "rb") as f:
             for line in f.read().split(b"\n"):
                 words = [t if t.rfind(b"/") <= 0 else t[:t.rfind(b"/")] for t in line.replace(b"\t", b" ")
                          .replace(b"\r", b" ").split(b" ") if t]
                 if words:
-                    out += b" ".join(words) + b"\n"
-        out += b"\n"
-    return bytes(out)
+                    text += b" ".join(words) + b"\n"
+        documents.append((name[1], bytes(text)))
+    return documents
+
+
+def brown_validation_bytes(directory):
+    """The held-out documents one after another, each followed by an empty line."""
+    return b"".join(text + b"\n" for _, text in brown_validation_documents(directory))
+
+
+def brown_genre_passages(directory, context, limit):
+    """tools/data/text.h's held-out genre passages: [CLS] + up to context - 1
+    bytes + [PAD]..., pieces under 16 bytes dropped; with a limit, that many
+    spread evenly (the trainer's spread())."""
+    rows, labels = [], []
+    for genre, text in brown_validation_documents(directory):
+        for begin in range(0, len(text), context - 1):
+            piece = text[begin:begin + context - 1]
+            if len(piece) < 16:
+                continue
+            rows.append([CLS] + list(piece) + [PAD] * (context - 1 - len(piece)))
+            labels.append(GENRES.index(genre))
+    if 0 < limit < len(rows):
+        picks = [i * len(rows) // limit for i in range(limit)]
+        rows, labels = [rows[i] for i in picks], [labels[i] for i in picks]
+    return torch.tensor(rows), torch.tensor(labels)
 
 
 def default_brown_dir():
@@ -207,7 +282,12 @@ def main():
     args = parser.parse_args()
     tensors, meta = read_safetensors(args.checkpoint)
     name = meta["model"]
-    model = GPT(**GPT_CONFIGS[name]) if name in GPT_CONFIGS else {"mlp": MLP, "cnn": CNN, "resnet": ResNet}[name]()
+    if name in GPT_CONFIGS:
+        model = GPT(**GPT_CONFIGS[name])
+    elif name in BERT_CONFIGS:
+        model = Bert(tensors["classifier.bias"].shape[0], **BERT_CONFIGS[name])
+    else:
+        model = {"mlp": MLP, "cnn": CNN, "resnet": ResNet}[name]()
     state = {k: v.float() if v.is_floating_point() else v for k, v in tensors.items()
              if not k.startswith(("optimizer.", "scaler."))}
     model.load_state_dict(state, strict=True)
@@ -216,6 +296,16 @@ def main():
         loss = evaluate_gpt(model, meta, args.data or default_brown_dir(), args.test_limit)
         print(f"PyTorch {torch.__version__}: loaded {len(state)} tensors of a '{name}' strictly; "
               f"validation loss {loss:.6f} nats/token")
+        return
+    if name in BERT_CONFIGS:
+        config = json.loads(meta.get("config", "{}"))
+        context = config.get("context") or BERT_CONFIGS[name]["context"]
+        x, y = brown_genre_passages(args.data or default_brown_dir(), context, args.test_limit)
+        with torch.no_grad():
+            predicted = torch.cat([model(x[b:b + 256]).argmax(1) for b in range(0, len(x), 256)])
+        accuracy = (predicted == y).double().mean().item()
+        print(f"PyTorch {torch.__version__}: loaded {len(state)} tensors of a '{name}' strictly; "
+              f"test accuracy {100 * accuracy:.2f}%")
         return
     root = args.data or "/usr/share/datasets/fashion-mnist"
     with gzip.open(f"{root}/t10k-images-idx3-ubyte.gz") as f:

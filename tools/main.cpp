@@ -66,8 +66,10 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   std::vector<std::string> names;
   for (const auto& m : mt::models::model_list()) names.push_back(m.name);
   names.push_back("auto");
-  cmd->add_option("--model", c.model,
-                  "auto (mlp on a CPU, cnn on a GPU) | mlp | cnn | resnet | gpt-tiny | gpt-small | gpt2-124m")
+  cmd->add_option(
+         "--model", c.model,
+         "auto (mlp on a CPU, cnn on a GPU) | mlp | cnn | resnet | gpt-tiny | gpt-small | gpt2-124m | bert-tiny "
+         "| bert-mini")
       ->check(CLI::IsMember(names));
   cmd->add_option("--precision", c.precision,
                   "auto (bf16 on a CPU, fp16 on a GPU) | fp32 | fp16 (autocast + GradScaler) | bf16 (autocast)")
@@ -97,9 +99,9 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
                   "$MT_BROWN_DIR or the cache folder tools/setup.sh fills for Brown)");
   cmd->add_option("--dataset", c.dataset,
                   "auto (the model's kind) | fashion-mnist | synthetic (images) | brown (bytes of the Brown corpus) "
-                  "| synthetic-tokens")
-      ->check(CLI::IsMember({"auto", "fashion-mnist", "synthetic", "brown", "synthetic-tokens"}));
-  cmd->add_option("--context", c.context, "language models: tokens per training window (default: the model's context)")
+                  "| synthetic-tokens | brown-genre (passages labelled by genre)")
+      ->check(CLI::IsMember({"auto", "fashion-mnist", "synthetic", "brown", "synthetic-tokens", "brown-genre"}));
+  cmd->add_option("--context", c.context, "text models: tokens per window or passage (default: the model's context)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--eval-every", c.eval_every, "also evaluate every N optimizer steps (default: each epoch's end)")
       ->check(CLI::NonNegativeNumber);

@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -21,6 +24,7 @@
 #include "core/graph.h"
 #include "core/host_sync.h"
 #include "core/safetensors.h"
+#include "models/bert.h"
 #include "models/gpt.h"
 #include "models/registry.h"
 #include "optim/lr_scheduler.h"
@@ -75,6 +79,19 @@ data::Dataset limit(const data::Dataset& d, int64_t n) {
   return out;
 }
 
+// At most n samples spread evenly over `d` (a prefix of a set ordered by
+// document would hold only the first genres).
+data::Dataset spread(const data::Dataset& d, int64_t n) {
+  if (n <= 0 || n >= d.size()) return d;
+  std::vector<int64_t> picks(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) picks[static_cast<size_t>(i)] = i * d.size() / n;
+  const Tensor index = from_vector(picks, {n}, kI64);
+  data::Dataset out = d;
+  out.inputs = index_select(d.inputs, 0, index).contiguous();
+  out.targets = index_select(d.targets, 0, index).contiguous();
+  return out;
+}
+
 struct Splits {
   data::Dataset train, test;  // test: the held-out split (Brown's validation documents for text)
 };
@@ -86,14 +103,27 @@ int64_t window_length(const TrainConfig& c, const models::ModelInfo& model) {
   return c.context > 0 ? c.context : model.context;
 }
 
+// The task a dataset trains.
+models::ModelTask dataset_task(const std::string& dataset) {
+  if (dataset == "fashion-mnist" || dataset == "synthetic") return models::ModelTask::ImageClassification;
+  if (dataset == "brown" || dataset == "synthetic-tokens") return models::ModelTask::LanguageModel;
+  if (dataset == "brown-genre") return models::ModelTask::TextClassification;
+  fail("unknown dataset '{}': expected fashion-mnist, synthetic, brown, synthetic-tokens or brown-genre", dataset);
+}
+
+std::string task_noun(models::ModelTask task) {
+  switch (task) {
+    case models::ModelTask::ImageClassification: return "an image-classification";
+    case models::ModelTask::LanguageModel: return "a language";
+    case models::ModelTask::TextClassification: return "a text-classification";
+  }
+  return "?";
+}
+
 Splits load_data(const TrainConfig& c, const models::ModelInfo& model) {
-  const bool text = c.dataset == "brown" || c.dataset == "synthetic-tokens";
-  const bool images = c.dataset == "fashion-mnist" || c.dataset == "synthetic";
-  MT_CHECK(text || images, "unknown dataset '{}': expected fashion-mnist, synthetic, brown or synthetic-tokens",
-           c.dataset);
-  const bool language_model = model.task == models::ModelTask::LanguageModel;
-  MT_CHECK(text == language_model, "train: {} is {} model but {} is {} dataset", model.name,
-           language_model ? "a language" : "an image-classification", c.dataset, text ? "a text" : "an image");
+  const models::ModelTask task = dataset_task(c.dataset);
+  MT_CHECK(task == model.task, "train: {} is {} model but {} is {} dataset", model.name, task_noun(model.task),
+           c.dataset, task_noun(task));
   Splits s;
   if (c.dataset == "synthetic") {
     s.train = data::synthetic_images(c.train_limit > 0 ? c.train_limit : 4096, 10, 28, 28, 1);
@@ -104,6 +134,13 @@ Splits load_data(const TrainConfig& c, const models::ModelInfo& model) {
     const int64_t t = window_length(c, model);
     s.train = data::synthetic_tokens(c.train_limit > 0 ? c.train_limit : 2048, t, model.vocab, 1);
     s.test = data::synthetic_tokens(c.test_limit > 0 ? c.test_limit : 256, t, model.vocab, 1, /*stream=*/1);
+    return s;
+  }
+  if (c.dataset == "brown-genre") {
+    static_assert(data::kClsToken == models::kBertCls && data::kPadToken == models::kBertPad);
+    data::TextSplits passages = data::brown_genre_passages(window_length(c, model), c.data);
+    s.train = spread(passages.train, c.train_limit);
+    s.test = spread(passages.validation, c.test_limit);
     return s;
   }
   if (c.dataset == "brown") {
@@ -200,14 +237,47 @@ void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Mo
                     {"rng_offset", std::to_string(rng.offset)}});
 }
 
-int64_t metadata_int(const SafetensorsFile& f, const std::string& key, const std::string& path) {
+// A whole decimal integer within [low, high]: "12abc", "", "1e3" and
+// out-of-range values are refused, never read leniently.
+template <typename Int = int64_t>
+Int metadata_int(const SafetensorsFile& f, const std::string& key, const std::string& path,
+                 Int low = std::numeric_limits<Int>::min(), Int high = std::numeric_limits<Int>::max()) {
   auto it = f.metadata.find(key);
   MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no '{}' in its metadata (not a mixtape checkpoint?)", path,
            key);
-  try {
-    return std::stoll(it->second);
-  } catch (const std::exception&) {
-    fail("checkpoint '{}': metadata '{}' = '{}' is not a number", path, key, it->second);
+  const std::string& text = it->second;
+  Int value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  MT_CHECK(error == std::errc() && end == text.data() + text.size() && !text.empty(),
+           "checkpoint '{}': metadata '{}' = '{}' is not a whole number", path, key, text);
+  MT_CHECK(value >= low && value <= high, "checkpoint '{}': metadata '{}' = {} is outside [{}, {}]", path, key, value,
+           low, high);
+  return value;
+}
+
+// Every floating-point tensor of a checkpoint finite, and Adam's second
+// moments not negative: a poisoned file is refused before it is trained on
+// (and written back).
+template <typename T>
+bool all_finite_and_at_least(const T* values, int64_t n, double low) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(values[i]) || values[i] < low) return false;
+  }
+  return true;
+}
+
+void check_checkpoint_values(const SafetensorsFile& f, const std::string& path) {
+  NoGradGuard no_grad;
+  for (const auto& [name, t] : f.tensors) {
+    if (!is_floating(t.dtype()) || t.numel() == 0) continue;
+    const bool second_moment = name.size() >= 10 && name.compare(name.size() - 10, 10, "exp_avg_sq") == 0;
+    const double low = second_moment ? 0.0 : -std::numeric_limits<double>::infinity();
+    // f16/bf16 widen to f32 exactly; f32 and f64 are read where they are.
+    const Tensor values = t.dtype() == kF64 ? t.contiguous() : t.to(kF32).contiguous();
+    const bool ok = values.dtype() == kF64 ? all_finite_and_at_least(values.data<double>(), values.numel(), low)
+                                           : all_finite_and_at_least(values.data<float>(), values.numel(), low);
+    MT_CHECK(ok, "checkpoint '{}': '{}' holds {}; refusing to resume from it", path, name,
+             second_moment ? "non-finite or negative second moments" : "non-finite values (NaN or inf)");
   }
 }
 
@@ -228,13 +298,15 @@ std::map<std::string, Tensor> model_tensors(const SafetensorsFile& f) {
   return out;
 }
 
-Position load_checkpoint(const std::string& path, const TrainConfig& c, nn::Module& model, optim::Optimizer& opt,
-                         amp::GradScaler& scaler, optim::LrScheduler& sched) {
+// `batches`: the batches of one epoch, the furthest a saved position can be into it.
+Position load_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches, nn::Module& model,
+                         optim::Optimizer& opt, amp::GradScaler& scaler, optim::LrScheduler& sched) {
   const SafetensorsFile f = load_safetensors(path);
   auto it = f.metadata.find("model");
   MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no model name in its metadata (not a mixtape checkpoint?)",
            path);
   MT_CHECK(it->second == c.model, "checkpoint '{}' holds a '{}' model but --model is '{}'", path, it->second, c.model);
+  check_checkpoint_values(f, path);
   try {
     model.load_state_dict(model_tensors(f));
     opt.load_state_dict(with_prefix(f, "optimizer.", true));
@@ -242,10 +314,13 @@ Position load_checkpoint(const std::string& path, const TrainConfig& c, nn::Modu
   } catch (const Error& e) {
     fail("checkpoint '{}' does not match this run: {}", path, e.what());
   }
-  default_generator().set_state({static_cast<uint64_t>(metadata_int(f, "rng_seed", path)),
-                                 static_cast<uint64_t>(metadata_int(f, "rng_offset", path))});
-  sched.set_step(metadata_int(f, "scheduler_step", path));
-  return {metadata_int(f, "epoch", path), metadata_int(f, "batch_in_epoch", path), metadata_int(f, "step", path)};
+  default_generator().set_state(
+      {metadata_int<uint64_t>(f, "rng_seed", path), metadata_int<uint64_t>(f, "rng_offset", path)});
+  const Position pos{metadata_int(f, "epoch", path, int64_t{0}, c.epochs),
+                     metadata_int(f, "batch_in_epoch", path, int64_t{0}, batches),
+                     metadata_int(f, "step", path, int64_t{0})};
+  sched.set_step(metadata_int(f, "scheduler_step", path, int64_t{0}, pos.step));
+  return pos;
 }
 
 // ---------------------------------------------------------------- progress and metrics
@@ -370,8 +445,11 @@ TrainConfig resolve_defaults(const TrainConfig& requested, Device device) {
   if (c.model == "auto") c.model = device.is_cpu() ? "mlp" : "cnn";
   if (c.precision == "auto") c.precision = device.is_cpu() ? "bf16" : "fp16";  // autocast's default dtypes
   if (c.dataset == "auto") {
-    const bool language_model = models::model_info(c.model).task == models::ModelTask::LanguageModel;
-    c.dataset = language_model ? "brown" : "fashion-mnist";
+    switch (models::model_info(c.model).task) {
+      case models::ModelTask::ImageClassification: c.dataset = "fashion-mnist"; break;
+      case models::ModelTask::LanguageModel: c.dataset = "brown"; break;
+      case models::ModelTask::TextClassification: c.dataset = "brown-genre"; break;
+    }
   }
   return c;
 }
@@ -433,6 +511,14 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   r.precision = parse_precision(c.precision);
   MT_CHECK(c.epochs > 0 && c.batch > 0 && c.grad_accum > 0, "train: epochs, batch and grad-accum must be positive");
   MT_CHECK(c.lr > 0 && std::isfinite(c.lr), "train: the learning rate must be positive, got {}", c.lr);
+  MT_CHECK(c.clip >= 0 && std::isfinite(c.clip), "train: --clip must be a finite norm (0 = off), got {}", c.clip);
+  MT_CHECK(c.weight_decay >= 0 && std::isfinite(c.weight_decay), "train: the weight decay must be finite and >= 0");
+  if (!c.save.empty()) {
+    const std::filesystem::path folder = std::filesystem::absolute(c.save).parent_path();
+    MT_CHECK(std::filesystem::is_directory(folder),
+             "train: --save '{}': the folder {} does not exist (checked before training, not after an epoch)", c.save,
+             folder.string());
+  }
   MT_CHECK(!c.master_weights || r.precision != Precision::Fp32,
            "train: --master-weights needs --precision fp16 or bf16");
 
@@ -441,13 +527,15 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   r.splits = load_data(c, r.model_info);
   const bool language_model = r.model_info.task == models::ModelTask::LanguageModel;
   r.summary.language_model = language_model;
-  if (language_model) r.tokens_per_sample = r.splits.train.inputs.size(1);
+  if (r.model_info.task != models::ModelTask::ImageClassification) r.tokens_per_sample = r.splits.train.inputs.size(1);
   manual_seed(c.seed);
   r.model = models::make_model(c.model, r.splits.train.classes);
   if (c.checkpoint_activations) {
     auto* gpt = dynamic_cast<models::Gpt*>(r.model.get());
-    MT_CHECK(gpt != nullptr, "train: --checkpoint-activations applies to transformer models, not {}", c.model);
-    gpt->checkpoint_activations = true;
+    auto* bert = dynamic_cast<models::Bert*>(r.model.get());
+    MT_CHECK(gpt != nullptr || bert != nullptr, "train: --checkpoint-activations applies to transformer models, not {}",
+             c.model);
+    (gpt != nullptr ? gpt->checkpoint_activations : bert->checkpoint_activations) = true;
   }
   r.model->to(r.device);
   if (c.master_weights) r.model->to(low_precision_dtype(r.precision), /*keep_norms_fp32=*/true);
@@ -457,7 +545,14 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
       r.splits.train, data::LoaderOptions{.batch = c.batch, .shuffle = true, .augment = c.augment, .seed = c.seed});
   r.stager = std::make_unique<BatchStager>(r.device, r.splits.train, c.batch);
   r.metrics = std::make_unique<StepMetrics>(r.device);
+  MT_CHECK(r.splits.train.size() > 0 && r.splits.test.size() > 0,
+           "train: the dataset has {} training and {} held-out samples; both must be non-empty", r.splits.train.size(),
+           r.splits.test.size());
   r.batches = r.loader->batches_per_epoch();
+  MT_CHECK(r.batches >= c.grad_accum,
+           "train: --grad-accum {} needs {} batches per epoch, but {} samples make {} batches of {}: no optimizer step "
+           "would run",
+           c.grad_accum, c.grad_accum, r.splits.train.size(), r.batches, c.batch);
   r.steps_per_epoch = std::max<int64_t>(r.batches / c.grad_accum, 1);
   // The schedule spans --epochs; --steps only stops the run early (so a run
   // stopped by --steps and resumed without it keeps the same schedule).
@@ -473,7 +568,7 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   // of the scaler's own periodic read.
   r.scaler = std::make_unique<amp::GradScaler>(
       amp::GradScalerOptions{.enabled = r.precision == Precision::Fp16, .collapse_check_interval = 0});
-  if (!c.resume.empty()) r.pos = load_checkpoint(c.resume, c, *r.model, *r.opt, *r.scaler, *r.scheduler);
+  if (!c.resume.empty()) r.pos = load_checkpoint(c.resume, c, r.batches, *r.model, *r.opt, *r.scaler, *r.scheduler);
   r.summary.parameters = r.model->parameter_count();
   if (c.cuda_graph) {
     MT_CHECK(!r.device.is_cpu(), "train: --cuda-graph needs --device cuda or sim (the CPU has no graphs)");
@@ -563,8 +658,9 @@ StepTensors graphed_step(TrainingRun& r, GraphedStep& g) {
   throw NonFiniteLoss(
       fmt::format("the loss became {} at step {} (epoch {}). Recent loss scales: [{}]. Last finite losses: [{}]. {}",
                   v.loss, v.step, v.epoch + 1, fmt::join(r.recent_scales, ", "), fmt::join(r.recent_losses, ", "),
-                  r.c.save.empty() ? "No checkpoint was being written."
-                                   : fmt::format("The last good checkpoint '{}' was kept.", r.c.save)));
+                  r.c.save.empty()                    ? "No checkpoint was being written."
+                  : std::filesystem::exists(r.c.save) ? fmt::format("The last good checkpoint '{}' was kept.", r.c.save)
+                                                      : "No checkpoint had been written yet."));
 }
 
 // Reports the steps whose values have come back from the device.
@@ -751,8 +847,16 @@ std::string metadata_text(const SafetensorsFile& f, const std::string& key, cons
 // (a master-weight run stores f16/bf16 parameters).
 std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::string& path, Device device) {
   const std::string name = metadata_text(f, "model", path);
-  std::shared_ptr<nn::Module> model = models::make_model(name);
   const auto state = model_tensors(f);
+  // A text classifier has as many outputs as its dataset had classes: read them off its head.
+  int64_t classes = 10;
+  if (models::model_info(name).task == models::ModelTask::TextClassification) {
+    auto head = state.find("classifier.bias");
+    MT_CHECK(head != state.end() && head->second.dim() == 1 && head->second.size(0) > 0,
+             "checkpoint '{}' holds a '{}' model without a classifier.bias [classes]", path, name);
+    classes = head->second.size(0);
+  }
+  std::shared_ptr<nn::Module> model = models::make_model(name, classes);
   for (const auto& [param_name, p] : model->named_parameters()) {
     auto it = state.find(param_name);
     if (it != state.end() && it->second.dtype() != p.dtype()) {

@@ -23,7 +23,7 @@ struct TrainConfig {
   // The embedded default (`mixtape train` with no flags, what `make train`
   // runs): mixed precision on whatever device there is — mlp in bf16 on a
   // CPU, cnn in fp16 on a GPU — for 3 epochs.
-  std::string model = "auto";      // auto | mlp | cnn | resnet | gpt-tiny | gpt-small | gpt2-124m
+  std::string model = "auto";      // auto | mlp | cnn | resnet | gpt-* | bert-* (models/registry.h)
   std::string precision = "auto";  // auto | fp32 | fp16 | bf16
   bool master_weights = false;     // f16/bf16 parameters with f32 masters in the optimizer
   std::string device = "auto";     // auto | cpu | cuda | sim
@@ -44,12 +44,12 @@ struct TrainConfig {
   std::string resume;            // checkpoint to continue from
   std::string log;               // metrics as JSON lines
   std::string data;              // the dataset's directory (Fashion-MNIST or Brown), overriding the default
-  std::string dataset = "auto";  // auto (the model's kind: fashion-mnist or brown) | fashion-mnist | synthetic
-                                 // | brown | synthetic-tokens
+  std::string dataset = "auto";  // auto (the model's kind: fashion-mnist, brown or brown-genre) | fashion-mnist
+                                 // | synthetic | brown | synthetic-tokens | brown-genre
   bool augment = false;
   int64_t train_limit = 0;  // use only the first N training samples (windows for text; tests, quick runs)
   int64_t test_limit = 0;
-  int64_t context = 0;                  // language models: tokens per training window (0 = the model's context)
+  int64_t context = 0;                  // text models: tokens per window or passage (0 = the model's context)
   int64_t eval_every = 0;               // also evaluate every N optimizer steps (0 = at each epoch's end only)
   bool checkpoint_activations = false;  // transformers: recompute each block in backward (mt::checkpoint)
   bool progress = true;                 // the live progress line on stderr

@@ -42,8 +42,16 @@ void gather(const Tensor& t, T* dst) {
     for (int64_t i = 0; i < n; ++i) dst[i] = convert<T>(src[i]);
     return;
   }
-  int64_t i = 0;
-  for_each_offset(t.sizes(), t.strides(), t.offset(), [&](int64_t pos) { dst[i++] = convert<T>(base[pos]); });
+  T* out = dst;
+  for_each_row(t.sizes(), t.strides(), t.offset(), [&](int64_t first, int64_t count, int64_t stride) {
+    const S* src = base + first;
+    if (stride == 1) {
+      for (int64_t j = 0; j < count; ++j) out[j] = convert<T>(src[j]);
+    } else {
+      for (int64_t j = 0; j < count; ++j) out[j] = convert<T>(src[j * stride]);
+    }
+    out += count;
+  });
 }
 
 template <typename T, typename S>
@@ -55,8 +63,16 @@ void scatter(const T* src, const Tensor& out) {
     for (int64_t i = 0; i < n; ++i) dst[i] = convert<S>(src[i]);
     return;
   }
-  int64_t i = 0;
-  for_each_offset(out.sizes(), out.strides(), out.offset(), [&](int64_t pos) { base[pos] = convert<S>(src[i++]); });
+  const T* in = src;
+  for_each_row(out.sizes(), out.strides(), out.offset(), [&](int64_t first, int64_t count, int64_t stride) {
+    S* dst = base + first;
+    if (stride == 1) {
+      for (int64_t j = 0; j < count; ++j) dst[j] = convert<S>(in[j]);
+    } else {
+      for (int64_t j = 0; j < count; ++j) dst[j * stride] = convert<S>(in[j]);
+    }
+    in += count;
+  });
 }
 
 void check_host(const Tensor& t, const char* what) {
@@ -97,8 +113,8 @@ template void store<double>(const double*, const Tensor&);
 template void store<int64_t>(const int64_t*, const Tensor&);
 
 void copy(const Tensor& src, const Tensor& dst) {
-  MT_CHECK(src.sizes() == dst.sizes(), "copy: source shape {} does not match destination shape {}",
-           src.shape_string(), dst.shape_string());
+  MT_CHECK(src.sizes() == dst.sizes(), "copy: source shape {} does not match destination shape {}", src.shape_string(),
+           dst.shape_string());
   check_host(src, "copy");
   check_host(dst, "copy");
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {

@@ -2,7 +2,8 @@
 # CTest's checkpoints_load_in_pytorch: a checkpoint written by `mixtape train`
 # loads strictly into the PyTorch twin of its model (tools/load_in_pytorch.py)
 # and scores what `mixtape eval` scores: the same test accuracy for an mlp,
-# the same validation loss on Brown for gpt-tiny. Exit 77 (skip) when
+# the same validation loss on Brown for gpt-tiny, the same genre accuracy
+# for bert-tiny. Exit 77 (skip) when
 # PyTorch is not importable.
 #   tests/tools/checkpoints_in_pytorch.sh path/to/mixtape
 set -euo pipefail
@@ -40,4 +41,12 @@ b=$(number_after "validation loss" "$theirs")
 # 4 decimals: agreement to 1e-4 nats.
 /usr/bin/python3 -c "import sys; a, b = float('$a'), float('$b'); sys.exit(0 if abs(a - b) < 1e-4 else 1)" ||
   { echo "FAIL: gpt-tiny's validation loss differs in PyTorch ($a vs $b)"; exit 1; }
-echo "both checkpoints load strictly into PyTorch and score the same"
+"$mixtape" train --model bert-tiny --precision fp32 --steps 10 --batch 16 --context 64 --test-limit 100 \
+  --no-progress --save "$tmp/bert.safetensors" > /dev/null
+ours=$("$mixtape" eval --checkpoint "$tmp/bert.safetensors" --device cpu --test-limit 1000)
+theirs=$(/usr/bin/python3 "$loader" "$tmp/bert.safetensors" --test-limit 1000)
+echo "mixtape: $ours"
+echo "$theirs"
+[ "$(number_after "test accuracy" "$ours")" = "$(number_after "test accuracy" "$theirs")" ] ||
+  { echo "FAIL: bert-tiny's genre accuracy differs in PyTorch"; exit 1; }
+echo "the mlp, gpt-tiny and bert-tiny checkpoints load strictly into PyTorch and score the same"

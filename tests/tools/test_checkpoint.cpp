@@ -1,4 +1,6 @@
 // safetensors files: round trip, the format's promises, and corrupt input.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -112,4 +114,43 @@ TEST_CASE("saving is atomic: a failed save keeps the previous file", "[safetenso
   REQUIRE_THROWS_WITH(save_safetensors("/nonexistent-dir/x.safetensors", {{"v", ones({1})}}),
                       Contains("cannot create"));
   std::filesystem::remove(path);
+}
+
+// Catches (issue 14): a FIFO given as a checkpoint hanging the open forever,
+// data_offsets that are not numbers aborting in the JSON library, and a
+// header parse that is quadratic in its entry count (100k entries took
+// minutes; with that bug this test runs into CTest's timeout).
+TEST_CASE("hostile headers and files are refused quickly and clearly", "[safetensors][hardening]") {
+  const std::string fifo = temp_path("fifo.safetensors"), bad = temp_path("hostile.safetensors");
+  std::filesystem::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(load_safetensors(fifo), Contains("not a regular file"));
+  std::filesystem::remove(fifo);
+  CHECK_THROWS_WITH(load_safetensors(temp_path("absent.safetensors")), Contains("does not exist"));
+
+  auto with_header = [&](const std::string& json, size_t data_bytes) {
+    std::string header = json;
+    header.resize((header.size() + 7) / 8 * 8, ' ');
+    const uint64_t n = header.size();
+    std::string bytes(reinterpret_cast<const char*>(&n), 8);
+    write_file(bad, bytes + header + std::string(data_bytes, '\0'));
+  };
+  for (const char* offsets : {R"(["0","4"])", "[null,4]", "[0,-4]", "[0.5,4]"}) {
+    INFO(offsets);
+    with_header(std::string(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":)") + offsets + "}}", 4);
+    CHECK_THROWS_WITH(load_safetensors(bad), Contains("not byte offsets"));
+  }
+  std::string many = "{";
+  constexpr int kEntries = 100000;
+  for (int i = 0; i < kEntries; ++i) {
+    many += fmt::format(R"({}"t{}":{{"dtype":"F32","shape":[1],"data_offsets":[{},{}]}})", i ? "," : "", i, 4 * i,
+                        4 * i + 4);
+  }
+  with_header(many + "}", 4 * kEntries);
+  CHECK(load_safetensors(bad).tensors.size() == kEntries);
+  with_header(
+      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+      4);
+  CHECK_THROWS_WITH(load_safetensors(bad), Contains("names tensor 'a' twice"));
+  std::filesystem::remove(bad);
 }

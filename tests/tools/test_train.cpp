@@ -1,4 +1,5 @@
 // End to end on real data: the trainer behind `mixtape train`.
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <catch2/catch.hpp>
@@ -6,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "amp/grad_scaler.h"
 #include "core/safetensors.h"
 #include "tools/data/loader.h"
 #include "tools/trainer.h"
@@ -310,4 +312,124 @@ TEST_CASE("training with --cuda-graph needs a device with graphs", "[graph][erro
   std::FILE* sink = std::fopen("/dev/null", "w");
   CHECK_THROWS_WITH(tools::train(c, sink), Contains("--cuda-graph"));
   std::fclose(sink);
+}
+
+// Catches: a resumed run that trusts its checkpoint (issue 14): a loss scale
+// of 0/NaN/inf or a negative one (every weight becomes NaN, exit 0), NaN
+// weights trained on and written back, negative second moments, positions
+// and counters that are negative, past the epoch or read leniently ("12abc").
+TEST_CASE("resume refuses poisoned checkpoints with a clear error", "[checkpoint][errors][hardening]") {
+  const std::string good = temp_path("poison_source.safetensors"), bad = temp_path("poisoned.safetensors");
+  tools::TrainConfig c = quick_config();
+  c.precision = "fp16";
+  c.max_steps = 2;
+  c.save = good;
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  tools::train(c, sink);
+  const SafetensorsFile f = load_safetensors(good);
+  auto resume_from = [&](std::map<std::string, Tensor> tensors, std::map<std::string, std::string> metadata) {
+    save_safetensors(bad, tensors, metadata);
+    tools::TrainConfig r = quick_config();
+    r.precision = "fp16";
+    r.max_steps = 3;
+    r.resume = bad;
+    return tools::train(r, sink);
+  };
+  auto with_tensor = [&](const std::string& name, const Tensor& value) {
+    auto tensors = f.tensors;
+    tensors[name] = value;
+    return tensors;
+  };
+  auto with_metadata = [&](const std::string& key, const std::string& value) {
+    auto metadata = f.metadata;
+    metadata[key] = value;
+    return metadata;
+  };
+  for (const double scale : {0.0, -1.0, double(NAN), double(INFINITY)}) {
+    INFO("scale " << scale);
+    CHECK_THROWS_WITH(resume_from(with_tensor("scaler.scale", scalar_tensor(scale, kF32)), f.metadata),
+                      Contains("scale must be finite and positive") || Contains("'scaler.scale' holds non-finite"));
+    // The scaler refuses it on its own too (a state dict that is not from a file).
+    amp::GradScaler scaler;
+    optim::StateDict state = scaler.state_dict();
+    state["scale"] = scalar_tensor(scale, kF32);
+    CHECK_THROWS_WITH(scaler.load_state_dict(state), Contains("scale must be finite and positive"));
+  }
+  Tensor weights = f.tensors.at("fc1.weight").clone();
+  weights.data<float>()[7] = NAN;
+  CHECK_THROWS_WITH(resume_from(with_tensor("fc1.weight", weights), f.metadata),
+                    Contains("'fc1.weight' holds non-finite values"));
+  CHECK_THROWS_WITH(resume_from(with_tensor("optimizer.state.0.exp_avg_sq",
+                                            full(f.tensors.at("optimizer.state.0.exp_avg_sq").sizes(), -1.0)),
+                                f.metadata),
+                    Contains("negative second moments"));
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{{"batch_in_epoch", "-3"},
+                                                                                   {"batch_in_epoch", "100000"},
+                                                                                   {"step", "12abc"},
+                                                                                   {"epoch", "-1"},
+                                                                                   {"scheduler_step", "-5"},
+                                                                                   {"scheduler_step", "999"},
+                                                                                   {"rng_offset", "-1"},
+                                                                                   {"step", ""}}) {
+    INFO(key << " = '" << value << "'");
+    CHECK_THROWS_WITH(resume_from(f.tensors, with_metadata(key, value)),
+                      Contains("'" + key + "'") && (Contains("outside") || Contains("not a whole number")));
+  }
+  // The untouched checkpoint still resumes.
+  CHECK(resume_from(f.tensors, f.metadata).steps == 3);
+  std::fclose(sink);
+  std::filesystem::remove(good);
+  std::filesystem::remove(bad);
+}
+
+// Catches: runs that do nothing or nonsense yet exit 0 (issue 14): no
+// optimizer step at all, a NaN clip norm, a --save folder that is missing
+// found only after the first epoch has trained.
+TEST_CASE("train refuses flags that would make the run do nothing or fail late", "[errors][hardening]") {
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  tools::TrainConfig c = quick_config();
+  c.train_limit = 256;
+  c.batch = 128;
+  c.grad_accum = 3;  // 2 batches per epoch
+  CHECK_THROWS_WITH(tools::train(c, sink), Contains("--grad-accum 3") && Contains("no optimizer step"));
+  c = quick_config();
+  c.clip = NAN;
+  CHECK_THROWS_WITH(tools::train(c, sink), Contains("--clip"));
+  c = quick_config();
+  c.save = temp_path("no_such_folder/ckpt.safetensors");
+  CHECK_THROWS_WITH(tools::train(c, sink), Contains("does not exist") && Contains("before training"));
+  std::fclose(sink);
+}
+
+// Catches (issue 14): a FIFO or /dev/zero given as a dataset file hanging or
+// exhausting memory, a gzip bomb decompressed without bound, and an IDX
+// header whose sizes multiply past int64 read as "out of memory".
+TEST_CASE("hostile dataset files are refused with a clear error", "[data][errors][hardening]") {
+  const std::string fifo = temp_path("fifo.gz"), labels = temp_path("hostile_labels.gz"),
+                    images = temp_path("hostile_images.gz");
+  auto write_gz = [](const std::string& path, const std::vector<uint8_t>& bytes, size_t zeros = 0) {
+    gzFile f = gzopen(path.c_str(), "wb1");
+    gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+    const std::vector<uint8_t> block(1 << 20, 0);
+    for (size_t i = 0; i < zeros; i += block.size()) gzwrite(f, block.data(), static_cast<unsigned>(block.size()));
+    gzclose(f);
+  };
+  write_gz(labels, {0, 0, 8, 1, 0, 0, 0, 1, 3});
+  std::filesystem::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(data::load_idx(fifo, labels), Contains("not a regular file"));
+  CHECK_THROWS_WITH(data::load_idx("/dev/zero", labels), Contains("not a regular file"));
+  std::filesystem::remove(fifo);
+  // 2^32 - 1 images of (2^32 - 1)^2 pixels: the product overflows int64.
+  const std::string many_labels = temp_path("hostile_many_labels.gz");
+  write_gz(many_labels, {0, 0, 8, 1, 255, 255, 255, 255});
+  write_gz(images, {0, 0, 8, 3, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255});
+  CHECK_THROWS_WITH(data::load_idx(images, many_labels), Contains("more than 2^63"));
+  std::filesystem::remove(many_labels);
+  // A bomb: a few MB of gzip that decompress past the 1 GiB bound.
+  write_gz(images, {0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 28, 0, 0, 0, 28}, (size_t{1} << 30) + (1 << 20));
+  CHECK(std::filesystem::file_size(images) < (size_t{8} << 20));
+  CHECK_THROWS_WITH(data::load_idx(images, labels), Contains("gzip bomb"));
+  std::filesystem::remove(images);
+  std::filesystem::remove(labels);
 }

@@ -1,11 +1,13 @@
-// The language-model task of the trainer: token windows, gpt-tiny on the
-// Brown corpus's bytes, its evaluation, checkpoints and flags.
+// The text tasks of the trainer: token windows and gpt-tiny on the Brown
+// corpus's bytes (language modelling), genre passages and bert-tiny (text
+// classification), their evaluation, checkpoints and flags.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <set>
 
 #include "core/safetensors.h"
+#include "tools/data/brown.h"
 #include "tools/data/loader.h"
 #include "tools/data/text.h"
 #include "tools/trainer.h"
@@ -218,4 +220,47 @@ TEST_CASE("language-model runs refuse mismatched models, datasets and flags", "[
   c = synthetic_lm_config();
   c.eval_every = -1;
   CHECK_THROWS_WITH(tools::train(c, sink.file), Contains("--eval-every"));
+}
+
+// Catches: passages of a validation document trained on (a leak that
+// inflates accuracy), labels that are not the document's genre, passages
+// without [CLS] first or with real bytes where the padding should be.
+TEST_CASE("brown genre passages: [CLS] + bytes + padding, labelled, split by document", "[data][text][brown]") {
+  const data::TextSplits p = data::brown_genre_passages(64);
+  REQUIRE(p.train.size() > 10 * p.validation.size() / 2);
+  REQUIRE(p.validation.size() > 1000);
+  CHECK(p.train.classes == 15);
+  CHECK(p.train.inputs.sizes() == Shape{p.train.size(), 64});
+  const std::vector<data::BrownDocument> docs = data::load_brown();
+  // The first validation passage is the start of ca10 (document index 9), genre a.
+  const std::vector<double> first = p.validation.inputs.narrow(0, 0, 1).to_vector();
+  CHECK(first[0] == data::kClsToken);
+  for (size_t i = 1; i < 64; ++i) CHECK(first[i] == static_cast<unsigned char>(docs[9].text[i - 1]));
+  CHECK(p.validation.targets.to_vector()[0] == 0);
+  // Every passage: [CLS] first, then bytes, then only padding.
+  const std::vector<double> inputs = p.train.inputs.to_vector(), labels = p.train.targets.to_vector();
+  std::set<double> genres(labels.begin(), labels.end());
+  CHECK(genres.size() == 15);
+  for (size_t row = 0; row < labels.size(); row += 97) {
+    CHECK(inputs[row * 64] == data::kClsToken);
+    bool padding = false;
+    for (size_t i = 1; i < 64; ++i) {
+      const double t = inputs[row * 64 + i];
+      if (padding) CHECK(t == data::kPadToken);
+      padding = padding || t == data::kPadToken;
+      CHECK(t != data::kClsToken);
+    }
+  }
+  // No validation passage appears in the training set.
+  std::set<std::vector<double>> train_rows;
+  for (size_t row = 0; row < labels.size(); ++row) {
+    train_rows.insert(std::vector<double>(inputs.begin() + row * 64, inputs.begin() + (row + 1) * 64));
+  }
+  const std::vector<double> held_out = p.validation.inputs.to_vector();
+  int64_t leaked = 0;
+  for (size_t row = 0; row * 64 < held_out.size(); ++row) {
+    leaked += train_rows.count(std::vector<double>(held_out.begin() + row * 64, held_out.begin() + (row + 1) * 64));
+  }
+  CHECK(leaked < 5);  // a handful of boilerplate lines may repeat across documents, never a document
+  CHECK_THROWS_WITH(data::brown_genre_passages(16), Contains("at least 16 bytes"));
 }

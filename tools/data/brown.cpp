@@ -10,12 +10,11 @@
 namespace mt::data {
 namespace {
 
-constexpr std::string_view kGenres = "abcdefghjklmnpr";
 constexpr int64_t kDocuments = 500;
 constexpr std::uintmax_t kMaxFileBytes = 1 << 20;  // the largest Brown file is ~20 KiB
 
 bool is_document_name(const std::string& name) {
-  return name.size() == 4 && name[0] == 'c' && kGenres.find(name[1]) != std::string_view::npos && name[2] >= '0' &&
+  return name.size() == 4 && name[0] == 'c' && kBrownGenres.find(name[1]) != std::string_view::npos && name[2] >= '0' &&
          name[2] <= '9' && name[3] >= '0' && name[3] <= '9';
 }
 

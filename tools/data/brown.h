@@ -16,6 +16,9 @@
 
 namespace mt::data {
 
+// The 15 genre letters, in the order of their class index.
+inline constexpr std::string_view kBrownGenres = "abcdefghjklmnpr";
+
 struct BrownDocument {
   std::string id;  // "ca01"
   char genre;      // 'a' (press reportage) ... 'r' (humor)

@@ -14,8 +14,15 @@
 namespace mt::data {
 namespace {
 
+// More than any IDX file mixtape reads (Fashion-MNIST's largest is 47 MB):
+// a gzip bomb stops here instead of exhausting memory.
+constexpr size_t kMaxDecompressedBytes = size_t{1} << 30;
+
 // The whole (decompressed) content of a .gz file, or of a plain file.
 std::vector<uint8_t> read_gz(const std::string& path) {
+  std::error_code ec;
+  // A FIFO or a device (/dev/zero) would block or never end: regular files only.
+  MT_CHECK(std::filesystem::is_regular_file(path, ec), "'{}' is not a regular file", path);
   gzFile file = gzopen(path.c_str(), "rb");
   MT_CHECK(file != nullptr, "cannot open '{}'", path);
   std::unique_ptr<gzFile_s, int (*)(gzFile)> guard(file, gzclose);
@@ -28,6 +35,9 @@ std::vector<uint8_t> read_gz(const std::string& path) {
       fail("'{}' is corrupt: {}", path, gzerror(file, &code));
     }
     if (n == 0) break;
+    MT_CHECK(out.size() + static_cast<size_t>(n) <= kMaxDecompressedBytes,
+             "'{}' decompresses to more than {} MiB, more than any dataset file mixtape reads (a gzip bomb?)", path,
+             kMaxDecompressedBytes >> 20);
     out.insert(out.end(), chunk.begin(), chunk.begin() + n);
   }
   return out;
@@ -50,9 +60,14 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path)
   const int64_t n = big_endian_u32(images, 4), rows = big_endian_u32(images, 8), cols = big_endian_u32(images, 12);
   const int64_t n_labels = big_endian_u32(labels, 4);
   MT_CHECK(n == n_labels, "'{}' holds {} images but '{}' holds {} labels", images_path, n, labels_path, n_labels);
-  MT_CHECK(static_cast<int64_t>(images.size()) == 16 + n * rows * cols,
-           "'{}' is truncated: {} images of {}x{} need {} bytes, the file has {}", images_path, n, rows, cols,
-           16 + n * rows * cols, images.size());
+  // In 128 bits: three 32-bit header fields multiply past int64.
+  const auto needed = static_cast<__int128>(16) + static_cast<__int128>(n) * rows * cols;
+  MT_CHECK(needed == static_cast<__int128>(images.size()),
+           "'{}' is truncated or does not match its header: {} images of {}x{} need {} bytes, the file has {}",
+           images_path, n, rows, cols,
+           needed > static_cast<__int128>(INT64_MAX) ? std::string("more than 2^63")
+                                                     : std::to_string(static_cast<int64_t>(needed)),
+           images.size());
   MT_CHECK(static_cast<int64_t>(labels.size()) == 8 + n, "'{}' is truncated: {} labels need {} bytes, it has {}",
            labels_path, n, 8 + n, labels.size());
 
@@ -92,6 +107,13 @@ FashionMnist load_fashion_mnist(const std::string& directory_flag) {
   out.directory = dir;
   out.train = load_idx(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz");
   out.test = load_idx(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz");
+  // The models are built for 28x28 images: say so naming the file, not with a shape error inside a layer.
+  for (const auto& [split, file] :
+       {std::pair{&out.train, "train-images-idx3-ubyte.gz"}, std::pair{&out.test, "t10k-images-idx3-ubyte.gz"}}) {
+    MT_CHECK(split->inputs.size(2) == 28 && split->inputs.size(3) == 28,
+             "'{}/{}' holds {}x{} images; Fashion-MNIST's are 28x28", dir, file, split->inputs.size(2),
+             split->inputs.size(3));
+  }
   return out;
 }
 

@@ -45,6 +45,47 @@ TextSplits brown_language_model(int64_t context, const std::string& directory) {
           byte_windows(split.validation, context, "brown (validation)")};
 }
 
+namespace {
+
+struct Passages {
+  std::vector<int64_t> tokens, labels;
+};
+
+void add_passages(const BrownDocument& doc, int64_t context, Passages& out) {
+  constexpr size_t kShortest = 16;
+  const auto length = static_cast<size_t>(context - 1);
+  const auto label = static_cast<int64_t>(kBrownGenres.find(doc.genre));
+  MT_CHECK(label >= 0, "brown genre: document {} has an unknown genre '{}'", doc.id, doc.genre);
+  for (size_t begin = 0; begin < doc.text.size(); begin += length) {
+    const std::string_view piece = std::string_view(doc.text).substr(begin, length);
+    if (piece.size() < kShortest) continue;
+    out.tokens.push_back(kClsToken);
+    for (const char byte : piece) out.tokens.push_back(static_cast<unsigned char>(byte));
+    out.tokens.resize(out.tokens.size() + length - piece.size(), kPadToken);
+    out.labels.push_back(label);
+  }
+}
+
+Dataset passages_dataset(const Passages& p, int64_t context) {
+  const auto n = static_cast<int64_t>(p.labels.size());
+  Dataset d;
+  d.classes = static_cast<int64_t>(kBrownGenres.size());
+  d.inputs = from_vector(p.tokens, {n, context}, kI64);
+  d.targets = from_vector(p.labels, {n}, kI64);
+  return d;
+}
+
+}  // namespace
+
+TextSplits brown_genre_passages(int64_t context, const std::string& directory) {
+  MT_CHECK(context >= 17, "brown genre: the context must hold [CLS] and at least 16 bytes, got {}", context);
+  const std::vector<BrownDocument> documents =
+      directory.empty() ? load_brown() : load_brown(std::filesystem::path(directory));
+  Passages train, validation;
+  for (size_t i = 0; i < documents.size(); ++i) add_passages(documents[i], context, i % 10 == 9 ? validation : train);
+  return {passages_dataset(train, context), passages_dataset(validation, context)};
+}
+
 Dataset synthetic_tokens(int64_t windows, int64_t context, int64_t vocab, uint64_t seed, uint64_t stream) {
   MT_CHECK(windows > 0 && context > 0 && vocab > 1,
            "synthetic tokens: windows, context and vocab (> 1) must be positive");

@@ -6,7 +6,8 @@
 // epoch. The loader shuffles the windows with the seeded generator.
 //
 // Byte-level text (the Brown corpus) is its own tokenizer: token = byte,
-// vocabulary 256, and any UTF-8 prompt can be encoded.
+// vocabulary 256, and any UTF-8 prompt can be encoded. Classification
+// passages add two tokens: [CLS] first and [PAD] after a short passage.
 #pragma once
 
 #include <string_view>
@@ -16,6 +17,8 @@
 namespace mt::data {
 
 inline constexpr int64_t kByteVocabulary = 256;
+inline constexpr int64_t kClsToken = 256;
+inline constexpr int64_t kPadToken = 257;
 
 // The non-overlapping windows of `context` tokens of a byte stream; an
 // mt::Error when the stream is too short for one window.
@@ -27,6 +30,13 @@ struct TextSplits {
 
 // Brown (tools/data/brown.h) as byte windows, split by document.
 TextSplits brown_language_model(int64_t context, const std::string& directory = "");
+
+// Genre classification on Brown: every document cut into passages of
+// context - 1 bytes (the last one shorter, padded; pieces under 16 bytes are
+// dropped), each [CLS] + bytes + [PAD]..., labelled with the document's genre
+// (its index in kBrownGenres). Split by document as brown_byte_split is, so
+// no passage of a validation document is trained on.
+TextSplits brown_genre_passages(int64_t context, const std::string& directory = "");
 
 // Tokens from a fixed random Markov chain (each token has a few likely
 // successors), so that a model can learn them: throughput runs of any size
