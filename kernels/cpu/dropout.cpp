@@ -30,7 +30,8 @@ void backward_typed(const Tensor& grad_out, const Tensor& mask, const Tensor& gr
   const uint8_t* keep = static_cast<const uint8_t*>(mask.data_ptr());
   const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   std::vector<T> dx(static_cast<size_t>(grad_out.numel()));
-  for (int64_t i = 0; i < grad_out.numel(); ++i) dx[static_cast<size_t>(i)] = keep[i] ? g[i] * scale : T(0);
+  const int64_t n = grad_out.numel();
+  for (int64_t i = 0; i < n; ++i) dx[static_cast<size_t>(i)] = keep[i] ? g[i] * scale : T(0);
   store(dx.data(), grad_in);
 }
 

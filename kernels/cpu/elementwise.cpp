@@ -10,9 +10,6 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 15;  // elements per thread before splitting work
 
-
-
-
 template <typename T>
 void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) {
   Loaded<T> x(in);
@@ -40,7 +37,8 @@ void unary_backward_typed(UnaryOp op, const Tensor& grad_out, const Tensor& in, 
   T* pdx = dx.data();
   kernels::visit_unary(op, [&](auto tag) {
     parallel_for(grad_in.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) pdx[i] = kernels::unary_backward<decltype(tag)::value, T>(x[i], y[i], g[i], a, b);
+      for (int64_t i = begin; i < end; ++i)
+        pdx[i] = kernels::unary_backward<decltype(tag)::value, T>(x[i], y[i], g[i], a, b);
     });
   });
   dx.commit();
@@ -103,7 +101,8 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
     Loaded<T> va(a), vb(b);
     OutputBuffer<T> y(out);
     T* py = y.data();
-    for (int64_t i = 0; i < out.numel(); ++i) py[i] = c[i] != 0.0f ? va[i] : vb[i];
+    const int64_t n = out.numel();  // hoisted: numel() walks the shape, and the stores may alias it
+    for (int64_t i = 0; i < n; ++i) py[i] = c[i] != 0.0f ? va[i] : vb[i];
     y.commit();
   };
   if (computes_in_double(out.dtype())) {

@@ -121,7 +121,8 @@ void scale_by_clip_coefficient(const std::vector<Tensor>& tensors, const Tensor&
     if (!t.defined()) continue;
     Updatable<float> v(t);
     float* p = v.data();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] *= c;
+    const int64_t n = t.numel();
+    for (int64_t i = 0; i < n; ++i) p[i] *= c;
     v.commit();
   }
 }
