@@ -1,10 +1,12 @@
 #include "core/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -51,8 +53,32 @@ std::string safetensors_dtype_name(DType dtype) {
   return "?";
 }
 
+namespace {
+
+// Removes `<path>.tmp.<pid>` files left by saves whose process is gone (a
+// run killed while it wrote): a save in progress elsewhere (its process is
+// alive) is left alone.
+void remove_stale_temporaries(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path target = std::filesystem::absolute(path, ec);
+  if (ec) return;
+  const std::string prefix = target.filename().string() + ".tmp.";
+  for (const auto& entry : std::filesystem::directory_iterator(target.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || !entry.is_regular_file(ec)) continue;
+    const std::string digits = name.substr(prefix.size());
+    pid_t pid = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || pid <= 0) continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) std::filesystem::remove(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
+  remove_stale_temporaries(path);
   nlohmann::ordered_json header;
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<Tensor> contiguous;
@@ -127,8 +153,8 @@ struct TopLevelKeys : nlohmann::json_sax<nlohmann::json> {
 SafetensorsFile load_safetensors(const std::string& path) {
   std::error_code ec;
   // A FIFO or a device would block the open or never end: regular files only.
-  MT_CHECK(std::filesystem::is_regular_file(path, ec), "load_safetensors: '{}' is not a regular file{}", path,
-           std::filesystem::exists(path, ec) ? "" : " (it does not exist)");
+  MT_CHECK(std::filesystem::exists(path, ec), "load_safetensors: cannot open '{}': it does not exist", path);
+  MT_CHECK(std::filesystem::is_regular_file(path, ec), "load_safetensors: '{}' is not a regular file", path);
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   MT_CHECK(in.good(), "load_safetensors: cannot open '{}'", path);
   const auto file_size = static_cast<uint64_t>(in.tellg());

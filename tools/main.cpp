@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <Eigen/Core>
+#include <charconv>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -62,6 +63,20 @@ int run_info(const std::string& data_dir) {
   return 0;
 }
 
+// A seed option read as a whole decimal number that fits 64 bits: CLI11
+// would wrap "-1" and an overflowing value without a word.
+CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed, const std::string& help) {
+  return cmd->add_option_function<std::string>(
+      "--seed",
+      [&seed](const std::string& text) {
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seed);
+        if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
+          throw CLI::ValidationError("--seed", "'" + text + "' is not a whole number from 0 to 2^64 - 1");
+        }
+      },
+      help);
+}
+
 void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   std::vector<std::string> names;
   for (const auto& m : mt::models::model_list()) names.push_back(m.name);
@@ -90,7 +105,7 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   cmd->add_flag("--cuda-graph", c.cuda_graph,
                 "capture the whole training step in a CUDA graph once and replay it (cuda or sim device)");
   cmd->add_option("--clip", c.clip, "max gradient norm (0 = off)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--seed", c.seed, "random seed");
+  add_seed_option(cmd, c.seed, "random seed (0 to 2^64 - 1)");
   cmd->add_option("--save", c.save, "checkpoint (.safetensors) written each epoch and at the end");
   cmd->add_option("--resume", c.resume, "continue from a checkpoint")->check(CLI::ExistingFile);
   cmd->add_option("--log", c.log, "metrics as JSON lines");
@@ -146,7 +161,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   generate->add_option("--top-k", generation.top_k, "sample among the k most likely tokens only (0 = all)")
       ->check(CLI::NonNegativeNumber);
-  generate->add_option("--seed", generation.seed, "sampling seed");
+  add_seed_option(generate, generation.seed, "sampling seed (0 to 2^64 - 1)");
   generate->add_option("--device", generate_device, "auto | cpu | cuda | sim");
   generate->add_flag("--no-cache", no_cache, "re-run the whole window for every token (no key/value cache)");
 

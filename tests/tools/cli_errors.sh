@@ -24,6 +24,8 @@ expect_failure "unknown model|not in" train --model vgg
 expect_failure "not expected|extra|--bogus" train --bogus-flag
 expect_failure "dataset-fashion-mnist" train --data "$tmp/none" --steps 1
 expect_failure "precision" train --precision fp8
+expect_failure "seed.*not a whole number" train --seed 99999999999999999999999 --steps 1
+expect_failure "seed.*not a whole number" train --seed -1 --steps 1
 head -c 100 /dev/urandom > "$tmp/corrupt.safetensors"
 expect_failure "corrupt|header|truncated|too short" eval --checkpoint "$tmp/corrupt.safetensors"
 expect_failure "corrupt|header|truncated|too short" train --resume "$tmp/corrupt.safetensors" --steps 1

@@ -1,4 +1,5 @@
 // safetensors files: round trip, the format's promises, and corrupt input.
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -153,4 +154,21 @@ TEST_CASE("hostile headers and files are refused quickly and clearly", "[safeten
       4);
   CHECK_THROWS_WITH(load_safetensors(bad), Contains("names tensor 'a' twice"));
   std::filesystem::remove(bad);
+}
+
+// Catches (issue 14): temporaries of saves killed mid-write (`<path>.tmp.<pid>`)
+// piling up forever, and a cleanup that removes a save still in progress.
+TEST_CASE("a save removes the temporaries of dead saves and keeps live ones", "[safetensors][hardening]") {
+  const std::string path = temp_path("tmpclean.safetensors");
+  pid_t dead = 4'000'000;  // above Linux's pid_max (4194304 at most) is never alive; find one that is not
+  while (::kill(dead, 0) == 0 || errno != ESRCH) ++dead;
+  const std::string stale = path + ".tmp." + std::to_string(dead), live = path + ".tmp.1";  // pid 1 is alive
+  const std::string unrelated = path + ".tmp.notapid";
+  for (const std::string& p : {stale, live, unrelated}) write_file(p, "partial");
+  save_safetensors(path, {{"v", ones({2})}});
+  CHECK_FALSE(std::filesystem::exists(stale));
+  CHECK(std::filesystem::exists(live));
+  CHECK(std::filesystem::exists(unrelated));
+  CHECK(load_safetensors(path).tensors.at("v").to_vector() == std::vector<double>{1, 1});
+  for (const std::string& p : {path, live, unrelated}) std::filesystem::remove(p);
 }
