@@ -54,7 +54,7 @@ if ! "$mixtape" train --model gpt-tiny --steps 3 --batch 8 --test-limit 20 --no-
   echo "FAIL: a short gpt-tiny run failed:"; tail -5 "$tmp/gpt.txt"; failures=$((failures + 1))
 fi
 grep -q "validation loss" "$tmp/gpt.txt" || { echo "FAIL: no validation loss"; failures=$((failures + 1)); }
-"$mixtape" eval --checkpoint "$tmp/g.safetensors" --device cpu | grep -q "validation loss .* on brown" ||
+"$mixtape" eval --checkpoint "$tmp/g.safetensors" --device cpu --test-limit 50 | grep -q "validation loss .* on brown" ||
   { echo "FAIL: eval of a language model"; failures=$((failures + 1)); }
 cached=$("$mixtape" generate --checkpoint "$tmp/g.safetensors" --prompt "The jury" --tokens 20 --temperature 0)
 uncached=$("$mixtape" generate --checkpoint "$tmp/g.safetensors" --prompt "The jury" --tokens 20 --temperature 0 \
