@@ -20,7 +20,9 @@ build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # The embedded default: Fashion-MNIST, mixed precision, mlp on a CPU (cnn on a GPU), 3 epochs.
-train: build
+# Only the CLI and the library under it are built, not the test suite.
+train: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target mixtape_cli
 	@$(BUILD)/mixtape train
 
 # Tests run $(JOBS) at a time, each with OpenMP threads: libgomp's default

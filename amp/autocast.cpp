@@ -174,6 +174,7 @@ Tensor cached_cast(const Tensor& t, DType dtype) {
 }
 
 void store_cached_cast(const Tensor& t, DType dtype, const Tensor& cast) {
+  tag_memory(cast, MemoryCategory::AutocastCache);
   state.cache[{t.impl(), dtype}] = {t.impl_ptr(), cast};
 }
 

@@ -36,6 +36,7 @@ void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad, bool loss_scaled
     // A fresh, contiguous tensor the leaf owns: never alias the graph's buffers.
     Tensor owned = empty(leaf.sizes, leaf.dtype, leaf.device);
     kernels::copy(grad, owned);
+    tag_memory(owned, MemoryCategory::Gradients);
     leaf.grad = owned.impl_ptr();
     leaf.grad->loss_scaled = loss_scaled;
     return;
@@ -94,6 +95,7 @@ SavedTensor::SavedTensor(const Tensor& t) {
   if (!t.defined()) return;
   tensor_ = t.detach();  // no grad_fn: a saved output must not keep its own node alive (cycle)
   version_ = t.storage()->version();
+  tag_memory_if_other(t, MemoryCategory::Activations);  // a saved weight stays a parameter
 }
 
 Tensor SavedTensor::get() const {

@@ -1,6 +1,8 @@
 #include "core/allocator.h"
 
+#include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 
@@ -36,11 +38,19 @@ class CpuAllocator final : public Allocator {
  public:
   void* allocate(size_t bytes) override {
     if (bytes == 0) return nullptr;
+    const int64_t limit = limit_.load();
+    if (limit > 0 && stats_.snapshot().current_bytes + static_cast<int64_t>(bytes) > limit) {
+      throw OutOfMemoryError(fmt::format(
+          "out of CPU memory: asked for {} bytes with {} bytes already allocated by mixtape, over the limit of {} "
+          "bytes (MT_CPU_MEMORY_LIMIT, or the memory budget of mixtape bench)",
+          bytes, stats_.snapshot().current_bytes, limit));
+    }
     const size_t rounded = (bytes + 63) / 64 * 64;
     void* ptr = std::aligned_alloc(64, rounded);
     if (ptr == nullptr) {
       const auto s = stats_.snapshot();
-      fail("out of CPU memory: asked for {} bytes with {} bytes already allocated by mixtape", bytes, s.current_bytes);
+      throw OutOfMemoryError(fmt::format(
+          "out of CPU memory: asked for {} bytes with {} bytes already allocated by mixtape", bytes, s.current_bytes));
     }
     stats_.on_allocate(bytes);
     return ptr;
@@ -53,10 +63,29 @@ class CpuAllocator final : public Allocator {
   Device device() const override { return kCPU; }
   AllocatorStats stats() const override { return stats_.snapshot(); }
   void reset_peak() override { stats_.reset_peak(); }
+  int64_t set_limit(int64_t bytes) { return limit_.exchange(bytes); }
+  int64_t limit() const { return limit_.load(); }
 
  private:
   StatsCounter stats_;
+  std::atomic<int64_t> limit_{limit_from_environment()};
+
+  static int64_t limit_from_environment() {
+    const char* text = std::getenv("MT_CPU_MEMORY_LIMIT");
+    if (text == nullptr || *text == '\0') return 0;
+    int64_t bytes = 0;
+    const char* end = text + std::strlen(text);
+    const auto [at, ec] = std::from_chars(text, end, bytes);
+    MT_CHECK(ec == std::errc() && at == end && bytes >= 0,
+             "MT_CPU_MEMORY_LIMIT must be a whole number of bytes (0 = no limit), got '{}'", text);
+    return bytes;
+  }
 };
+
+CpuAllocator& cpu_allocator() {
+  static CpuAllocator cpu;
+  return cpu;
+}
 
 struct Registry {
   std::mutex mutex;
@@ -76,9 +105,14 @@ void register_allocator(DeviceType type, Allocator* allocator) {
   r.by_type[static_cast<int>(type)] = allocator;
 }
 
+int64_t set_cpu_memory_limit(int64_t bytes) {
+  MT_CHECK(bytes >= 0, "set_cpu_memory_limit: the limit must be >= 0 bytes (0 = none), got {}", bytes);
+  return cpu_allocator().set_limit(bytes);
+}
+int64_t cpu_memory_limit() { return cpu_allocator().limit(); }
+
 Allocator& allocator_for(Device device) {
-  static CpuAllocator cpu;
-  if (device.is_cpu()) return cpu;
+  if (device.is_cpu()) return cpu_allocator();
   auto& r = registry();
   {
     std::lock_guard lock(r.mutex);

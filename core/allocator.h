@@ -50,6 +50,13 @@ class StatsCounter {
 Allocator& allocator_for(Device device);
 void register_allocator(DeviceType type, Allocator* allocator);
 
+// A cap on the bytes the CPU allocator hands out (0: none), beyond which an
+// allocation throws OutOfMemoryError as a full GPU would: `mixtape bench`
+// caps it at its memory budget, and MT_CPU_MEMORY_LIMIT (bytes) sets it at
+// start-up. Returns the previous cap.
+int64_t set_cpu_memory_limit(int64_t bytes);
+int64_t cpu_memory_limit();
+
 // Shorthand for allocator_for(device).stats().
 AllocatorStats memory_stats(Device device = kCPU);
 

@@ -318,7 +318,7 @@ void CachingAllocator::throw_out_of_memory(size_t requested, size_t segment_size
       total > 0 ? fmt::format("{} free of {} total on {}", format_bytes(static_cast<double>(store_->free_bytes())),
                               format_bytes(static_cast<double>(total)), store_->name())
                 : fmt::format("the {} backing store refused", store_->name());
-  fail(
+  throw OutOfMemoryError(fmt::format(
       "out of memory on {}: tried to allocate {} (a {} segment); mixtape has {} allocated and {} reserved "
       "(the cache was freed and the allocation retried); {}. Try: a smaller batch size; mixed precision "
       "(AMP: f16/bf16 activations take half the memory); gradient accumulation (several smaller micro-batches "
@@ -327,7 +327,7 @@ void CachingAllocator::throw_out_of_memory(size_t requested, size_t segment_size
       "fragmentation",
       device_, format_bytes(static_cast<double>(requested)), format_bytes(static_cast<double>(segment_size)),
       format_bytes(static_cast<double>(stats_.allocated_bytes)),
-      format_bytes(static_cast<double>(stats_.reserved_bytes)), device_memory);
+      format_bytes(static_cast<double>(stats_.reserved_bytes)), device_memory));
 }
 
 AllocatorStats CachingAllocator::stats() const {

@@ -16,6 +16,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// An allocation the device (or a memory limit) could not serve: a search for
+// the largest batch that fits catches this one and no other error.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Throws mt::Error with a fmt-formatted message.
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
@@ -25,7 +32,7 @@ template <typename... Args>
 }  // namespace mt
 
 // MT_CHECK(cond, "op: expected {} but got {}", a, b) throws mt::Error when cond is false.
-#define MT_CHECK(cond, ...)          \
-  do {                               \
+#define MT_CHECK(cond, ...)               \
+  do {                                    \
     if (!(cond)) ::mt::fail(__VA_ARGS__); \
   } while (0)

@@ -100,11 +100,19 @@ DType promote_types(DType a, DType b) {
 Storage::Storage(size_t nbytes, Device device) : Storage(nbytes, device, allocator_for(device)) {}
 
 Storage::Storage(size_t nbytes, Device device, Allocator& allocator)
-    : nbytes_(nbytes), device_(device), allocator_(&allocator) {
+    : nbytes_(nbytes),
+      device_(device),
+      allocator_(&allocator),
+      ledger_(&detail::ledger_for(device)),
+      memory_category_(detail::scope_category()) {
   data_ = allocator.allocate(nbytes);
+  detail::ledger_add(*ledger_, memory_category_, static_cast<int64_t>(nbytes_));
 }
 
-Storage::~Storage() { allocator_->deallocate(data_, nbytes_); }
+Storage::~Storage() {
+  allocator_->deallocate(data_, nbytes_);
+  detail::ledger_remove(*ledger_, memory_category_, static_cast<int64_t>(nbytes_));
+}
 
 // ------------------------------------------------------------------ tensor basics
 

@@ -21,6 +21,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/memory_ledger.h"
 
 namespace mt {
 
@@ -56,13 +57,19 @@ class Storage {
   const Allocator& allocator() const { return *allocator_; }
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
+  // Its memory ledger entry (core/memory_ledger.h); tag_memory() re-files it.
+  MemoryCategory memory_category() const { return memory_category_; }
+  detail::DeviceLedger& ledger() const { return *ledger_; }
 
  private:
+  friend class detail::DeviceLedger;
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   Allocator* allocator_;
   uint64_t version_ = 0;
+  detail::DeviceLedger* ledger_;
+  MemoryCategory memory_category_;
 };
 
 struct TensorImpl {

@@ -120,6 +120,7 @@ inline void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& 
   const Tensor vx = contiguous_as(x, dtype), vw = contiguous_as(weight, dtype), vb = contiguous_as(bias, dtype);
   const Tensor vy = output_buffer(y, dtype);
   const Stream stream = launch_stream(y.device());
+  const MemoryCategoryScope workspace_memory(MemoryCategory::Workspace);  // what follows is scratch
   if (cudnn) {
     run_cudnn("conv2d", [&] {
       const size_t bytes = conv2d_cudnn_workspace(kd, shape, ConvPass::Forward);
@@ -160,6 +161,7 @@ inline void conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& wei
   const Tensor vdx = output_buffer(dx, dtype), vdw = output_buffer(dweight, dtype), vdb = output_buffer(dbias, dtype);
   const Device device = dy.device();
   const Stream stream = launch_stream(device);
+  const MemoryCategoryScope workspace_memory(MemoryCategory::Workspace);  // what follows is scratch
   if (cudnn) {
     run_cudnn("conv2d_backward", [&] {
       const size_t bytes = conv2d_cudnn_backward_workspace(kd, shape, dx.defined(), dweight.defined());

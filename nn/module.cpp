@@ -12,12 +12,14 @@ Tensor& Module::register_parameter(const std::string& name, Tensor& slot, Tensor
            value.dtype());
   slot = value.detach();
   slot.requires_grad_();
+  tag_memory(slot, MemoryCategory::Parameters);
   parameters_.emplace_back(name, &slot);
   return slot;
 }
 
 Tensor& Module::register_buffer(const std::string& name, Tensor& slot, Tensor value) {
   slot = value.detach();
+  tag_memory(slot, MemoryCategory::Parameters);  // the model's state, with its parameters
   buffers_.emplace_back(name, &slot);
   return slot;
 }
@@ -73,6 +75,7 @@ void Module::to(Device device) {
       const bool is_parameter = slot->requires_grad();
       *slot = slot->to(device).detach();
       if (is_parameter) slot->requires_grad_();
+      tag_memory(*slot, MemoryCategory::Parameters);
     }
   }
   for (auto& [name, child] : children_) child->to(device);
@@ -88,6 +91,7 @@ void Module::to(DType dtype, bool keep_norms_fp32) {
       const bool is_parameter = slot->requires_grad();
       *slot = slot->to(target).detach();
       if (is_parameter) slot->requires_grad_();
+      tag_memory(*slot, MemoryCategory::Parameters);
     }
   }
   for (auto& [name, child] : children_) child->to(dtype, keep_norms_fp32);

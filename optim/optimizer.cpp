@@ -52,6 +52,8 @@ Optimizer::ParamState& Optimizer::state_for(size_t group, size_t index) {
   if (n >= 1) s.state1 = zeros(p.sizes(), state_dtype, p.device());
   if (n >= 2) s.state2 = zeros(p.sizes(), state_dtype, p.device());
   s.step = zeros({1}, kF32, p.device());
+  tag_memory(s.master, MemoryCategory::MasterWeights);
+  for (const Tensor* t : {&s.state1, &s.state2, &s.step}) tag_memory(*t, MemoryCategory::OptimizerState);
   return s;
 }
 

@@ -31,6 +31,7 @@ bool same_sample_layout(const Tensor& batch, const Tensor& buffer) {
 BatchStager::BatchStager(Device device, const data::Dataset& dataset, int64_t max_batch) : device_(device) {
   if (device.is_cpu()) return;  // CPU batches are used where they are
   copy_stream_ = Stream::create(device);
+  const MemoryCategoryScope data_memory(MemoryCategory::Data);
   const Shape inputs = with_batch(dataset.inputs, max_batch), targets = with_batch(dataset.targets, max_batch);
   for (Slot& s : slots_) {
     s.host_inputs = empty_pinned(inputs, dataset.inputs.dtype());

@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <new>
 
 #include "kernels/cuda/launch_check.h"
 #include "mixtape.h"
 #include "models/registry.h"
+#include "tools/bench.h"
 #include "tools/data/dataset.h"
 #include "tools/generate.h"
 #include "tools/trainer.h"
@@ -126,6 +128,13 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   cmd->add_option("--train-limit", c.train_limit, "use only the first N training samples (images or text windows)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--test-limit", c.test_limit, "use only the first N held-out samples")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", c.threads,
+                  "CPU threads for the kernels (default 0 = auto: timed trials of 1, 2, 4, ... threads up to "
+                  "$MT_NUM_THREADS or the cores keep the fastest, and are repeated every few seconds)")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+  cmd->add_flag("--memory", c.memory,
+                "print the memory ledger at the training peak (parameters, gradients, optimizer state, activations, "
+                "...) beside its theory");
   cmd->add_flag("!--no-progress", c.progress, "no live progress line");
 }
 
@@ -165,6 +174,30 @@ int main(int argc, char** argv) {
   generate->add_option("--device", generate_device, "auto | cpu | cuda | sim");
   generate->add_flag("--no-cache", no_cache, "re-run the whole window for every token (no key/value cache)");
 
+  mt::tools::BenchOptions bench_options;
+  std::string bench_budget, bench_json;
+  auto* bench = app.add_subcommand(
+      "bench", "FP32 vs AMP FP16/BF16 vs AMP at the largest batch that fits: peak memory, iterations/s, samples/s");
+  {
+    std::vector<std::string> names;
+    for (const auto& m : mt::models::model_list()) names.push_back(m.name);
+    bench->add_option("--model", bench_options.model, "the model to measure (default mlp)")
+        ->check(CLI::IsMember(names));
+  }
+  bench->add_option("--device", bench_options.device, "auto | cpu | cuda | sim");
+  bench->add_option("--steps", bench_options.steps, "timed steps per configuration (default 50)")
+      ->check(CLI::PositiveNumber);
+  bench->add_option("--warmup", bench_options.warmup, "untimed steps first (default 5)")->check(CLI::PositiveNumber);
+  bench->add_option("--batch", bench_options.batch, "batch size B of the first three rows (default 128)")
+      ->check(CLI::PositiveNumber);
+  bench->add_option("--mem-budget", bench_budget,
+                    "memory the last row's batch must fit in, e.g. 8GiB or 300MiB (default: the FP32 row's peak)");
+  bench->add_option("--json", bench_json, "also write the table, the machine and the commit as JSON");
+  bench->add_option("--data", bench_options.data, "the dataset's directory (as train --data)");
+  bench->add_option("--train-limit", bench_options.train_limit, "use only the first N training samples")
+      ->check(CLI::NonNegativeNumber);
+  bench->add_flag("!--no-progress", bench_options.progress, "no live progress line");
+
   auto* info = app.add_subcommand("info", "Devices, memory, versions, datasets and models");
   info->add_option("--data", data_dir, "Fashion-MNIST directory");
 
@@ -189,6 +222,17 @@ int main(int argc, char** argv) {
       const auto r = mt::tools::generate_from_checkpoint(checkpoint, prompt, generation, generate_device);
       std::fwrite(r.text.data(), 1, r.text.size(), stdout);
       std::fputc('\n', stdout);
+      return 0;
+    }
+    if (*bench) {
+      if (!bench_budget.empty()) bench_options.mem_budget = mt::tools::parse_bytes(bench_budget);
+      const auto result = mt::tools::run_bench(bench_options);
+      if (!bench_json.empty()) {
+        std::ofstream json(bench_json, std::ios::trunc);
+        MT_CHECK(json.good(), "bench: cannot write --json '{}'", bench_json);
+        json << mt::tools::bench_json(result, bench_options).dump(2) << '\n';
+        MT_CHECK(json.good(), "bench: writing --json '{}' failed", bench_json);
+      }
       return 0;
     }
     if (*train) {

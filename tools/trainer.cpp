@@ -24,6 +24,7 @@
 #include "core/graph.h"
 #include "core/host_sync.h"
 #include "core/safetensors.h"
+#include "core/threads.h"
 #include "models/bert.h"
 #include "models/gpt.h"
 #include "models/registry.h"
@@ -124,6 +125,7 @@ Splits load_data(const TrainConfig& c, const models::ModelInfo& model) {
   const models::ModelTask task = dataset_task(c.dataset);
   MT_CHECK(task == model.task, "train: {} is {} model but {} is {} dataset", model.name, task_noun(model.task),
            c.dataset, task_noun(task));
+  const MemoryCategoryScope data_memory(MemoryCategory::Data);  // the whole dataset lives in memory
   Splits s;
   if (c.dataset == "synthetic") {
     s.train = data::synthetic_images(c.train_limit > 0 ? c.train_limit : 4096, 10, 28, 28, 1);
@@ -178,6 +180,12 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn:
   fail("unknown optimizer '{}': expected adamw or sgd", c.optimizer);
 }
 
+// Per-element state tensors the optimizer keeps per parameter (the memory theory).
+int optimizer_states(const TrainConfig& c) {
+  if (c.optimizer == "adamw") return 2;
+  return c.momentum > 0 ? 1 : 0;
+}
+
 std::unique_ptr<optim::LrScheduler> make_scheduler(const TrainConfig& c, optim::Optimizer& opt, int64_t total) {
   if (c.schedule == "cosine") return std::make_unique<optim::WarmupCosineLr>(opt, std::min(c.warmup, total), total);
   if (c.schedule == "constant") return std::make_unique<optim::ConstantLr>(opt, c.warmup);
@@ -206,7 +214,8 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"augment", c.augment},
           {"context", c.context},
           {"eval_every", c.eval_every},
-          {"checkpoint_activations", c.checkpoint_activations}};
+          {"checkpoint_activations", c.checkpoint_activations},
+          {"threads", c.threads}};
 }
 
 // ---------------------------------------------------------------- checkpoints
@@ -501,6 +510,42 @@ struct TrainingRun {
   Tensor accumulated_loss;  // on the device, detached
 
   std::unique_ptr<GraphedStep> graphed;  // --cuda-graph
+  std::unique_ptr<ThreadTuner> tuner;    // --threads 0 on the CPU
+  MemoryLedger training_memory;          // the ledger at the highest training peak so far
+  Clock::time_point last_step_end;       // when the last step ended, or the last pause
+};
+
+// Work that is not a step (evaluation, checkpoints) has happened: neither the
+// step times nor the thread tuner count it.
+void restart_step_clock(TrainingRun& r) {
+  r.last_step_end = Clock::now();
+  if (r.tuner) r.tuner->pause();
+}
+
+// Keeps the ledger if this stretch of training peaked higher than any before;
+// called before evaluating or saving, whose memory is not a training step's.
+void note_training_memory(TrainingRun& r) {
+  const MemoryLedger now = memory_ledger(r.device);
+  if (now.total_peak >= r.training_memory.total_peak) r.training_memory = now;
+}
+
+// The kernels' thread count for the run (--threads), restored afterwards.
+class RunThreads {
+ public:
+  RunThreads(TrainingRun& r) : previous_(num_threads()) {
+    MT_CHECK(r.c.threads >= 0 && r.c.threads <= 4096, "train: --threads must be 0 (auto) to 4096, got {}", r.c.threads);
+    if (r.c.threads > 0) {
+      set_num_threads(static_cast<int>(r.c.threads));
+    } else if (r.device.type == DeviceType::CPU) {
+      r.tuner = std::make_unique<ThreadTuner>();
+    }
+  }
+  ~RunThreads() { set_num_threads(previous_); }
+  RunThreads(const RunThreads&) = delete;
+  RunThreads& operator=(const RunThreads&) = delete;
+
+ private:
+  int previous_;
 };
 
 // Fills `r` in place: the loader keeps a reference to r.splits.
@@ -542,7 +587,9 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
 
   // Batches reach the device through the stager's own pinned buffers.
   r.loader = std::make_unique<data::DataLoader>(
-      r.splits.train, data::LoaderOptions{.batch = c.batch, .shuffle = true, .augment = c.augment, .seed = c.seed});
+      r.splits.train,
+      data::LoaderOptions{
+          .batch = c.batch, .shuffle = true, .augment = c.augment, .seed = c.seed, .prefetch = c.prefetch});
   r.stager = std::make_unique<BatchStager>(r.device, r.splits.train, c.batch);
   r.metrics = std::make_unique<StepMetrics>(r.device);
   MT_CHECK(r.splits.train.size() > 0 && r.splits.test.size() > 0,
@@ -622,6 +669,7 @@ void stage_micro_batch(TrainingRun& r, GraphedStep& g, const data::Batch& batch)
   auto full_batch = [&](const Tensor& t) {
     Shape shape = t.sizes();
     shape[0] = r.c.batch;
+    const MemoryCategoryScope data_memory(MemoryCategory::Data);
     return empty(shape, t.dtype(), r.device);
   };
   if (g.inputs.size() <= m) {
@@ -699,6 +747,7 @@ void report_steps(TrainingRun& r, const std::vector<StepValues>& arrived, Report
 // Evaluates on the held-out split, prints and logs the result, and keeps it
 // in the summary; its time is not training time.
 void evaluate_and_report(TrainingRun& r, const std::string& when, Reporter& reporter, Throughput& throughput) {
+  note_training_memory(r);
   const auto start = Clock::now();
   const Evaluation e = evaluate(*r.model, r.splits.test, r.precision, r.device);
   nlohmann::json record = {{"step", r.pos.step}, {"loss", e.loss}};
@@ -717,6 +766,8 @@ void evaluate_and_report(TrainingRun& r, const std::string& when, Reporter& repo
   }
   if (reporter.log.is_open()) reporter.log << nlohmann::json{{"eval", record}}.dump() << '\n';
   throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - start).count());
+  restart_step_clock(r);
+  reset_memory_ledger_peak(r.device);
 }
 
 // Trains until the epoch ends or the step limit is reached; true at the limit.
@@ -744,6 +795,10 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
     r.micro = 0;
     finish_step(r, r.graphed ? graphed_step(r, *r.graphed) : device_step(r), *batch, epoch);
     throughput.step_done();
+    const Clock::time_point now = Clock::now();
+    r.summary.step_seconds.push_back(std::chrono::duration<double>(now - r.last_step_end).count());
+    r.last_step_end = now;
+    if (r.tuner) r.tuner->step_finished();
     report_steps(r, r.metrics->poll(), reporter, throughput);
     if (++r.steps_this_run > 1) {  // the first step carries one-time set-up
       r.steady_syncs += host_sync_count() - syncs_before;
@@ -765,6 +820,10 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
   summary.peak_memory_bytes = memory_stats(r.device).peak_bytes;
   summary.steps = r.pos.step;
   summary.final_scale = r.scaler->get_scale();
+  summary.threads = num_threads();
+  note_training_memory(r);
+  summary.memory_ledger = r.training_memory;
+  summary.memory_theory = memory_theory(*r.model, r.c.master_weights, optimizer_states(r.c));
   summary.host_syncs_per_step =
       r.steady_steps > 0 ? static_cast<double>(r.steady_syncs) / static_cast<double>(r.steady_steps) : 0.0;
   const std::string result =
@@ -773,9 +832,15 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
           : fmt::format("test accuracy {:.2f}%", 100.0 * summary.test_accuracy);
   const std::string speed = summary.language_model ? fmt::format("{:.0f} tokens/s", summary.tokens_per_second)
                                                    : fmt::format("{:.0f} samples/s", summary.samples_per_second);
-  std::fprintf(out, "%s  |  %lld steps in %.1f s, %s, peak memory %s, skipped steps %lld\n", result.c_str(),
+  const std::string threads = r.device.type == DeviceType::CPU
+                                  ? fmt::format(", {} CPU thread{}{}", summary.threads, summary.threads == 1 ? "" : "s",
+                                                r.tuner ? " (timed)" : "")
+                                  : std::string();
+  std::fprintf(out, "%s  |  %lld steps in %.1f s, %s, peak memory %s, skipped steps %lld%s\n", result.c_str(),
                static_cast<long long>(summary.steps), summary.seconds, speed.c_str(),
-               megabytes(summary.peak_memory_bytes).c_str(), static_cast<long long>(summary.skipped_steps));
+               megabytes(summary.peak_memory_bytes).c_str(), static_cast<long long>(summary.skipped_steps),
+               threads.c_str());
+  if (r.c.memory) print_memory_report(out, summary.memory_ledger, summary.memory_theory, r.device.str());
   if (!reporter.log.is_open()) return;
   nlohmann::json record = {{"seconds", summary.seconds},
                            {"samples_per_s", summary.samples_per_second},
@@ -784,6 +849,8 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
                            {"skipped_steps", summary.skipped_steps},
                            {"final_scale", summary.final_scale},
                            {"host_syncs_per_step", summary.host_syncs_per_step},
+                           {"threads", summary.threads},
+                           {"memory_ledger", memory_report_json(summary.memory_ledger, summary.memory_theory)},
                            {"parameters", summary.parameters},
                            {"config", config_json(r.c)}};
   if (summary.language_model) {
@@ -800,11 +867,34 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
 
 }  // namespace
 
+namespace {
+
+// The CPU allocator's cap for TrainConfig::memory_budget, lifted afterwards.
+class CpuMemoryCap {
+ public:
+  explicit CpuMemoryCap(int64_t bytes) : previous_(bytes > 0 ? set_cpu_memory_limit(bytes) : -1) {}
+  ~CpuMemoryCap() {
+    if (previous_ >= 0) set_cpu_memory_limit(previous_);
+  }
+  CpuMemoryCap(const CpuMemoryCap&) = delete;
+  CpuMemoryCap& operator=(const CpuMemoryCap&) = delete;
+
+ private:
+  int64_t previous_;
+};
+
+}  // namespace
+
 TrainSummary train(const TrainConfig& requested, std::FILE* out) {
+  MT_CHECK(requested.memory_budget >= 0, "train: the memory budget must not be negative");
+  const int64_t cpu_bytes_before = memory_stats(kCPU).current_bytes;
+  const int64_t device_tensors_before = memory_ledger(resolve_device(requested.device)).total_current;
   TrainingRun r;
   setup_run(r, requested);
+  r.summary.bytes_before = device_tensors_before;
   const TrainConfig& c = r.c;
   Reporter reporter(out, c.progress, c.log);
+  const RunThreads threads(r);
   std::fprintf(out, "training %s (%lld parameters) on %s in %s%s, %s, batch %lld x %lld, %lld steps per epoch\n",
                c.model.c_str(), static_cast<long long>(r.summary.parameters), r.device.str().c_str(),
                c.precision.c_str(), c.master_weights ? " with f32 master weights" : "", c.optimizer.c_str(),
@@ -812,7 +902,18 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
                static_cast<long long>(r.steps_per_epoch));
 
   allocator_for(r.device).reset_peak();
+  reset_memory_ledger_peak(r.device);
+  r.summary.training_samples = r.splits.train.size();
+  if (r.device.is_cpu()) {
+    for (const data::Dataset* d : {&r.splits.train, &r.splits.test}) {
+      for (const Tensor* t : {&d->inputs, &d->targets})
+        r.summary.dataset_bytes += static_cast<int64_t>(t->storage()->nbytes());
+    }
+  }
+  const CpuMemoryCap cap(
+      r.device.is_cpu() && c.memory_budget > 0 ? cpu_bytes_before + r.summary.dataset_bytes + c.memory_budget : 0);
   Throughput throughput;
+  restart_step_clock(r);
   bool stop = false;
   for (int64_t epoch = r.pos.epoch; epoch < c.epochs && !stop; ++epoch) {
     stop = train_epoch(r, epoch, reporter, throughput);
@@ -824,8 +925,11 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
     }
     evaluate_and_report(r, fmt::format("epoch {}", epoch + 1), reporter, throughput);
     const auto saving = Clock::now();
+    note_training_memory(r);
     if (!c.save.empty()) save_checkpoint(c.save, c, *r.model, *r.opt, *r.scaler, *r.scheduler, r.pos);
     throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - saving).count());
+    restart_step_clock(r);
+    reset_memory_ledger_peak(r.device);
   }
   r.summary.seconds = throughput.wall_seconds();
   r.summary.samples_per_second = throughput.samples_per_second();

@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "nn/module.h"
 #include "tools/data/dataset.h"
+#include "tools/memory_report.h"
 
 namespace mt::tools {
 
@@ -53,6 +54,19 @@ struct TrainConfig {
   int64_t eval_every = 0;               // also evaluate every N optimizer steps (0 = at each epoch's end only)
   bool checkpoint_activations = false;  // transformers: recompute each block in backward (mt::checkpoint)
   bool progress = true;                 // the live progress line on stderr
+  // CPU threads for the kernels. 0 = auto: on the CPU device a ThreadTuner
+  // (core/threads.h) times steps with each count up to mt::default_num_threads()
+  // and keeps the fastest, trying again every few seconds. Results are the
+  // same for every count.
+  int64_t threads = 0;
+  bool memory = false;  // print the memory ledger at the training peak beside its theory (--memory)
+  // Build the next batch on a background thread while the step runs. Off,
+  // the memory peak no longer depends on when that thread ran (mixtape bench).
+  bool prefetch = true;
+  // CPU only, 0 = none: the run's tensors other than its dataset may hold at
+  // most this many bytes once the data is loaded; an allocation beyond throws
+  // OutOfMemoryError as a full GPU would (mixtape bench's batch search).
+  int64_t memory_budget = 0;
 };
 
 struct TrainSummary {
@@ -76,6 +90,24 @@ struct TrainSummary {
   // Blocking device operations (core/host_sync.h) per optimizer step, over
   // the steps after the first; 0 means the host never waited for the device.
   double host_syncs_per_step = 0;
+  int threads = 0;  // CPU threads in use at the end (the tuner's last pick under --threads 0)
+  // The device's memory ledger at the peak of the training steps
+  // (evaluation and checkpoint writing left out), and its theory.
+  MemoryLedger memory_ledger;
+  MemoryTheory memory_theory;
+  // Bytes of the datasets held in the training device's memory (the CPU's
+  // when it trains there): the same for every batch size, so `mixtape
+  // bench` leaves them out of its peaks.
+  int64_t dataset_bytes = 0;
+  int64_t training_samples = 0;  // in the training split (after --train-limit)
+  // Tensor bytes on the training device that were alive before train()
+  // began (not the run's: other work in the same process).
+  int64_t bytes_before = 0;
+  // The run's own training peak: the ledger's peak less the dataset and bytes_before.
+  int64_t training_peak_bytes() const { return memory_ledger.total_peak - dataset_bytes - bytes_before; }
+  // Wall time of each optimizer step of this run, evaluation and checkpoint
+  // writing left out (host time: on a GPU it includes the queue's slack).
+  std::vector<double> step_seconds;
 };
 
 // Raised when the loss stops being finite; the message has the step, the

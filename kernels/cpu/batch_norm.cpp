@@ -41,7 +41,7 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 
   if (args.training) {
     std::vector<double> var_unbiased(static_cast<size_t>(L.c));
-    parallel_for(L.c, 1, [&](int64_t begin, int64_t end) {
+    parallel_for(L.c, 2 * L.count(), [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
         double sum = 0;
         for (int64_t n = 0; n < L.n; ++n) {
@@ -87,7 +87,7 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     scratch.resize(static_cast<size_t>(y.numel()));
     out = scratch.data();
   }
-  parallel_for(L.n * L.c, 4, [&](int64_t begin, int64_t end) {
+  parallel_for(L.n * L.c, L.s, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t c = row % L.c;
       const T scale = invstd[static_cast<size_t>(c)] * value_or(vw, c, T(1));
@@ -116,7 +116,7 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
   if (weight.defined()) vw.emplace(weight);
   // Per channel: sum(dy) and sum(dy * xhat), the gradients of bias and weight.
   std::vector<T> sum_dy(static_cast<size_t>(L.c)), sum_dy_xhat(static_cast<size_t>(L.c));
-  parallel_for(L.c, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(L.c, 2 * L.count(), [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
       double a = 0, b = 0;
       const double m = vmean[c];
@@ -143,7 +143,7 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
     out = scratch.data();
   }
   const T inv_count = L.count() > 0 ? T(1) / static_cast<T>(L.count()) : T(0);
-  parallel_for(L.n * L.c, 4, [&](int64_t begin, int64_t end) {
+  parallel_for(L.n * L.c, L.s, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t c = row % L.c;
       const T invstd = vinvstd[c];

@@ -11,21 +11,21 @@
 // im2col entirely (col is x itself).
 //
 // f32/f16/bf16 compute in f32 (f16/bf16 are converted once on load and
-// rounded once on store), f64 in f64. Each thread owns its col buffer and its
-// partial dW; partials are summed in a fixed order so results are
-// deterministic.
+// rounded once on store), f64 in f64. Each thread owns its col buffer; the
+// weight gradient is summed over fixed batch chunks in a fixed order, so
+// results do not depend on the thread count.
 #include "kernels/conv.h"
 
 #include <Eigen/Core>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <optional>
 
 #include "kernels/cpu/strided.h"
 
 namespace mt::kernels::cpu {
 namespace {
+
+constexpr int64_t kWeightGradChunks = 8;
 
 template <typename T>
 using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -119,7 +119,7 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   const int64_t cg = g.in_channels / g.groups, og = g.out_channels / g.groups;
   const int64_t K = cg * g.kernel_h * g.kernel_w, L = g.out_h * g.out_w, HW = g.in_h * g.in_w;
   const bool pointwise = is_pointwise(g);
-  parallel_for(g.batch, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(g.batch, K * L * g.out_channels, [&](int64_t begin, int64_t end) {
     std::vector<T> col(pointwise ? 0 : static_cast<size_t>(K * L));
     for (int64_t n = begin; n < end; ++n) {
       for (int64_t grp = 0; grp < g.groups; ++grp) {
@@ -180,50 +180,53 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
     }
     if (!pointwise) std::fill(dx_out, dx_out + dx.numel(), T(0));
   }
-  // Per-chunk weight-gradient partials, keyed by chunk start so the final sum
-  // has a fixed order.
-  std::map<int64_t, std::vector<T>> dw_partials;
-  std::mutex partials_mutex;
+  // The batch is cut into a fixed number of chunks, whatever the thread
+  // count; each chunk sums its samples' weight gradients in order, and the
+  // chunks' partials are added in chunk order, so dW is bit-identical on 1 or
+  // 16 threads. (The price: at most kWeightGradChunks threads here, and one
+  // partial dW per chunk in memory.)
+  const int64_t chunks = std::min(g.batch, kWeightGradChunks);
   const int64_t wnumel = g.out_channels * K;
+  std::vector<std::vector<T>> dw_partials(static_cast<size_t>(dweight.defined() ? chunks : 0));
+  const int64_t work_per_chunk = (g.batch / std::max<int64_t>(chunks, 1)) * K * L * g.out_channels * 2;
 
-  parallel_for(g.batch, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(chunks, work_per_chunk, [&](int64_t first_chunk, int64_t end_chunk) {
     std::vector<T> col(pointwise ? 0 : static_cast<size_t>(K * L));
-    std::vector<T> dw_local(dweight.defined() ? static_cast<size_t>(wnumel) : 0, T(0));
-    for (int64_t n = begin; n < end; ++n) {
-      for (int64_t grp = 0; grp < g.groups; ++grp) {
-        const ConstMatMap<T> DY(vdy.data() + (n * g.out_channels + grp * og) * L, og, L);
-        if (dweight.defined()) {
-          const T* xg = vx->data() + (n * g.in_channels + grp * cg) * HW;
-          const T* colp = xg;
-          if (!pointwise) {
-            im2col(xg, g, cg, col.data());
-            colp = col.data();
+    for (int64_t chunk = first_chunk; chunk < end_chunk; ++chunk) {
+      std::vector<T> dw_local(dweight.defined() ? static_cast<size_t>(wnumel) : 0, T(0));
+      for (int64_t n = chunk * g.batch / chunks; n < (chunk + 1) * g.batch / chunks; ++n) {
+        for (int64_t grp = 0; grp < g.groups; ++grp) {
+          const ConstMatMap<T> DY(vdy.data() + (n * g.out_channels + grp * og) * L, og, L);
+          if (dweight.defined()) {
+            const T* xg = vx->data() + (n * g.in_channels + grp * cg) * HW;
+            const T* colp = xg;
+            if (!pointwise) {
+              im2col(xg, g, cg, col.data());
+              colp = col.data();
+            }
+            MatMap<T> DW(dw_local.data() + grp * og * K, og, K);
+            DW.noalias() += DY * ConstMatMap<T>(colp, K, L).transpose();
           }
-          MatMap<T> DW(dw_local.data() + grp * og * K, og, K);
-          DW.noalias() += DY * ConstMatMap<T>(colp, K, L).transpose();
-        }
-        if (dx.defined()) {
-          const ConstMatMap<T> Wg(vw->data() + grp * og * K, og, K);
-          T* dxg = dx_out + (n * g.in_channels + grp * cg) * HW;
-          if (pointwise) {
-            MatMap<T>(dxg, K, L).noalias() = Wg.transpose() * DY;
-          } else {
-            MatMap<T> DCOL(col.data(), K, L);
-            DCOL.noalias() = Wg.transpose() * DY;
-            col2im(col.data(), g, cg, dxg);
+          if (dx.defined()) {
+            const ConstMatMap<T> Wg(vw->data() + grp * og * K, og, K);
+            T* dxg = dx_out + (n * g.in_channels + grp * cg) * HW;
+            if (pointwise) {
+              MatMap<T>(dxg, K, L).noalias() = Wg.transpose() * DY;
+            } else {
+              MatMap<T> DCOL(col.data(), K, L);
+              DCOL.noalias() = Wg.transpose() * DY;
+              col2im(col.data(), g, cg, dxg);
+            }
           }
         }
       }
-    }
-    if (dweight.defined()) {
-      const std::lock_guard<std::mutex> lock(partials_mutex);
-      dw_partials.emplace(begin, std::move(dw_local));
+      if (dweight.defined()) dw_partials[static_cast<size_t>(chunk)] = std::move(dw_local);
     }
   });
 
   if (dweight.defined()) {
     std::vector<T> dw(static_cast<size_t>(wnumel), T(0));
-    for (const auto& [start, part] : dw_partials) {
+    for (const std::vector<T>& part : dw_partials) {
       for (int64_t i = 0; i < wnumel; ++i) dw[static_cast<size_t>(i)] += part[static_cast<size_t>(i)];
     }
     store(dw.data(), dweight);

@@ -55,7 +55,7 @@ void backward_typed(const Tensor& logits, const Tensor& target, const Tensor& ro
   Loaded<int64_t> t(target);
   std::vector<T> dx(static_cast<size_t>(n * c));
   const T eps = static_cast<T>(args.label_smoothing);
-  parallel_for(n, 16, [&](int64_t begin, int64_t end) {
+  parallel_for(n, 4 * c, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       T* drow = dx.data() + r * c;
       const int64_t label = t[r];

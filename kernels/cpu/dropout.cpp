@@ -14,7 +14,7 @@ void forward_typed(const Tensor& in, const Tensor& out, const Tensor& mask, Drop
   uint8_t* keep = static_cast<uint8_t*>(mask.data_ptr());
   const T scale = args.p < 1 ? static_cast<T>(1.0 / (1.0 - args.p)) : T(0);
   const auto p = static_cast<float>(args.p);
-  parallel_for(n, 1 << 14, [&](int64_t begin, int64_t end) {
+  parallel_for(n, 2, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const bool kept = philox_uniform(args.seed, args.block_offset, static_cast<uint64_t>(i)) >= p;
       keep[i] = kept ? 1 : 0;

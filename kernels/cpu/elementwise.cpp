@@ -8,8 +8,6 @@
 namespace mt::kernels::cpu {
 namespace {
 
-constexpr int64_t kGrain = 1 << 15;  // elements per thread before splitting work
-
 template <typename T>
 void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) {
   Loaded<T> x(in);
@@ -17,7 +15,7 @@ void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   T* py = y.data();
   kernels::visit_unary(op, [&](auto tag) {
-    parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) py[i] = kernels::unary_forward<decltype(tag)::value, T>(x[i], a, b);
     });
   });
@@ -36,7 +34,7 @@ void unary_backward_typed(UnaryOp op, const Tensor& grad_out, const Tensor& in, 
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   T* pdx = dx.data();
   kernels::visit_unary(op, [&](auto tag) {
-    parallel_for(grad_in.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    parallel_for(grad_in.numel(), 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i)
         pdx[i] = kernels::unary_backward<decltype(tag)::value, T>(x[i], y[i], g[i], a, b);
     });
@@ -50,7 +48,7 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
   OutputBuffer<T> y(out);
   T* py = y.data();
   kernels::visit_binary(op, [&](auto tag) {
-    parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) py[i] = kernels::binary_forward<decltype(tag)::value, T>(va[i], vb[i]);
     });
   });

@@ -23,10 +23,10 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, do
   if (weight.defined()) vw.emplace(weight);
   if (bias.defined()) vb.emplace(bias);
   std::vector<T> vy(static_cast<size_t>(x.numel())), vmean(static_cast<size_t>(rows)), vrstd(static_cast<size_t>(rows));
-  parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
+  parallel_for(rows, 4 * n, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      layer_norm_row(vx.data() + r * n, optional_data(vw), optional_data(vb), vy.data() + r * n, n,
-                     static_cast<T>(eps), &vmean[static_cast<size_t>(r)], &vrstd[static_cast<size_t>(r)]);
+      layer_norm_row(vx.data() + r * n, optional_data(vw), optional_data(vb), vy.data() + r * n, n, static_cast<T>(eps),
+                     &vmean[static_cast<size_t>(r)], &vrstd[static_cast<size_t>(r)]);
     }
   });
   store(vy.data(), y);
@@ -44,7 +44,7 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
   if (weight.defined()) vw.emplace(weight);
   if (dx.defined()) {
     std::vector<T> vdx(static_cast<size_t>(x.numel()));
-    parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
+    parallel_for(rows, 4 * n, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         layer_norm_backward_row(vdy.data() + r * n, vx.data() + r * n, optional_data(vw), vmean[r], vrstd[r],
                                 vdx.data() + r * n, n);

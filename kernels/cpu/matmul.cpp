@@ -1,4 +1,4 @@
-// CPU GEMM through Eigen (parallel over both cores with OpenMP).
+// CPU GEMM through Eigen, parallel over fixed output tiles (below).
 //
 // f32 and f64 operands are mapped in place when each matrix is plain row- or
 // column-major (so A^T and B^T from backward cost no copy); anything else,
@@ -7,6 +7,7 @@
 #include "kernels/matmul.h"
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <optional>
 
 #include "kernels/common/elementwise.h"
@@ -29,7 +30,7 @@ struct Operand {
   int64_t batch_stride = 0;
   int64_t rows = 0, cols = 0, ld = 0;
   bool row_major = true;
-  std::vector<T> owned;
+  std::optional<Loaded<T>> converted;  // the operand as contiguous T, when it is not already
 
   explicit Operand(const Tensor& t) : rows(t.size(1)), cols(t.size(2)) {
     const int64_t s0 = t.stride(0), s1 = t.stride(1), s2 = t.stride(2);
@@ -44,9 +45,8 @@ struct Operand {
         return;
       }
     }
-    Loaded<T> loaded(t);
-    owned.assign(loaded.data(), loaded.data() + loaded.size());
-    set(owned.data(), rows * cols, true, cols);
+    converted.emplace(t);
+    set(converted->data(), rows * cols, true, cols);
   }
 
   void set(const T* p, int64_t bs, bool rm, int64_t leading) {
@@ -69,53 +69,117 @@ T activate(GemmActivation activation, T z) {
   return z;
 }
 
-// Bias and activation on the unrounded product, as the GPU epilogue does;
-// `pre` (or null) receives the pre-activation. `bias` is in T (null for none).
+// Bias and activation on the unrounded product, as the GPU epilogue does,
+// for the block of rows [r0, r0 + h) and columns [c0, c0 + w) of an m x n
+// (row stride n) output; `pre` (or null) receives the pre-activation.
+// `bias` is in T (null for none).
 template <typename T>
-void apply_epilogue(T* c, T* pre, int64_t rows, int64_t cols, const T* bias, GemmActivation activation) {
-  for (int64_t r = 0; r < rows; ++r) {
-    T* row = c + r * cols;
-    for (int64_t j = 0; j < cols; ++j) {
-      const T z = bias == nullptr ? row[j] : row[j] + bias[j];
-      if (pre != nullptr) pre[r * cols + j] = z;
-      row[j] = activate(activation, z);
+void apply_epilogue(T* c, T* pre, int64_t n, int64_t r0, int64_t h, int64_t c0, int64_t w, const T* bias,
+                    GemmActivation activation) {
+  for (int64_t r = r0; r < r0 + h; ++r) {
+    for (int64_t j = c0; j < c0 + w; ++j) {
+      const T z = bias == nullptr ? c[r * n + j] : c[r * n + j] + bias[j];
+      if (pre != nullptr) pre[r * n + j] = z;
+      c[r * n + j] = activate(activation, z);
     }
+  }
+}
+
+// The output is cut into tiles by its shape alone, never by the thread
+// count, and each tile is one single-threaded Eigen product: Eigen's own
+// parallel GEMM picks its depth blocking by the thread count, so a product
+// (and every loss after it) changed in its last bits when the count did, and
+// ThreadTuner changes it mid-run. Tiles split the larger output side, no
+// side under kMinTileSide (each extra tile repacks the other operand, about
+// 1/side of the tile's work), into at most kMaxTiles per product.
+struct GemmTiles {
+  int64_t rows = 1, cols = 1;  // tiles along m and n
+  int64_t tm = 0, tn = 0;      // tile height and width (the last ones may be smaller)
+};
+
+constexpr int64_t kMaxTiles = 16;
+constexpr int64_t kMinTileSide = 128;
+constexpr int64_t kMinTileWork = int64_t{1} << 22;  // multiply-adds
+
+GemmTiles gemm_tiles(int64_t batch, int64_t m, int64_t n, int64_t k) {
+  GemmTiles t;
+  const int64_t work = batch * m * n * k;
+  const int64_t wanted = std::clamp<int64_t>(work / kMinTileWork, 1, kMaxTiles);
+  const int64_t per_matrix = (wanted + batch - 1) / batch;
+  while (t.rows * t.cols < per_matrix) {
+    const bool can_split_rows = m / (t.rows * 2) >= kMinTileSide;
+    const bool can_split_cols = n / (t.cols * 2) >= kMinTileSide;
+    if (can_split_rows && (m / t.rows >= n / t.cols || !can_split_cols)) {
+      t.rows *= 2;
+    } else if (can_split_cols) {
+      t.cols *= 2;
+    } else {
+      break;
+    }
+  }
+  t.tm = (m + t.rows - 1) / t.rows;
+  t.tn = (n + t.cols - 1) / t.cols;
+  return t;
+}
+
+template <typename T>
+using Block = Eigen::Block<Eigen::Map<RowMajor<T>>>;
+
+// C = A @ B for one tile, with A's rows [r0, r0 + h) and B's columns [c0, c0 + w).
+template <typename T>
+void multiply_tile(const Operand<T>& A, const Operand<T>& B, const T* pa, const T* pb, Block<T> C, int64_t r0,
+                   int64_t c0) {
+  const int64_t h = C.rows(), w = C.cols(), k = A.cols;
+  using RowMap = Eigen::Map<const RowMajor<T>, 0, Stride>;
+  using ColMap = Eigen::Map<const ColMajor<T>, 0, Stride>;
+  // Four layout combinations; Eigen picks a kernel for each.
+  if (A.row_major && B.row_major) {
+    const RowMap a(pa, A.rows, k, Stride(A.ld));
+    const RowMap b(pb, k, B.cols, Stride(B.ld));
+    C.noalias() = a.middleRows(r0, h) * b.middleCols(c0, w);
+  } else if (A.row_major) {
+    const RowMap a(pa, A.rows, k, Stride(A.ld));
+    const ColMap b(pb, k, B.cols, Stride(B.ld));
+    C.noalias() = a.middleRows(r0, h) * b.middleCols(c0, w);
+  } else if (B.row_major) {
+    const ColMap a(pa, A.rows, k, Stride(A.ld));
+    const RowMap b(pb, k, B.cols, Stride(B.ld));
+    C.noalias() = a.middleRows(r0, h) * b.middleCols(c0, w);
+  } else {
+    const ColMap a(pa, A.rows, k, Stride(A.ld));
+    const ColMap b(pb, k, B.cols, Stride(B.ld));
+    C.noalias() = a.middleRows(r0, h) * b.middleCols(c0, w);
   }
 }
 
 template <typename T>
 void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue) {
   Operand<T> A(a), B(b);
-  const int64_t batch = out.size(0), m = out.size(1), n = out.size(2);
+  const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   std::optional<Loaded<T>> bias;
   if (epilogue.bias.defined()) bias.emplace(epilogue.bias);
   OutputBuffer<T> dst(out);
   std::optional<OutputBuffer<T>> pre;
   if (epilogue.pre_activation.defined()) pre.emplace(epilogue.pre_activation);
   const bool any_epilogue = bias || pre || epilogue.activation != GemmActivation::None;
-  for (int64_t i = 0; i < batch; ++i) {
-    Eigen::Map<RowMajor<T>> C(dst.data() + i * m * n, m, n);
-    const T* pa = A.base + i * A.batch_stride;
-    const T* pb = B.base + i * B.batch_stride;
-    // Four layout combinations; Eigen picks a kernel for each.
-    if (A.row_major && B.row_major) {
-      C.noalias() = Eigen::Map<const RowMajor<T>, 0, Stride>(pa, A.rows, A.cols, Stride(A.ld)) *
-                    Eigen::Map<const RowMajor<T>, 0, Stride>(pb, B.rows, B.cols, Stride(B.ld));
-    } else if (A.row_major) {
-      C.noalias() = Eigen::Map<const RowMajor<T>, 0, Stride>(pa, A.rows, A.cols, Stride(A.ld)) *
-                    Eigen::Map<const ColMajor<T>, 0, Stride>(pb, B.rows, B.cols, Stride(B.ld));
-    } else if (B.row_major) {
-      C.noalias() = Eigen::Map<const ColMajor<T>, 0, Stride>(pa, A.rows, A.cols, Stride(A.ld)) *
-                    Eigen::Map<const RowMajor<T>, 0, Stride>(pb, B.rows, B.cols, Stride(B.ld));
-    } else {
-      C.noalias() = Eigen::Map<const ColMajor<T>, 0, Stride>(pa, A.rows, A.cols, Stride(A.ld)) *
-                    Eigen::Map<const ColMajor<T>, 0, Stride>(pb, B.rows, B.cols, Stride(B.ld));
+  const GemmTiles tiles = gemm_tiles(batch, m, n, k);
+  const int64_t per_matrix = tiles.rows * tiles.cols;
+  parallel_for(batch * per_matrix, tiles.tm * tiles.tn * std::max<int64_t>(k, 1), [&](int64_t begin, int64_t end) {
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t i = tile / per_matrix;
+      const int64_t r0 = (tile % per_matrix) / tiles.cols * tiles.tm;
+      const int64_t c0 = (tile % per_matrix) % tiles.cols * tiles.tn;
+      const int64_t h = std::min(tiles.tm, m - r0), w = std::min(tiles.tn, n - c0);
+      if (h <= 0 || w <= 0) continue;
+      T* c = dst.data() + i * m * n;
+      Eigen::Map<RowMajor<T>> C(c, m, n);
+      multiply_tile(A, B, A.base + i * A.batch_stride, B.base + i * B.batch_stride, C.block(r0, c0, h, w), r0, c0);
+      if (any_epilogue) {
+        apply_epilogue(c, pre ? pre->data() + i * m * n : nullptr, n, r0, h, c0, w, bias ? bias->data() : nullptr,
+                       epilogue.activation);
+      }
     }
-    if (any_epilogue) {
-      apply_epilogue(dst.data() + i * m * n, pre ? pre->data() + i * m * n : nullptr, m, n,
-                     bias ? bias->data() : nullptr, epilogue.activation);
-    }
-  }
+  });
   dst.commit();
   if (pre) pre->commit();
 }

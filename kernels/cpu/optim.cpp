@@ -61,7 +61,9 @@ void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& scheduled_
     Updatable<float> w(weights_of(s)), m(s.state1), v(s.state2);
     Loaded<float> g(s.grad);
     float *pw = w.data(), *pm = m.data(), *pv = v.data();
-    for (int64_t i = 0; i < g.size(); ++i) adamw_update(pw[i], pm[i], pv[i], g[i] * inv_scale, k, args);
+    parallel_for(g.size(), 8, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) adamw_update(pw[i], pm[i], pv[i], g[i] * inv_scale, k, args);
+    });
     m.commit();
     v.commit();
     write_back(s, w, rounding, block);
@@ -83,7 +85,9 @@ void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& scheduled_args
     if (s.state1.defined()) {
       Updatable<float> buf(s.state1);
       float* pb = buf.data();
-      for (int64_t i = 0; i < g.size(); ++i) sgd_update(pw[i], pb[i], g[i] * inv_scale, first, args);
+      parallel_for(g.size(), 4, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) sgd_update(pw[i], pb[i], g[i] * inv_scale, first, args);
+      });
       buf.commit();
     } else {
       float unused = 0;

@@ -21,7 +21,6 @@ Planes planes_of(const Tensor& t) {
   return {h * w == 0 ? 0 : t.numel() / (h * w), h, w};
 }
 
-
 // The input rows [start, end) of pooling window o along one dim, before
 // clipping.
 struct Span {
@@ -36,7 +35,7 @@ void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const 
   OutputBuffer<int64_t> vi(indices);
   T* py = vy.data();
   int64_t* pi = vi.data();
-  parallel_for(in.count, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(in.count, 4 * out.h * out.w, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const T* xp = vx.data() + p * in.h * in.w;
       for (int64_t oy = 0; oy < out.h; ++oy) {
@@ -80,7 +79,7 @@ void max_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx) {
   T* pdx = vdx.data();
   std::fill(pdx, pdx + dx.numel(), T(0));
   const int64_t per_plane = out.h * out.w;
-  parallel_for(in.count, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(in.count, 4 * out.h * out.w, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       T* dxp = pdx + p * in.h * in.w;
       for (int64_t o = p * per_plane; o < (p + 1) * per_plane; ++o) dxp[vi[o]] += vdy[o];
@@ -134,7 +133,7 @@ void mean_pool_forward(const Tensor& x, const Tensor& y, Windows&& for_each_wind
   const Loaded<T> vx(x);
   OutputBuffer<T> vy(y);
   T* py = vy.data();
-  parallel_for(in.count, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(in.count, 4 * out.h * out.w, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const T* xp = vx.data() + p * in.h * in.w;
       T* yp = py + p * out.h * out.w;
@@ -157,7 +156,7 @@ void mean_pool_backward(const Tensor& dy, const Tensor& dx, Windows&& for_each_w
   OutputBuffer<T> vdx(dx);
   T* pdx = vdx.data();
   std::fill(pdx, pdx + dx.numel(), T(0));
-  parallel_for(in.count, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(in.count, 4 * out.h * out.w, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       T* dxp = pdx + p * in.h * in.w;
       const T* dyp = vdy.data() + p * out.h * out.w;

@@ -15,7 +15,7 @@ template <typename T>
 void reduce_typed(ReduceOp op, const Tensor& in, const Tensor& out, ReduceArgs args) {
   Loaded<T> x(in);
   std::vector<T> result(static_cast<size_t>(args.rows));
-  parallel_for(args.rows, 64, [&](int64_t begin, int64_t end) {
+  parallel_for(args.rows, args.cols, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const T* row = x.data() + r * args.cols;
       double acc = 0;
@@ -35,8 +35,7 @@ void reduce_typed(ReduceOp op, const Tensor& in, const Tensor& out, ReduceArgs a
           break;
         }
         case ReduceOp::Max:
-        case ReduceOp::Min:
-          fail("reduce: max/min go through reduce_rows_with_index");
+        case ReduceOp::Min: fail("reduce: max/min go through reduce_rows_with_index");
       }
       result[static_cast<size_t>(r)] = static_cast<T>(acc);
     }
@@ -45,8 +44,7 @@ void reduce_typed(ReduceOp op, const Tensor& in, const Tensor& out, ReduceArgs a
 }
 
 template <typename T>
-void reduce_index_typed(ReduceOp op, const Tensor& in, const Tensor& values, const Tensor& indices,
-                        ReduceArgs args) {
+void reduce_index_typed(ReduceOp op, const Tensor& in, const Tensor& values, const Tensor& indices, ReduceArgs args) {
   Loaded<T> x(in);
   std::vector<T> best(static_cast<size_t>(args.rows));
   std::vector<int64_t> where(static_cast<size_t>(args.rows));
@@ -82,8 +80,8 @@ void reduce_rows_with_index(ReduceOp op, const Tensor& in, const Tensor& values,
                             ReduceArgs args) {
   MT_CHECK(args.cols > 0, "max/min/argmax: cannot reduce over an empty dimension");
   MT_CHECK(in.numel() == args.rows * args.cols && indices.numel() == args.rows,
-           "reduce_with_index: {} input elements and {} outputs do not make {} rows of {}", in.numel(),
-           indices.numel(), args.rows, args.cols);
+           "reduce_with_index: {} input elements and {} outputs do not make {} rows of {}", in.numel(), indices.numel(),
+           args.rows, args.cols);
   if (computes_in_double(in.dtype())) {
     reduce_index_typed<double>(op, in, values, indices, args);
   } else {

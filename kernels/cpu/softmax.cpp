@@ -12,7 +12,7 @@ void forward_typed(const Tensor& in, const Tensor& out, bool log) {
   const int64_t rows = cols == 0 ? 0 : in.numel() / cols;
   Loaded<T> x(in);
   std::vector<T> y(static_cast<size_t>(in.numel()));
-  parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
+  parallel_for(rows, 4 * cols, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) softmax_row(x.data() + r * cols, y.data() + r * cols, cols, log);
   });
   store(y.data(), out);
@@ -24,7 +24,7 @@ void backward_typed(const Tensor& grad_out, const Tensor& out, const Tensor& gra
   const int64_t rows = cols == 0 ? 0 : out.numel() / cols;
   Loaded<T> dy(grad_out), y(out);
   std::vector<T> dx(static_cast<size_t>(out.numel()));
-  parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
+  parallel_for(rows, 4 * cols, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       softmax_backward_row(dy.data() + r * cols, y.data() + r * cols, dx.data() + r * cols, cols, log);
     }

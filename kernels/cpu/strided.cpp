@@ -6,10 +6,21 @@
 #include <cstring>
 #include <memory>
 
+#include "core/threads.h"
+
 namespace mt::kernels::cpu {
 
 int64_t omp_threads() { return omp_get_num_threads(); }
 int64_t omp_thread_id() { return omp_get_thread_num(); }
+
+int64_t threads_for(int64_t n, int64_t work_per_item) {
+  if (n <= 1) return 1;
+  const int64_t allowed = std::min<int64_t>(num_threads(), n);
+  // Saturating: n * work can exceed int64 for absurd shapes.
+  const int64_t per_thread = std::max<int64_t>(work_per_item, 1);
+  const int64_t items_per_thread = std::max<int64_t>(1, (kMinWorkPerThread + per_thread - 1) / per_thread);
+  return std::clamp<int64_t>(n / items_per_thread, 1, allowed);
+}
 
 namespace {
 
@@ -38,8 +49,9 @@ void gather(const Tensor& t, T* dst) {
   const S* base = static_cast<const S*>(t.storage()->data());
   if (t.is_contiguous()) {
     const S* src = base + t.offset();
-    const int64_t n = t.numel();
-    for (int64_t i = 0; i < n; ++i) dst[i] = convert<T>(src[i]);
+    parallel_for(t.numel(), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) dst[i] = convert<T>(src[i]);
+    });
     return;
   }
   T* out = dst;
@@ -59,8 +71,9 @@ void scatter(const T* src, const Tensor& out) {
   S* base = static_cast<S*>(out.storage()->data());
   if (out.is_contiguous()) {
     S* dst = base + out.offset();
-    const int64_t n = out.numel();
-    for (int64_t i = 0; i < n; ++i) dst[i] = convert<S>(src[i]);
+    parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) dst[i] = convert<S>(src[i]);
+    });
     return;
   }
   const T* in = src;
@@ -88,9 +101,9 @@ Loaded<T>::Loaded(const Tensor& t) : size_(t.numel()) {
     ptr_ = static_cast<const T*>(t.data_ptr());
     return;
   }
-  owned_.resize(static_cast<size_t>(size_));
-  visit_dtype(t.dtype(), [&](auto zero) { gather<T, decltype(zero)>(t, owned_.data()); });
-  ptr_ = owned_.data();
+  owned_ = std::make_unique_for_overwrite<T[]>(static_cast<size_t>(size_));
+  visit_dtype(t.dtype(), [&](auto zero) { gather<T, decltype(zero)>(t, owned_.get()); });
+  ptr_ = owned_.get();
 }
 
 template <typename T>

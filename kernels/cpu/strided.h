@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "core/tensor.h"
@@ -26,7 +27,7 @@ class Loaded {
   const T& operator[](int64_t i) const { return ptr_[i]; }
 
  private:
-  std::vector<T> owned_;
+  std::unique_ptr<T[]> owned_;  // uninitialised until gathered into
   const T* ptr_ = nullptr;
   int64_t size_ = 0;
 };
@@ -82,13 +83,13 @@ class OutputBuffer {
  public:
   explicit OutputBuffer(const Tensor& out) : out_(out), ptr_(direct_output<T>(out)) {
     if (ptr_ == nullptr) {
-      scratch_.resize(static_cast<size_t>(out.numel()));
-      ptr_ = scratch_.data();
+      scratch_ = std::make_unique_for_overwrite<T[]>(static_cast<size_t>(out.numel()));
+      ptr_ = scratch_.get();
     }
   }
   T* data() { return ptr_; }
   void commit() {
-    if (scratch_.empty()) {
+    if (scratch_ == nullptr) {
       out_.storage()->bump_version();
     } else {
       store(ptr_, out_);
@@ -98,25 +99,39 @@ class OutputBuffer {
  private:
   Tensor out_;
   T* ptr_;
-  std::vector<T> scratch_;
+  std::unique_ptr<T[]> scratch_;  // uninitialised: the kernel writes every element
 };
 
 // Wrappers so this header need not include omp.h.
 int64_t omp_threads();
 int64_t omp_thread_id();
 
-// Runs body(begin, end) over [0, n) split across the OpenMP threads when n is large.
+// Below this much work (roughly: element operations) a thread costs more to
+// wake and wait for than it saves; PyTorch's at::parallel_for uses the same
+// grain. On a busy machine every parallel region can wait a time slice for a
+// descheduled thread, so small ops must not open one at all.
+inline constexpr int64_t kMinWorkPerThread = int64_t{1} << 15;
+
+// Threads worth using for n items of `work_per_item` each: at most
+// mt::num_threads(), and none beyond one per kMinWorkPerThread of work.
+int64_t threads_for(int64_t n, int64_t work_per_item);
+
+// Runs body(begin, end) over [0, n), split into contiguous ranges across
+// threads_for(n, work_per_item) threads. Each item must be computed the same
+// way whatever range it falls in, so results never depend on the thread
+// count (ThreadTuner changes it during training).
 template <typename Body>
-void parallel_for(int64_t n, int64_t grain, Body&& body) {
-  if (n <= grain) {
-    body(int64_t{0}, n);
+void parallel_for(int64_t n, int64_t work_per_item, Body&& body) {
+  const int64_t threads = threads_for(n, work_per_item);
+  if (threads <= 1) {
+    if (n > 0) body(int64_t{0}, n);
     return;
   }
-#pragma omp parallel
+#pragma omp parallel num_threads(static_cast <int>(threads))
   {
-    const int64_t threads = omp_threads();
+    const int64_t team = omp_threads();
     const int64_t id = omp_thread_id();
-    const int64_t chunk = (n + threads - 1) / threads;
+    const int64_t chunk = (n + team - 1) / team;
     const int64_t begin = std::min(n, id * chunk);
     const int64_t end = std::min(n, begin + chunk);
     if (begin < end) body(begin, end);

@@ -26,6 +26,11 @@ expect_failure "dataset-fashion-mnist" train --data "$tmp/none" --steps 1
 expect_failure "precision" train --precision fp8
 expect_failure "seed.*not a whole number" train --seed 99999999999999999999999 --steps 1
 expect_failure "seed.*not a whole number" train --seed -1 --steps 1
+expect_failure "threads" train --threads -2 --steps 1
+MT_NUM_THREADS=many expect_failure "MT_NUM_THREADS" train --steps 1 --train-limit 256 --test-limit 10
+MT_CPU_MEMORY_LIMIT=lots expect_failure "MT_CPU_MEMORY_LIMIT" train --steps 1 --train-limit 256 --test-limit 10
+expect_failure "unknown unit" bench --mem-budget 12abc
+expect_failure "too small.*batch 1" bench --mem-budget 1KiB --steps 5 --warmup 1 --train-limit 512 --no-progress
 head -c 100 /dev/urandom > "$tmp/corrupt.safetensors"
 expect_failure "corrupt|header|truncated|too short" eval --checkpoint "$tmp/corrupt.safetensors"
 expect_failure "corrupt|header|truncated|too short" train --resume "$tmp/corrupt.safetensors" --steps 1

@@ -9,6 +9,7 @@
 
 #include "amp/grad_scaler.h"
 #include "core/safetensors.h"
+#include "core/threads.h"
 #include "tools/data/loader.h"
 #include "tools/trainer.h"
 
@@ -194,6 +195,41 @@ TEST_CASE("shuffling is seeded per epoch and augmentation is reproducible", "[da
   b.next();
   CHECK(a.next()->inputs.to_vector() == b.next()->inputs.to_vector());
   CHECK(a.batches_per_epoch() == 4);
+}
+
+// Catches a kernel whose result depends on the thread count (the tuner
+// changes it mid-run, so runs of one seed would differ) and a tuner that
+// leaves its count behind after train() returns.
+TEST_CASE("training gives the same losses on 1 thread, 2 threads and under the thread tuner", "[e2e][threads]") {
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  for (const char* model : {"mlp", "cnn"}) {
+    for (const char* precision : {"fp32", "bf16"}) {
+      INFO(model << " " << precision);
+      tools::TrainConfig c = quick_config();
+      c.model = model;
+      c.precision = precision;
+      c.train_limit = std::string(model) == "cnn" ? 256 : 2048;
+      c.batch = std::string(model) == "cnn" ? 32 : 128;
+      c.test_limit = 100;
+      c.threads = 1;
+      const int before = num_threads();
+      const auto one = tools::train(c, sink);
+      CHECK(one.threads == 1);
+      c.threads = 2;
+      const auto two = tools::train(c, sink);
+      CHECK(two.threads == 2);
+      c.threads = 0;
+      const auto tuned = tools::train(c, sink);
+      CHECK(num_threads() == before);
+      CHECK(one.losses == two.losses);
+      CHECK(one.losses == tuned.losses);
+      CHECK(one.test_accuracy == tuned.test_accuracy);
+    }
+  }
+  tools::TrainConfig c = quick_config();
+  c.threads = -1;
+  CHECK_THROWS_WITH(tools::train(c, sink), Contains("--threads"));
+  std::fclose(sink);
 }
 
 TEST_CASE("a few training steps on the sim device match the CPU run's losses", "[e2e][sim]") {

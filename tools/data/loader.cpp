@@ -95,6 +95,7 @@ Batch DataLoader::make_batch(int64_t batch_index) const {
   const int64_t begin = batch_index * options_.batch;
   const int64_t count = std::min(options_.batch, n - begin);
   const DType input_type = dataset_.inputs.dtype();
+  const MemoryCategoryScope data_memory(MemoryCategory::Data);
   Batch b;
   b.index = batch_index;
   const Shape input_shape = with_batch(dataset_.inputs, count);

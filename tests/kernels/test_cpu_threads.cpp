@@ -1,0 +1,94 @@
+// The CPU kernels' results must not depend on how many threads compute them:
+// ThreadTuner changes the count during training, so a dependence would make
+// two runs of the same seed differ. Catches Eigen's own parallel GEMM (its
+// depth blocking follows the thread count) and weight-gradient partials cut
+// by thread ranges.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "core/generator.h"
+#include "core/threads.h"
+
+using namespace mt;
+
+namespace {
+
+std::vector<float> values(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  const float* p = static_cast<const float*>(c.data_ptr());
+  return {p, p + c.numel()};
+}
+
+// The outputs of `compute` (forward results and gradients) with `threads` threads.
+std::vector<std::vector<float>> with_threads(int threads, const std::function<std::vector<Tensor>()>& compute) {
+  const int before = num_threads();
+  set_num_threads(threads);
+  std::vector<std::vector<float>> out;
+  for (const Tensor& t : compute()) out.push_back(values(t));
+  set_num_threads(before);
+  return out;
+}
+
+void check_same_on_1_2_and_3_threads(const std::function<std::vector<Tensor>()>& compute) {
+  const auto one = with_threads(1, compute);
+  for (int threads : {2, 3}) {
+    INFO(threads << " threads");
+    const auto many = with_threads(threads, compute);
+    REQUIRE(many.size() == one.size());
+    for (size_t i = 0; i < one.size(); ++i) {
+      INFO("output " << i);
+      REQUIRE(many[i].size() == one[i].size());
+      CHECK(std::memcmp(many[i].data(), one[i].data(), one[i].size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CPU GEMM (forward and backward of linear) is bit-identical on 1, 2 and 3 threads", "[kernels][threads]") {
+  check_same_on_1_2_and_3_threads([] {
+    Generator gen(7);
+    Tensor x = randn({192, 784}, kF32, kCPU, &gen).requires_grad_();
+    Tensor w = randn({256, 784}, kF32, kCPU, &gen).requires_grad_();
+    Tensor b = randn({256}, kF32, kCPU, &gen).requires_grad_();
+    Tensor y = linear(x, w, b, LinearActivation::Gelu);
+    sum(mul(y, y)).backward();
+    return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
+  });
+}
+
+TEST_CASE("CPU batched matmul is bit-identical on 1, 2 and 3 threads", "[kernels][threads]") {
+  check_same_on_1_2_and_3_threads([] {
+    Generator gen(8);
+    const Tensor a = randn({6, 130, 70}, kF32, kCPU, &gen);
+    const Tensor b = randn({6, 70, 300}, kF32, kCPU, &gen);
+    return std::vector<Tensor>{matmul(a, b), matmul(a.transpose(1, 2).contiguous().transpose(1, 2), b)};
+  });
+}
+
+TEST_CASE("CPU conv2d forward and backward are bit-identical on 1, 2 and 3 threads", "[kernels][threads]") {
+  check_same_on_1_2_and_3_threads([] {
+    Generator gen(9);
+    Tensor x = randn({13, 8, 14, 14}, kF32, kCPU, &gen).requires_grad_();
+    Tensor w = randn({16, 8, 3, 3}, kF32, kCPU, &gen).requires_grad_();
+    Tensor b = randn({16}, kF32, kCPU, &gen).requires_grad_();
+    Tensor y = conv2d(x, w, b, 1, 1);
+    sum(mul(y, y)).backward();
+    return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
+  });
+}
+
+TEST_CASE("CPU softmax, layer_norm and sums are bit-identical on 1, 2 and 3 threads", "[kernels][threads]") {
+  check_same_on_1_2_and_3_threads([] {
+    Generator gen(10);
+    Tensor x = randn({512, 384}, kF32, kCPU, &gen).requires_grad_();
+    Tensor g = randn({384}, kF32, kCPU, &gen).requires_grad_();
+    Tensor s = softmax(x, -1);
+    Tensor n = layer_norm(x, {384}, g);
+    sum(mul(n, s)).backward();
+    return std::vector<Tensor>{s, n, sum(x, {0}), x.grad(), g.grad()};
+  });
+}

@@ -1,0 +1,64 @@
+// `mixtape bench`: what mixed precision buys on this machine, measured.
+//
+// On one model and its data it trains, from the same seed:
+//   1. FP32 at batch B;
+//   2. AMP FP16 (autocast + GradScaler) and AMP BF16 (autocast) at batch B;
+//   3. AMP (fp16 on a GPU or sim, bf16 on the CPU) at the largest batch that
+//      fits the memory budget: by default the FP32 run's peak, i.e. "what
+//      batch does AMP afford in FP32's memory". The batch is found by real
+//      trial steps, doubling from B and then bisecting; a trial that runs out
+//      of memory (the budget caps the allocator during the search) or peaks
+//      above the budget does not fit.
+// Each row: peak memory of the training steps (the dataset held in memory
+// is left out: it is the same for every row), iterations/s and samples/s as
+// the median of repeated timed windows after warm-up steps, with the slowest
+// and fastest window beside it.
+#pragma once
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mt::tools {
+
+struct BenchOptions {
+  std::string model = "mlp";
+  std::string device = "auto";
+  int64_t steps = 50;      // timed steps per row
+  int64_t warmup = 5;      // steps before timing starts
+  int64_t windows = 5;     // the timed steps are cut into this many windows
+  int64_t batch = 0;       // 0: the model's default
+  int64_t mem_budget = 0;  // bytes for row 3; 0: the FP32 row's peak
+  std::string data;        // dataset directory (as train --data)
+  int64_t train_limit = 0;
+  bool progress = true;
+};
+
+struct BenchRow {
+  std::string config;     // "fp32", "amp-fp16", "amp-bf16", "amp-fp16-max-batch", ...
+  std::string precision;  // fp32 | fp16 | bf16
+  int64_t batch = 0;
+  int64_t peak_bytes = 0;
+  double iters_per_s = 0;  // median window
+  double iters_per_s_min = 0, iters_per_s_max = 0;
+  double samples_per_s = 0;
+};
+
+struct BenchResult {
+  std::vector<BenchRow> rows;
+  int64_t budget_bytes = 0;     // what row 3 had to fit in
+  std::vector<int64_t> tried;   // the batch search's trials, in order
+  std::vector<bool> tried_fit;  // whether each fit
+  std::string verdict;
+};
+
+BenchResult run_bench(const BenchOptions& options, std::FILE* out = stdout);
+
+// Parses "8GiB", "512MiB", "300MB", "1.5G", "123456" (bytes); mt::Error otherwise.
+int64_t parse_bytes(const std::string& text);
+
+// The rows, the machine (CPU model and cores, or the GPU), the commit.
+nlohmann::json bench_json(const BenchResult& result, const BenchOptions& options);
+
+}  // namespace mt::tools

@@ -1,0 +1,80 @@
+#include "tools/memory_report.h"
+
+#include <fmt/format.h>
+
+namespace mt::tools {
+
+MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int optimizer_states) {
+  MemoryTheory t;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const int64_t n = p.numel();
+    const auto s = static_cast<int64_t>(element_size(p.dtype()));
+    const bool has_master = master_weights && is_low_precision(p.dtype());
+    t.parameters += n * s;
+    t.gradients += n * s;
+    if (has_master) t.master_weights += 4 * n;
+    const int64_t state_size = p.dtype() == kF32 || has_master ? 4 : s;
+    t.optimizer_state += optimizer_states * n * state_size + 4;
+  }
+  for (const auto& [name, b] : model.named_buffers()) {
+    t.parameters += b.numel() * static_cast<int64_t>(element_size(b.dtype()));
+  }
+  return t;
+}
+
+int64_t theory_bytes(const MemoryTheory& theory, MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::Parameters: return theory.parameters;
+    case MemoryCategory::Gradients: return theory.gradients;
+    case MemoryCategory::MasterWeights: return theory.master_weights;
+    case MemoryCategory::OptimizerState: return theory.optimizer_state;
+    default: return -1;
+  }
+}
+
+namespace {
+
+std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+
+constexpr MemoryCategory kAll[kMemoryCategories] = {
+    MemoryCategory::Parameters,     MemoryCategory::MasterWeights, MemoryCategory::Gradients,
+    MemoryCategory::OptimizerState, MemoryCategory::Activations,   MemoryCategory::AutocastCache,
+    MemoryCategory::Workspace,      MemoryCategory::Data,          MemoryCategory::Other};
+
+}  // namespace
+
+void print_memory_report(std::FILE* out, const MemoryLedger& ledger, const MemoryTheory& theory,
+                         const std::string& device) {
+  std::fprintf(out, "memory on %s at its peak (%s in tensors):\n", device.c_str(), mib(ledger.total_peak).c_str());
+  std::fprintf(out, "  %-16s %12s %8s %12s %12s\n", "category", "at the peak", "share", "own peak", "theory");
+  for (MemoryCategory c : kAll) {
+    const auto i = static_cast<size_t>(c);
+    const int64_t theory_figure = theory_bytes(theory, c);
+    const double share = ledger.total_peak > 0
+                             ? 100.0 * static_cast<double>(ledger.at_peak[i]) / static_cast<double>(ledger.total_peak)
+                             : 0.0;
+    std::fprintf(out, "  %-16s %12s %7.1f%% %12s %12s\n", memory_category_name(c), mib(ledger.at_peak[i]).c_str(),
+                 share, mib(ledger.peak[i]).c_str(), theory_figure < 0 ? "-" : mib(theory_figure).c_str());
+  }
+  if (ledger.reserved_unused > 0) {
+    std::fprintf(out, "  and %s reserved by the caching allocator but held by no tensor (now)\n",
+                 mib(ledger.reserved_unused).c_str());
+  }
+}
+
+nlohmann::json memory_report_json(const MemoryLedger& ledger, const MemoryTheory& theory) {
+  nlohmann::json at_peak, peak, predicted;
+  for (MemoryCategory c : kAll) {
+    const auto i = static_cast<size_t>(c);
+    at_peak[memory_category_name(c)] = ledger.at_peak[i];
+    peak[memory_category_name(c)] = ledger.peak[i];
+    if (const int64_t t = theory_bytes(theory, c); t >= 0) predicted[memory_category_name(c)] = t;
+  }
+  return {{"total_peak", ledger.total_peak},
+          {"reserved_unused", ledger.reserved_unused},
+          {"at_peak", at_peak},
+          {"peak", peak},
+          {"theory", predicted}};
+}
+
+}  // namespace mt::tools

@@ -1,0 +1,44 @@
+// The memory ledger of a training run beside what theory predicts for its
+// configuration (`mixtape train --memory`, and `memory_ledger` in --log).
+//
+// Theory, per parameter of n elements stored in s bytes each:
+//   parameters       n * s                  (buffers likewise)
+//   gradients        n * s                  (.grad has the parameter's dtype)
+//   master weights   4n when f16/bf16 parameters have f32 masters, else 0
+//   optimizer state  k * n * 4 + 4, k = 2 for AdamW (m, v), 1 for SGD with
+//                    momentum: state is f32 whenever the parameter or its
+//                    master is, else in s bytes; + 4 bytes of step count.
+// So FP32 AdamW is 4 + 4 + 4 + 4 bytes per parameter, and f16 parameters
+// with f32 masters 2 + 2 + 4 + 4 + 4. Activations, the autocast cache,
+// workspace and data have no closed form here: the ledger measures them.
+#pragma once
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/memory_ledger.h"
+#include "nn/module.h"
+
+namespace mt::tools {
+
+struct MemoryTheory {
+  int64_t parameters = 0;
+  int64_t gradients = 0;
+  int64_t master_weights = 0;
+  int64_t optimizer_state = 0;
+};
+
+// optimizer_states: tensors of per-element state per parameter (2 AdamW, 1 SGD with momentum, 0 plain SGD).
+MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int optimizer_states);
+
+// The theory's figure for `category`, or -1 where it has none.
+int64_t theory_bytes(const MemoryTheory& theory, MemoryCategory category);
+
+// A table: each category at the total's peak, its own peak, and the theory.
+void print_memory_report(std::FILE* out, const MemoryLedger& ledger, const MemoryTheory& theory,
+                         const std::string& device);
+
+// {"total_peak", "reserved_unused", "at_peak": {...}, "peak": {...}, "theory": {...}} in bytes.
+nlohmann::json memory_report_json(const MemoryLedger& ledger, const MemoryTheory& theory);
+
+}  // namespace mt::tools
