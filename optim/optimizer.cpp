@@ -1,6 +1,7 @@
 #include "optim/optimizer.h"
 
 #include <cmath>
+#include <set>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -112,8 +113,43 @@ StateDict Optimizer::state_dict() const {
   return out;
 }
 
+// Every key must be one this optimizer would have written: a key it would
+// ignore means the state came from another optimizer or was edited, and a
+// moment without its parameter's step would silently restart that
+// parameter's state. Checked before anything is loaded.
+void Optimizer::check_state_keys(const StateDict& state) const {
+  std::set<std::string> known;
+  size_t flat = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    known.insert(fmt::format("group.{}.lr", g));
+    known.insert(fmt::format("group.{}.weight_decay", g));
+    for (size_t i = 0; i < groups_[g].params.size(); ++i, ++flat) {
+      const std::string step = fmt::format("state.{}.step", flat);
+      if (state.count(step) == 0) continue;
+      known.insert(step);
+      if (precision_.master_weights && is_low_precision(groups_[g].params[i].dtype())) {
+        known.insert(fmt::format("state.{}.master", flat));
+      }
+      for (int k = 0; k < state_count(groups_[g]); ++k) known.insert(fmt::format("state.{}.{}", flat, state_name(k)));
+    }
+  }
+  for (const auto& [key, value] : state) {
+    if (known.count(key) != 0) continue;
+    const size_t dot = key.find('.', 6);
+    if (key.rfind("state.", 0) == 0 && dot != std::string::npos && state.count(key.substr(0, dot) + ".step") == 0) {
+      fail("{}::load_state_dict: '{}' has no '{}.step' beside it (its parameter's state would restart from zero)",
+           name(), key, key.substr(0, dot));
+    }
+    fail(
+        "{}::load_state_dict: unknown key '{}' (state of another optimizer, param-group layout or --master-weights "
+        "setting?)",
+        name(), key);
+  }
+}
+
 void Optimizer::load_state_dict(const StateDict& state) {
   NoGradGuard no_grad;
+  check_state_keys(state);
   auto find = [&](const std::string& key) -> const Tensor* {
     auto it = state.find(key);
     return it == state.end() ? nullptr : &it->second;

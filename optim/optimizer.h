@@ -74,6 +74,7 @@ class Optimizer {
   virtual void update(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group,
                       const kernels::AmpControl& amp, const kernels::StochasticRounding& rounding) = 0;
   // Which state tensors a parameter needs: 0, 1 or 2.
+  void check_state_keys(const StateDict& state) const;
   virtual int state_count(const ParamGroup& group) const = 0;
   virtual const char* state_name(int index) const = 0;
   virtual const char* name() const = 0;

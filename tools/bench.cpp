@@ -11,6 +11,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "models/registry.h"
 #include "tools/trainer.h"
 #if defined(MT_WITH_CUDA)
 #include "core/device_info.h"
@@ -45,6 +46,13 @@ namespace {
 
 std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
 
+struct RunSpec {
+  std::string precision;
+  int64_t batch = 0;
+  int64_t grad_accum = 1;
+  bool checkpoint_activations = false;
+};
+
 struct Run {
   TrainSummary summary;
   int64_t peak_bytes = 0;  // of the training steps, the resident dataset left out
@@ -59,17 +67,20 @@ class Bench {
     MT_CHECK(o.batch >= 0 && o.mem_budget >= 0, "bench: --batch and --mem-budget must not be negative");
   }
 
-  Run run(const std::string& precision, int64_t batch, int64_t steps, const std::string& label,
-          int64_t memory_budget = 0) {
-    progress(label, batch);
+  Run run(const RunSpec& spec, int64_t steps, const std::string& label, int64_t memory_budget = 0) {
+    progress(label, spec.batch);
+    const int64_t batch = spec.batch;
     TrainConfig c;
     c.model = o_.model;
     c.device = o_.device;
-    c.precision = precision;
+    c.precision = spec.precision;
     c.batch = batch;
+    c.grad_accum = spec.grad_accum;
+    c.checkpoint_activations = spec.checkpoint_activations;
     c.max_steps = steps;
     c.epochs = 1 << 20;  // --steps decides when the run stops
     c.data = o_.data;
+    c.dataset = o_.dataset;
     c.train_limit = o_.train_limit;
     c.test_limit = std::min<int64_t>(batch, 256);  // the evaluation at the end is not measured
     c.progress = false;
@@ -91,9 +102,14 @@ class Bench {
 
   const TrainSummary& last() const { return last_; }
 
-  BenchRow timed_row(const std::string& config, const std::string& precision, int64_t batch) {
-    const Run r = run(precision, batch, o_.warmup + o_.steps, config);
-    BenchRow row{.config = config, .precision = precision, .batch = batch, .peak_bytes = r.peak_bytes};
+  BenchRow timed_row(const std::string& config, const RunSpec& spec) {
+    const Run r = run(spec, o_.warmup + o_.steps, config);
+    BenchRow row{.config = config,
+                 .precision = spec.precision,
+                 .batch = spec.batch,
+                 .grad_accum = spec.grad_accum,
+                 .checkpoint_activations = spec.checkpoint_activations,
+                 .peak_bytes = r.peak_bytes};
     const std::vector<double>& t = r.summary.step_seconds;
     MT_CHECK(static_cast<int64_t>(t.size()) >= o_.warmup + o_.steps,
              "bench: the {} run stopped after {} steps of the {} asked for (a dataset of fewer batches? use a smaller "
@@ -110,7 +126,7 @@ class Bench {
     row.iters_per_s = rates[rates.size() / 2];
     row.iters_per_s_min = rates.front();
     row.iters_per_s_max = rates.back();
-    row.samples_per_s = row.iters_per_s * static_cast<double>(batch);
+    row.samples_per_s = row.iters_per_s * static_cast<double>(spec.batch * spec.grad_accum);
     return row;
   }
 
@@ -118,7 +134,7 @@ class Bench {
   bool fits(const std::string& precision, int64_t batch, int64_t budget, BenchResult& result) {
     bool ok = false;
     try {
-      ok = run(precision, batch, 3, "search", budget).peak_bytes <= budget;
+      ok = run({precision, batch}, 3, "search", budget).peak_bytes <= budget;
     } catch (const OutOfMemoryError&) {
       ok = false;  // part of the search: the allocator refused, so this batch does not fit
     }
@@ -184,16 +200,16 @@ BenchResult run_bench(const BenchOptions& o, std::FILE* out) {
   const Device device = resolve_device(o.device);
   const int64_t batch = o.batch > 0 ? o.batch : TrainConfig{}.batch;
   BenchResult result;
-  result.rows.push_back(bench.timed_row("fp32", "fp32", batch));
+  result.rows.push_back(bench.timed_row("fp32", {"fp32", batch}));
   const TrainSummary fp32 = bench.last();  // its dataset and training-set sizes
-  result.rows.push_back(bench.timed_row("amp-fp16", "fp16", batch));
-  result.rows.push_back(bench.timed_row("amp-bf16", "bf16", batch));
+  result.rows.push_back(bench.timed_row("amp-fp16", {"fp16", batch}));
+  result.rows.push_back(bench.timed_row("amp-bf16", {"bf16", batch}));
 
   const std::string amp = amp_precision_for(device);
   result.budget_bytes = o.mem_budget > 0 ? o.mem_budget : result.rows[0].peak_bytes;
   const int64_t max_batch = std::max<int64_t>(batch, fp32.training_samples);
   const int64_t best = bench.largest_batch(amp, batch, max_batch, result.budget_bytes, result);
-  result.rows.push_back(bench.timed_row("amp-" + amp + "-max-batch", amp, best));
+  result.rows.push_back(bench.timed_row("amp-" + amp + "-max-batch", {amp, best}));
   bench.end_progress();
 
   const BenchRow& base = result.rows[0];
@@ -216,6 +232,56 @@ BenchResult run_bench(const BenchOptions& o, std::FILE* out) {
                  r.iters_per_s_max, r.samples_per_s, r.samples_per_s / base.samples_per_s,
                  100.0 * static_cast<double>(r.peak_bytes) / static_cast<double>(base.peak_bytes));
   }
+  std::fprintf(out, "%s\n", result.verdict.c_str());
+  return result;
+}
+
+BenchResult run_ladder(const BenchOptions& o, std::FILE* out) {
+  Bench bench(o, out);
+  const Device device = resolve_device(o.device);
+  const int64_t batch = o.batch > 0 ? o.batch : TrainConfig{}.batch;
+  MT_CHECK(o.accum >= 2 && batch % o.accum == 0,
+           "bench --ladder: the batch {} must split into --accum {} (>= 2) equal micro-batches", batch, o.accum);
+  const std::string amp = amp_precision_for(device);
+  const int64_t micro = batch / o.accum;
+  const models::ModelTask task = models::model_info(o.model).task;
+  const bool transformer = task != models::ModelTask::ImageClassification;
+  BenchResult result;
+  result.rows.push_back(bench.timed_row("amp-" + amp, {amp, batch}));
+  result.rows.push_back(bench.timed_row(fmt::format("+ grad-accum {}", o.accum), {amp, micro, o.accum}));
+  if (transformer) {
+    result.rows.push_back(bench.timed_row("+ checkpointing", {amp, micro, o.accum, /*checkpoint_activations=*/true}));
+  }
+  bench.end_progress();
+
+  std::fprintf(out, "mixtape bench --ladder: %s on %s, effective batch %lld, %lld timed steps after %lld warm-up\n",
+               o.model.c_str(), device.str().c_str(), static_cast<long long>(batch), static_cast<long long>(o.steps),
+               static_cast<long long>(o.warmup));
+  std::fprintf(out, "%-20s %12s %12s %12s %16s %12s\n", "rung", "micro x K", "peak memory", "samples/s",
+               "saved vs above", "speed vs above");
+  for (size_t i = 0; i < result.rows.size(); ++i) {
+    const BenchRow& r = result.rows[i];
+    const std::string shape = fmt::format("{} x {}", r.batch, r.grad_accum);
+    std::string saved = "-", cost = "-";
+    if (i > 0) {
+      const BenchRow& above = result.rows[i - 1];
+      saved = mib(above.peak_bytes - r.peak_bytes);
+      cost = fmt::format("{:.2f}x", r.samples_per_s / above.samples_per_s);
+    }
+    std::fprintf(out, "%-20s %12s %12s %12.0f %16s %12s\n", r.config.c_str(), shape.c_str(), mib(r.peak_bytes).c_str(),
+                 r.samples_per_s, saved.c_str(), cost.c_str());
+  }
+  if (!transformer) {
+    std::fprintf(out,
+                 "(activation checkpointing: %s has no checkpointed variant yet; transformers checkpoint per block)\n",
+                 o.model.c_str());
+  }
+  std::fprintf(out, "(offloading the optimizer state to pinned host memory: not built yet)\n");
+  const BenchRow& first = result.rows.front();
+  const BenchRow& last = result.rows.back();
+  result.verdict = fmt::format("the ladder's last rung holds {:.0f}% of AMP's peak at {:.2f}x its samples/s",
+                               100.0 * static_cast<double>(last.peak_bytes) / static_cast<double>(first.peak_bytes),
+                               last.samples_per_s / first.samples_per_s);
   std::fprintf(out, "%s\n", result.verdict.c_str());
   return result;
 }
@@ -254,17 +320,21 @@ std::string source_commit() {
 nlohmann::json bench_json(const BenchResult& result, const BenchOptions& options) {
   nlohmann::json rows = nlohmann::json::array();
   const BenchRow& base = result.rows.front();
+  const bool against_fp32 = base.config == "fp32";  // the ladder compares with its first rung
   for (const BenchRow& r : result.rows) {
     rows.push_back({{"config", r.config},
                     {"precision", r.precision},
                     {"batch", r.batch},
+                    {"grad_accum", r.grad_accum},
+                    {"checkpoint_activations", r.checkpoint_activations},
                     {"peak_bytes", r.peak_bytes},
                     {"iters_per_s", r.iters_per_s},
                     {"iters_per_s_min", r.iters_per_s_min},
                     {"iters_per_s_max", r.iters_per_s_max},
                     {"samples_per_s", r.samples_per_s},
-                    {"speedup_vs_fp32", r.samples_per_s / base.samples_per_s},
-                    {"memory_vs_fp32", static_cast<double>(r.peak_bytes) / static_cast<double>(base.peak_bytes)}});
+                    {against_fp32 ? "speedup_vs_fp32" : "speedup_vs_first", r.samples_per_s / base.samples_per_s},
+                    {against_fp32 ? "memory_vs_fp32" : "memory_vs_first",
+                     static_cast<double>(r.peak_bytes) / static_cast<double>(base.peak_bytes)}});
   }
   const Device device = resolve_device(options.device);
   nlohmann::json machine = {

@@ -25,24 +25,28 @@ namespace mt::tools {
 struct BenchOptions {
   std::string model = "mlp";
   std::string device = "auto";
-  int64_t steps = 50;      // timed steps per row
-  int64_t warmup = 5;      // steps before timing starts
-  int64_t windows = 5;     // the timed steps are cut into this many windows
-  int64_t batch = 0;       // 0: the model's default
-  int64_t mem_budget = 0;  // bytes for row 3; 0: the FP32 row's peak
-  std::string data;        // dataset directory (as train --data)
+  int64_t steps = 50;            // timed steps per row
+  int64_t warmup = 5;            // steps before timing starts
+  int64_t windows = 5;           // the timed steps are cut into this many windows
+  int64_t batch = 0;             // 0: the model's default
+  int64_t mem_budget = 0;        // bytes for row 3; 0: the FP32 row's peak
+  std::string data;              // dataset directory (as train --data)
+  std::string dataset = "auto";  // as train --dataset
   int64_t train_limit = 0;
   bool progress = true;
+  int64_t accum = 4;  // --ladder: micro-batches per step on the accumulation rungs
 };
 
 struct BenchRow {
-  std::string config;     // "fp32", "amp-fp16", "amp-bf16", "amp-fp16-max-batch", ...
-  std::string precision;  // fp32 | fp16 | bf16
-  int64_t batch = 0;
+  std::string config;      // "fp32", "amp-fp16", "amp-bf16", "amp-fp16-max-batch", ...
+  std::string precision;   // fp32 | fp16 | bf16
+  int64_t batch = 0;       // per micro-batch
+  int64_t grad_accum = 1;  // micro-batches per optimizer step
+  bool checkpoint_activations = false;
   int64_t peak_bytes = 0;
   double iters_per_s = 0;  // median window
   double iters_per_s_min = 0, iters_per_s_max = 0;
-  double samples_per_s = 0;
+  double samples_per_s = 0;  // iters_per_s x batch x grad_accum
 };
 
 struct BenchResult {
@@ -54,6 +58,15 @@ struct BenchResult {
 };
 
 BenchResult run_bench(const BenchOptions& options, std::FILE* out = stdout);
+
+// `mixtape bench --ladder`: the low-memory ladder at a fixed effective batch
+// B, each rung on top of the one before: AMP; + gradient accumulation
+// (`accum` micro-batches of B / accum); + activation checkpointing (per
+// transformer block; the image models have no checkpointed variant yet, so
+// their ladder stops before it). Each rung's peak memory and samples/s, and
+// what it saved and cost against the rung before. Offloading the optimizer
+// state to host memory, the last rung of the issue, is not built yet.
+BenchResult run_ladder(const BenchOptions& options, std::FILE* out = stdout);
 
 // Parses "8GiB", "512MiB", "300MB", "1.5G", "123456" (bytes); mt::Error otherwise.
 int64_t parse_bytes(const std::string& text);

@@ -155,6 +155,10 @@ int main(int argc, char** argv) {
   eval->add_option("--data", data_dir, "the dataset's directory");
   int64_t eval_limit = 0;
   eval->add_option("--test-limit", eval_limit, "only the first N held-out samples")->check(CLI::NonNegativeNumber);
+  bool eval_half = false;
+  eval->add_flag("--half", eval_half,
+                 "also evaluate the model converted to f16 (GPU, sim) or bf16 (CPU) weights, norms kept in f32, "
+                 "beside the f32 weights under the same autocast");
 
   std::string prompt, generate_device = "auto";
   mt::tools::GenerateOptions generation;
@@ -194,9 +198,17 @@ int main(int argc, char** argv) {
                     "memory the last row's batch must fit in, e.g. 8GiB or 300MiB (default: the FP32 row's peak)");
   bench->add_option("--json", bench_json, "also write the table, the machine and the commit as JSON");
   bench->add_option("--data", bench_options.data, "the dataset's directory (as train --data)");
+  bench->add_option("--dataset", bench_options.dataset, "as train --dataset (default: the model's)")
+      ->check(CLI::IsMember({"auto", "fashion-mnist", "synthetic", "brown", "synthetic-tokens", "brown-genre"}));
   bench->add_option("--train-limit", bench_options.train_limit, "use only the first N training samples")
       ->check(CLI::NonNegativeNumber);
   bench->add_flag("!--no-progress", bench_options.progress, "no live progress line");
+  bool bench_ladder = false;
+  bench->add_flag("--ladder", bench_ladder,
+                  "the low-memory ladder at effective batch B: AMP, + gradient accumulation, + activation "
+                  "checkpointing (transformers)");
+  bench->add_option("--accum", bench_options.accum, "--ladder: micro-batches per step (default 4)")
+      ->check(CLI::PositiveNumber);
 
   auto* info = app.add_subcommand("info", "Devices, memory, versions, datasets and models");
   info->add_option("--data", data_dir, "Fashion-MNIST directory");
@@ -205,7 +217,7 @@ int main(int argc, char** argv) {
   try {
     if (*info) return run_info(data_dir);
     if (*eval) {
-      const auto r = mt::tools::evaluate_checkpoint(checkpoint, data_dir, eval_device, eval_limit);
+      const auto r = mt::tools::evaluate_checkpoint(checkpoint, data_dir, eval_device, eval_limit, eval_half);
       if (r.language_model) {
         std::printf("%s (%s, step %lld): validation loss %.4f nats/token (perplexity %.2f) on %s\n", r.model.c_str(),
                     r.precision.c_str(), static_cast<long long>(r.step), r.evaluation.loss, r.evaluation.perplexity(),
@@ -213,6 +225,18 @@ int main(int argc, char** argv) {
       } else {
         std::printf("%s (%s, step %lld): test accuracy %.2f%%\n", r.model.c_str(), r.precision.c_str(),
                     static_cast<long long>(r.step), 100.0 * r.evaluation.accuracy);
+      }
+      if (r.half) {
+        auto score = [&](const mt::tools::Evaluation& e) {
+          return r.language_model ? fmt::format("validation loss {:.4f}", e.loss)
+                                  : fmt::format("test accuracy {:.2f}%", 100.0 * e.accuracy);
+        };
+        std::printf(
+            "%s weights (norms in f32): %s; f32 weights under the same autocast: %s; parameters %.2f MiB -> "
+            "%.2f MiB\n",
+            r.half_dtype.c_str(), score(r.half_evaluation).c_str(), score(r.autocast_evaluation).c_str(),
+            static_cast<double>(r.parameter_bytes) / (1 << 20),
+            static_cast<double>(r.half_parameter_bytes) / (1 << 20));
       }
       print_profile();
       return 0;
@@ -226,7 +250,7 @@ int main(int argc, char** argv) {
     }
     if (*bench) {
       if (!bench_budget.empty()) bench_options.mem_budget = mt::tools::parse_bytes(bench_budget);
-      const auto result = mt::tools::run_bench(bench_options);
+      const auto result = bench_ladder ? mt::tools::run_ladder(bench_options) : mt::tools::run_bench(bench_options);
       if (!bench_json.empty()) {
         std::ofstream json(bench_json, std::ios::trunc);
         MT_CHECK(json.good(), "bench: cannot write --json '{}'", bench_json);

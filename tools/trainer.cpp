@@ -316,8 +316,18 @@ Position load_checkpoint(const std::string& path, const TrainConfig& c, int64_t 
            path);
   MT_CHECK(it->second == c.model, "checkpoint '{}' holds a '{}' model but --model is '{}'", path, it->second, c.model);
   check_checkpoint_values(f, path);
+  // load_state_dict would convert a tensor of another dtype silently, and the
+  // run would then continue from different numbers than it saved.
+  const auto stored = model_tensors(f);
+  for (const auto& [name, t] : model.state_dict()) {
+    auto at = stored.find(name);
+    MT_CHECK(at == stored.end() || at->second.dtype() == t.dtype(),
+             "checkpoint '{}': '{}' is stored as {} but this run keeps it in {} (a checkpoint of another --precision "
+             "or --master-weights setting?)",
+             path, name, at->second.dtype(), t.dtype());
+  }
   try {
-    model.load_state_dict(model_tensors(f));
+    model.load_state_dict(stored);
     opt.load_state_dict(with_prefix(f, "optimizer.", true));
     scaler.load_state_dict(with_prefix(f, "scaler.", true));
   } catch (const Error& e) {
@@ -1007,7 +1017,7 @@ std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpo
 }
 
 EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_dir, const std::string& device_text,
-                               int64_t test_limit) {
+                               int64_t test_limit, bool half) {
   const SafetensorsFile f = load_safetensors(path);
   const Device device = resolve_device(device_text);
   TrainConfig c = resolve_defaults(stored_config(f, path), device);
@@ -1024,6 +1034,19 @@ EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_
   r.precision = c.precision;
   r.dataset = c.dataset;
   r.step = metadata_int(f, "step", path);
+  if (half) {
+    const Precision low = device.is_cpu() ? Precision::Bf16 : Precision::Fp16;
+    r.half = true;
+    r.half_dtype = low == Precision::Bf16 ? "bf16" : "fp16";
+    std::shared_ptr<nn::Module> f32_model = model_from(f, path, device);
+    f32_model->to(kF32, /*keep_norms_fp32=*/true);  // a master-weights checkpoint stores f16/bf16
+    r.autocast_evaluation = evaluate(*f32_model, splits.test, low, device);
+    model.reset();
+    r.parameter_bytes = memory_ledger(device)[MemoryCategory::Parameters];
+    f32_model->to(low_precision_dtype(low), /*keep_norms_fp32=*/true);
+    r.half_parameter_bytes = memory_ledger(device)[MemoryCategory::Parameters];
+    r.half_evaluation = evaluate(*f32_model, splits.test, low, device);
+  }
   return r;
 }
 

@@ -136,12 +136,20 @@ struct EvalResult {
   std::string precision;
   std::string dataset;
   int64_t step = 0;
+  // `half`: the same model converted to f16 (GPU, sim) or bf16 (CPU)
+  // weights with its norm layers kept in f32 (Module::to), evaluated under
+  // autocast to that dtype, beside the f32-weight model under the same
+  // autocast; and the memory ledger's parameter bytes before and after.
+  bool half = false;
+  std::string half_dtype;
+  Evaluation autocast_evaluation, half_evaluation;
+  int64_t parameter_bytes = 0, half_parameter_bytes = 0;
 };
 // `mixtape eval`: rebuilds the model named in the checkpoint and evaluates
 // it on the held-out split of the dataset it was trained on (its first
-// `test_limit` samples when that is positive).
+// `test_limit` samples when that is positive), in the precision it trained in.
 EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_dir, const std::string& device,
-                               int64_t test_limit = 0);
+                               int64_t test_limit = 0, bool half = false);
 
 // The model of a checkpoint written by train() (the model named in its
 // metadata, in the stored dtype), on `device`.

@@ -89,9 +89,11 @@ void apply_epilogue(T* c, T* pre, int64_t n, int64_t r0, int64_t h, int64_t c0, 
 // count, and each tile is one single-threaded Eigen product: Eigen's own
 // parallel GEMM picks its depth blocking by the thread count, so a product
 // (and every loss after it) changed in its last bits when the count did, and
-// ThreadTuner changes it mid-run. Tiles split the larger output side, no
-// side under kMinTileSide (each extra tile repacks the other operand, about
-// 1/side of the tile's work), into at most kMaxTiles per product.
+// ThreadTuner changes it mid-run. A product gets one tile per kMinTileWork
+// multiply-adds, at most kMaxTiles, each made by halving the larger output
+// side while no side falls under kMinTileSide: each extra tile repacks the
+// other operand, about 1/side of the tile's work, and with 64-wide tiles a
+// single-threaded mlp step was 30% slower than one untiled product.
 struct GemmTiles {
   int64_t rows = 1, cols = 1;  // tiles along m and n
   int64_t tm = 0, tn = 0;      // tile height and width (the last ones may be smaller)
@@ -103,6 +105,7 @@ constexpr int64_t kMinTileWork = int64_t{1} << 22;  // multiply-adds
 
 GemmTiles gemm_tiles(int64_t batch, int64_t m, int64_t n, int64_t k) {
   GemmTiles t;
+  if (batch == 0 || m == 0 || n == 0) return t;  // nothing to compute
   const int64_t work = batch * m * n * k;
   const int64_t wanted = std::clamp<int64_t>(work / kMinTileWork, 1, kMaxTiles);
   const int64_t per_matrix = (wanted + batch - 1) / batch;

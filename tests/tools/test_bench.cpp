@@ -138,3 +138,39 @@ TEST_CASE("bench refuses a budget too small for batch 1 and bad sizes, with a cl
   o.windows = 5;
   CHECK_THROWS_WITH(tools::run_bench(o, out), Contains("windows"));
 }
+
+// Catches rungs that do not change what they claim: accumulation that still
+// runs the whole batch at once, checkpointing that keeps every block's
+// activations, or samples/s that forget the micro-batches.
+TEST_CASE("bench --ladder: each rung of gpt-tiny holds less memory at the same effective batch", "[bench][e2e]") {
+  tools::BenchOptions o = small_bench();
+  o.model = "gpt-tiny";
+  o.dataset = "synthetic-tokens";
+  o.batch = 8;
+  o.accum = 4;
+  o.steps = 4;
+  o.windows = 2;
+  o.warmup = 1;
+  o.train_limit = 256;
+  std::FILE* out = std::tmpfile();
+  const tools::BenchResult r = tools::run_ladder(o, out);
+  std::fclose(out);
+  REQUIRE(r.rows.size() == 3);
+  CHECK(r.rows[0].grad_accum == 1);
+  CHECK(r.rows[1].batch == 2);
+  CHECK(r.rows[1].grad_accum == 4);
+  CHECK(r.rows[2].checkpoint_activations);
+  CHECK(r.rows[1].peak_bytes < r.rows[0].peak_bytes);
+  CHECK(r.rows[2].peak_bytes < r.rows[1].peak_bytes);
+  for (const tools::BenchRow& row : r.rows) {
+    CHECK(row.samples_per_s == Approx(row.iters_per_s * 8));
+  }
+  o.model = "mlp";
+  o.dataset = "auto";
+  o.batch = 128;
+  out = std::tmpfile();
+  CHECK(tools::run_ladder(o, out).rows.size() == 2);  // no checkpointed mlp
+  o.accum = 3;
+  CHECK_THROWS_WITH(tools::run_ladder(o, out), Contains("equal micro-batches"));
+  std::fclose(out);
+}

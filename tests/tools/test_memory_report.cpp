@@ -123,3 +123,40 @@ TEST_CASE("the summary line of --log carries the memory ledger and its theory", 
   CHECK(m.at("theory").at("parameters").get<int64_t>() == s.memory_theory.parameters);
   CHECK(s.memory_theory.parameters == 4 * s.parameters);
 }
+
+// Catches a --half that leaves weights in f32 (no bytes saved), converts the
+// norms too, or scores something else than the converted model.
+TEST_CASE("eval --half halves the parameters in the ledger and scores close to autocast", "[memory_ledger][eval]") {
+  const std::string ckpt = "/tmp/mixtape_eval_half_test.safetensors";
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  for (const char* model : {"mlp", "cnn"}) {
+    INFO(model);
+    tools::TrainConfig c;
+    c.model = model;
+    c.precision = "fp32";
+    c.progress = false;
+    c.epochs = 1;
+    c.max_steps = 30;
+    c.train_limit = 2048;
+    c.test_limit = 300;
+    c.save = ckpt;
+    const tools::TrainSummary s = tools::train(c, sink);
+    const tools::EvalResult r = tools::evaluate_checkpoint(ckpt, "", "cpu", 300, /*half=*/true);
+    REQUIRE(r.half);
+    CHECK(r.half_dtype == "bf16");
+    // mlp: every parameter halves. cnn: its batch norms (weights, biases and
+    // running statistics) stay f32.
+    const int64_t saved = r.parameter_bytes - r.half_parameter_bytes;
+    if (std::string(model) == "mlp") {
+      CHECK(saved == 2 * s.parameters);
+    } else {
+      CHECK(saved > 0);
+      CHECK(saved < 2 * s.parameters);
+      CHECK(saved > 2 * s.parameters * 9 / 10);
+    }
+    CHECK(std::fabs(r.half_evaluation.accuracy - r.autocast_evaluation.accuracy) <= 0.02);
+    CHECK(r.half_evaluation.accuracy > 0.5);
+  }
+  std::fclose(sink);
+  std::remove(ckpt.c_str());
+}

@@ -353,7 +353,9 @@ TEST_CASE("training with --cuda-graph needs a device with graphs", "[graph][erro
 // Catches: a resumed run that trusts its checkpoint (issue 14): a loss scale
 // of 0/NaN/inf or a negative one (every weight becomes NaN, exit 0), NaN
 // weights trained on and written back, negative second moments, positions
-// and counters that are negative, past the epoch or read leniently ("12abc").
+// and counters that are negative, past the epoch or read leniently ("12abc"),
+// parameters of another dtype converted silently, unknown optimizer keys
+// ignored, and a missing per-parameter step restarting Adam's moments.
 TEST_CASE("resume refuses poisoned checkpoints with a clear error", "[checkpoint][errors][hardening]") {
   const std::string good = temp_path("poison_source.safetensors"), bad = temp_path("poisoned.safetensors");
   tools::TrainConfig c = quick_config();
@@ -411,6 +413,15 @@ TEST_CASE("resume refuses poisoned checkpoints with a clear error", "[checkpoint
     CHECK_THROWS_WITH(resume_from(f.tensors, with_metadata(key, value)),
                       Contains("'" + key + "'") && (Contains("outside") || Contains("not a whole number")));
   }
+  // A parameter of another dtype (load_state_dict would convert it silently).
+  CHECK_THROWS_WITH(resume_from(with_tensor("fc1.weight", f.tensors.at("fc1.weight").to(kF16)), f.metadata),
+                    Contains("'fc1.weight' is stored as") && Contains("--precision"));
+  // An optimizer key nobody reads, and a moment whose parameter has no step.
+  CHECK_THROWS_WITH(resume_from(with_tensor("optimizer.state.0.velocity", full({3}, 1.0)), f.metadata),
+                    Contains("unknown key 'state.0.velocity'"));
+  auto stepless = f.tensors;
+  stepless.erase("optimizer.state.1.step");
+  CHECK_THROWS_WITH(resume_from(stepless, f.metadata), Contains("'state.1.exp_avg") && Contains("no 'state.1.step'"));
   // The untouched checkpoint still resumes.
   CHECK(resume_from(f.tensors, f.metadata).steps == 3);
   std::fclose(sink);
