@@ -111,6 +111,9 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   cmd->add_option("--save", c.save, "checkpoint (.safetensors) written each epoch and at the end");
   cmd->add_option("--resume", c.resume, "continue from a checkpoint")->check(CLI::ExistingFile);
   cmd->add_option("--log", c.log, "metrics as JSON lines");
+  cmd->add_option("--tensorboard", c.tensorboard,
+                  "write TensorBoard event files into this folder (loss, lr, loss scale, gradient norm, samples/s, "
+                  "memory by category)");
   cmd->add_option("--data", c.data,
                   "the dataset's directory (default: $MT_FASHION_MNIST or the Debian package's for Fashion-MNIST, "
                   "$MT_BROWN_DIR or the cache folder tools/setup.sh fills for Brown)");

@@ -33,6 +33,7 @@
 #include "tools/data/loader.h"
 #include "tools/data/text.h"
 #include "tools/device_feed.h"
+#include "tools/tensorboard.h"
 
 namespace mt::tools {
 
@@ -521,8 +522,9 @@ struct TrainingRun {
 
   std::unique_ptr<GraphedStep> graphed;  // --cuda-graph
   std::unique_ptr<ThreadTuner> tuner;    // --threads 0 on the CPU
-  MemoryLedger training_memory;          // the ledger at the highest training peak so far
-  Clock::time_point last_step_end;       // when the last step ended, or the last pause
+  std::unique_ptr<TensorBoardWriter> tensorboard;
+  MemoryLedger training_memory;     // the ledger at the highest training peak so far
+  Clock::time_point last_step_end;  // when the last step ended, or the last pause
 };
 
 // Work that is not a step (evaluation, checkpoints) has happened: neither the
@@ -722,6 +724,19 @@ StepTensors graphed_step(TrainingRun& r, GraphedStep& g) {
 }
 
 // Reports the steps whose values have come back from the device.
+// One step's numbers as TensorBoard scalars, and the memory ledger now.
+void write_tensorboard_step(TensorBoardWriter& tb, const nlohmann::json& m, Device device) {
+  const int64_t step = m["step"].get<int64_t>();
+  for (const char* key : {"loss", "lr", "scale", "grad_norm", "samples_per_s"}) {
+    if (m.contains(key)) tb.scalar(std::string("train/") + key, m[key].get<double>(), step);
+  }
+  const MemoryLedger ledger = memory_ledger(device);
+  for (int c = 0; c < kMemoryCategories; ++c) {
+    const auto category = static_cast<MemoryCategory>(c);
+    tb.scalar(std::string("memory/") + memory_category_name(category), static_cast<double>(ledger[category]), step);
+  }
+}
+
 void report_steps(TrainingRun& r, const std::vector<StepValues>& arrived, Reporter& reporter,
                   const Throughput& throughput) {
   for (const StepValues& v : arrived) {
@@ -750,6 +765,7 @@ void report_steps(TrainingRun& r, const std::vector<StepValues>& arrived, Report
                         {"peak_memory_bytes", mem.peak_bytes},
                         {"skipped", v.skipped}};
     if (std::isfinite(v.grad_norm)) m["grad_norm"] = v.grad_norm;
+    if (r.tensorboard) write_tensorboard_step(*r.tensorboard, m, r.device);
     reporter.step(m, r.c.epochs, r.batches);
   }
 }
@@ -905,6 +921,7 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
   const TrainConfig& c = r.c;
   Reporter reporter(out, c.progress, c.log);
   const RunThreads threads(r);
+  if (!c.tensorboard.empty()) r.tensorboard = std::make_unique<TensorBoardWriter>(c.tensorboard);
   std::fprintf(out, "training %s (%lld parameters) on %s in %s%s, %s, batch %lld x %lld, %lld steps per epoch\n",
                c.model.c_str(), static_cast<long long>(r.summary.parameters), r.device.str().c_str(),
                c.precision.c_str(), c.master_weights ? " with f32 master weights" : "", c.optimizer.c_str(),
@@ -945,6 +962,7 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
   r.summary.samples_per_second = throughput.samples_per_second();
   r.summary.tokens_per_second = r.summary.samples_per_second * static_cast<double>(r.tokens_per_sample);
   write_summary(r, out, reporter);
+  if (r.tensorboard) r.tensorboard->flush();
   return r.summary;
 }
 

@@ -44,6 +44,7 @@ struct TrainConfig {
   std::string save;              // checkpoint written at each epoch's end and when stopping
   std::string resume;            // checkpoint to continue from
   std::string log;               // metrics as JSON lines
+  std::string tensorboard;       // a folder for TensorBoard event files (tools/tensorboard.h)
   std::string data;              // the dataset's directory (Fashion-MNIST or Brown), overriding the default
   std::string dataset = "auto";  // auto (the model's kind: fashion-mnist, brown or brown-genre) | fashion-mnist
                                  // | synthetic | brown | synthetic-tokens | brown-genre
