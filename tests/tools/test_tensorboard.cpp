@@ -16,7 +16,7 @@ TEST_CASE("CRC-32C matches the Castagnoli check value; the mask rotates and offs
   CHECK(tools::masked_crc32c("abc") == ((c >> 15) | (c << 17)) + 0xa282ead8u);
 }
 
-TEST_CASE("--tensorboard into a path that is a file is a clear error", "[tensorboard][errors]") {
+TEST_CASE("a file given as the --tensorboard folder is a clear error", "[tensorboard][errors]") {
   const std::string file = "/tmp/mixtape_tensorboard_not_a_folder";
   std::ofstream(file) << "x";
   CHECK_THROWS_WITH(tools::TensorBoardWriter(file), Catch::Contains("cannot create the folder"));
