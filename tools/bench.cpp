@@ -4,12 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
-#include <memory>
-#include <optional>
 
-#include "core/allocator.h"
 #include "core/error.h"
 #include "models/registry.h"
 #include "tools/trainer.h"
@@ -60,7 +56,7 @@ struct Run {
 
 class Bench {
  public:
-  Bench(const BenchOptions& o, std::FILE* out) : o_(o), out_(out) {
+  explicit Bench(const BenchOptions& o) : o_(o) {
     MT_CHECK(o.steps >= o.windows && o.windows >= 1, "bench: --steps {} must be at least the {} timed windows", o.steps,
              o.windows);
     MT_CHECK(o.warmup >= 1, "bench: needs at least 1 warm-up step, got {}", o.warmup);
@@ -186,7 +182,6 @@ class Bench {
   }
 
   const BenchOptions& o_;
-  std::FILE* out_;
   bool live_ = false;
   TrainSummary last_;
 };
@@ -196,7 +191,7 @@ std::string amp_precision_for(const Device& device) { return device.is_cpu() ? "
 }  // namespace
 
 BenchResult run_bench(const BenchOptions& o, std::FILE* out) {
-  Bench bench(o, out);
+  Bench bench(o);
   const Device device = resolve_device(o.device);
   const int64_t batch = o.batch > 0 ? o.batch : TrainConfig{}.batch;
   BenchResult result;
@@ -237,7 +232,7 @@ BenchResult run_bench(const BenchOptions& o, std::FILE* out) {
 }
 
 BenchResult run_ladder(const BenchOptions& o, std::FILE* out) {
-  Bench bench(o, out);
+  Bench bench(o);
   const Device device = resolve_device(o.device);
   const int64_t batch = o.batch > 0 ? o.batch : TrainConfig{}.batch;
   MT_CHECK(o.accum >= 2 && batch % o.accum == 0,

@@ -2,7 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <array>
+
 namespace mt::tools {
+
+std::array<MemoryCategory, kMemoryCategories> all_memory_categories() {
+  std::array<MemoryCategory, kMemoryCategories> all{};
+  for (int i = 0; i < kMemoryCategories; ++i) all[static_cast<size_t>(i)] = static_cast<MemoryCategory>(i);
+  return all;
+}
 
 MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int optimizer_states) {
   MemoryTheory t;
@@ -36,18 +44,13 @@ namespace {
 
 std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20)); }
 
-constexpr MemoryCategory kAll[kMemoryCategories] = {
-    MemoryCategory::Parameters,     MemoryCategory::MasterWeights, MemoryCategory::Gradients,
-    MemoryCategory::OptimizerState, MemoryCategory::Activations,   MemoryCategory::AutocastCache,
-    MemoryCategory::Workspace,      MemoryCategory::Data,          MemoryCategory::Other};
-
 }  // namespace
 
 void print_memory_report(std::FILE* out, const MemoryLedger& ledger, const MemoryTheory& theory,
                          const std::string& device) {
   std::fprintf(out, "memory on %s at its peak (%s in tensors):\n", device.c_str(), mib(ledger.total_peak).c_str());
   std::fprintf(out, "  %-16s %12s %8s %12s %12s\n", "category", "at the peak", "share", "own peak", "theory");
-  for (MemoryCategory c : kAll) {
+  for (MemoryCategory c : all_memory_categories()) {
     const auto i = static_cast<size_t>(c);
     const int64_t theory_figure = theory_bytes(theory, c);
     const double share = ledger.total_peak > 0
@@ -64,7 +67,7 @@ void print_memory_report(std::FILE* out, const MemoryLedger& ledger, const Memor
 
 nlohmann::json memory_report_json(const MemoryLedger& ledger, const MemoryTheory& theory) {
   nlohmann::json at_peak, peak, predicted;
-  for (MemoryCategory c : kAll) {
+  for (MemoryCategory c : all_memory_categories()) {
     const auto i = static_cast<size_t>(c);
     at_peak[memory_category_name(c)] = ledger.at_peak[i];
     peak[memory_category_name(c)] = ledger.peak[i];

@@ -13,6 +13,7 @@
 // workspace and data have no closed form here: the ledger measures them.
 #pragma once
 
+#include <array>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,9 @@ struct MemoryTheory {
   int64_t master_weights = 0;
   int64_t optimizer_state = 0;
 };
+
+// Every category, in the enum's order.
+std::array<MemoryCategory, kMemoryCategories> all_memory_categories();
 
 // optimizer_states: tensors of per-element state per parameter (2 AdamW, 1 SGD with momentum, 0 plain SGD).
 MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int optimizer_states);

@@ -731,8 +731,7 @@ void write_tensorboard_step(TensorBoardWriter& tb, const nlohmann::json& m, Devi
     if (m.contains(key)) tb.scalar(std::string("train/") + key, m[key].get<double>(), step);
   }
   const MemoryLedger ledger = memory_ledger(device);
-  for (int c = 0; c < kMemoryCategories; ++c) {
-    const auto category = static_cast<MemoryCategory>(c);
+  for (const MemoryCategory category : all_memory_categories()) {
     tb.scalar(std::string("memory/") + memory_category_name(category), static_cast<double>(ledger[category]), step);
   }
 }

@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""PyTorch's side of the CPU mlp benchmarks: the mlp (784-256-128-10) with
+AdamW at batch 128 on Fashion-MNIST, 20 untimed steps, then STEPS timed ones.
+Prints training samples/s. PRECISION is fp32 or bf16 (CPU autocast; PyTorch
+1.13 has no f16 autocast on the CPU); THREADS, when given, is
+torch.set_num_threads (else PyTorch's default).
+Usage: pytorch_mlp.py STEPS PRECISION [THREADS]"""
+import gzip, sys, time, numpy as np, torch
+
+steps, precision = int(sys.argv[1]), sys.argv[2]
+if len(sys.argv) > 3:
+    torch.set_num_threads(int(sys.argv[3]))
+with gzip.open("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") as f:
+    x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 784).astype(np.float32) / 255.0
+with gzip.open("/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz") as f:
+    y = np.frombuffer(f.read(), np.uint8, offset=8).astype(np.int64)
+x = torch.from_numpy((x - 0.2860) / 0.3530)
+y = torch.from_numpy(y)
+model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128), torch.nn.ReLU(),
+                            torch.nn.Linear(128, 10))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+perm = torch.randperm(len(y))
+
+
+def step(i):
+    idx = perm[(i * 128) % (len(y) - 128):][:128]
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
+for i in range(20):
+    step(i)
+start = time.perf_counter()
+for i in range(steps):
+    step(i)
+print(f"{steps * 128 / (time.perf_counter() - start):.0f}")
