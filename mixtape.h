@@ -6,6 +6,7 @@
 #include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
+#include "autograd/hooks.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/allocator.h"

@@ -3,11 +3,13 @@
 // its inputs, so this is a valid topological order), sum the gradients
 // flowing into each node, and accumulate gradients of leaves into .grad.
 #include <algorithm>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "amp/autocast.h"
 #include "autograd/grad_mode.h"
+#include "autograd/hooks.h"
 #include "autograd/node.h"
 #include "kernels/elementwise.h"
 
@@ -64,7 +66,124 @@ std::vector<Node*> nodes_in_reverse_record_order(Node* root) {
   return order;
 }
 
+// ---- post-accumulate-grad hooks and end-of-backward callbacks (hooks.h)
+
+struct LeafHook {
+  uint64_t handle;
+  std::weak_ptr<TensorImpl> leaf;
+  GradReadyHook fn;
+};
+std::mutex hooks_mutex;
+std::unordered_map<const TensorImpl*, std::vector<LeafHook>> leaf_hooks;
+uint64_t next_hook_handle = 1;
+
+std::vector<GradReadyHook> hooks_of(const std::shared_ptr<TensorImpl>& leaf) {
+  const std::lock_guard lock(hooks_mutex);
+  std::vector<GradReadyHook> out;
+  auto it = leaf_hooks.find(leaf.get());
+  if (it == leaf_hooks.end()) return out;
+  for (const LeafHook& h : it->second) {
+    if (h.leaf.lock() == leaf) out.push_back(h.fn);  // not a hook of a dead tensor at the same address
+  }
+  return out;
+}
+
+bool any_leaf_hooks() {
+  const std::lock_guard lock(hooks_mutex);
+  return !leaf_hooks.empty();
+}
+
+// Counts, for each hooked leaf, the edges into it from the nodes this
+// backward will visit; the leaf's gradient is complete when the last of
+// those nodes has run (or been passed over for lack of a gradient).
+class GradReadyTracker {
+ public:
+  GradReadyTracker(const std::vector<Node*>& order) {
+    if (!any_leaf_hooks()) return;
+    std::unordered_map<TensorImpl*, bool> hooked;
+    for (Node* n : order) {
+      for (const Edge& e : n->next_edges()) {
+        if (!e.leaf) continue;
+        auto [known, inserted] = hooked.try_emplace(e.leaf.get(), false);
+        if (inserted) known->second = !hooks_of(e.leaf).empty();
+        if (known->second) ++uses_[e.leaf.get()];
+      }
+    }
+  }
+  void node_done(const Node& n) {
+    if (uses_.empty()) return;
+    for (const Edge& e : n.next_edges()) {
+      if (!e.leaf) continue;
+      auto it = uses_.find(e.leaf.get());
+      if (it == uses_.end() || --it->second > 0) continue;
+      uses_.erase(it);
+      run_leaf_hooks(e.leaf);
+    }
+  }
+  static void run_leaf_hooks(const std::shared_ptr<TensorImpl>& leaf) {
+    if (!leaf->grad) return;  // no gradient reached it in this backward
+    const Tensor t(leaf);
+    for (const GradReadyHook& hook : hooks_of(leaf)) hook(t);
+  }
+
+ private:
+  std::unordered_map<TensorImpl*, int64_t> uses_;
+};
+
+thread_local int backward_depth = 0;
+thread_local std::vector<std::function<void()>> end_of_backward_callbacks;
+
+// The outermost backward on a thread runs the queued callbacks as it ends
+// normally; one that throws drops them.
+class BackwardDepth {
+ public:
+  BackwardDepth() { ++backward_depth; }
+  ~BackwardDepth() {
+    if (--backward_depth == 0) end_of_backward_callbacks.clear();
+  }
+  BackwardDepth(const BackwardDepth&) = delete;
+  BackwardDepth& operator=(const BackwardDepth&) = delete;
+  void finish() {
+    if (backward_depth != 1) return;
+    // A callback may queue another (it runs too, in order).
+    for (size_t i = 0; i < end_of_backward_callbacks.size(); ++i) {
+      std::function<void()> fn = std::move(end_of_backward_callbacks[i]);
+      fn();
+    }
+    end_of_backward_callbacks.clear();
+  }
+};
+
 }  // namespace
+
+uint64_t register_post_accumulate_grad_hook(const Tensor& leaf, GradReadyHook hook) {
+  MT_CHECK(leaf.defined() && leaf.requires_grad() && !leaf.grad_fn(),
+           "register_post_accumulate_grad_hook: the tensor must be a leaf that requires grad");
+  MT_CHECK(hook != nullptr, "register_post_accumulate_grad_hook: empty hook");
+  const std::lock_guard lock(hooks_mutex);
+  const uint64_t handle = next_hook_handle++;
+  leaf_hooks[leaf.impl()].push_back({handle, leaf.impl_ptr(), std::move(hook)});
+  return handle;
+}
+
+void remove_hook(uint64_t handle) {
+  const std::lock_guard lock(hooks_mutex);
+  for (auto it = leaf_hooks.begin(); it != leaf_hooks.end(); ++it) {
+    auto& hooks = it->second;
+    const auto found = std::find_if(hooks.begin(), hooks.end(), [&](const LeafHook& h) { return h.handle == handle; });
+    if (found == hooks.end()) continue;
+    hooks.erase(found);
+    if (hooks.empty()) leaf_hooks.erase(it);
+    return;
+  }
+}
+
+void queue_callback(std::function<void()> callback) {
+  MT_CHECK(backward_depth > 0, "queue_callback: only inside a backward (from a hook or a backward function)");
+  end_of_backward_callbacks.push_back(std::move(callback));
+}
+
+namespace {}  // namespace
 
 Node::Node(std::string name, std::vector<Edge> edges, std::vector<InputMeta> inputs, BackwardFn fn, bool releasable)
     : name_(std::move(name)),
@@ -177,20 +296,27 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
 
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
   const LossScaledScope scaled(root.impl()->loss_scaled);
+  BackwardDepth depth;
   // Backward runs in the dtypes the forward chose (the tape keeps them): the
   // ops inside the backward formulas must not be cast again.
   const amp::Autocast no_host_autocast(kCPU, kBF16, /*enabled=*/false);
   const amp::Autocast no_device_autocast(kSIM, kF16, /*enabled=*/false);
   if (!root.grad_fn()) {
     accumulate_into_leaf(*root.impl(), seed, root.impl()->loss_scaled);
+    GradReadyTracker::run_leaf_hooks(root.impl_ptr());
+    depth.finish();
     return;
   }
 
   std::unordered_map<Node*, Tensor> pending{{root.grad_fn().get(), seed}};
   const std::vector<Node*> order = nodes_in_reverse_record_order(root.grad_fn().get());
+  GradReadyTracker ready(order);
   for (Node* node : order) {
     auto it = pending.find(node);
-    if (it == pending.end()) continue;  // reachable only through inputs that got no gradient
+    if (it == pending.end()) {  // reachable only through inputs that got no gradient
+      ready.node_done(*node);
+      continue;
+    }
     const Tensor grad_output = std::move(it->second);
     pending.erase(it);
     std::vector<Tensor> grads = node->apply(grad_output);
@@ -205,7 +331,9 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       if (!inserted) slot->second = add_grads(slot->second, grads[i]);
     }
     if (!retain_graph) node->release();
+    ready.node_done(*node);
   }
+  depth.finish();
 }
 
 }  // namespace mt::autograd

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ ccache pkg-config
           libeigen3-dev catch2 libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
-          libboost-context-dev dataset-fashion-mnist
+          libboost-context-dev dataset-fashion-mnist openmpi-bin libopenmpi-dev
           python3-torch libopenblas0-pthread)  # PyTorch 1.13 CPU: the oracle of tests/parity
 
 missing=()

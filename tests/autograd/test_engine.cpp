@@ -31,7 +31,7 @@ TEST_CASE("nodes run in reverse record order and leaves without requires_grad ge
   Tensor a = vec({2.0}).requires_grad_();
   Tensor b = vec({3.0});
   Tensor c = mul(a, b);
-  Tensor d = mul(c, c);         // (ab)^2
+  Tensor d = mul(c, c);          // (ab)^2
   Tensor e = add(d, mul(c, a));  // (ab)^2 + a^2 b
   CHECK(c.grad_fn()->sequence_nr() < d.grad_fn()->sequence_nr());
   sum(e).backward();
@@ -47,8 +47,8 @@ TEST_CASE("a second backward through a freed graph is an error, retain_graph kee
   loss.backward(Tensor(), /*retain_graph=*/true);
   loss.backward();  // allowed: the graph was retained
   CHECK(x.grad().to_vector()[0] == Approx(2 * std::exp(1.0)));
-  REQUIRE_THROWS_WITH(loss.backward(), Contains("backward through the graph a second time") &&
-                                           Contains("retain_graph"));
+  REQUIRE_THROWS_WITH(loss.backward(),
+                      Contains("backward through the graph a second time") && Contains("retain_graph"));
 }
 
 TEST_CASE("backward on a non-scalar needs a gradient of the output's shape", "[autograd]") {
@@ -131,8 +131,57 @@ TEST_CASE("gradcheck passes a correct gradient and reports a wrong one", "[autog
   const GradcheckResult good = gradcheck([](const std::vector<Tensor>& in) { return tanh(in[0]); }, {x});
   CHECK(good.ok);
   // A deliberately wrong backward: detach the second factor of x*x so d/dx is x, not 2x.
-  const GradcheckResult bad =
-      gradcheck([](const std::vector<Tensor>& in) { return mul(in[0], in[0].detach()); }, {x});
+  const GradcheckResult bad = gradcheck([](const std::vector<Tensor>& in) { return mul(in[0], in[0].detach()); }, {x});
   CHECK(!bad.ok);
   CHECK_THAT(bad.message, Contains("analytic") && Contains("numeric"));
+}
+
+// The bug: a hook that fires on the first accumulation into a leaf used twice
+// (weight tying) would start all-reducing a gradient that is still missing a
+// contribution; one that never fires would hang data parallel training.
+TEST_CASE("a post-accumulate-grad hook runs once per backward, after the leaf's last contribution",
+          "[autograd][hooks]") {
+  Tensor w = vec({2.0}).requires_grad_();
+  Tensor unused = vec({5.0}).requires_grad_();
+  std::vector<double> seen;
+  const uint64_t h = autograd::register_post_accumulate_grad_hook(
+      w, [&](const Tensor& leaf) { seen.push_back(leaf.grad().item<double>()); });
+  int unused_calls = 0;
+  const uint64_t h2 = autograd::register_post_accumulate_grad_hook(unused, [&](const Tensor&) { ++unused_calls; });
+  Tensor x = vec({3.0});
+  Tensor first = mul(w, x);                    // w used early ...
+  Tensor late = mul(exp(mul(first, 0.1)), w);  // ... and late: two contributions
+  sum(add(late, first)).backward();
+  REQUIRE(seen.size() == 1);
+  const double e = std::exp(0.6);
+  CHECK(seen[0] == Approx(0.3 * e * 2.0 + e + 3.0));  // the whole gradient, not a part
+  CHECK(unused_calls == 0);                           // no gradient reached it: no call
+  sum(mul(w, w)).backward();
+  REQUIRE(seen.size() == 2);  // once more, with the accumulated .grad
+  CHECK(seen[1] == Approx(seen[0] + 4.0));
+  autograd::remove_hook(h);
+  autograd::remove_hook(h2);
+  sum(w).backward();
+  CHECK(seen.size() == 2);
+}
+
+TEST_CASE("queue_callback runs at the end of the outermost backward, after every hook", "[autograd][hooks]") {
+  Tensor a = vec({1.0, 2.0}).requires_grad_();
+  Tensor b = vec({3.0, 4.0}).requires_grad_();
+  std::vector<std::string> events;
+  std::vector<uint64_t> handles;
+  for (auto [t, name] : {std::pair{a, "a"}, std::pair{b, "b"}}) {
+    handles.push_back(
+        autograd::register_post_accumulate_grad_hook(t, [&events, name = std::string(name)](const Tensor&) {
+          events.push_back(name);
+          if (events.size() == 1) autograd::queue_callback([&events] { events.push_back("end"); });
+        }));
+  }
+  // a's gradient comes from a checkpointed segment: a nested backward, whose end is not the end.
+  Tensor y = checkpoint([](const std::vector<Tensor>& t) { return mul(t[0], t[0]); }, {a});
+  sum(add(y, mul(b, 2.0))).backward();
+  REQUIRE(events.size() == 3);
+  CHECK(events.back() == "end");
+  CHECK_THROWS_WITH(autograd::queue_callback([] {}), Contains("only inside a backward"));
+  for (uint64_t h : handles) autograd::remove_hook(h);
 }

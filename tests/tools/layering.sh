@@ -31,6 +31,10 @@ probe autograd nn/module.h refused
 probe nn optim/optimizer.h refused
 probe optim amp/grad_scaler.h refused
 probe scaler models/registry.h refused
+probe scaler distributed/ddp.h refused
+probe distributed amp/grad_scaler.h found
+probe distributed models/registry.h refused
+probe models distributed/ddp.h found
 probe models tools/trainer.h refused
 [ "$failures" = 0 ] && echo "layering: all probes as expected"
 exit "$failures"

@@ -22,6 +22,10 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_
   MT_CHECK(!options.augment || (dataset.inputs.dim() == 4 && dataset.inputs.dtype() == kF32),
            "DataLoader: augmentation needs f32 images [N, C, H, W], got {} {}", dataset.inputs.shape_string(),
            dataset.inputs.dtype());
+  MT_CHECK(options.shard_count >= 1 && options.shard_rank >= 0 && options.shard_rank < options.shard_count,
+           "DataLoader: shard {} of {} does not exist", options.shard_rank, options.shard_count);
+  MT_CHECK(samples_per_epoch() > 0, "DataLoader: {} samples leave nothing for each of {} ranks", dataset.size(),
+           options.shard_count);
   start_epoch(0);
 }
 
@@ -29,8 +33,13 @@ DataLoader::~DataLoader() {
   if (pending_.valid()) pending_.wait();
 }
 
+int64_t DataLoader::samples_per_epoch() const {
+  const int64_t n = dataset_.size(), ranks = options_.shard_count;
+  return options_.drop_uneven ? n / ranks : (n + ranks - 1) / ranks;
+}
+
 int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = dataset_.size();
+  const int64_t n = samples_per_epoch();
   return options_.drop_last ? n / options_.batch : (n + options_.batch - 1) / options_.batch;
 }
 
@@ -44,7 +53,19 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   } else {
     order_ = arange(0, static_cast<double>(dataset_.size()), 1, kI64);
   }
+  if (options_.shard_count > 1) order_ = shard_of(order_);
   next_batch_ = skip_batches;
+}
+
+// This rank's samples of the epoch's order: every shard_count-th from
+// shard_rank on, over the order wrapped around to a multiple of shard_count.
+Tensor DataLoader::shard_of(const Tensor& order) const {
+  const int64_t n = order.numel(), m = samples_per_epoch();
+  Tensor shard = empty({m}, kI64);
+  const int64_t* all = order.data<int64_t>();
+  int64_t* mine = shard.data<int64_t>();
+  for (int64_t i = 0; i < m; ++i) mine[i] = all[(i * options_.shard_count + options_.shard_rank) % n];
+  return shard;
 }
 
 namespace {
@@ -91,7 +112,8 @@ void DataLoader::augment(const float* in, float* out, int64_t sample_index) cons
 }
 
 Batch DataLoader::make_batch(int64_t batch_index) const {
-  const int64_t n = dataset_.size();
+  const int64_t n = samples_per_epoch();
+  const int64_t dataset_size = dataset_.size();
   const int64_t begin = batch_index * options_.batch;
   const int64_t count = std::min(options_.batch, n - begin);
   const DType input_type = dataset_.inputs.dtype();
@@ -101,8 +123,8 @@ Batch DataLoader::make_batch(int64_t batch_index) const {
   const Shape input_shape = with_batch(dataset_.inputs, count);
   b.inputs = options_.pinned ? empty_pinned(input_shape, input_type) : empty(input_shape, input_type);
   b.targets = empty(with_batch(dataset_.targets, count), kI64);
-  const size_t input_bytes = dataset_.inputs.nbytes() / static_cast<size_t>(n);
-  const size_t target_bytes = dataset_.targets.nbytes() / static_cast<size_t>(n);
+  const size_t input_bytes = dataset_.inputs.nbytes() / static_cast<size_t>(dataset_size);
+  const size_t target_bytes = dataset_.targets.nbytes() / static_cast<size_t>(dataset_size);
   const auto* inputs = static_cast<const char*>(dataset_.inputs.data_ptr());
   const auto* targets = static_cast<const char*>(dataset_.targets.data_ptr());
   auto* input_out = static_cast<char*>(b.inputs.data_ptr());

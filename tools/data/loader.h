@@ -20,6 +20,15 @@ struct LoaderOptions {
   bool drop_last = false;
   bool prefetch = true;
   bool pinned = false;  // batches in page-locked memory (fast copies to a GPU)
+  // Data parallel (PyTorch's DistributedSampler): every rank shuffles the
+  // epoch with the same seed and reads every shard_count-th sample of it from
+  // shard_rank on, so the ranks' batches b together are one batch of
+  // shard_count x batch samples. When the sample count does not divide, the
+  // order wraps around to pad the last shard (as PyTorch does), or with
+  // drop_uneven the tail is left out; every rank has as many batches.
+  int64_t shard_rank = 0;
+  int64_t shard_count = 1;
+  bool drop_uneven = false;
 };
 
 struct Batch {
@@ -40,9 +49,11 @@ class DataLoader {
   void start_epoch(int64_t epoch, int64_t skip_batches = 0);
   std::optional<Batch> next();
   int64_t batches_per_epoch() const;
+  int64_t samples_per_epoch() const;  // this rank's (its shard)
 
  private:
   Batch make_batch(int64_t batch_index) const;
+  Tensor shard_of(const Tensor& order) const;
   void augment(const float* in, float* out, int64_t sample_index) const;
   void prefetch(int64_t batch_index);
 

@@ -1,0 +1,32 @@
+// Hooks into the backward engine, as PyTorch has them:
+//
+//  * a post-accumulate-grad hook on a leaf runs once per backward, right after
+//    the leaf's .grad has received the last contribution that backward will
+//    make to it (PyTorch's Tensor.register_post_accumulate_grad_hook). Data
+//    parallel training uses it to start all-reducing a gradient bucket while
+//    the rest of backward still runs;
+//  * queue_callback runs a function when the outermost backward in progress
+//    on this thread finishes (PyTorch's Variable._execution_engine.queue_callback),
+//    so that work a hook started can be waited for before backward() returns.
+//
+// Without hooks the engine does no extra work.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "core/tensor.h"
+
+namespace mt::autograd {
+
+using GradReadyHook = std::function<void(const Tensor& leaf)>;
+
+// `leaf` must require grad and have no grad_fn. Returns a handle for remove_hook.
+// A leaf that gets no gradient in a backward does not call its hooks.
+uint64_t register_post_accumulate_grad_hook(const Tensor& leaf, GradReadyHook hook);
+void remove_hook(uint64_t handle);
+
+// Only inside a backward (from a hook or a node's backward function).
+void queue_callback(std::function<void()> callback);
+
+}  // namespace mt::autograd

@@ -1,0 +1,215 @@
+#include "distributed/ddp.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "autograd/grad_mode.h"
+#include "autograd/hooks.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "kernels/elementwise.h"
+
+namespace mt::dist {
+namespace {
+
+Device device_of(const nn::Module& module) {
+  const std::vector<Tensor> params = module.parameters();
+  MT_CHECK(!params.empty(), "DistributedDataParallel: the module has no parameters");
+  return params.front().device();
+}
+
+// A gradient (or its zeros) as the bucket's flat segment.
+Tensor segment(const Tensor& flat, int64_t offset, const Tensor& param) {
+  return flat.narrow(0, offset, param.numel()).view(param.sizes());
+}
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DdpOptions options,
+                                                 ProcessGroup* group)
+    : module_(std::move(module)),
+      options_(options),
+      group_(group != nullptr ? *group : group_for(device_of(*module_))) {
+  MT_CHECK(options.bucket_bytes > 0 && options.first_bucket_bytes > 0,
+           "DistributedDataParallel: bucket sizes must be positive");
+  MT_CHECK(is_floating(options.reduce_dtype), "DistributedDataParallel: buckets must be floating point, not {}",
+           options.reduce_dtype);
+  register_module("module", module_);
+  check_same_model_everywhere();
+  std::vector<Tensor> state;
+  for (auto& [name, p] : module_->named_parameters()) state.push_back(p);
+  for (auto& [name, b] : module_->named_buffers()) state.push_back(b);
+  broadcast_from_rank0(state);
+  build_buckets();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    hooks_.push_back(
+        autograd::register_post_accumulate_grad_hook(slots_[i].param, [this, i](const Tensor&) { gradient_ready(i); }));
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (uint64_t h : hooks_) autograd::remove_hook(h);
+  for (Bucket& b : buckets_) {
+    if (b.work) b.work->wait();  // MPI may still be writing into the bucket
+  }
+}
+
+// Ranks that built different models would exchange garbage (or hang in a
+// broadcast of a different size): one small all-gather settles it first.
+void DistributedDataParallel::check_same_model_everywhere() {
+  const auto named = module_->named_parameters();
+  int64_t elements = 0;
+  for (const auto& [name, p] : named) elements += p.numel();
+  Tensor mine = from_vector(std::vector<int64_t>{static_cast<int64_t>(named.size()), elements}, {2}, kI64);
+  const Device device = device_of(*module_);
+  if (!device.host_accessible()) mine = mine.to(device);
+  Tensor all = empty({2 * group_.size()}, kI64, mine.device());
+  group_.all_gather(all, mine)->wait();
+  const std::vector<double> counts = all.to(kCPU).to_vector();
+  for (int r = 0; r < group_.size(); ++r) {
+    MT_CHECK(counts[2 * r] == counts[0] && counts[2 * r + 1] == counts[1],
+             "DistributedDataParallel: rank {} has {} parameters ({} elements) but rank 0 has {} ({}): every rank "
+             "must build the same model",
+             r, counts[2 * r], counts[2 * r + 1], counts[0], counts[1]);
+  }
+}
+
+void DistributedDataParallel::broadcast_from_rank0(const std::vector<Tensor>& tensors) {
+  NoGradGuard no_grad;
+  std::vector<std::shared_ptr<Work>> works;
+  for (const Tensor& t : tensors) {
+    MT_CHECK(t.is_contiguous(), "DistributedDataParallel: parameters and buffers must be contiguous");
+    works.push_back(group_.broadcast(t, 0));
+  }
+  for (auto& w : works) w->wait();
+  for (const Tensor& t : tensors) t.storage()->bump_version();
+}
+
+void DistributedDataParallel::build_buckets() {
+  const auto named = module_->named_parameters();
+  const int64_t element_bytes = static_cast<int64_t>(element_size(options_.reduce_dtype));
+  std::vector<std::vector<size_t>> layout;
+  int64_t filled = 0;
+  for (auto it = named.rbegin(); it != named.rend(); ++it) {
+    if (!it->second.requires_grad()) continue;
+    const int64_t cap = layout.size() == 1 ? options_.first_bucket_bytes : options_.bucket_bytes;
+    const int64_t bytes = it->second.numel() * element_bytes;
+    if (layout.empty() || (filled > 0 && filled + bytes > cap)) {
+      layout.emplace_back();
+      filled = 0;
+    }
+    layout.back().push_back(slots_.size());
+    filled += bytes;
+    slots_.push_back({.name = it->first, .param = it->second});
+  }
+  const Device device = slots_.empty() ? kCPU : slots_.front().param.device();
+  for (size_t b = 0; b < layout.size(); ++b) {
+    Bucket bucket;
+    int64_t offset = 0;
+    for (size_t s : layout[b]) {
+      slots_[s].bucket = b;
+      slots_[s].offset = offset;
+      offset += slots_[s].param.numel();
+    }
+    const MemoryCategoryScope gradients(MemoryCategory::Gradients);
+    bucket.flat = empty({offset}, options_.reduce_dtype, device);
+    bucket.slots = layout[b];
+    bucket.pending = layout[b].size();
+    buckets_.push_back(std::move(bucket));
+  }
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& input) {
+  if (options_.broadcast_buffers && is_training() && group_.size() > 1) {
+    std::vector<Tensor> buffers;
+    for (auto& [name, b] : module_->named_buffers()) buffers.push_back(b);
+    if (!buffers.empty()) broadcast_from_rank0(buffers);
+  }
+  return module_->forward(input);
+}
+
+void DistributedDataParallel::gradient_ready(size_t index) {
+  if (!sync_) return;
+  Slot& slot = slots_[index];
+  if (!in_backward_) {
+    in_backward_ = true;
+    autograd::queue_callback([this] { finish_backward(); });
+  }
+  MT_CHECK(!slot.ready,
+           "DistributedDataParallel: the gradient of '{}' became ready twice in one backward (is the parameter used "
+           "both inside and outside a checkpointed segment?)",
+           slot.name);
+  slot.ready = true;
+  Bucket& bucket = buckets_[slot.bucket];
+  kernels::copy(slot.param.grad(), segment(bucket.flat, slot.offset, slot.param));
+  --bucket.pending;
+  launch_ready_buckets();
+}
+
+// Buckets start in index order, the same on every rank (MPI and NCCL
+// require the same collectives in the same order everywhere).
+void DistributedDataParallel::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    Bucket& b = buckets_[next_launch_++];
+    b.work = group_.all_reduce(b.flat, ReduceOp::Sum);
+    ++buckets_reduced_;
+  }
+}
+
+void DistributedDataParallel::finish_backward() {
+  in_backward_ = false;
+  // Parameters no gradient reached on this rank contribute zeros (another
+  // rank's batch may have reached them).
+  for (Bucket& b : buckets_) {
+    if (b.pending == 0) continue;
+    for (size_t s : b.slots) {
+      if (!slots_[s].ready) kernels::fill(segment(b.flat, slots_[s].offset, slots_[s].param), 0.0);
+    }
+    b.pending = 0;
+  }
+  launch_ready_buckets();
+  const auto waiting = std::chrono::steady_clock::now();
+  for (Bucket& b : buckets_) {
+    b.work->wait();
+    b.work.reset();
+  }
+  last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting).count();
+  NoGradGuard no_grad;
+  const double inverse_world = 1.0 / static_cast<double>(group_.size());
+  const bool scaled = autograd::in_loss_scaled_backward();
+  for (Bucket& b : buckets_) {
+    const Tensor mean = group_.size() > 1 ? mul(b.flat, inverse_world) : b.flat;
+    for (size_t s : b.slots) {
+      Slot& slot = slots_[s];
+      TensorImpl& param = *slot.param.impl();
+      if (!param.grad) {
+        Tensor zeros_like = empty(param.sizes, param.dtype, param.device);
+        tag_memory(zeros_like, MemoryCategory::Gradients);
+        param.grad = zeros_like.impl_ptr();
+        param.grad->loss_scaled = scaled;
+      }
+      kernels::copy(segment(mean, slot.offset, slot.param), Tensor(param.grad));
+      slot.ready = false;
+    }
+    b.pending = b.slots.size();
+  }
+  next_launch_ = 0;
+}
+
+std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {
+  std::vector<int64_t> out;
+  for (const Bucket& b : buckets_) out.push_back(static_cast<int64_t>(b.flat.nbytes()));
+  return out;
+}
+
+std::vector<std::vector<std::string>> DistributedDataParallel::bucket_parameters() const {
+  std::vector<std::vector<std::string>> out;
+  for (const Bucket& b : buckets_) {
+    out.emplace_back();
+    for (size_t s : b.slots) out.back().push_back(slots_[s].name);
+  }
+  return out;
+}
+
+}  // namespace mt::dist

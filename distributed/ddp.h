@@ -1,0 +1,118 @@
+// DistributedDataParallel: data parallel training of one Module, one process
+// per device, gradients averaged over the ranks during backward.
+//
+//   auto model = std::make_shared<MyNet>();
+//   mt::dist::DistributedDataParallel ddp(model);   // rank 0's weights everywhere
+//   for (batch : this rank's shard) {               // DataLoader shard_rank/shard_count
+//     scaler.scale(loss_fn(ddp.forward(x), y)).backward();  // returns with averaged gradients
+//     scaler.step(opt); scaler.update(); opt.zero_grad();
+//   }
+//
+// How (as PyTorch's DDP): at construction every parameter and buffer is
+// broadcast from rank 0, and the parameters are laid out, in reverse
+// registration order (about the order backward produces their gradients),
+// into buckets: the first of first_bucket_bytes, the rest of bucket_bytes.
+// A post-accumulate-grad hook (autograd/hooks.h) copies each gradient into
+// its bucket as soon as backward has finished it; a full bucket is
+// all-reduced at once, on the communication thread (MPI) or stream (NCCL),
+// while backward goes on. Buckets start in index order on every rank. When
+// backward ends, the engine runs DDP's callback: it starts what is left
+// (a parameter no gradient reached counts as zeros), waits, divides by the
+// world size and writes the averages back into each .grad.
+//
+// Mixed precision: buckets are f32 by default whatever the parameters' dtype,
+// so f16 gradients scaled by a GradScaler are summed without overflowing.
+// Every rank then holds the same (scaled) gradients, so unscale_ finds the
+// same inf/NaN on every rank and they all skip the step together.
+//
+// no_sync(): inside it backward only accumulates locally (the first K-1
+// micro-batches of a gradient accumulation); the next backward outside it
+// reduces the accumulated gradients once.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "distributed/process_group.h"
+#include "nn/module.h"
+
+namespace mt::dist {
+
+struct DdpOptions {
+  int64_t bucket_bytes = 25ll << 20;
+  int64_t first_bucket_bytes = 1ll << 20;
+  DType reduce_dtype = kF32;      // the buckets' dtype
+  bool broadcast_buffers = true;  // rank 0's buffers (norm statistics) before each training forward
+};
+
+class DistributedDataParallel final : public nn::Module {
+ public:
+  // `group`: null means group_for(the parameters' device).
+  explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, DdpOptions options = {},
+                                   ProcessGroup* group = nullptr);
+  ~DistributedDataParallel() override;
+
+  Tensor forward(const Tensor& input) override;
+  nn::Module& module() { return *module_; }
+  std::string name() const override { return "DistributedDataParallel"; }
+
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp), previous_(ddp.sync_) { ddp.sync_ = false; }
+    ~NoSync() { ddp_.sync_ = previous_; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+  bool synchronizing() const { return sync_; }
+
+  ProcessGroup& group() { return group_; }
+  // The buckets' sizes in bytes, in launch order, and each one's parameters.
+  std::vector<int64_t> bucket_sizes() const;
+  std::vector<std::vector<std::string>> bucket_parameters() const;
+  // Seconds the last synchronised backward spent waiting for communication
+  // after its own work was done (what overlap did not hide).
+  double last_wait_seconds() const { return last_wait_seconds_; }
+  // All-reduces started since construction (one per bucket per synchronised backward).
+  int64_t buckets_reduced() const { return buckets_reduced_; }
+
+ private:
+  struct Slot {
+    std::string name;
+    Tensor param;
+    size_t bucket = 0;
+    int64_t offset = 0;  // in the bucket, in elements
+    bool ready = false;
+  };
+  struct Bucket {
+    Tensor flat;  // reduce_dtype, on the parameters' device
+    std::vector<size_t> slots;
+    size_t pending = 0;
+    std::shared_ptr<Work> work;
+  };
+
+  void broadcast_from_rank0(const std::vector<Tensor>& tensors);
+  void check_same_model_everywhere();
+  void build_buckets();
+  void gradient_ready(size_t slot);
+  void launch_ready_buckets();
+  void finish_backward();
+
+  std::shared_ptr<nn::Module> module_;
+  DdpOptions options_;
+  ProcessGroup& group_;
+  std::vector<Slot> slots_;
+  std::vector<Bucket> buckets_;
+  std::vector<uint64_t> hooks_;
+  size_t next_launch_ = 0;
+  bool in_backward_ = false;
+  bool sync_ = true;
+  double last_wait_seconds_ = 0;
+  int64_t buckets_reduced_ = 0;
+};
+
+}  // namespace mt::dist
