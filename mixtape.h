@@ -15,4 +15,6 @@
 #include "core/generator.h"
 #include "core/graph.h"
 #include "core/tensor.h"
+#include "distributed/ddp.h"
+#include "distributed/process_group.h"
 #include "optim/optimizer.h"

@@ -120,12 +120,15 @@ void DistributedDataParallel::build_buckets() {
   }
 }
 
+void DistributedDataParallel::broadcast_buffers() {
+  if (group_.size() == 1) return;
+  std::vector<Tensor> buffers;
+  for (auto& [name, b] : module_->named_buffers()) buffers.push_back(b);
+  if (!buffers.empty()) broadcast_from_rank0(buffers);
+}
+
 Tensor DistributedDataParallel::forward(const Tensor& input) {
-  if (options_.broadcast_buffers && is_training() && group_.size() > 1) {
-    std::vector<Tensor> buffers;
-    for (auto& [name, b] : module_->named_buffers()) buffers.push_back(b);
-    if (!buffers.empty()) broadcast_from_rank0(buffers);
-  }
+  if (options_.broadcast_buffers && is_training()) broadcast_buffers();
   return module_->forward(input);
 }
 

@@ -71,6 +71,9 @@ class DistributedDataParallel final : public nn::Module {
   bool synchronizing() const { return sync_; }
 
   ProcessGroup& group() { return group_; }
+  // Rank 0's buffers (norm statistics) on every rank; forward does it in
+  // training (DdpOptions::broadcast_buffers), and before evaluating call it.
+  void broadcast_buffers();
   // The buckets' sizes in bytes, in launch order, and each one's parameters.
   std::vector<int64_t> bucket_sizes() const;
   std::vector<std::vector<std::string>> bucket_parameters() const;

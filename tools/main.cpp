@@ -10,6 +10,7 @@
 #include <fstream>
 #include <new>
 
+#include "distributed/process_group.h"
 #include "kernels/cuda/launch_check.h"
 #include "mixtape.h"
 #include "models/registry.h"
@@ -141,6 +142,29 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   cmd->add_flag("!--no-progress", c.progress, "no live progress line");
 }
 
+// Runs a command; its errors become a message on stderr and an exit code.
+template <typename Command>
+int with_error_exit_codes(Command&& command) {
+  const std::string rank = mt::dist::is_distributed()
+                               ? fmt::format(" (rank {} of {})", mt::dist::world().rank(), mt::dist::world().size())
+                               : std::string();
+  try {
+    return command();
+  } catch (const mt::tools::NonFiniteLoss& e) {
+    std::fprintf(stderr, "\nerror%s: %s\n", rank.c_str(), e.what());
+    return kExitNonFiniteLoss;
+  } catch (const mt::Error& e) {
+    std::fprintf(stderr, "\nerror%s: %s\n", rank.c_str(), e.what());
+    return kExitError;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "\nerror%s: out of memory (an input asked for more than this machine has)\n", rank.c_str());
+    return kExitError;
+  } catch (const std::exception& e) {  // nlohmann, filesystem, ...: a bug to report, but never a crash
+    std::fprintf(stderr, "\nerror%s: %s\n", rank.c_str(), e.what());
+    return kExitError;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -217,7 +241,10 @@ int main(int argc, char** argv) {
   info->add_option("--data", data_dir, "Fashion-MNIST directory");
 
   CLI11_PARSE(app, argc, argv);
-  try {
+  // `mpirun -np N mixtape train ...`: every rank runs this; a failure on one
+  // ends them all (the others would wait for it in their next collective).
+  if (*train) mt::dist::init_process_group();
+  const int code = with_error_exit_codes([&]() -> int {
     if (*info) return run_info(data_dir);
     if (*eval) {
       const auto r = mt::tools::evaluate_checkpoint(checkpoint, data_dir, eval_device, eval_limit, eval_half);
@@ -267,18 +294,9 @@ int main(int argc, char** argv) {
       print_profile();
       return 0;
     }
-  } catch (const mt::tools::NonFiniteLoss& e) {
-    std::fprintf(stderr, "\nerror: %s\n", e.what());
-    return kExitNonFiniteLoss;
-  } catch (const mt::Error& e) {
-    std::fprintf(stderr, "\nerror: %s\n", e.what());
-    return kExitError;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "\nerror: out of memory (an input asked for more than this machine has)\n");
-    return kExitError;
-  } catch (const std::exception& e) {  // nlohmann, filesystem, ...: a bug to report, but never a crash
-    std::fprintf(stderr, "\nerror: %s\n", e.what());
-    return kExitError;
-  }
-  return 0;
+    return 0;
+  });
+  if (code != 0 && mt::dist::is_distributed()) mt::dist::abort_job(code);
+  mt::dist::finalize();
+  return code;
 }

@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -25,6 +26,10 @@
 #include "core/host_sync.h"
 #include "core/safetensors.h"
 #include "core/threads.h"
+#if MT_WITH_CUDA
+#include "core/device_info.h"
+#endif
+#include "distributed/ddp.h"
 #include "models/bert.h"
 #include "models/gpt.h"
 #include "models/registry.h"
@@ -244,7 +249,8 @@ void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Mo
                     {"step", std::to_string(pos.step)},
                     {"scheduler_step", std::to_string(sched.last_step())},
                     {"rng_seed", std::to_string(rng.seed)},
-                    {"rng_offset", std::to_string(rng.offset)}});
+                    {"rng_offset", std::to_string(rng.offset)},
+                    {"world_size", std::to_string(dist::world().size())}});
 }
 
 // A whole decimal integer within [low, high]: "12abc", "", "1e3" and
@@ -340,6 +346,12 @@ Position load_checkpoint(const std::string& path, const TrainConfig& c, int64_t 
                      metadata_int(f, "batch_in_epoch", path, int64_t{0}, batches),
                      metadata_int(f, "step", path, int64_t{0})};
   sched.set_step(metadata_int(f, "scheduler_step", path, int64_t{0}, pos.step));
+  // The position counts this world's batches per rank: another world size
+  // would resume at another sample.
+  const int64_t saved_world = f.metadata.count("world_size") ? metadata_int(f, "world_size", path, int64_t{1}) : 1;
+  MT_CHECK(saved_world == dist::world().size(),
+           "checkpoint '{}' was written by a run of {} rank(s); resume it with the same number (this run has {})", path,
+           saved_world, dist::world().size());
   return pos;
 }
 
@@ -430,8 +442,15 @@ Tensor task_loss(const Tensor& logits, const Tensor& targets,
 
 }  // namespace
 
-Evaluation evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
-                    int64_t targets_per_batch) {
+namespace {
+
+struct EvaluationSums {
+  double correct = 0, loss = 0, targets = 0;
+  Evaluation mean() const { return targets > 0 ? Evaluation{correct / targets, loss / targets} : Evaluation{}; }
+};
+
+EvaluationSums evaluation_sums(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
+                               int64_t targets_per_batch) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -452,9 +471,14 @@ Evaluation evaluate(nn::Module& model, const data::Dataset& data, Precision prec
     correct += static_cast<int64_t>(sum(eq(argmax(logits, -1), targets).to(kI64)).item<double>());
   }
   model.train(was_training);
-  const auto total = static_cast<double>(data.targets.numel());
-  if (total == 0) return {};
-  return {static_cast<double>(correct) / total, loss_sum / total};
+  return {static_cast<double>(correct), loss_sum, static_cast<double>(data.targets.numel())};
+}
+
+}  // namespace
+
+Evaluation evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
+                    int64_t targets_per_batch) {
+  return evaluation_sums(model, data, precision, device, targets_per_batch).mean();
 }
 
 // ---------------------------------------------------------------- training
@@ -506,6 +530,10 @@ struct TrainingRun {
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<optim::LrScheduler> scheduler;
   std::unique_ptr<amp::GradScaler> scaler;
+  // Data parallel (`mpirun -np N mixtape train`): this process's rank, the
+  // world size, and the model wrapped for gradient averaging (null in a world of one).
+  int rank = 0, world = 1;
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
   std::unique_ptr<BatchStager> stager;
   std::unique_ptr<StepMetrics> metrics;
   Position pos;
@@ -560,9 +588,22 @@ class RunThreads {
   int previous_;
 };
 
+int visible_gpus() {
+#if MT_WITH_CUDA
+  return std::max(1, cuda::query_devices().count);
+#else
+  return 1;
+#endif
+}
+
 // Fills `r` in place: the loader keeps a reference to r.splits.
 void setup_run(TrainingRun& r, const TrainConfig& requested) {
+  r.rank = dist::world().rank();
+  r.world = dist::world().size();
   r.device = resolve_device(requested.device);
+  // One GPU per rank, by its rank on the machine.
+  if (r.world > 1 && r.device.is_cuda() && requested.device.find(':') == std::string::npos)
+    r.device = Device{DeviceType::CUDA, dist::local_rank() % visible_gpus()};
   r.c = resolve_defaults(requested, r.device);
   const TrainConfig& c = r.c;
   r.precision = parse_precision(c.precision);
@@ -596,12 +637,19 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   }
   r.model->to(r.device);
   if (c.master_weights) r.model->to(low_precision_dtype(r.precision), /*keep_norms_fp32=*/true);
+  if (r.world > 1) {
+    MT_CHECK(!c.cuda_graph, "train: --cuda-graph is not supported with {} ranks yet (MPI cannot be captured)", r.world);
+    r.ddp = std::make_unique<dist::DistributedDataParallel>(r.model);
+  }
 
   // Batches reach the device through the stager's own pinned buffers.
-  r.loader = std::make_unique<data::DataLoader>(
-      r.splits.train,
-      data::LoaderOptions{
-          .batch = c.batch, .shuffle = true, .augment = c.augment, .seed = c.seed, .prefetch = c.prefetch});
+  r.loader = std::make_unique<data::DataLoader>(r.splits.train, data::LoaderOptions{.batch = c.batch,
+                                                                                    .shuffle = true,
+                                                                                    .augment = c.augment,
+                                                                                    .seed = c.seed,
+                                                                                    .prefetch = c.prefetch,
+                                                                                    .shard_rank = r.rank,
+                                                                                    .shard_count = r.world});
   r.stager = std::make_unique<BatchStager>(r.device, r.splits.train, c.batch);
   r.metrics = std::make_unique<StepMetrics>(r.device);
   MT_CHECK(r.splits.train.size() > 0 && r.splits.test.size() > 0,
@@ -638,13 +686,19 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
 
 // Forward and backward of one micro-batch already on the device; the loss stays there.
 void forward_backward(TrainingRun& r, const Tensor& inputs, const Tensor& targets) {
+  nn::Module& model = r.ddp ? static_cast<nn::Module&>(*r.ddp) : *r.model;
   Tensor loss;
   {
     amp::Autocast guard(r.device, low_precision_dtype(r.precision), r.precision != Precision::Fp32);
-    loss = task_loss(r.model->forward(inputs), targets);
+    loss = task_loss(model.forward(inputs), targets);
   }
   const Tensor micro_loss = r.c.grad_accum > 1 ? div(loss, static_cast<double>(r.c.grad_accum)) : loss;
-  r.scaler->scale(micro_loss).backward();
+  {
+    // Gradient accumulation: the ranks average once, on the last micro-batch.
+    std::optional<dist::DistributedDataParallel::NoSync> local;
+    if (r.ddp && r.micro + 1 < r.c.grad_accum) local.emplace(*r.ddp);
+    r.scaler->scale(micro_loss).backward();
+  }
   NoGradGuard no_grad;
   r.accumulated_loss =
       r.accumulated_loss.defined() ? add(r.accumulated_loss, micro_loss.detach()) : micro_loss.detach();
@@ -662,7 +716,13 @@ StepTensors device_step(TrainingRun& r) {
   r.scaler->update();
   r.scheduler->step_unless(outcome.found_inf());  // a skipped step must not advance the schedule
   r.opt->zero_grad();
-  return {std::exchange(r.accumulated_loss, Tensor()), grad_norm, outcome.found_inf()};
+  Tensor loss = std::exchange(r.accumulated_loss, Tensor());
+  if (r.ddp) {  // the mean over the ranks' batches: what one process at the whole batch reports
+    loss = loss.contiguous().clone();
+    r.ddp->group().all_reduce(loss)->wait();
+    loss = div(loss, static_cast<double>(r.world));
+  }
+  return {loss, grad_norm, outcome.found_inf()};
 }
 
 // The host's part of a step: its position, and the asynchronous read-back of its values.
@@ -769,12 +829,29 @@ void report_steps(TrainingRun& r, const std::vector<StepValues>& arrived, Report
   }
 }
 
+// Each rank evaluates its share of the held-out split (every sample once)
+// with rank 0's buffers, and the sums are added up over the ranks.
+Evaluation evaluate_across_ranks(TrainingRun& r) {
+  r.ddp->broadcast_buffers();
+  const data::Dataset& test = r.splits.test;
+  const int64_t n = test.size(), begin = n * r.rank / r.world, end = n * (r.rank + 1) / r.world;
+  data::Dataset mine = test;
+  mine.inputs = test.inputs.narrow(0, begin, end - begin);
+  mine.targets = test.targets.narrow(0, begin, end - begin);
+  const EvaluationSums local =
+      end > begin ? evaluation_sums(*r.model, mine, r.precision, r.device, 32768) : EvaluationSums{};
+  Tensor sums = from_vector(std::vector<double>{local.correct, local.loss, local.targets}, {3}, kF64);
+  dist::world().all_reduce(sums)->wait();
+  const std::vector<double> total = sums.to_vector();
+  return EvaluationSums{total[0], total[1], total[2]}.mean();
+}
+
 // Evaluates on the held-out split, prints and logs the result, and keeps it
 // in the summary; its time is not training time.
 void evaluate_and_report(TrainingRun& r, const std::string& when, Reporter& reporter, Throughput& throughput) {
   note_training_memory(r);
   const auto start = Clock::now();
-  const Evaluation e = evaluate(*r.model, r.splits.test, r.precision, r.device);
+  const Evaluation e = r.ddp ? evaluate_across_ranks(r) : evaluate(*r.model, r.splits.test, r.precision, r.device);
   nlohmann::json record = {{"step", r.pos.step}, {"loss", e.loss}};
   if (r.summary.language_model) {
     r.summary.validation_losses.push_back(e.loss);
@@ -812,7 +889,7 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
       const BatchStager::OnDevice on_device = r.stager->upload(*batch);
       forward_backward(r, on_device.inputs, on_device.targets);
     }
-    throughput.add_samples(batch->targets.size(0));
+    throughput.add_samples(batch->targets.size(0) * r.world);  // every rank trains a batch of this size
     if (++r.micro < r.c.grad_accum) {
       if (r.steps_this_run > 0) r.steady_syncs += host_sync_count() - syncs_before;
       continue;
@@ -894,6 +971,27 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
 
 namespace {
 
+// Ranks other than 0 write their report lines nowhere.
+class QuietUnlessRankZero {
+ public:
+  QuietUnlessRankZero(int rank, std::FILE* out) : out_(out) {
+    if (rank == 0) return;
+    null_ = std::fopen("/dev/null", "w");
+    MT_CHECK(null_ != nullptr, "train: cannot open /dev/null for rank {}'s output", rank);
+    out_ = null_;
+  }
+  ~QuietUnlessRankZero() {
+    if (null_ != nullptr) std::fclose(null_);
+  }
+  QuietUnlessRankZero(const QuietUnlessRankZero&) = delete;
+  QuietUnlessRankZero& operator=(const QuietUnlessRankZero&) = delete;
+  std::FILE* out() const { return out_; }
+
+ private:
+  std::FILE* out_;
+  std::FILE* null_ = nullptr;
+};
+
 // The CPU allocator's cap for TrainConfig::memory_budget, lifted afterwards.
 class CpuMemoryCap {
  public:
@@ -918,13 +1016,18 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
   setup_run(r, requested);
   r.summary.bytes_before = device_tensors_before;
   const TrainConfig& c = r.c;
-  Reporter reporter(out, c.progress, c.log);
+  // Rank 0 alone prints, logs and writes checkpoints and TensorBoard files.
+  const QuietUnlessRankZero quiet(r.rank, out);
+  out = quiet.out();
+  Reporter reporter(out, c.progress && r.rank == 0, r.rank == 0 ? c.log : std::string());
   const RunThreads threads(r);
-  if (!c.tensorboard.empty()) r.tensorboard = std::make_unique<TensorBoardWriter>(c.tensorboard);
-  std::fprintf(out, "training %s (%lld parameters) on %s in %s%s, %s, batch %lld x %lld, %lld steps per epoch\n",
+  if (!c.tensorboard.empty() && r.rank == 0) r.tensorboard = std::make_unique<TensorBoardWriter>(c.tensorboard);
+  const std::string ranks =
+      r.world > 1 ? fmt::format(" per rank x {} ranks ({})", r.world, r.ddp->group().backend()) : std::string();
+  std::fprintf(out, "training %s (%lld parameters) on %s in %s%s, %s, batch %lld x %lld%s, %lld steps per epoch\n",
                c.model.c_str(), static_cast<long long>(r.summary.parameters), r.device.str().c_str(),
                c.precision.c_str(), c.master_weights ? " with f32 master weights" : "", c.optimizer.c_str(),
-               static_cast<long long>(c.batch), static_cast<long long>(c.grad_accum),
+               static_cast<long long>(c.batch), static_cast<long long>(c.grad_accum), ranks.c_str(),
                static_cast<long long>(r.steps_per_epoch));
 
   allocator_for(r.device).reset_peak();
@@ -952,7 +1055,7 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
     evaluate_and_report(r, fmt::format("epoch {}", epoch + 1), reporter, throughput);
     const auto saving = Clock::now();
     note_training_memory(r);
-    if (!c.save.empty()) save_checkpoint(c.save, c, *r.model, *r.opt, *r.scaler, *r.scheduler, r.pos);
+    if (!c.save.empty() && r.rank == 0) save_checkpoint(c.save, c, *r.model, *r.opt, *r.scaler, *r.scheduler, r.pos);
     throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - saving).count());
     restart_step_clock(r);
     reset_memory_ledger_peak(r.device);

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# `mpirun -np 2 mixtape train ...` as the README describes it, checked end to end:
+#  * equivalence: 2 ranks at batch B follow 1 process at batch 2B (per-step
+#    losses and the final accuracy), in fp32, with --grad-accum, and in fp16
+#    with the scaler (the same loss scales);
+#  * only rank 0 writes the checkpoint and the log; resuming needs the same
+#    world size;
+#  * a rank killed mid-run makes the job exit non-zero quickly, and a rank
+#    that stops answering (SIGSTOP) makes the other exit within MT_DIST_TIMEOUT.
+# Usage: train_ranks.sh path/to/mixtape mpirun
+set -u
+mixtape="$1"
+mpirun="$2"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+common=(--model mlp --train-limit 2048 --test-limit 1000 --threads 1 --no-progress)
+
+# compare <one.jsonl> <two.jsonl> <loss tolerance>: per-step losses, scales and the evaluation.
+compare() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+def read(path):
+    steps, evals = [], []
+    for line in open(path):
+        r = json.loads(line)
+        if "eval" in r: evals.append(r["eval"])
+        elif "step" in r: steps.append(r)
+    return steps, evals
+(a, ea), (b, eb) = read(sys.argv[1]), read(sys.argv[2])
+tol = float(sys.argv[3])
+assert len(a) == len(b) > 0, f"{len(a)} vs {len(b)} steps"
+worst = max(abs(x["loss"] - y["loss"]) for x, y in zip(a, b))
+assert worst <= tol, f"losses differ by {worst} (> {tol})"
+assert all(x["scale"] == y["scale"] for x, y in zip(a, b)), "loss scales differ"
+assert abs(ea[-1]["accuracy"] - eb[-1]["accuracy"]) <= 0.002, f"accuracy {ea[-1]} vs {eb[-1]}"
+print(f"{len(a)} steps, max loss difference {worst:.3g}, accuracy {ea[-1]['accuracy']} vs {eb[-1]['accuracy']}")
+PY
+}
+
+equivalent() {  # equivalent <name> <tolerance> <one-process flags...> -- <per-rank flags...>
+  local name="$1" tol="$2"
+  shift 2
+  local one=() two=()
+  while [ "$1" != "--" ]; do one+=("$1"); shift; done
+  shift
+  two=("$@")
+  "$mixtape" train "${common[@]}" --epochs 1 "${one[@]}" --log "$tmp/$name.1.jsonl" >"$tmp/$name.1.out" 2>&1 ||
+    { fail "$name: 1 process failed"; tail -3 "$tmp/$name.1.out"; return; }
+  "$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 1 "${two[@]}" --log "$tmp/$name.2.jsonl" >"$tmp/$name.2.out" 2>&1 ||
+    { fail "$name: 2 ranks failed"; tail -5 "$tmp/$name.2.out"; return; }
+  grep -q "per rank x 2 ranks (mpi)" "$tmp/$name.2.out" || fail "$name: the 2-rank run did not say it ran 2 ranks"
+  local report
+  report=$(compare "$tmp/$name.1.jsonl" "$tmp/$name.2.jsonl" "$tol" 2>&1) || fail "$name: $report"
+  echo "$name: $report"
+}
+
+equivalent fp32 1e-5 --precision fp32 --batch 128 -- --precision fp32 --batch 64
+equivalent fp32-accum 1e-5 --precision fp32 --batch 128 -- --precision fp32 --batch 32 --grad-accum 2
+equivalent fp16 2e-3 --precision fp16 --batch 128 -- --precision fp16 --batch 64
+
+# Rank 0 alone writes the checkpoint; a resume with another world size is refused.
+"$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 2 --precision bf16 --batch 64 --steps 8 --save "$tmp/ck.safetensors" \
+  >"$tmp/save.out" 2>&1 || { fail "2-rank run with --save failed"; tail -5 "$tmp/save.out"; }
+[ -f "$tmp/ck.safetensors" ] || fail "no checkpoint written"
+ls "$tmp" | grep -q "tmp\." && fail "a temporary checkpoint file was left behind"
+"$mpirun" -np 2 "$mixtape" train "${common[@]}" --precision bf16 --batch 64 --epochs 2 --resume "$tmp/ck.safetensors" \
+  >"$tmp/resume.out" 2>&1 || { fail "2-rank resume failed"; tail -5 "$tmp/resume.out"; }
+out=$("$mixtape" train "${common[@]}" --precision bf16 --batch 64 --epochs 2 --resume "$tmp/ck.safetensors" 2>&1)
+[ $? -ne 0 ] && grep -q "same number" <<<"$out" || fail "a 1-process resume of a 2-rank checkpoint was not refused: $out"
+
+# A rank killed mid-run: mpirun stops the job, non-zero, in seconds.
+long=(--model mlp --epochs 50 --train-limit 2048 --test-limit 100 --threads 1 --no-progress --batch 64)
+start=$(date +%s)
+"$mpirun" -np 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 3; kill -KILL $$) & fi; exec "$0" "$@"' \
+  "$mixtape" train "${long[@]}" >"$tmp/kill.out" 2>&1
+status=$? elapsed=$(($(date +%s) - start))
+[ $status -ne 0 ] || fail "a killed rank left the job exiting 0"
+[ $elapsed -le 60 ] || fail "a killed rank took ${elapsed}s to end the job"
+echo "killed rank: exit $status after ${elapsed}s"
+
+# A rank that stops answering: the other gives up after MT_DIST_TIMEOUT and names why.
+start=$(date +%s)
+MT_DIST_TIMEOUT=5 "$mpirun" -np 2 -x MT_DIST_TIMEOUT \
+  sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 3; kill -STOP $$) & fi; exec "$0" "$@"' \
+  "$mixtape" train "${long[@]}" >"$tmp/stop.out" 2>&1
+status=$? elapsed=$(($(date +%s) - start))
+[ $status -ne 0 ] || fail "a stopped rank left the job exiting 0"
+[ $elapsed -le 60 ] || fail "a stopped rank took ${elapsed}s to end the job"
+grep -q "did not complete within 5 s" "$tmp/stop.out" || { fail "no timeout message"; tail -5 "$tmp/stop.out"; }
+echo "stopped rank: exit $status after ${elapsed}s"
+
+[ $failures -eq 0 ] && echo "train_ranks: all checks passed"
+exit $failures
