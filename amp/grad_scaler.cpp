@@ -69,6 +69,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   }
   s.found_inf = zeros({1}, kF32, scale_.device());
   kernels::unscale_and_check_inf(grads, s.found_inf, inverse_scale());
+  if (combine_found_inf_) combine_found_inf_(s.found_inf);
   for (const Tensor& g : grads) g.impl()->loss_scaled = false;
   s.stage = Stage::Unscaled;
 }
@@ -86,6 +87,7 @@ StepOutcome GradScaler::step(optim::Optimizer& optimizer) {
     // as it reads each gradient (in f32, so f16 gradients lose nothing).
     s.found_inf = zeros({1}, kF32, scale_.device());
     kernels::unscale_and_check_inf(optimizer.gradients(), s.found_inf, Tensor());
+    if (combine_found_inf_) combine_found_inf_(s.found_inf);
     optimizer.step({inverse_scale(), s.found_inf, Tensor()});
   } else {
     optimizer.step({Tensor(), s.found_inf, Tensor()});

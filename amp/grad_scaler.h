@@ -20,6 +20,7 @@
 // READY at update(); the misuses PyTorch rejects are errors here too.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -65,6 +66,12 @@ class GradScaler {
   void update();
   void update(double new_scale);
 
+  // Data parallel with sharded optimizer state (dist::ShardedOptimizer):
+  // each rank checks only its shard's gradients, so its found_inf must be
+  // combined with the others' (an all-reduce with max, on the device) before
+  // any rank steps. `combine` runs on every found_inf before the step reads it.
+  void sync_found_inf(std::function<void(const Tensor&)> combine) { combine_found_inf_ = std::move(combine); }
+
   bool is_enabled() const { return options_.enabled; }
   double get_scale() const;  // reads the device value (a sync); 1 when disabled
   const Tensor& scale_tensor() const { return scale_; }
@@ -93,6 +100,7 @@ class GradScaler {
   std::map<const optim::Optimizer*, PerOptimizer> per_optimizer_;
   int64_t updates_since_check_ = 0;
   double scale_at_last_check_ = 0;
+  std::function<void(const Tensor&)> combine_found_inf_;
 };
 
 }  // namespace mt::amp

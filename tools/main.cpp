@@ -139,6 +139,8 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   cmd->add_flag("--memory", c.memory,
                 "print the memory ledger at the training peak (parameters, gradients, optimizer state, activations, "
                 "...) beside its theory");
+  cmd->add_flag("--shard-optimizer", c.shard_optimizer,
+                "ZeRO stage 1 (with mpirun -np N): each rank keeps 1/N of the optimizer state and master weights");
   cmd->add_flag("!--no-progress", c.progress, "no live progress line");
 }
 

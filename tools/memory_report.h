@@ -32,8 +32,17 @@ struct MemoryTheory {
 // Every category, in the enum's order.
 std::array<MemoryCategory, kMemoryCategories> all_memory_categories();
 
+// Data parallel over `world` ranks: DDP's f32 buckets (or, with
+// shard_optimizer, ZeRO-1's f32 flat buffer and shard) add to the gradients,
+// and a sharded optimizer keeps 1/world of the master weights and state.
+struct DataParallelLayout {
+  int world = 1;
+  bool shard_optimizer = false;
+};
+
 // optimizer_states: tensors of per-element state per parameter (2 AdamW, 1 SGD with momentum, 0 plain SGD).
-MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int optimizer_states);
+MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int optimizer_states,
+                           DataParallelLayout layout = {});
 
 // The theory's figure for `category`, or -1 where it has none.
 int64_t theory_bytes(const MemoryTheory& theory, MemoryCategory category);

@@ -10,6 +10,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,7 @@
 #include "core/device_info.h"
 #endif
 #include "distributed/ddp.h"
+#include "distributed/zero.h"
 #include "models/bert.h"
 #include "models/gpt.h"
 #include "models/registry.h"
@@ -176,9 +178,8 @@ std::vector<optim::ParamGroup> param_groups(const nn::Module& model, double lr, 
   return groups;
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model,
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<optim::ParamGroup> groups,
                                                  const optim::PrecisionOptions& precision) {
-  auto groups = param_groups(model, c.lr, c.weight_decay);
   if (c.optimizer == "adamw") return std::make_unique<optim::AdamW>(groups, optim::AdamWOptions{.lr = c.lr}, precision);
   if (c.optimizer == "sgd") {
     return std::make_unique<optim::SGD>(groups, optim::SgdOptions{.lr = c.lr, .momentum = c.momentum}, precision);
@@ -221,6 +222,8 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"context", c.context},
           {"eval_every", c.eval_every},
           {"checkpoint_activations", c.checkpoint_activations},
+          {"shard_optimizer", c.shard_optimizer},
+          {"world_size", dist::world().size()},
           {"threads", c.threads}};
 }
 
@@ -232,11 +235,12 @@ struct Position {
   int64_t step = 0;            // optimizer steps done
 };
 
+// `optimizer_state`: an unsharded optimizer's state_dict (ZeRO's consolidated).
 void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
-                     const optim::Optimizer& opt, const amp::GradScaler& scaler, const optim::LrScheduler& sched,
-                     const Position& pos) {
+                     const optim::StateDict& optimizer_state, const amp::GradScaler& scaler,
+                     const optim::LrScheduler& sched, const Position& pos) {
   std::map<std::string, Tensor> tensors = model.state_dict();
-  for (const auto& [k, v] : opt.state_dict()) tensors["optimizer." + k] = v;
+  for (const auto& [k, v] : optimizer_state) tensors["optimizer." + k] = v;
   for (const auto& [k, v] : scaler.state_dict()) tensors["scaler." + k] = v;
   const GeneratorState rng = default_generator().state();
   save_safetensors(path, tensors,
@@ -315,8 +319,9 @@ std::map<std::string, Tensor> model_tensors(const SafetensorsFile& f) {
 }
 
 // `batches`: the batches of one epoch, the furthest a saved position can be into it.
+using LoadOptimizerState = std::function<void(const optim::StateDict&)>;
 Position load_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches, nn::Module& model,
-                         optim::Optimizer& opt, amp::GradScaler& scaler, optim::LrScheduler& sched) {
+                         const LoadOptimizerState& load_optimizer, amp::GradScaler& scaler, optim::LrScheduler& sched) {
   const SafetensorsFile f = load_safetensors(path);
   auto it = f.metadata.find("model");
   MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no model name in its metadata (not a mixtape checkpoint?)",
@@ -335,7 +340,7 @@ Position load_checkpoint(const std::string& path, const TrainConfig& c, int64_t 
   }
   try {
     model.load_state_dict(stored);
-    opt.load_state_dict(with_prefix(f, "optimizer.", true));
+    load_optimizer(with_prefix(f, "optimizer.", true));
     scaler.load_state_dict(with_prefix(f, "scaler.", true));
   } catch (const Error& e) {
     fail("checkpoint '{}' does not match this run: {}", path, e.what());
@@ -527,7 +532,9 @@ struct TrainingRun {
   Splits splits;
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<data::DataLoader> loader;
-  std::unique_ptr<optim::Optimizer> opt;
+  std::unique_ptr<optim::Optimizer> owned_opt;
+  optim::Optimizer* opt = nullptr;  // owned_opt, or under --shard-optimizer the shard's
+  std::unique_ptr<dist::ShardedOptimizer> zero;
   std::unique_ptr<optim::LrScheduler> scheduler;
   std::unique_ptr<amp::GradScaler> scaler;
   // Data parallel (`mpirun -np N mixtape train`): this process's rank, the
@@ -637,10 +644,9 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   }
   r.model->to(r.device);
   if (c.master_weights) r.model->to(low_precision_dtype(r.precision), /*keep_norms_fp32=*/true);
-  if (r.world > 1) {
-    MT_CHECK(!c.cuda_graph, "train: --cuda-graph is not supported with {} ranks yet (MPI cannot be captured)", r.world);
-    r.ddp = std::make_unique<dist::DistributedDataParallel>(r.model);
-  }
+  MT_CHECK(!c.cuda_graph || (r.world == 1 && !c.shard_optimizer),
+           "train: --cuda-graph is not supported with data parallel training or --shard-optimizer yet");
+  if (r.world > 1 && !c.shard_optimizer) r.ddp = std::make_unique<dist::DistributedDataParallel>(r.model);
 
   // Batches reach the device through the stager's own pinned buffers.
   r.loader = std::make_unique<data::DataLoader>(r.splits.train, data::LoaderOptions{.batch = c.batch,
@@ -665,7 +671,16 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   // stopped by --steps and resumed without it keeps the same schedule).
   const int64_t total_steps = c.epochs * r.steps_per_epoch;
 
-  r.opt = make_optimizer(c, *r.model, {.master_weights = c.master_weights, .seed = c.seed});
+  const optim::PrecisionOptions precision{.master_weights = c.master_weights, .seed = c.seed};
+  if (c.shard_optimizer) {
+    r.zero = std::make_unique<dist::ShardedOptimizer>(
+        param_groups(*r.model, c.lr, c.weight_decay),
+        [&](std::vector<optim::ParamGroup> groups) { return make_optimizer(c, std::move(groups), precision); });
+    r.opt = &r.zero->shard();
+  } else {
+    r.owned_opt = make_optimizer(c, param_groups(*r.model, c.lr, c.weight_decay), precision);
+    r.opt = r.owned_opt.get();
+  }
   r.scheduler = make_scheduler(c, *r.opt, total_steps);
   // The schedule counts on the device, so a skipped f16 step holds it back
   // without the host reading the skip flag.
@@ -675,7 +690,21 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   // of the scaler's own periodic read.
   r.scaler = std::make_unique<amp::GradScaler>(
       amp::GradScalerOptions{.enabled = r.precision == Precision::Fp16, .collapse_check_interval = 0});
-  if (!c.resume.empty()) r.pos = load_checkpoint(c.resume, c, r.batches, *r.model, *r.opt, *r.scaler, *r.scheduler);
+  if (r.zero && r.world > 1) {
+    // Each rank checks its own shard's gradients: all of them skip if any found an inf.
+    r.scaler->sync_found_inf(
+        [](const Tensor& found_inf) { dist::world().all_reduce(found_inf, dist::ReduceOp::Max)->wait(); });
+  }
+  if (!c.resume.empty()) {
+    const LoadOptimizerState load_optimizer = [&](const optim::StateDict& state) {
+      if (r.zero) {
+        r.zero->load_consolidated_state_dict(state);
+      } else {
+        r.opt->load_state_dict(state);
+      }
+    };
+    r.pos = load_checkpoint(c.resume, c, r.batches, *r.model, load_optimizer, *r.scaler, *r.scheduler);
+  }
   r.summary.parameters = r.model->parameter_count();
   if (c.cuda_graph) {
     MT_CHECK(!r.device.is_cpu(), "train: --cuda-graph needs --device cuda or sim (the CPU has no graphs)");
@@ -707,19 +736,25 @@ void forward_backward(TrainingRun& r, const Tensor& inputs, const Tensor& target
 // Unscale, clip, step, update: every decision (skip, schedule) on the device,
 // so the whole of it can be captured in a CUDA graph.
 StepTensors device_step(TrainingRun& r) {
+  if (r.zero) r.zero->reduce_gradients();  // ZeRO-1: this rank's shard of the mean gradient
   Tensor grad_norm;
   if (r.c.clip > 0) {
     r.scaler->unscale_(*r.opt);  // clip the true gradients, not the scaled ones
-    grad_norm = optim::clip_grad_norm_(r.model->parameters(), r.c.clip);
+    grad_norm = r.zero ? r.zero->clip_grad_norm_(r.c.clip) : optim::clip_grad_norm_(r.model->parameters(), r.c.clip);
   }
   const amp::StepOutcome outcome = r.scaler->step(*r.opt);
   r.scaler->update();
   r.scheduler->step_unless(outcome.found_inf());  // a skipped step must not advance the schedule
-  r.opt->zero_grad();
+  if (r.zero) {
+    r.zero->gather_parameters();
+    r.zero->zero_grad();
+  } else {
+    r.opt->zero_grad();
+  }
   Tensor loss = std::exchange(r.accumulated_loss, Tensor());
-  if (r.ddp) {  // the mean over the ranks' batches: what one process at the whole batch reports
+  if (r.world > 1) {  // the mean over the ranks' batches: what one process at the whole batch reports
     loss = loss.contiguous().clone();
-    r.ddp->group().all_reduce(loss)->wait();
+    dist::group_for(r.device).all_reduce(loss)->wait();
     loss = div(loss, static_cast<double>(r.world));
   }
   return {loss, grad_norm, outcome.found_inf()};
@@ -832,7 +867,9 @@ void report_steps(TrainingRun& r, const std::vector<StepValues>& arrived, Report
 // Each rank evaluates its share of the held-out split (every sample once)
 // with rank 0's buffers, and the sums are added up over the ranks.
 Evaluation evaluate_across_ranks(TrainingRun& r) {
-  r.ddp->broadcast_buffers();
+  std::vector<std::shared_ptr<dist::Work>> buffers;
+  for (auto& [name, b] : r.model->named_buffers()) buffers.push_back(dist::group_for(r.device).broadcast(b, 0));
+  for (auto& w : buffers) w->wait();
   const data::Dataset& test = r.splits.test;
   const int64_t n = test.size(), begin = n * r.rank / r.world, end = n * (r.rank + 1) / r.world;
   data::Dataset mine = test;
@@ -851,7 +888,8 @@ Evaluation evaluate_across_ranks(TrainingRun& r) {
 void evaluate_and_report(TrainingRun& r, const std::string& when, Reporter& reporter, Throughput& throughput) {
   note_training_memory(r);
   const auto start = Clock::now();
-  const Evaluation e = r.ddp ? evaluate_across_ranks(r) : evaluate(*r.model, r.splits.test, r.precision, r.device);
+  const Evaluation e =
+      r.world > 1 ? evaluate_across_ranks(r) : evaluate(*r.model, r.splits.test, r.precision, r.device);
   nlohmann::json record = {{"step", r.pos.step}, {"loss", e.loss}};
   if (r.summary.language_model) {
     r.summary.validation_losses.push_back(e.loss);
@@ -925,7 +963,8 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
   summary.threads = num_threads();
   note_training_memory(r);
   summary.memory_ledger = r.training_memory;
-  summary.memory_theory = memory_theory(*r.model, r.c.master_weights, optimizer_states(r.c));
+  summary.memory_theory = memory_theory(*r.model, r.c.master_weights, optimizer_states(r.c),
+                                        {.world = r.world, .shard_optimizer = r.c.shard_optimizer});
   summary.host_syncs_per_step =
       r.steady_steps > 0 ? static_cast<double>(r.steady_syncs) / static_cast<double>(r.steady_steps) : 0.0;
   const std::string result =
@@ -1023,7 +1062,9 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
   const RunThreads threads(r);
   if (!c.tensorboard.empty() && r.rank == 0) r.tensorboard = std::make_unique<TensorBoardWriter>(c.tensorboard);
   const std::string ranks =
-      r.world > 1 ? fmt::format(" per rank x {} ranks ({})", r.world, r.ddp->group().backend()) : std::string();
+      r.world > 1 ? fmt::format(" per rank x {} ranks ({}{})", r.world, dist::group_for(r.device).backend(),
+                                c.shard_optimizer ? ", optimizer state sharded" : "")
+                  : std::string();
   std::fprintf(out, "training %s (%lld parameters) on %s in %s%s, %s, batch %lld x %lld%s, %lld steps per epoch\n",
                c.model.c_str(), static_cast<long long>(r.summary.parameters), r.device.str().c_str(),
                c.precision.c_str(), c.master_weights ? " with f32 master weights" : "", c.optimizer.c_str(),
@@ -1055,7 +1096,11 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
     evaluate_and_report(r, fmt::format("epoch {}", epoch + 1), reporter, throughput);
     const auto saving = Clock::now();
     note_training_memory(r);
-    if (!c.save.empty() && r.rank == 0) save_checkpoint(c.save, c, *r.model, *r.opt, *r.scaler, *r.scheduler, r.pos);
+    if (!c.save.empty()) {
+      // Consolidating ZeRO's shards is a collective: every rank takes part, rank 0 writes.
+      const optim::StateDict optimizer_state = r.zero ? r.zero->consolidated_state_dict() : r.opt->state_dict();
+      if (r.rank == 0) save_checkpoint(c.save, c, *r.model, optimizer_state, *r.scaler, *r.scheduler, r.pos);
+    }
     throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - saving).count());
     restart_step_clock(r);
     reset_memory_ledger_peak(r.device);

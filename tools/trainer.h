@@ -60,6 +60,10 @@ struct TrainConfig {
   // and keeps the fastest, trying again every few seconds. Results are the
   // same for every count.
   int64_t threads = 0;
+  // ZeRO stage 1 (dist::ShardedOptimizer): each rank keeps 1/N of the
+  // optimizer state and master weights; gradients are reduce-scattered and
+  // the parameters all-gathered at each step.
+  bool shard_optimizer = false;
   bool memory = false;  // print the memory ledger at the training peak beside its theory (--memory)
   // Build the next batch on a background thread while the step runs. Off,
   // the memory peak no longer depends on when that thread ran (mixtape bench).

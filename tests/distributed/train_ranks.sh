@@ -54,7 +54,7 @@ equivalent() {  # equivalent <name> <tolerance> <one-process flags...> -- <per-r
     { fail "$name: 1 process failed"; tail -3 "$tmp/$name.1.out"; return; }
   "$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 1 "${two[@]}" --log "$tmp/$name.2.jsonl" >"$tmp/$name.2.out" 2>&1 ||
     { fail "$name: 2 ranks failed"; tail -5 "$tmp/$name.2.out"; return; }
-  grep -q "per rank x 2 ranks (mpi)" "$tmp/$name.2.out" || fail "$name: the 2-rank run did not say it ran 2 ranks"
+  grep -q "per rank x 2 ranks (mpi" "$tmp/$name.2.out" || fail "$name: the 2-rank run did not say it ran 2 ranks"
   local report
   report=$(compare "$tmp/$name.1.jsonl" "$tmp/$name.2.jsonl" "$tol" 2>&1) || fail "$name: $report"
   echo "$name: $report"
@@ -63,6 +63,32 @@ equivalent() {  # equivalent <name> <tolerance> <one-process flags...> -- <per-r
 equivalent fp32 1e-5 --precision fp32 --batch 128 -- --precision fp32 --batch 64
 equivalent fp32-accum 1e-5 --precision fp32 --batch 128 -- --precision fp32 --batch 32 --grad-accum 2
 equivalent fp16 2e-3 --precision fp16 --batch 128 -- --precision fp16 --batch 64
+equivalent zero-fp32 1e-5 --precision fp32 --batch 128 -- --precision fp32 --batch 64 --shard-optimizer
+equivalent zero-fp16-masters 2e-3 --precision fp16 --master-weights --batch 128 -- \
+  --precision fp16 --master-weights --batch 64 --shard-optimizer
+
+# ZeRO-1's ledger: half of AdamW's state per rank (2 ranks), as its theory says.
+python3 - "$tmp/zero-fp32.1.jsonl" "$tmp/zero-fp32.2.jsonl" <<'PY' || fail "ZeRO-1 did not halve the optimizer state"
+import json, sys
+def ledger(path):
+    for line in open(path):
+        r = json.loads(line)
+        if "summary" in r: return r["summary"]["memory_ledger"]
+one, two = ledger(sys.argv[1]), ledger(sys.argv[2])
+a, b = one["at_peak"]["optimizer_state"], two["at_peak"]["optimizer_state"]
+theory = two["theory"]["optimizer_state"]
+assert abs(b - theory) <= 0.01 * theory, f"optimizer state {b} bytes, theory {theory}"
+assert abs(b / a - 0.5) < 0.01, f"optimizer state {a} -> {b} bytes"
+print(f"ZeRO-1 optimizer state per rank: {a} -> {b} bytes ({b / a:.3f})")
+PY
+
+# ZeRO-1 checkpoints hold the whole optimizer (consolidated), and resume.
+"$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 2 --batch 64 --steps 8 --shard-optimizer \
+  --save "$tmp/zero.safetensors" >"$tmp/zero-save.out" 2>&1 || { fail "ZeRO-1 --save failed"; tail -5 "$tmp/zero-save.out"; }
+"$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 2 --batch 64 --shard-optimizer --resume "$tmp/zero.safetensors" \
+  >"$tmp/zero-resume.out" 2>&1 || { fail "ZeRO-1 resume failed"; tail -5 "$tmp/zero-resume.out"; }
+"$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 2 --batch 64 --resume "$tmp/zero.safetensors" \
+  >"$tmp/zero-to-ddp.out" 2>&1 || { fail "a ZeRO-1 checkpoint did not resume without sharding"; tail -5 "$tmp/zero-to-ddp.out"; }
 
 # Rank 0 alone writes the checkpoint; a resume with another world size is refused.
 "$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 2 --precision bf16 --batch 64 --steps 8 --save "$tmp/ck.safetensors" \

@@ -1,0 +1,131 @@
+// Data parallel on the CPU: what DDP's overlap hides, and what its
+// all-reduce costs against MPI's own. Run as `mpirun -np 2 ddp_bench`.
+//
+// Per step of the chosen model (random batches of its input shape) it times:
+//   * backward under no_sync()  - the model's own backward, nothing sent;
+//   * backward synchronised     - buckets all-reduced while backward runs,
+//                                 waited for at its end;
+//   * the same buckets all-reduced alone, one after another (nothing to hide
+//     behind), through mixtape's group, and MPI_Allreduce of the same bytes
+//     called directly (outside mixtape).
+// The share of communication hidden = 1 - (synced - no_sync) / alone.
+// Medians over the timed steps; rank 0 prints a Markdown table.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "mixtape.h"
+#include "models/registry.h"
+
+using namespace mt;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Tensor input_batch(const models::ModelInfo& info, int64_t batch) {
+  if (info.task == models::ModelTask::ImageClassification) return randn({batch, 1, 28, 28});
+  Tensor tokens = mul(rand({batch, info.context}), static_cast<double>(info.vocab - 1)).to(kI64);
+  return tokens;
+}
+
+Tensor loss_of(const models::ModelInfo& info, nn::Module& model, const Tensor& x, bool bf16) {
+  amp::Autocast ac(kCPU, kBF16, bf16);
+  Tensor logits = model.forward(x);
+  if (info.task == models::ModelTask::LanguageModel) logits = logits.reshape({-1, logits.size(-1)});
+  return sum(logits);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"DDP overlap and all-reduce bandwidth on the CPU (run under mpirun)"};
+  std::string model_name = "mlp", precision = "fp32";
+  int64_t batch = 64, steps = 30, warmup = 5, bucket_mb = 25;
+  app.add_option("--model", model_name);
+  app.add_option("--batch", batch, "per rank");
+  app.add_option("--steps", steps);
+  app.add_option("--warmup", warmup);
+  app.add_option("--precision", precision, "fp32 | bf16");
+  app.add_option("--bucket-mb", bucket_mb, "DDP bucket size (MiB); the first bucket is 1 MiB");
+  CLI11_PARSE(app, argc, argv);
+  dist::init_process_group();
+  auto& world = dist::world();
+  {
+    const models::ModelInfo info = models::model_info(model_name);
+    manual_seed(0);
+    auto model = models::make_model(model_name, 10);
+    dist::DistributedDataParallel ddp(model, {.bucket_bytes = bucket_mb << 20});
+    const bool bf16 = precision == "bf16";
+    std::vector<double> local_backward, synced_backward, alone, direct;
+    const std::vector<int64_t> buckets = ddp.bucket_sizes();
+    std::vector<Tensor> copies;
+    std::vector<std::vector<float>> raw;
+    for (int64_t bytes : buckets) {
+      copies.push_back(zeros({bytes / 4}));
+      raw.emplace_back(static_cast<size_t>(bytes / 4), 1.0f);
+    }
+    for (int64_t s = 0; s < warmup + steps; ++s) {
+      const Tensor x = input_batch(info, batch);
+      double t_local, t_synced;
+      {
+        auto guard = ddp.no_sync();
+        Tensor loss = loss_of(info, ddp, x, bf16);
+        const auto t = Clock::now();
+        loss.backward();
+        t_local = seconds_since(t);
+      }
+      model->zero_grad();
+      world.barrier();
+      {
+        Tensor loss = loss_of(info, ddp, x, bf16);
+        const auto t = Clock::now();
+        loss.backward();
+        t_synced = seconds_since(t);
+      }
+      model->zero_grad();
+      world.barrier();
+      auto t = Clock::now();
+      std::vector<std::shared_ptr<dist::Work>> works;
+      for (const Tensor& c : copies) works.push_back(world.all_reduce(c));
+      for (auto& w : works) w->wait();
+      const double t_alone = seconds_since(t);
+      world.barrier();
+      t = Clock::now();
+      for (auto& r : raw) {
+        MPI_Allreduce(MPI_IN_PLACE, r.data(), static_cast<int>(r.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      }
+      const double t_direct = seconds_since(t);
+      if (s < warmup) continue;
+      local_backward.push_back(t_local);
+      synced_backward.push_back(t_synced);
+      alone.push_back(t_alone);
+      direct.push_back(t_direct);
+    }
+    if (world.rank() == 0) {
+      int64_t total = 0;
+      for (int64_t b : buckets) total += b;
+      const double lb = median(local_backward), sb = median(synced_backward), a = median(alone),
+                   d = median(direct);
+      const double hidden = a > 0 ? std::clamp(1.0 - (sb - lb) / a, 0.0, 1.0) : 0.0;
+      std::printf("| %s | %s | %d | %lld | %zu | %.2f | %.2f | %.2f | %.0f%% | %.2f | %.2f | %.0f | %.0f |\n",
+                  model_name.c_str(), precision.c_str(), world.size(), static_cast<long long>(batch), buckets.size(),
+                  static_cast<double>(total) / (1 << 20), 1e3 * lb, 1e3 * sb, 100 * hidden, 1e3 * a, 1e3 * d,
+                  static_cast<double>(total) / a / 1e6, static_cast<double>(total) / d / 1e6);
+    }
+  }
+  dist::finalize();
+  return 0;
+}
