@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "distributed/backends.h"
@@ -66,7 +67,7 @@ class LocalGroup final : public ProcessGroup {
 
 std::mutex world_mutex;
 std::shared_ptr<ProcessGroup> world_group;
-std::shared_ptr<ProcessGroup> cuda_group;
+std::map<int, std::shared_ptr<ProcessGroup>> cuda_groups;  // by GPU index
 
 int env_int(const char* name) {
   const char* text = std::getenv(name);
@@ -180,7 +181,7 @@ std::shared_ptr<ProcessGroup> init_process_group() {
   if (world_group) return world_group;
   const std::string forced = backend_override();
   const int launched = detail::launcher_world_size();
-  if (forced == "local" || (launched == 0 && forced.empty())) {
+  if (forced == "local" || (launched == 0 && forced != "mpi")) {
     world_group = std::make_shared<LocalGroup>();
     return world_group;
   }
@@ -216,16 +217,20 @@ int local_rank() {
 
 ProcessGroup& group_for(Device device) {
   ProcessGroup& host = world();
-  if (device.host_accessible() || host.size() == 1) return host;
+  // NCCL carries CUDA tensors between ranks; in a world of one there is
+  // nothing to carry, unless MT_DIST_BACKEND=nccl asks for NCCL anyway (to
+  // test it on a machine with one GPU).
+  if (device.host_accessible() || (host.size() == 1 && backend_override() != "nccl")) return host;
   const std::lock_guard lock(world_mutex);
-  if (!cuda_group) {
+  std::shared_ptr<ProcessGroup>& group = cuda_groups[device.index];
+  if (!group) {
 #if MT_WITH_NCCL
-    cuda_group = detail::make_nccl_group(host, device);
+    group = detail::make_nccl_group(host, device);
 #else
     MT_CHECK(false, "dist: CUDA tensors need the NCCL back end, and this mixtape was built without NCCL");
 #endif
   }
-  return *cuda_group;
+  return *group;
 }
 
 void abort_job(int exit_code) {
@@ -236,7 +241,7 @@ void abort_job(int exit_code) {
 
 void finalize() {
   const std::lock_guard lock(world_mutex);
-  cuda_group.reset();
+  cuda_groups.clear();
   world_group.reset();  // the MPI group's destructor ends MPI
 }
 

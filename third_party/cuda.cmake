@@ -74,3 +74,20 @@ if(MT_HAVE_CUDA AND NOT MT_CUDNN STREQUAL "OFF")
 elseif(MT_HAVE_CUDA)
   message(STATUS "mixtape: MT_CUDNN=OFF: conv2d runs own kernels only (MT_WITH_CUDNN=0)")
 endif()
+
+# NCCL: the back end of distributed/ for CUDA tensors (distributed/nccl_group.cpp).
+# Only its header is needed here: libnccl.so.2 is opened at run time, so
+# mixtape's binaries start on machines without it. MT_HAVE_NCCL and mt::nccl.
+set(MT_HAVE_NCCL OFF)
+if(MT_HAVE_CUDA)
+  find_path(MT_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
+  if(MT_NCCL_INCLUDE_DIR)
+    add_library(mt::nccl INTERFACE IMPORTED)
+    set_target_properties(mt::nccl PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${MT_NCCL_INCLUDE_DIR}")
+    target_link_libraries(mt::nccl INTERFACE ${CMAKE_DL_LIBS})
+    set(MT_HAVE_NCCL ON)
+    message(STATUS "mixtape: NCCL header in ${MT_NCCL_INCLUDE_DIR}: CUDA tensors reduce over NCCL (libnccl.so.2 at run time)")
+  else()
+    message(STATUS "mixtape: nccl.h not found: data parallel CUDA training is unavailable")
+  endif()
+endif()

@@ -152,6 +152,12 @@ if [ "$run_tests" = 1 ]; then
   run_suite 150 test_tools "$bin/test_tools" '~mlp reaches 87*'
   MT_CONV=own run_suite 150 test_kernels_own_conv "$bin/test_kernels" '[conv]'
   run_suite 150 test_sim_examples_gpu "$bin/test_sim_examples_gpu"
+  # NCCL at world size 1 and DDP over it: PyTorch's libnccl serves when the machine has no other.
+  if [ -z "${MT_NCCL_LIBRARY:-}" ]; then
+    nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
+    [ -n "$nccl" ] && [ -f "$nccl" ] && export MT_NCCL_LIBRARY="$nccl"
+  fi
+  [ -x "$bin/test_distributed" ] && run_suite 150 test_distributed_nccl "$bin/test_distributed" "[.gpu]"
   run_suite 150 quickstart "$bin/quickstart"
   run_suite 150 cli_contract "$root/tests/tools/cli_errors.sh" "$bin/mixtape"
   if command -v compute-sanitizer > /dev/null; then

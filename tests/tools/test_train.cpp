@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -195,6 +196,50 @@ TEST_CASE("shuffling is seeded per epoch and augmentation is reproducible", "[da
   b.next();
   CHECK(a.next()->inputs.to_vector() == b.next()->inputs.to_vector());
   CHECK(a.batches_per_epoch() == 4);
+}
+
+// The bugs: ranks that read overlapping samples (or miss some), shards of
+// different lengths (the ranks' step counts then differ and the job hangs),
+// or a union per step that is not one process's batch of shard_count x B.
+TEST_CASE("sharded loaders split each epoch into disjoint, equal rank shards", "[data][dist]") {
+  data::Dataset d;
+  std::vector<int64_t> index(10);
+  for (int64_t i = 0; i < 10; ++i) index[static_cast<size_t>(i)] = i;
+  d.inputs = from_vector(index, {10, 1}).to(kF32);
+  d.targets = from_vector(index, {10});
+  d.classes = 10;
+  data::DataLoader whole(d, {.batch = 6, .seed = 3, .prefetch = false});
+  const std::vector<double> first_batch = whole.next()->targets.to_vector();
+  for (bool drop : {false, true}) {
+    std::vector<double> seen;
+    std::vector<double> first_batches;
+    for (int64_t rank = 0; rank < 3; ++rank) {
+      data::DataLoader mine(
+          d, {.batch = 2, .seed = 3, .prefetch = false, .shard_rank = rank, .shard_count = 3, .drop_uneven = drop});
+      CHECK(mine.samples_per_epoch() == (drop ? 3 : 4));
+      CHECK(mine.batches_per_epoch() == 2);
+      bool first = true;
+      while (auto b = mine.next()) {
+        const std::vector<double> targets = b->targets.to_vector();
+        seen.insert(seen.end(), targets.begin(), targets.end());
+        if (first) first_batches.insert(first_batches.end(), targets.begin(), targets.end());
+        first = false;
+      }
+    }
+    std::sort(seen.begin(), seen.end());
+    std::sort(first_batches.begin(), first_batches.end());
+    std::vector<double> expected_first = first_batch;
+    std::sort(expected_first.begin(), expected_first.end());
+    CHECK(first_batches == expected_first);  // the ranks' batch 0 is one process's batch 0 of 3 x 2
+    if (drop) {
+      CHECK(seen.size() == 9);
+      CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());  // nothing twice
+    } else {
+      CHECK(seen.size() == 12);  // 10 samples, 2 repeated to pad the last shard
+      CHECK(std::unique(seen.begin(), seen.end()) - seen.begin() == 10);
+    }
+  }
+  CHECK_THROWS_WITH(data::DataLoader(d, {.shard_rank = 3, .shard_count = 3}), Contains("does not exist"));
 }
 
 // Catches a kernel whose result depends on the thread count (the tuner
