@@ -39,7 +39,7 @@ for model in mlp cnn; do
   done
 done
 echo
-echo "| model | precision | ranks | batch per rank | buckets | MiB reduced | backward, no_sync (ms) | backward with DDP (ms) | hidden | buckets alone (ms) | MPI_Allreduce (ms) | mixtape MB/s | MPI MB/s |"
+echo "| model | precision | ranks | batch per rank | buckets | MiB reduced | slowest backward, no_sync (ms) | slowest backward with DDP (ms) | hidden | buckets alone (ms) | MPI_Allreduce (ms) | mixtape MB/s | MPI MB/s |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for model in mlp cnn; do
   for precision in fp32 bf16; do

@@ -212,9 +212,17 @@ class MpiGroup final : public ProcessGroup {
       int done = 0;
       MPI_Test(&request, &done, MPI_STATUS_IGNORE);
       if (done) return;
-      // Spin briefly (small collectives finish in microseconds), then back
-      // off so a waiting rank leaves the cores to the compute.
-      if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(polls > 20000 ? 500 : 50));
+      // A non-blocking collective advances only inside MPI_Test, one round
+      // of its algorithm at a time, so a sleep between polls would add to
+      // every round. Yielding instead gives the core to the compute threads
+      // whenever they can run, and polls again as soon as they cannot. Only
+      // a collective that has waited a whole second (a rank far behind)
+      // backs off to sleeping.
+      if (Clock::now() - start < std::chrono::seconds(1)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
       if ((polls & 63) == 0 && Clock::now() > deadline) {
         std::fprintf(stderr,
                      "mixtape: rank %d of %d: %s did not complete within %.0f s (MT_DIST_TIMEOUT): another rank "
