@@ -33,8 +33,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       group_(group != nullptr ? *group : group_for(device_of(*module_))) {
   MT_CHECK(options.bucket_bytes > 0 && options.first_bucket_bytes > 0,
            "DistributedDataParallel: bucket sizes must be positive");
-  MT_CHECK(is_floating(options.reduce_dtype), "DistributedDataParallel: buckets must be floating point, not {}",
-           options.reduce_dtype);
+  MT_CHECK(options.reduce_dtype == kF32 || options.reduce_dtype == kF16 || options.reduce_dtype == kBF16,
+           "DistributedDataParallel: buckets must be f32, f16 or bf16, not {}", options.reduce_dtype);
   register_module("module", module_);
   check_same_model_everywhere();
   std::vector<Tensor> state;
@@ -51,7 +51,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 DistributedDataParallel::~DistributedDataParallel() {
   for (uint64_t h : hooks_) autograd::remove_hook(h);
   for (Bucket& b : buckets_) {
-    if (b.work) b.work->wait();  // MPI may still be writing into the bucket
+    try {
+      if (b.work) b.work->wait();  // MPI may still be writing into the bucket
+    } catch (const Error&) {
+      // Destroyed while unwinding from a failed collective: nothing to save.
+    }
   }
 }
 

@@ -19,6 +19,7 @@ fail() {
   failures=$((failures + 1))
 }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers often forbid reading another process's memory
 common=(--model mlp --train-limit 2048 --test-limit 1000 --threads 1 --no-progress)
 
 # compare <one.jsonl> <two.jsonl> <loss tolerance>: per-step losses, scales and the evaluation.
