@@ -118,4 +118,20 @@ inline double tolerance(Mode m) { return m == Mode::Fp32 ? 1e-6 : m == Mode::Fp1
 
 inline const char* mode_name(Mode m) { return m == Mode::Fp32 ? "fp32" : m == Mode::Fp16 ? "fp16" : "bf16"; }
 
+// Trains `steps` steps of `reference` on the whole batches of W x kPerRank
+// rows, and, through `train_mine(inputs, targets)` (one backward and step),
+// this rank's kPerRank rows of each: the side-by-side run the equivalence
+// tests compare.
+template <typename TrainMine>
+void train_side_by_side(Trainer& reference, const Data& data, int steps, TrainMine&& train_mine) {
+  const int r = dist::world().rank(), w = dist::world().size();
+  for (int s = 0; s < steps; ++s) {
+    const Data global = rows(data, s * w * kPerRank, w * kPerRank);
+    reference.backward(*reference.net, global.inputs, global.targets);
+    reference.step();
+    const Data mine = rows(data, s * w * kPerRank + r * kPerRank, kPerRank);
+    train_mine(mine.inputs, mine.targets);
+  }
+}
+
 }  // namespace mt::dist_test

@@ -22,14 +22,10 @@ TEST_CASE("DDP with W ranks of batch B follows one process with batch W x B", "[
     Trainer distributed(mode, 7 + static_cast<uint64_t>(r));  // other ranks start elsewhere: DDP broadcasts rank 0's
     dist::DistributedDataParallel ddp(distributed.net, {.bucket_bytes = 1024, .first_bucket_bytes = 700});
     CHECK(ddp.bucket_sizes().size() > 2);  // several buckets, so their order matters
-    for (int s = 0; s < steps; ++s) {
-      const Data global = rows(data, s * w * kPerRank, w * kPerRank);
-      reference.backward(*reference.net, global.inputs, global.targets);
-      reference.step();
-      const Data mine = rows(data, s * w * kPerRank + r * kPerRank, kPerRank);
-      distributed.backward(ddp, mine.inputs, mine.targets);
+    train_side_by_side(reference, data, steps, [&](const Tensor& x, const Tensor& y) {
+      distributed.backward(ddp, x, y);
       distributed.step();
-    }
+    });
     const double difference = max_relative_difference(*reference.net, *distributed.net);
     UNSCOPED_INFO(mode_name(mode) << " world " << w << ": max relative parameter difference " << difference);
     CHECK(difference <= tolerance(mode));

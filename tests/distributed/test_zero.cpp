@@ -69,14 +69,10 @@ TEST_CASE("ZeRO-1 with W ranks of batch B follows one process with batch W x B",
     INFO(mode_name(mode));
     Trainer reference(mode, 7);
     ZeroTrainer sharded(mode, 7 + static_cast<uint64_t>(r));  // rank 0's weights are broadcast
-    for (int s = 0; s < steps; ++s) {
-      const Data global = rows(data, s * w * kPerRank, w * kPerRank);
-      reference.backward(*reference.net, global.inputs, global.targets);
-      reference.step();
-      const Data mine = rows(data, s * w * kPerRank + r * kPerRank, kPerRank);
-      sharded.backward(mine.inputs, mine.targets);
+    train_side_by_side(reference, data, steps, [&](const Tensor& x, const Tensor& y) {
+      sharded.backward(x, y);
       sharded.step();
-    }
+    });
     const double difference = max_relative_difference(*reference.net, *sharded.net);
     UNSCOPED_INFO("ZeRO " << mode_name(mode) << " world " << w << ": max relative parameter difference " << difference);
     CHECK(difference <= tolerance(mode));
