@@ -282,7 +282,8 @@ TEST_CASE("training gives the same losses on 1 thread, 2 threads and under the t
 // consolidated checkpoint that resumes elsewhere. In a world of one the
 // sharded optimizer holds every element, so the run must match the plain one
 // bit for bit, including a resume from its checkpoint without sharding.
-TEST_CASE("--shard-optimizer in a world of one trains and checkpoints exactly as without it", "[e2e][dist][zero]") {
+TEST_CASE("ZeRO-1 (train --shard-optimizer) in a world of one trains and checkpoints exactly as without it",
+          "[e2e][dist][zero]") {
   std::FILE* sink = std::fopen("/dev/null", "w");
   for (const char* precision : {"fp32", "fp16"}) {
     INFO(precision);
