@@ -120,3 +120,15 @@ TEST_CASE("a parameter without a gradient counts as zeros and never holds the bu
   CHECK(net->fc1->weight.grad().defined());
   CHECK(world.size() >= 1);
 }
+
+// The bug: ranks that built different models (another --model, a flag read
+// differently) would broadcast tensors of different sizes into each other
+// or hang; DDP refuses on every rank before any of that.
+TEST_CASE("DDP refuses, on every rank, ranks that built different models", "[dist][ddp]") {
+  auto& world = dist::world();
+  if (world.size() < 2) return;  // a world of one cannot disagree
+  manual_seed(0);
+  auto net = std::make_shared<Net>(/*with_unused=*/world.rank() == 1);
+  CHECK_THROWS_WITH(dist::DistributedDataParallel(net), Contains("every rank must build the same model"));
+  world.barrier();  // and the group still works
+}
