@@ -4,6 +4,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "distributed/process_group.h"
 
@@ -23,6 +24,10 @@ bool debug_checks();  // MT_DIST_DEBUG=1
 inline const Tensor& own_tensor(Collective what, const Tensor& out, const Tensor& in) {
   return what == Collective::ReduceScatter ? out : in;
 }
+
+// Divides every tensor (f32, f16 or bf16) by `divisor` in place, all of them
+// in one fused multi-tensor pass: the sums of a collective become means.
+void divide_in_place(const std::vector<Tensor>& tensors, int divisor);
 
 // The world size mpirun (or another MPI launcher) gave this process; 0 without one.
 int launcher_world_size();

@@ -1,13 +1,11 @@
 #include "distributed/ddp.h"
 
-#include <fmt/format.h>
-
 #include <chrono>
 
 #include "autograd/grad_mode.h"
 #include "autograd/hooks.h"
 #include "autograd/node.h"
-#include "kernels/amp.h"
+#include "distributed/backends.h"
 #include "kernels/elementwise.h"
 
 namespace mt::dist {
@@ -183,7 +181,9 @@ void DistributedDataParallel::finish_backward() {
   }
   last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting).count();
   NoGradGuard no_grad;
-  average_buckets();
+  std::vector<Tensor> sums;
+  for (const Bucket& b : buckets_) sums.push_back(b.flat);
+  detail::divide_in_place(sums, group_.size());  // the sums become means
   const bool scaled = autograd::in_loss_scaled_backward();
   for (Bucket& b : buckets_) {
     const Tensor& mean = b.flat;
@@ -202,22 +202,6 @@ void DistributedDataParallel::finish_backward() {
     b.pending = b.slots.size();
   }
   next_launch_ = 0;
-}
-
-// The sums become means in place, every bucket in one fused multi-tensor
-// pass: the GradScaler's unscale kernel multiplies by a device scalar (here
-// 1 / world size); its inf flag goes to a scratch tensor, since the scaler
-// checks the gradients itself.
-void DistributedDataParallel::average_buckets() {
-  if (group_.size() == 1) return;
-  const Device device = buckets_.front().flat.device();
-  if (!inverse_world_.defined()) {
-    inverse_world_ = full({1}, 1.0 / static_cast<double>(group_.size()), kF32, device);
-    ignored_inf_ = zeros({1}, kF32, device);
-  }
-  std::vector<Tensor> flats;
-  for (const Bucket& b : buckets_) flats.push_back(b.flat);
-  kernels::unscale_and_check_inf(flats, ignored_inf_, inverse_world_);
 }
 
 std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {

@@ -104,7 +104,6 @@ class DistributedDataParallel final : public nn::Module {
   void gradient_ready(size_t slot);
   void launch_ready_buckets();
   void finish_backward();
-  void average_buckets();
 
   std::shared_ptr<nn::Module> module_;
   DdpOptions options_;
@@ -115,7 +114,6 @@ class DistributedDataParallel final : public nn::Module {
   size_t next_launch_ = 0;
   bool in_backward_ = false;
   bool sync_ = true;
-  Tensor inverse_world_, ignored_inf_;  // f32 [1] on the buckets' device
   double last_wait_seconds_ = 0;
   int64_t buckets_reduced_ = 0;
 };

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "distributed/backends.h"
+#include "kernels/amp.h"
 #include "kernels/elementwise.h"
 
 namespace mt::dist {
@@ -151,6 +152,16 @@ std::string header_mismatch(const CollectiveHeader* all, int ranks, int rank) {
                        describe_header(all[rank]), r, describe_header(all[r]));
   }
   return {};
+}
+
+// The GradScaler's unscale kernel multiplies by a device scalar (here
+// 1 / divisor) in one launch for the list; its inf flag goes to a scratch
+// tensor, since the scaler checks the gradients itself.
+void divide_in_place(const std::vector<Tensor>& tensors, int divisor) {
+  if (divisor == 1 || tensors.empty()) return;
+  const Device device = tensors.front().device();
+  const Tensor inverse = full({1}, 1.0 / static_cast<double>(divisor), kF32, device);
+  kernels::unscale_and_check_inf(tensors, zeros({1}, kF32, device), inverse);
 }
 
 bool debug_checks() {

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "distributed/backends.h"
 #include "kernels/elementwise.h"
+#include "kernels/optim.h"
 
 namespace mt::dist {
 namespace {
@@ -81,10 +84,7 @@ void ShardedOptimizer::reduce_gradients() {
   const int64_t total = offsets_.back() + params_.back().numel();
   if (flat_.numel() > total) kernels::fill(flat_.narrow(0, total, flat_.numel() - total), 0.0);
   group_.reduce_scatter(shard_buffer_, flat_)->wait();
-  if (group_.size() > 1) {  // the sum becomes the mean, in place
-    const Tensor inverse = full({1}, 1.0 / static_cast<double>(group_.size()), kF32, shard_buffer_.device());
-    kernels::binary(kernels::BinaryOp::Mul, shard_buffer_, inverse.expand(shard_buffer_.sizes()), shard_buffer_);
-  }
+  detail::divide_in_place({shard_buffer_}, group_.size());  // the sum becomes the mean
   const int64_t mine_begin = shard_elements_ * group_.rank();
   for (Part& part : parts_) {
     Tensor grad = shard_buffer_.narrow(0, offsets_[part.param] + part.begin - mine_begin, part.length);
@@ -114,21 +114,24 @@ void ShardedOptimizer::gather_parameters() {
   }
 }
 
+// optim::clip_grad_norm_'s fused kernels, with the squared norms of the
+// shards summed over the ranks in between.
 Tensor ShardedOptimizer::clip_grad_norm_(double max_norm) {
+  MT_CHECK(max_norm > 0, "ShardedOptimizer::clip_grad_norm_: max_norm must be positive, got {}", max_norm);
   NoGradGuard no_grad;
   std::vector<Tensor> grads;
-  for (const Part& part : parts_) grads.push_back(part.view.grad());
-  // This rank's share of the squared norm, summed over the ranks.
-  Tensor squares = zeros({1}, kF32, shard_buffer_.device());
-  for (const Tensor& g : grads) {
-    const Tensor g32 = g.to(kF32);
-    squares = add(squares, sum(mul(g32, g32)).reshape({1}));
+  for (const Part& part : parts_) {
+    const Tensor g = part.view.grad();
+    if (!g.defined()) continue;
+    MT_CHECK(!g.impl()->loss_scaled,
+             "ShardedOptimizer::clip_grad_norm_: the gradients are still scaled; call scaler.unscale_ first");
+    grads.push_back(g);
   }
+  Tensor squares = zeros({1}, kF32, shard_buffer_.device());
+  if (!grads.empty()) kernels::sum_of_squares(grads, squares);
   group_.all_reduce(squares)->wait();
   const Tensor norm = sqrt(squares);
-  // min(1, max_norm / (norm + 1e-6)), as torch.nn.utils.clip_grad_norm_.
-  const Tensor factor = minimum(reciprocal(div(add(norm, 1e-6), max_norm)), ones({1}, kF32, norm.device()));
-  for (const Tensor& g : grads) kernels::copy(mul(g.to(kF32), factor.expand(g.sizes())), g);
+  if (!grads.empty()) kernels::scale_by_clip_coefficient(grads, norm, max_norm);
   return norm.reshape({});
 }
 
@@ -213,9 +216,11 @@ void ShardedOptimizer::load_consolidated_state_dict(const optim::StateDict& stat
     MT_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos,
              "ShardedOptimizer::load_consolidated_state_dict: unexpected key '{}'", key);
     const std::string index = key.substr(6, dot - 6);
-    MT_CHECK(
-        std::all_of(index.begin(), index.end(), ::isdigit) && !index.empty() && std::stoull(index) < params_.size(),
-        "ShardedOptimizer::load_consolidated_state_dict: '{}' names no parameter (there are {})", key, params_.size());
+    size_t param = 0;
+    const auto [end, error] = std::from_chars(index.data(), index.data() + index.size(), param);
+    MT_CHECK(error == std::errc() && end == index.data() + index.size() && !index.empty() && param < params_.size(),
+             "ShardedOptimizer::load_consolidated_state_dict: '{}' names no parameter (there are {})", key,
+             params_.size());
   }
   shard_->load_state_dict(local);
 }

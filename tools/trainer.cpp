@@ -692,8 +692,9 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
       amp::GradScalerOptions{.enabled = r.precision == Precision::Fp16, .collapse_check_interval = 0});
   if (r.zero && r.world > 1) {
     // Each rank checks its own shard's gradients: all of them skip if any found an inf.
-    r.scaler->sync_found_inf(
-        [](const Tensor& found_inf) { dist::world().all_reduce(found_inf, dist::ReduceOp::Max)->wait(); });
+    r.scaler->sync_found_inf([](const Tensor& found_inf) {
+      dist::group_for(found_inf.device()).all_reduce(found_inf, dist::ReduceOp::Max)->wait();
+    });
   }
   if (!c.resume.empty()) {
     const LoadOptimizerState load_optimizer = [&](const optim::StateDict& state) {

@@ -33,9 +33,9 @@ MT_HOST_DEVICE inline double lr_schedule_factor(const LrSchedule& s, int64_t ste
       double progress = static_cast<double>(step - s.warmup) / static_cast<double>(span_steps);
       progress = progress < 0.0 ? 0.0 : (progress > 1.0 ? 1.0 : progress);
       constexpr double kPi = 3.14159265358979323846;
-      return s.min_factor + (1.0 - s.min_factor) * 0.5 * (1.0 + cos(kPi * progress));
+      return s.min_factor + (1.0 - s.min_factor) * 0.5 * (1.0 + ::cos(kPi * progress));
     }
-    case LrScheduleKind::Step: return pow(s.gamma, static_cast<double>((step - s.warmup) / s.step_size));
+    case LrScheduleKind::Step: return ::pow(s.gamma, static_cast<double>((step - s.warmup) / s.step_size));
   }
   return 1.0;
 }

@@ -293,6 +293,7 @@ TEST_CASE("ZeRO-1 (train --shard-optimizer) in a world of one trains and checkpo
     c.epochs = 2;
     c.threads = 1;
     c.master_weights = std::string(precision) == "fp16";
+    c.clip = c.master_weights ? 0.0 : 0.5;  // the global norm over the shards (unscale_ refuses f16 gradients)
     const auto plain = tools::train(c, sink);
     c.shard_optimizer = true;
     const std::string ckpt = temp_path("zero.safetensors");
