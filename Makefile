@@ -6,7 +6,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: train test setup configure build clean
+.PHONY: train test sanitize setup configure build clean
 
 setup:
 	@tools/setup.sh
@@ -32,5 +32,18 @@ train: configure
 test: build
 	@cd $(BUILD) && OMP_WAIT_POLICY=passive ctest --output-on-failure -j $(JOBS)
 
+# The sanitizer and fuzzing stage of CI (.ci/run runs it after `make test`):
+# clang builds the CPU and sim code with ASan + UBSan and coverage for
+# libFuzzer (CMakePresets.json: `sanitize`), runs the test suites in
+# SANITIZE_SKIP's complement and every fuzz target of tests/fuzz for
+# MT_FUZZ_SECONDS. A sanitizer report fails the test that caused it.
+SANITIZE_SKIP ?= racecheck|parity_with_pytorch|checkpoints_load_in_pytorch|distributed_train_2_ranks
+sanitize: setup
+	@cmake --preset sanitize > build-sanitize.configure.log 2>&1 || (cat build-sanitize.configure.log; exit 1)
+	@grep -E "mixtape:" build-sanitize.configure.log || true
+	@cmake --build --preset sanitize -j $(JOBS)
+	@cd build-sanitize && OMP_WAIT_POLICY=passive ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -E '$(SANITIZE_SKIP)'
+
 clean:
-	rm -rf $(BUILD) $(BUILD).configure.log
+	rm -rf $(BUILD) $(BUILD).configure.log build-sanitize build-sanitize.configure.log

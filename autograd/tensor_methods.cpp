@@ -1,7 +1,8 @@
 // Installs the autograd layer's Tensor methods into core's table before
-// main() runs. This file is an object library linked straight into every
-// program that uses `mixtape` (CMakeLists.txt), so the installer is never
-// dropped by the static linker for want of a reference.
+// main() runs. Nothing refers to this file, so its library is linked whole
+// into every program that uses `mixtape` (WHOLE_ARCHIVE in CMakeLists.txt);
+// otherwise the static linker would drop the installer for want of a
+// reference.
 #include "autograd/tensor_methods.h"
 
 #include "core/tensor_methods.h"

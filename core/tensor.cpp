@@ -1,8 +1,10 @@
 #include "core/tensor.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/caching_allocator.h"
 #include "core/device_fill_api.h"
@@ -69,9 +71,15 @@ Device parse_device(const std::string& text) {
   if (text == "sim") return kSIM;
   if (text == "cuda") return kCUDA;
   if (text.rfind("cuda:", 0) == 0) {
-    const std::string idx = text.substr(5);
-    MT_CHECK(!idx.empty() && std::all_of(idx.begin(), idx.end(), ::isdigit), "invalid device '{}'", text);
-    return Device(DeviceType::CUDA, std::stoi(idx));
+    // A whole number that fits (std::stoi threw std::out_of_range past INT_MAX: found by fuzz_options).
+    const char* first = text.data() + 5;
+    const char* last = text.data() + text.size();
+    int index = -1;
+    const auto [end, error] = std::from_chars(first, last, index);
+    MT_CHECK(first != last && error == std::errc() && end == last && index >= 0 && *first != '-',
+             "invalid device '{}': the index after cuda: must be a whole number from 0 to {}", text,
+             std::numeric_limits<int>::max());
+    return Device(DeviceType::CUDA, index);
   }
   fail("invalid device '{}': expected cpu, cuda, cuda:N or sim", text);
 }

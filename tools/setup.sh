@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(cmake ninja-build g++ ccache pkg-config
           libeigen3-dev catch2 libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
           libboost-context-dev dataset-fashion-mnist openmpi-bin libopenmpi-dev
-          python3-torch libopenblas0-pthread)  # PyTorch 1.13 CPU: the oracle of tests/parity
+          python3-torch libopenblas0-pthread   # PyTorch 1.13 CPU: the oracle of tests/parity
+          clang libclang-rt-14-dev libomp-dev)  # `make sanitize`: ASan/UBSan and libFuzzer
 
 missing=()
 for p in "${packages[@]}"; do

@@ -229,34 +229,6 @@ nlohmann::json config_json(const TrainConfig& c) {
 
 // ---------------------------------------------------------------- checkpoints
 
-struct Position {
-  int64_t epoch = 0;           // epoch in progress
-  int64_t batch_in_epoch = 0;  // next batch to train on
-  int64_t step = 0;            // optimizer steps done
-};
-
-// `optimizer_state`: an unsharded optimizer's state_dict (ZeRO's consolidated).
-void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
-                     const optim::StateDict& optimizer_state, const amp::GradScaler& scaler,
-                     const optim::LrScheduler& sched, const Position& pos) {
-  std::map<std::string, Tensor> tensors = model.state_dict();
-  for (const auto& [k, v] : optimizer_state) tensors["optimizer." + k] = v;
-  for (const auto& [k, v] : scaler.state_dict()) tensors["scaler." + k] = v;
-  const GeneratorState rng = default_generator().state();
-  save_safetensors(path, tensors,
-                   {{"format", "mixtape-checkpoint-1"},
-                    {"config", config_json(c).dump()},
-                    {"model", c.model},
-                    {"precision", c.precision},
-                    {"epoch", std::to_string(pos.epoch)},
-                    {"batch_in_epoch", std::to_string(pos.batch_in_epoch)},
-                    {"step", std::to_string(pos.step)},
-                    {"scheduler_step", std::to_string(sched.last_step())},
-                    {"rng_seed", std::to_string(rng.seed)},
-                    {"rng_offset", std::to_string(rng.offset)},
-                    {"world_size", std::to_string(dist::world().size())}});
-}
-
 // A whole decimal integer within [low, high]: "12abc", "", "1e3" and
 // out-of-range values are refused, never read leniently.
 template <typename Int = int64_t>
@@ -318,10 +290,32 @@ std::map<std::string, Tensor> model_tensors(const SafetensorsFile& f) {
   return out;
 }
 
-// `batches`: the batches of one epoch, the furthest a saved position can be into it.
-using LoadOptimizerState = std::function<void(const optim::StateDict&)>;
-Position load_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches, nn::Module& model,
-                         const LoadOptimizerState& load_optimizer, amp::GradScaler& scaler, optim::LrScheduler& sched) {
+}  // namespace
+
+void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
+                     const optim::StateDict& optimizer_state, const amp::GradScaler& scaler,
+                     const optim::LrScheduler& sched, const CheckpointPosition& pos) {
+  std::map<std::string, Tensor> tensors = model.state_dict();
+  for (const auto& [k, v] : optimizer_state) tensors["optimizer." + k] = v;
+  for (const auto& [k, v] : scaler.state_dict()) tensors["scaler." + k] = v;
+  const GeneratorState rng = default_generator().state();
+  save_safetensors(path, tensors,
+                   {{"format", "mixtape-checkpoint-1"},
+                    {"config", config_json(c).dump()},
+                    {"model", c.model},
+                    {"precision", c.precision},
+                    {"epoch", std::to_string(pos.epoch)},
+                    {"batch_in_epoch", std::to_string(pos.batch_in_epoch)},
+                    {"step", std::to_string(pos.step)},
+                    {"scheduler_step", std::to_string(sched.last_step())},
+                    {"rng_seed", std::to_string(rng.seed)},
+                    {"rng_offset", std::to_string(rng.offset)},
+                    {"world_size", std::to_string(dist::world().size())}});
+}
+
+CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches, nn::Module& model,
+                                   const LoadOptimizerState& load_optimizer, amp::GradScaler& scaler,
+                                   optim::LrScheduler& sched) {
   const SafetensorsFile f = load_safetensors(path);
   auto it = f.metadata.find("model");
   MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no model name in its metadata (not a mixtape checkpoint?)",
@@ -347,9 +341,9 @@ Position load_checkpoint(const std::string& path, const TrainConfig& c, int64_t 
   }
   default_generator().set_state(
       {metadata_int<uint64_t>(f, "rng_seed", path), metadata_int<uint64_t>(f, "rng_offset", path)});
-  const Position pos{metadata_int(f, "epoch", path, int64_t{0}, c.epochs),
-                     metadata_int(f, "batch_in_epoch", path, int64_t{0}, batches),
-                     metadata_int(f, "step", path, int64_t{0})};
+  const CheckpointPosition pos{metadata_int(f, "epoch", path, int64_t{0}, c.epochs),
+                               metadata_int(f, "batch_in_epoch", path, int64_t{0}, batches),
+                               metadata_int(f, "step", path, int64_t{0})};
   sched.set_step(metadata_int(f, "scheduler_step", path, int64_t{0}, pos.step));
   // The position counts this world's batches per rank: another world size
   // would resume at another sample.
@@ -359,6 +353,8 @@ Position load_checkpoint(const std::string& path, const TrainConfig& c, int64_t 
            saved_world, dist::world().size());
   return pos;
 }
+
+namespace {
 
 // ---------------------------------------------------------------- progress and metrics
 
@@ -543,7 +539,7 @@ struct TrainingRun {
   std::unique_ptr<dist::DistributedDataParallel> ddp;
   std::unique_ptr<BatchStager> stager;
   std::unique_ptr<StepMetrics> metrics;
-  Position pos;
+  CheckpointPosition pos;
   int64_t batches = 0, steps_per_epoch = 0;
   TrainSummary summary;
   std::deque<double> recent_losses, recent_scales;
@@ -1153,8 +1149,9 @@ std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::stri
   return model;
 }
 
-// The run's configuration as train() stored it (older checkpoints: the defaults).
-TrainConfig stored_config(const SafetensorsFile& f, const std::string& path) {
+}  // namespace
+
+TrainConfig checkpoint_config(const SafetensorsFile& f, const std::string& path) {
   TrainConfig c;
   c.model = metadata_text(f, "model", path);
   c.precision = metadata_text(f, "precision", path);
@@ -1175,8 +1172,6 @@ TrainConfig stored_config(const SafetensorsFile& f, const std::string& path) {
   return c;
 }
 
-}  // namespace
-
 std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpoint, const std::string& path,
                                                   Device device) {
   return model_from(checkpoint, path, device);
@@ -1186,7 +1181,7 @@ EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_
                                int64_t test_limit, bool half) {
   const SafetensorsFile f = load_safetensors(path);
   const Device device = resolve_device(device_text);
-  TrainConfig c = resolve_defaults(stored_config(f, path), device);
+  TrainConfig c = resolve_defaults(checkpoint_config(f, path), device);
   c.data = data_dir;
   MT_CHECK(test_limit >= 0, "eval: --test-limit must not be negative, got {}", test_limit);
   c.test_limit = test_limit;

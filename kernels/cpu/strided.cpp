@@ -111,7 +111,8 @@ void store(const T* values, const Tensor& out) {
   check_host(out, "store");
   if (out.dtype() == dtype_of<T>() && out.is_contiguous()) {
     T* dst = static_cast<T*>(out.data_ptr());
-    if (dst != values) std::memcpy(dst, values, static_cast<size_t>(out.numel()) * sizeof(T));
+    // (An empty tensor may have no storage: memcpy's pointers must not be null, even for 0 bytes.)
+    if (dst != values && out.numel() > 0) std::memcpy(dst, values, static_cast<size_t>(out.numel()) * sizeof(T));
   } else {
     visit_dtype(out.dtype(), [&](auto zero) { scatter<T, decltype(zero)>(values, out); });
   }
@@ -131,7 +132,7 @@ void copy(const Tensor& src, const Tensor& dst) {
   check_host(src, "copy");
   check_host(dst, "copy");
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
-    std::memmove(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+    if (dst.nbytes() > 0) std::memmove(dst.data_ptr(), src.data_ptr(), dst.nbytes());
     dst.storage()->bump_version();
     return;
   }

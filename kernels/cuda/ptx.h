@@ -37,7 +37,7 @@
 namespace mt::MT_KERNEL_NS::ptx {
 
 #if MT_SIM_BUILD
-#define MT_PTX_SITE , std::source_location site = std::source_location::current()
+#define MT_PTX_SITE , ::mt::simulator::SourceSite site = ::mt::simulator::SourceSite::current()
 #else
 #define MT_PTX_SITE
 #endif
@@ -47,7 +47,7 @@ namespace mt::MT_KERNEL_NS::ptx {
 #if MT_SIM_BUILD
 namespace detail {
 inline void mma(const char* name, ::mt::simulator::WarpCompleteFn op, float (&d)[4], const std::uint32_t (&a)[4],
-                const std::uint32_t (&b)[2], const float (&c)[4], std::source_location site) {
+                const std::uint32_t (&b)[2], const float (&c)[4], ::mt::simulator::SourceSite site) {
   const ::mt::simulator::warp_ops::MmaInput input{a, b, c};
   float result[4];
   ::mt::simulator::warp_sync(name, op, 0xffffffffu, &input, result, 0, site);
@@ -91,7 +91,7 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const std::uint
 #if MT_SIM_BUILD
 namespace detail {
 template <int Matrices, bool Trans>
-void ldmatrix(std::uint32_t (&r)[Matrices], const void* row, std::source_location site) {
+void ldmatrix(std::uint32_t (&r)[Matrices], const void* row, ::mt::simulator::SourceSite site) {
   // This lane reads its row (if it supplies one) — tell the race checker.
   if (::mt::simulator::lane_id() < 8u * Matrices) ::mt::simulator::note_memory_access(row, 16, false);
   std::uint32_t result[4];

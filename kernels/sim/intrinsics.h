@@ -4,8 +4,8 @@
 // shuffles and votes, atomics, __ldg, vector types, the fast-math intrinsics —
 // is declared here in mt::simulator::cuda_names, which cuda_compat.h pulls
 // into the global namespace of a simulator-built .cu file. Functions that wait
-// for other threads take a defaulted std::source_location, so a deadlock
-// report can say which line each thread is stuck on.
+// for other threads take a defaulted SourceSite (std::source_location), so a
+// deadlock report can say which line each thread is stuck on.
 #pragma once
 
 #include <bit>
@@ -13,11 +13,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <source_location>
 #include <type_traits>
 
 #include "kernels/sim/half.h"
 #include "kernels/sim/runtime.h"
+#include "kernels/sim/source_site.h"
 #include "kernels/sim/warp_ops.h"
 
 namespace mt::simulator::cuda_names {
@@ -33,22 +33,19 @@ inline constexpr int warpSize = 32;
 
 // ---- barriers and warp synchronisation ------------------------------------------
 
-inline void __syncthreads(std::source_location site = std::source_location::current()) { syncthreads(site); }
+inline void __syncthreads(SourceSite site = SourceSite::current()) { syncthreads(site); }
 
-inline void __syncwarp(unsigned mask = 0xffffffffu, std::source_location site = std::source_location::current()) {
+inline void __syncwarp(unsigned mask = 0xffffffffu, SourceSite site = SourceSite::current()) {
   warp_sync("__syncwarp", warp_ops::syncwarp, mask, nullptr, nullptr, 0, site);
 }
 
-inline unsigned __activemask(std::source_location site = std::source_location::current()) {
-  return active_mask(site);
-}
+inline unsigned __activemask(SourceSite site = SourceSite::current()) { return active_mask(site); }
 
 // ---- shuffles ---------------------------------------------------------------------
 
 namespace detail {
 template <typename T>
-T shuffle(const char* name, WarpCompleteFn op, unsigned mask, T value, int lane_arg, int width,
-          std::source_location site) {
+T shuffle(const char* name, WarpCompleteFn op, unsigned mask, T value, int lane_arg, int width, SourceSite site) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8, "warp shuffles move values of at most 8 bytes");
   warp_ops::ShuffleInput input{0, lane_arg};
   std::memcpy(&input.bits, &value, sizeof(T));
@@ -61,43 +58,37 @@ T shuffle(const char* name, WarpCompleteFn op, unsigned mask, T value, int lane_
 }  // namespace detail
 
 template <typename T>
-T __shfl_sync(unsigned mask, T value, int src_lane, int width = 32,
-              std::source_location site = std::source_location::current()) {
+T __shfl_sync(unsigned mask, T value, int src_lane, int width = 32, SourceSite site = SourceSite::current()) {
   return detail::shuffle("__shfl_sync", warp_ops::shuffle_index, mask, value, src_lane, width, site);
 }
 template <typename T>
-T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = 32,
-                 std::source_location site = std::source_location::current()) {
+T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = 32, SourceSite site = SourceSite::current()) {
   return detail::shuffle("__shfl_up_sync", warp_ops::shuffle_up, mask, value, static_cast<int>(delta), width, site);
 }
 template <typename T>
-T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = 32,
-                   std::source_location site = std::source_location::current()) {
-  return detail::shuffle("__shfl_down_sync", warp_ops::shuffle_down, mask, value, static_cast<int>(delta), width,
-                         site);
+T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = 32, SourceSite site = SourceSite::current()) {
+  return detail::shuffle("__shfl_down_sync", warp_ops::shuffle_down, mask, value, static_cast<int>(delta), width, site);
 }
 template <typename T>
-T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32,
-                  std::source_location site = std::source_location::current()) {
+T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32, SourceSite site = SourceSite::current()) {
   return detail::shuffle("__shfl_xor_sync", warp_ops::shuffle_xor, mask, value, lane_mask, width, site);
 }
 
 // ---- votes ------------------------------------------------------------------------
 
-inline unsigned __ballot_sync(unsigned mask, int predicate,
-                              std::source_location site = std::source_location::current()) {
+inline unsigned __ballot_sync(unsigned mask, int predicate, SourceSite site = SourceSite::current()) {
   unsigned result = 0;
   const int input = predicate != 0;
   warp_sync("__ballot_sync", warp_ops::ballot, mask, &input, &result, 0, site);
   return result;
 }
-inline int __any_sync(unsigned mask, int predicate, std::source_location site = std::source_location::current()) {
+inline int __any_sync(unsigned mask, int predicate, SourceSite site = SourceSite::current()) {
   unsigned result = 0;
   const int input = predicate != 0;
   warp_sync("__any_sync", warp_ops::vote_any, mask, &input, &result, 0, site);
   return static_cast<int>(result);
 }
-inline int __all_sync(unsigned mask, int predicate, std::source_location site = std::source_location::current()) {
+inline int __all_sync(unsigned mask, int predicate, SourceSite site = SourceSite::current()) {
   unsigned result = 0;
   const int input = predicate != 0;
   warp_sync("__all_sync", warp_ops::vote_all, mask, &input, &result, 0, site);
@@ -148,12 +139,24 @@ T __ldg(const T* address) {
 
 // ---- vector types -------------------------------------------------------------------
 
-struct alignas(8) float2 { float x, y; };
-struct alignas(16) float4 { float x, y, z, w; };
-struct alignas(8) int2 { int x, y; };
-struct alignas(16) int4 { int x, y, z, w; };
-struct alignas(8) uint2 { unsigned x, y; };
-struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(8) float2 {
+  float x, y;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct alignas(8) int2 {
+  int x, y;
+};
+struct alignas(16) int4 {
+  int x, y, z, w;
+};
+struct alignas(8) uint2 {
+  unsigned x, y;
+};
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline int2 make_int2(int x, int y) { return {x, y}; }

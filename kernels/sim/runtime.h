@@ -24,9 +24,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <source_location>
 #include <string>
 #include <vector>
+
+#include "kernels/sim/source_site.h"
 
 namespace mt::simulator {
 
@@ -123,7 +124,7 @@ std::vector<RaceReport> take_race_reports();
 // ---- device side: what the intrinsics call ------------------------------------
 
 // __syncthreads(): wait until every thread of the block reaches this barrier.
-void syncthreads(std::source_location site);
+void syncthreads(SourceSite site);
 
 // A warp-synchronous operation. Each lane in `mask` deposits a pointer to its
 // input and to its output, then waits; once every lane in the mask has arrived
@@ -137,11 +138,11 @@ struct WarpLane {
 };
 using WarpCompleteFn = void (*)(unsigned mask, const WarpLane* lanes, std::uint64_t op_arg);
 void warp_sync(const char* op_name, WarpCompleteFn complete, unsigned mask, const void* input, void* output,
-               std::uint64_t op_arg, std::source_location site);
+               std::uint64_t op_arg, SourceSite site);
 
 // __activemask(): the lanes of this warp that reach this same call before the
 // warp can make no further progress (lanes in another branch are inactive).
-unsigned active_mask(std::source_location site);
+unsigned active_mask(SourceSite site);
 
 unsigned lane_id();
 void* dynamic_shared_memory();

@@ -9,6 +9,8 @@
 // guarantee either), so blocks simply run one after another.
 #include <algorithm>
 #include <atomic>
+#include <boost/context/fiber.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -21,13 +23,22 @@
 #include <thread>
 #include <vector>
 
-#include <boost/context/fiber.hpp>
-#include <boost/context/protected_fixedsize_stack.hpp>
-
 #include "core/error.h"
 #include "kernels/cuda/launch_check.h"
 #include "kernels/sim/racecheck.h"
 #include "kernels/sim/runtime.h"
+
+// Built with AddressSanitizer (GCC says __SANITIZE_ADDRESS__, clang __has_feature).
+#if defined(__SANITIZE_ADDRESS__)
+#define MT_SIM_WITH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MT_SIM_WITH_ASAN 1
+#endif
+#endif
+#if defined(MT_SIM_WITH_ASAN)
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 namespace ctx = boost::context;
 
@@ -53,6 +64,37 @@ int env_int(const char* name, int fallback) {
 
 std::atomic<int> configured_workers{-1};
 std::atomic<std::uint64_t> switch_counter{0};
+
+// ---- telling AddressSanitizer about stack switches -----------------------------------
+
+// ASan keeps the bounds of the stack it thinks the code runs on; a fiber
+// switch it is not told about makes it misjudge every frame of the other
+// stack (a thrown exception then reports stack-buffer-overflow in its own
+// unwinding). So each switch in and out of a simulated thread is announced
+// (start) and completed on the other side (finish). Without ASan these are empty.
+// (MT_SIM_WITH_ASAN: see the includes.)
+
+struct StackBounds {
+  const void* bottom = nullptr;
+  std::size_t size = 0;
+};
+
+// `fake_stack`: where the leaving stack's ASan state is kept (null: it is
+// leaving for good).
+void start_stack_switch(void** fake_stack, StackBounds to) {
+#if defined(MT_SIM_WITH_ASAN)
+  __sanitizer_start_switch_fiber(fake_stack, to.bottom, to.size);
+#endif
+}
+
+// On the arriving stack; returns the bounds of the stack it came from.
+StackBounds finish_stack_switch(void* fake_stack) {
+  StackBounds from;
+#if defined(MT_SIM_WITH_ASAN)
+  __sanitizer_finish_switch_fiber(fake_stack, &from.bottom, &from.size);
+#endif
+  return from;
+}
 
 // ---- fiber stacks ------------------------------------------------------------------
 
@@ -80,10 +122,16 @@ class StackPool {
   std::vector<ctx::stack_context> free_;
 };
 
-// The StackAllocator Boost.Context copies into each fiber: a handle to the pool.
+// The StackAllocator Boost.Context copies into each fiber: a handle to the
+// pool, and where to note the fiber's stack bounds (for ASan).
 struct PooledStack {
   StackPool* pool;
-  ctx::stack_context allocate() { return pool->allocate(); }
+  StackBounds* bounds;
+  ctx::stack_context allocate() {
+    const ctx::stack_context stack = pool->allocate();
+    *bounds = {static_cast<const char*>(stack.sp) - stack.size, stack.size};
+    return stack;
+  }
   void deallocate(ctx::stack_context& stack) noexcept { pool->release(stack); }
 };
 
@@ -98,12 +146,12 @@ struct Worker {
   Worker() = default;
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
-  ~Worker() { ::operator delete(dynamic_shared, std::align_val_t{128}); }
+  ~Worker() { ::operator delete (dynamic_shared, std::align_val_t{128}); }
 
   std::byte* shared_arena(std::size_t bytes) {
     if (bytes > dynamic_capacity) {
-      ::operator delete(dynamic_shared, std::align_val_t{128});
-      dynamic_shared = static_cast<std::byte*>(::operator new(bytes, std::align_val_t{128}));
+      ::operator delete (dynamic_shared, std::align_val_t{128});
+      dynamic_shared = static_cast<std::byte*>(::operator new (bytes, std::align_val_t{128}));
       dynamic_capacity = bytes;
     }
     return dynamic_shared;
@@ -128,9 +176,11 @@ struct SimThread {
   uint3 index;
   unsigned linear = 0;
   ThreadState state = ThreadState::Runnable;
-  ctx::fiber fiber;      // this thread, while suspended
-  ctx::fiber scheduler;  // the scheduler, while this thread runs
-  std::source_location site;
+  ctx::fiber fiber;            // this thread, while suspended
+  ctx::fiber scheduler;        // the scheduler, while this thread runs
+  StackBounds stack;           // this thread's fiber stack
+  void* fake_stack = nullptr;  // ASan's state of it while suspended
+  SourceSite site;
   // Warp op in progress.
   const char* op_name = nullptr;
   WarpCompleteFn op = nullptr;
@@ -147,17 +197,15 @@ class BlockRun;
 thread_local SimThread* current_thread = nullptr;
 thread_local BlockRun* current_block = nullptr;
 
-std::string short_file(const std::source_location& site) {
+std::string short_file(const SourceSite& site) {
   const std::string file = site.file_name();
   const auto slash = file.find_last_of('/');
   return slash == std::string::npos ? file : file.substr(slash + 1);
 }
 
-std::string site_text(const std::source_location& site) {
-  return fmt::format("{}:{}", short_file(site), site.line());
-}
+std::string site_text(const SourceSite& site) { return fmt::format("{}:{}", short_file(site), site.line()); }
 
-bool same_site(const std::source_location& a, const std::source_location& b) {
+bool same_site(const SourceSite& a, const SourceSite& b) {
   return a.line() == b.line() && a.column() == b.column() && std::strcmp(a.file_name(), b.file_name()) == 0;
 }
 
@@ -170,7 +218,7 @@ class BlockRun {
     dynamic_shared_ = worker.shared_arena(launch.dynamic_shared_bytes);
     // Fresh shared memory is garbage on a GPU; all-ones bytes (NaN, -1) make a
     // read-before-write show up in results instead of reading a lucky zero.
-    std::memset(dynamic_shared_, 0xff, launch.dynamic_shared_bytes);
+    if (launch.dynamic_shared_bytes > 0) std::memset(dynamic_shared_, 0xff, launch.dynamic_shared_bytes);
     if (racecheck_enabled()) {
       race_checker_.emplace(launch, block_index, dynamic_shared_, launch.dynamic_shared_bytes);
     }
@@ -200,9 +248,25 @@ class BlockRun {
   std::byte* dynamic_shared() const { return dynamic_shared_; }
   detail::RaceChecker* race_checker() { return race_checker_ ? &*race_checker_ : nullptr; }
 
+  // Threads still suspended (a deadlock or an error ended the block) are
+  // unwound by Boost.Context when their fibers go: a switch into each.
+  ~BlockRun() {
+    for (SimThread& thread : threads_) {
+      if (!thread.fiber) continue;
+      void* fake_stack = nullptr;
+      start_stack_switch(&fake_stack, thread.stack);
+      thread.fiber = {};
+      finish_stack_switch(fake_stack);
+    }
+  }
+  BlockRun(const BlockRun&) = delete;
+  BlockRun& operator=(const BlockRun&) = delete;
+
   // Called from a simulated thread: park it and switch back to the scheduler.
   static void wait(SimThread& thread) {
+    start_stack_switch(&thread.fake_stack, current_block->scheduler_stack_);
     thread.scheduler = std::move(thread.scheduler).resume();
+    finish_stack_switch(thread.fake_stack);
   }
 
  private:
@@ -212,22 +276,29 @@ class BlockRun {
       SimThread& thread = threads_[linear];
       thread.linear = linear;
       thread.index = {linear % block.x, (linear / block.x) % block.y, linear / (block.x * block.y)};
-      thread.fiber = ctx::fiber(std::allocator_arg, PooledStack{&worker.stacks},
-                                [this, &thread](ctx::fiber&& scheduler) { return thread_main(thread, std::move(scheduler)); });
+      thread.fiber =
+          ctx::fiber(std::allocator_arg, PooledStack{&worker.stacks, &thread.stack},
+                     [this, &thread](ctx::fiber&& scheduler) { return thread_main(thread, std::move(scheduler)); });
     }
   }
 
   ctx::fiber thread_main(SimThread& thread, ctx::fiber&& scheduler) {
+    scheduler_stack_ = finish_stack_switch(nullptr);
     thread.scheduler = std::move(scheduler);
     try {
       launch_.run_thread(launch_.context);
     } catch (const ctx::detail::forced_unwind&) {
-      throw;  // Boost.Context is unwinding this fiber's stack; let it finish
+      // Boost.Context is unwinding this fiber's stack (~BlockRun); let it
+      // finish, then it leaves this stack for good.
+      finish_stack_switch(thread.fake_stack);
+      start_stack_switch(nullptr, scheduler_stack_);
+      throw;
     } catch (...) {
       if (!error_) error_ = std::current_exception();
     }
     thread.state = ThreadState::Finished;
     ++finished_;
+    start_stack_switch(nullptr, scheduler_stack_);
     return std::move(thread.scheduler);
   }
 
@@ -235,7 +306,10 @@ class BlockRun {
     current_thread = &thread;
     threadIdx = thread.index;
     detail::current_linear_thread = thread.linear;
+    void* fake_stack = nullptr;
+    start_stack_switch(&fake_stack, thread.stack);
     thread.fiber = std::move(thread.fiber).resume();
+    finish_stack_switch(fake_stack);
     current_thread = nullptr;
     switch_counter.fetch_add(2, std::memory_order_relaxed);  // into the thread and back
   }
@@ -277,10 +351,10 @@ class BlockRun {
       if (((leader.mask >> lane) & 1u) == 0) continue;
       const unsigned linear = warp * 32 + lane;
       if (linear >= threads_.size()) {
-        fail_in_block(fmt::format("thread {} called {} at {} with mask 0x{:08x}, but lane {} does not exist "
-                                  "(the block has {} threads)",
-                                  leader.linear, leader.op_name, site_text(leader.site), leader.mask, lane,
-                                  threads_.size()));
+        fail_in_block(
+            fmt::format("thread {} called {} at {} with mask 0x{:08x}, but lane {} does not exist "
+                        "(the block has {} threads)",
+                        leader.linear, leader.op_name, site_text(leader.site), leader.mask, lane, threads_.size()));
       }
       const SimThread& other = threads_[linear];
       if (other.state != ThreadState::AtWarpOp || other.op != leader.op || other.mask != leader.mask ||
@@ -346,16 +420,12 @@ class BlockRun {
 
   static std::string describe_state(const SimThread& thread) {
     switch (thread.state) {
-      case ThreadState::Finished:
-        return "finished (returned from the kernel)";
-      case ThreadState::AtBarrier:
-        return fmt::format("wait at __syncthreads() at {}", site_text(thread.site));
+      case ThreadState::Finished: return "finished (returned from the kernel)";
+      case ThreadState::AtBarrier: return fmt::format("wait at __syncthreads() at {}", site_text(thread.site));
       case ThreadState::AtWarpOp:
         return fmt::format("wait at {} (mask 0x{:08x}) at {}", thread.op_name, thread.mask, site_text(thread.site));
-      case ThreadState::AtActiveMask:
-        return fmt::format("wait at __activemask() at {}", site_text(thread.site));
-      case ThreadState::Runnable:
-        break;
+      case ThreadState::AtActiveMask: return fmt::format("wait at __activemask() at {}", site_text(thread.site));
+      case ThreadState::Runnable: break;
     }
     return "runnable";
   }
@@ -388,6 +458,7 @@ class BlockRun {
   const KernelLaunch& launch_;
   uint3 block_index_;
   std::vector<SimThread> threads_;
+  StackBounds scheduler_stack_;  // the OS thread's stack the scheduler runs on
   std::size_t finished_ = 0;
   std::exception_ptr error_;
   std::byte* dynamic_shared_ = nullptr;
@@ -451,11 +522,13 @@ std::size_t fiber_stack_bytes() {
 std::uint64_t context_switch_count() { return switch_counter.load(std::memory_order_relaxed); }
 
 void run_kernel(const KernelLaunch& launch) {
-  MT_CHECK(current_thread == nullptr, "mt::sim: kernel '{}' launched from inside a kernel (dynamic parallelism is "
-                                      "not simulated)", launch.kernel_name);
+  MT_CHECK(current_thread == nullptr,
+           "mt::sim: kernel '{}' launched from inside a kernel (dynamic parallelism is "
+           "not simulated)",
+           launch.kernel_name);
   kernels::detail::check_launch_shape(
-      launch.kernel_name, {launch.grid.x, launch.grid.y, launch.grid.z, launch.block.x, launch.block.y,
-                           launch.block.z, launch.dynamic_shared_bytes});
+      launch.kernel_name, {launch.grid.x, launch.grid.y, launch.grid.z, launch.block.x, launch.block.y, launch.block.z,
+                           launch.dynamic_shared_bytes});
   detail::racecheck_active = racecheck_enabled();
   const std::size_t blocks = std::size_t{launch.grid.x} * launch.grid.y * launch.grid.z;
   const std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(worker_threads()), blocks);
@@ -483,7 +556,7 @@ void run_kernel(const KernelLaunch& launch) {
   if (first_error) std::rethrow_exception(first_error);
 }
 
-void syncthreads(std::source_location site) {
+void syncthreads(SourceSite site) {
   SimThread& thread = require_thread("__syncthreads()");
   thread.state = ThreadState::AtBarrier;
   thread.site = site;
@@ -491,7 +564,7 @@ void syncthreads(std::source_location site) {
 }
 
 void warp_sync(const char* op_name, WarpCompleteFn complete, unsigned mask, const void* input, void* output,
-               std::uint64_t op_arg, std::source_location site) {
+               std::uint64_t op_arg, SourceSite site) {
   SimThread& thread = require_thread(op_name);
   thread.state = ThreadState::AtWarpOp;
   thread.site = site;
@@ -503,7 +576,7 @@ void warp_sync(const char* op_name, WarpCompleteFn complete, unsigned mask, cons
   BlockRun::wait(thread);
 }
 
-unsigned active_mask(std::source_location site) {
+unsigned active_mask(SourceSite site) {
   SimThread& thread = require_thread("__activemask()");
   thread.state = ThreadState::AtActiveMask;
   thread.site = site;

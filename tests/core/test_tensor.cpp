@@ -138,6 +138,11 @@ TEST_CASE("asking for an unavailable device is a clear error", "[device]") {
   CHECK(parse_device("cuda:1") == Device(DeviceType::CUDA, 1));
   CHECK(parse_device("sim").is_sim());
   REQUIRE_THROWS_WITH(parse_device("tpu"), Contains("invalid device 'tpu'"));
+  // Catches an index past INT_MAX escaping as std::out_of_range (std::stoi; found by fuzz_options).
+  REQUIRE_THROWS_AS(parse_device("cuda:6666666666666666666666666"), Error);
+  REQUIRE_THROWS_AS(parse_device("cuda:-1"), Error);
+  REQUIRE_THROWS_AS(parse_device("cuda:1x"), Error);
+  REQUIRE_THROWS_AS(parse_device("cuda:"), Error);
   CHECK(promote_types(kF16, kBF16) == kF32);
   CHECK(promote_types(kI64, kF16) == kF16);
   CHECK(promote_types(kF32, kF64) == kF64);

@@ -9,7 +9,7 @@ cd "$(mktemp -d)" || exit 1  # quoted includes of stdin resolve against the work
 probe() {  # probe <layer> <header> <expect: found|refused>
   if printf '#include "%s"\n' "$2" | "$cxx" -std=c++20 -fsyntax-only -I "$views/$1" -x c++ - 2>/tmp/mt_layer_probe.err; then
     got=found
-  elif grep -q "No such file" /tmp/mt_layer_probe.err; then
+  elif grep -qE "No such file|file not found" /tmp/mt_layer_probe.err; then  # GCC | clang
     got=refused
   else
     got=found  # the header exists in the view; it failed for another reason

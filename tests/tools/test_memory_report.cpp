@@ -126,7 +126,8 @@ TEST_CASE("the summary line of --log carries the memory ledger and its theory", 
 
 // Catches a --half that leaves weights in f32 (no bytes saved), converts the
 // norms too, or scores something else than the converted model.
-TEST_CASE("eval --half halves the parameters in the ledger and scores close to autocast", "[memory_ledger][eval]") {
+TEST_CASE("eval --half halves the parameters in the ledger and scores close to autocast",
+          "[memory_ledger][eval][e2e]") {
   const std::string ckpt = "/tmp/mixtape_eval_half_test.safetensors";
   std::FILE* sink = std::fopen("/dev/null", "w");
   for (const char* model : {"mlp", "cnn"}) {

@@ -1,0 +1,36 @@
+// The small training run the checkpoint fuzz target resumes into, and the
+// seed writer saves from: a Linear(3, 2) under AdamW with the GradScaler and
+// a warm-up cosine schedule, as train() builds them for a real model.
+#pragma once
+
+#include <memory>
+
+#include "amp/grad_scaler.h"
+#include "nn/layers.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+#include "tools/trainer.h"
+
+namespace mt::fuzz {
+
+struct TinyRun {
+  static constexpr int64_t kBatchesPerEpoch = 4;
+  tools::TrainConfig config;
+  nn::Linear model{3, 2};
+  optim::AdamW optimizer{model.parameters()};
+  amp::GradScaler scaler;
+  optim::WarmupCosineLr schedule{optimizer, 1, 3 * kBatchesPerEpoch};
+
+  TinyRun() {
+    config.model = "fuzz-linear";
+    config.precision = "fp16";
+    config.epochs = 3;
+  }
+  tools::CheckpointPosition resume(const std::string& path) {
+    return tools::load_checkpoint(
+        path, config, kBatchesPerEpoch, model, [&](const optim::StateDict& state) { optimizer.load_state_dict(state); },
+        scaler, schedule);
+  }
+};
+
+}  // namespace mt::fuzz
