@@ -9,8 +9,6 @@
 // guarantee either), so blocks simply run one after another.
 #include <algorithm>
 #include <atomic>
-#include <boost/context/fiber.hpp>
-#include <boost/context/protected_fixedsize_stack.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -22,6 +20,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
 
 #include "core/error.h"
 #include "kernels/cuda/launch_check.h"
@@ -71,8 +72,8 @@ std::atomic<std::uint64_t> switch_counter{0};
 // switch it is not told about makes it misjudge every frame of the other
 // stack (a thrown exception then reports stack-buffer-overflow in its own
 // unwinding). So each switch in and out of a simulated thread is announced
-// (start) and completed on the other side (finish). Without ASan these are empty.
-// (MT_SIM_WITH_ASAN: see the includes.)
+// (start) and completed on the other side (finish). Without ASan
+// (MT_SIM_WITH_ASAN, defined after the includes) these are empty.
 
 struct StackBounds {
   const void* bottom = nullptr;
@@ -146,12 +147,12 @@ struct Worker {
   Worker() = default;
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
-  ~Worker() { ::operator delete (dynamic_shared, std::align_val_t{128}); }
+  ~Worker() { ::operator delete(dynamic_shared, std::align_val_t{128}); }
 
   std::byte* shared_arena(std::size_t bytes) {
     if (bytes > dynamic_capacity) {
-      ::operator delete (dynamic_shared, std::align_val_t{128});
-      dynamic_shared = static_cast<std::byte*>(::operator new (bytes, std::align_val_t{128}));
+      ::operator delete(dynamic_shared, std::align_val_t{128});
+      dynamic_shared = static_cast<std::byte*>(::operator new(bytes, std::align_val_t{128}));
       dynamic_capacity = bytes;
     }
     return dynamic_shared;

@@ -2,7 +2,7 @@
 // text datasets built from it (tools/data/text.cpp).
 //
 // A folder of 500 small valid documents is made once; each input replaces
-// one of them (its first byte picks which), and the folder is read as
+// one of the first 256 of them (its first byte picks which), and the folder is read as
 // `mixtape train --model gpt-tiny` and `--model bert-tiny` read it.
 //
 // Catches: tokens the tag stripper mishandles (a lone '/', a slash at the
@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tests/fuzz/fuzz_input.h"
@@ -34,12 +35,18 @@ const std::vector<std::string>& document_names() {
   return names;
 }
 
+void write_document(const std::filesystem::path& dir, const std::string& name, std::string_view text) {
+  std::ofstream(dir / name, std::ios::binary | std::ios::trunc) << text;
+}
+
+std::string valid_document(const std::string& name) {
+  return "\n\n\tThe/at jury/nn said/vbd ./.\n\n\tIt/pps was/bedz " + name + "/np ./.\n";
+}
+
 std::filesystem::path corpus_with_500_documents() {
   const std::filesystem::path dir = mt::fuzz::work_dir() / "brown";
   std::filesystem::create_directories(dir);
-  for (const std::string& name : document_names()) {
-    std::ofstream(dir / name) << "\n\n\tThe/at jury/nn said/vbd ./.\n\n\tIt/pps was/bedz " << name << "/np ./.\n";
-  }
+  for (const std::string& name : document_names()) write_document(dir, name, valid_document(name));
   return dir;
 }
 
@@ -49,17 +56,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::filesystem::path dir = corpus_with_500_documents();
   if (size < 1) return 0;
   const std::string& name = document_names()[data[0] % document_names().size()];
-  const std::string original = (dir / name).string() + ".original";
-  std::filesystem::copy_file(dir / name, original, std::filesystem::copy_options::skip_existing);
-  {
-    std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data + 1), static_cast<std::streamsize>(size - 1));
-  }
+  write_document(dir, name, std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
   mt::fuzz::refuses_cleanly([&] {
     (void)mt::data::brown_plain_text(std::string_view(reinterpret_cast<const char*>(data), size));
     (void)mt::data::brown_language_model(16, dir.string());
     (void)mt::data::brown_genre_passages(24, dir.string());
   });
-  std::filesystem::copy_file(original, dir / name, std::filesystem::copy_options::overwrite_existing);
+  write_document(dir, name, valid_document(name));
   return 0;
 }

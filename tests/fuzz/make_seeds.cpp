@@ -24,11 +24,6 @@ void write_file(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 std::string gzip(const std::string& bytes) {
   z_stream z{};
   deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);  // 15 + 16: a gzip header
@@ -120,7 +115,8 @@ int main(int argc, char** argv) {
   options_seeds(root / "options");
   // The checkpoints of resume/ are safetensors files too.
   for (const auto& entry : fs::directory_iterator(root / "resume")) {
-    write_file(root / "safetensors" / ("checkpoint_" + entry.path().filename().string()), read_file(entry.path()));
+    fs::copy_file(entry.path(), root / "safetensors" / ("checkpoint_" + entry.path().filename().string()),
+                  fs::copy_options::overwrite_existing);
   }
   std::printf("make_seeds: wrote the corpus under %s\n", root.c_str());
   return 0;
