@@ -67,11 +67,30 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
              "autocast, or use an optimizer with master weights and let step() unscale inside the optimizer",
              g.shape_string());
   }
-  s.found_inf = zeros({1}, kF32, scale_.device());
-  kernels::unscale_and_check_inf(grads, s.found_inf, inverse_scale());
-  if (combine_found_inf_) combine_found_inf_(s.found_inf);
+  check_gradients(optimizer, s, inverse_scale());
   for (const Tensor& g : grads) g.impl()->loss_scaled = false;
   s.stage = Stage::Unscaled;
+}
+
+void GradScaler::check_gradients(optim::Optimizer& optimizer, PerOptimizer& s, const Tensor& inv_scale) {
+  s.found_inf = zeros({1}, kF32, scale_.device());
+  if (track_nonfinite_) {
+    s.nonfinite.parameters.clear();
+    for (const Tensor& p : optimizer.parameters()) {
+      if (p.grad().defined()) s.nonfinite.parameters.push_back(p);
+    }
+    s.nonfinite.flags = zeros({static_cast<int64_t>(s.nonfinite.parameters.size())}, kF32, scale_.device());
+  }
+  kernels::unscale_and_check_inf(optimizer.gradients(), s.found_inf, inv_scale,
+                                 track_nonfinite_ ? s.nonfinite.flags : Tensor());
+  if (combine_found_inf_) combine_found_inf_(s.found_inf);
+}
+
+GradScaler::NonfiniteGradients GradScaler::nonfinite_gradients(const optim::Optimizer& optimizer) const {
+  auto it = per_optimizer_.find(&optimizer);
+  MT_CHECK(track_nonfinite_ && it != per_optimizer_.end() && it->second.nonfinite.flags.defined(),
+           "GradScaler::nonfinite_gradients: call track_nonfinite_gradients(true), then step(optimizer), first");
+  return it->second.nonfinite;
 }
 
 StepOutcome GradScaler::step(optim::Optimizer& optimizer) {
@@ -85,9 +104,7 @@ StepOutcome GradScaler::step(optim::Optimizer& optimizer) {
   if (s.stage == Stage::Ready) {
     // Fused path: one pass checks for inf/NaN, the optimizer kernel unscales
     // as it reads each gradient (in f32, so f16 gradients lose nothing).
-    s.found_inf = zeros({1}, kF32, scale_.device());
-    kernels::unscale_and_check_inf(optimizer.gradients(), s.found_inf, Tensor());
-    if (combine_found_inf_) combine_found_inf_(s.found_inf);
+    check_gradients(optimizer, s, Tensor());
     optimizer.step({inverse_scale(), s.found_inf, Tensor()});
   } else {
     optimizer.step({Tensor(), s.found_inf, Tensor()});

@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "optim/optimizer.h"
 
@@ -72,6 +73,18 @@ class GradScaler {
   // any rank steps. `combine` runs on every found_inf before the step reads it.
   void sync_found_inf(std::function<void(const Tensor&)> combine) { combine_found_inf_ = std::move(combine); }
 
+  // --explain-skips: the fused inf check also flags each gradient that held
+  // an inf or NaN (same pass, no extra read on the host). After step() (or
+  // unscale_), nonfinite_gradients() gives those flags, f32 [n] on the
+  // device, and the n parameters they belong to, so a skipped step can name
+  // the layers that overflowed.
+  void track_nonfinite_gradients(bool on) { track_nonfinite_ = on; }
+  struct NonfiniteGradients {
+    Tensor flags;                    // f32 [n], 1 where that parameter's gradient was not finite
+    std::vector<Tensor> parameters;  // the optimizer's parameters that had a gradient, in its order
+  };
+  NonfiniteGradients nonfinite_gradients(const optim::Optimizer& optimizer) const;
+
   bool is_enabled() const { return options_.enabled; }
   double get_scale() const;  // reads the device value (a sync); 1 when disabled
   const Tensor& scale_tensor() const { return scale_; }
@@ -86,7 +99,11 @@ class GradScaler {
   struct PerOptimizer {
     Stage stage = Stage::Ready;
     Tensor found_inf;
+    NonfiniteGradients nonfinite;  // with track_nonfinite_gradients
   };
+  // The fused inf check (and unscale, when inv_scale is defined) of
+  // optimizer's gradients into s.found_inf.
+  void check_gradients(optim::Optimizer& optimizer, PerOptimizer& s, const Tensor& inv_scale);
 
   void ensure_state(Device device);
   PerOptimizer& state_of(const optim::Optimizer& optimizer);
@@ -101,6 +118,7 @@ class GradScaler {
   int64_t updates_since_check_ = 0;
   double scale_at_last_check_ = 0;
   std::function<void(const Tensor&)> combine_found_inf_;
+  bool track_nonfinite_ = false;
 };
 
 }  // namespace mt::amp

@@ -1,5 +1,7 @@
 #include "autograd/autocast_cast.h"
 
+#include "autograd/dtype_report.h"
+
 namespace mt::autograd {
 namespace {
 
@@ -16,15 +18,20 @@ Tensor cast_with_cache(const Tensor& t, DType dtype) {
 }  // namespace
 
 CastInputs autocast_inputs(amp::Op op, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> sources = active_dtype_recorder() != nullptr ? inputs : std::vector<Tensor>();
   const std::optional<DType> target = amp::autocast_target(op, inputs);
-  if (!target) return CastInputs(op, inputs);
+  if (!target) return CastInputs(op, inputs, std::move(sources));
   std::vector<Tensor> out;
   out.reserve(inputs.size());
   for (const Tensor& t : inputs) out.push_back(cast_with_cache(t, *target));
-  return CastInputs(op, std::move(out));
+  return CastInputs(op, std::move(out), std::move(sources));
 }
 
 Tensor record(const CastInputs& inputs, const Tensor& output, BackwardFn fn, bool saves_tensors) {
+  if (DtypeRecorder* recorder = active_dtype_recorder()) {
+    recorder->note(inputs.name(), policy_name(amp::autocast_policy(inputs.op())),
+                   inputs.sources().empty() ? inputs.tensors() : inputs.sources(), inputs.tensors(), output);
+  }
   return record_node(inputs.name(), output, inputs.tensors(), std::move(fn), saves_tensors);
 }
 

@@ -8,8 +8,11 @@
 #include <unordered_set>
 
 #include "amp/autocast.h"
+#include "autograd/anomaly.h"
+#include "autograd/dtype_report.h"
 #include "autograd/grad_mode.h"
 #include "autograd/hooks.h"
+#include "autograd/module_path.h"
 #include "autograd/node.h"
 #include "kernels/elementwise.h"
 
@@ -243,6 +246,27 @@ class LossScaledScope {
 
 bool in_loss_scaled_backward() { return loss_scaled_backward; }
 
+// Nodes that move or reinterpret values without computing: they cannot make
+// a NaN or an inf, so anomaly mode does not check them (a dtype cast, "to",
+// can overflow f16 and is checked).
+static bool is_pure_view(const char* name) {
+  static const std::unordered_set<std::string> views{"view",      "permute", "slice",    "expand",
+                                                     "squeeze",   "unsqueeze", "clone", "to_device"};
+  return views.count(name) > 0;
+}
+
+// An op neither in the autocast policy table nor one of the tape's own
+// views, casts and checkpoints: a user's op recording its node directly.
+static bool is_custom_op(const char* name) {
+  static const std::unordered_set<std::string> known = [] {
+    std::unordered_set<std::string> names{"view",      "permute", "slice", "expand",    "squeeze",
+                                          "unsqueeze", "clone",   "to",    "to_device", "checkpoint"};
+    for (const amp::PolicyEntry& row : amp::autocast_policy_table()) names.emplace(row.name);
+    return names;
+  }();
+  return known.count(name) == 0;
+}
+
 static bool takes_part(const Tensor& t) { return t.defined() && (t.requires_grad() || t.grad_fn() != nullptr); }
 
 bool needs_grad(std::initializer_list<Tensor> inputs) {
@@ -273,6 +297,11 @@ Tensor record_node(const char* name, const Tensor& output, const std::vector<Ten
   }
   output.impl()->grad_fn =
       std::make_shared<Node>(name, std::move(edges), std::move(metas), std::move(fn), saves_tensors);
+  if (module_paths_wanted()) output.impl()->grad_fn->set_forward_module(current_module_path());
+  if (AnomalyMode::is_enabled() && !is_pure_view(name)) check_forward_output(name, inputs, output);
+  if (DtypeRecorder* recorder = active_dtype_recorder(); recorder != nullptr && is_custom_op(name)) {
+    recorder->note(name, "none", inputs, inputs, output);
+  }
   output.impl()->requires_grad = true;
   return output;
 }
@@ -297,6 +326,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
   const LossScaledScope scaled(root.impl()->loss_scaled);
   BackwardDepth depth;
+  if (backward_depth == 1) detail::start_backward_check();
   // Backward runs in the dtypes the forward chose (the tape keeps them): the
   // ops inside the backward formulas must not be cast again.
   const amp::Autocast no_host_autocast(kCPU, kBF16, /*enabled=*/false);
@@ -320,6 +350,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     const Tensor grad_output = std::move(it->second);
     pending.erase(it);
     std::vector<Tensor> grads = node->apply(grad_output);
+    check_backward_gradients(*node, grad_output, grads);
     for (size_t i = 0; i < grads.size(); ++i) {
       const Edge& e = node->next_edges()[i];
       if (!grads[i].defined() || !e.connected()) continue;

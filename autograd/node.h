@@ -46,6 +46,10 @@ class Node {
   const std::vector<Edge>& next_edges() const { return edges_; }
   const std::vector<InputMeta>& inputs() const { return inputs_; }
   bool released() const { return !fn_; }
+  // The module whose forward recorded this node (set only while a debugging
+  // aid wants module paths: autograd/module_path.h).
+  const std::string& forward_module() const { return forward_module_; }
+  void set_forward_module(std::string path) { forward_module_ = std::move(path); }
 
   // Runs the backward function; gradients come back cast to the dtype each input ran in.
   std::vector<Tensor> apply(const Tensor& grad_output);
@@ -61,6 +65,7 @@ class Node {
   std::vector<InputMeta> inputs_;
   BackwardFn fn_;
   bool releasable_;
+  std::string forward_module_;
 };
 
 // A tensor saved for backward, with the storage version it had when saved so

@@ -21,33 +21,45 @@ struct ScaleUpdateArgs {
 };
 
 namespace cpu {
-void unscale_and_check_inf(const std::vector<Tensor>& tensors, const Tensor& found_inf, const Tensor& inv_scale);
+void unscale_and_check_inf(const std::vector<Tensor>& tensors, const Tensor& found_inf, const Tensor& inv_scale,
+                           const Tensor& per_tensor);
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, ScaleUpdateArgs args);
 }  // namespace cpu
 
 // For every element of every tensor: found_inf = 1 if it is inf or NaN, then
 // x *= inv_scale (an undefined inv_scale only checks). One launch for the list.
+// per_tensor (optional, f32 [tensors.size()], zeroed by the caller, every
+// tensor defined): entry i is set to 1 when tensors[i] held an inf or NaN.
 inline void unscale_and_check_inf(const std::vector<Tensor>& tensors, const Tensor& found_inf,
-                                  const Tensor& inv_scale) {
+                                  const Tensor& inv_scale, const Tensor& per_tensor = Tensor()) {
+  MT_CHECK(!per_tensor.defined() || (per_tensor.dtype() == kF32 && per_tensor.is_contiguous() &&
+                                     per_tensor.numel() == static_cast<int64_t>(tensors.size()) &&
+                                     per_tensor.device() == found_inf.device()),
+           "unscale_and_check_inf: per_tensor must be a contiguous f32 [{}] on {}", tensors.size(),
+           found_inf.device());
   const Backend backend = backend_for(found_inf.device(), "unscale_and_check_inf");
-  if (backend == Backend::Cpu) return cpu::unscale_and_check_inf(tensors, found_inf, inv_scale);
+  if (backend == Backend::Cpu) return cpu::unscale_and_check_inf(tensors, found_inf, inv_scale, per_tensor);
   MT_CHECK(found_inf.dtype() == kF32 && (!inv_scale.defined() || inv_scale.dtype() == kF32),
            "unscale_and_check_inf: found_inf and inv_scale must be f32");
   ContiguousStaging staging;
   std::vector<TensorRef> refs;
   for (const Tensor& t : tensors) {
-    if (!t.defined() || t.numel() == 0) continue;
+    // With per_tensor every tensor keeps its slot (an empty one never sets its flag).
+    MT_CHECK(t.defined() || !per_tensor.defined(), "unscale_and_check_inf: per_tensor needs every tensor defined");
+    if (!t.defined() || (t.numel() == 0 && !per_tensor.defined())) continue;
     MT_CHECK(t.device() == found_inf.device(), "unscale_and_check_inf: a gradient is on {} but found_inf is on {}",
              t.device(), found_inf.device());
     refs.push_back(tensor_ref(staging.stage(t, inv_scale.defined())));
   }
   auto* flag = static_cast<float*>(found_inf.data_ptr());
   const auto* factor = inv_scale.defined() ? static_cast<const float*>(inv_scale.data_ptr()) : nullptr;
-  MT_DEVICE_CALL(backend, unscale_and_check_inf, refs.data(), static_cast<int>(refs.size()), flag, factor,
+  auto* flags = per_tensor.defined() ? static_cast<float*>(per_tensor.data_ptr()) : nullptr;
+  MT_DEVICE_CALL(backend, unscale_and_check_inf, refs.data(), static_cast<int>(refs.size()), flag, factor, flags,
                  launch_stream(found_inf.device()));
   staging.write_back();
   for (const Tensor& t : tensors) mark_written(t);
   mark_written(found_inf);
+  if (per_tensor.defined()) mark_written(per_tensor);
 }
 
 // PyTorch's update rule: on inf, scale *= backoff and the tracker resets;

@@ -47,6 +47,7 @@ BertSelfAttention::BertSelfAttention(int64_t width, int64_t heads, double dropou
 Tensor BertSelfAttention::forward(const Tensor& x) { return forward(x, Tensor()); }
 
 Tensor BertSelfAttention::forward(const Tensor& x, const Tensor& padding) {
+  const nn::ForwardScope scope(*this);
   MT_CHECK(x.dim() == 3, "BertSelfAttention: expected [B, T, C], got {}", x.shape_string());
   const std::vector<Tensor> q_k_v = split(qkv->forward(x), x.size(2), 2);
   AttentionOptions options;
@@ -63,7 +64,10 @@ BertMlp::BertMlp(int64_t width) {
 }
 
 // The GELU (erf form, BERT's) runs in fc's GEMM epilogue.
-Tensor BertMlp::forward(const Tensor& x) { return proj->forward(fc->forward(x, LinearActivation::Gelu)); }
+Tensor BertMlp::forward(const Tensor& x) {
+  const nn::ForwardScope scope(*this);
+  return proj->forward(fc->forward(x, LinearActivation::Gelu));
+}
 
 BertLayer::BertLayer(int64_t width, int64_t heads, double dropout) : dropout_(dropout) {
   attn = register_module("attn", std::make_shared<BertSelfAttention>(width, heads, dropout));
@@ -76,6 +80,7 @@ Tensor BertLayer::forward(const Tensor& x) { return forward(x, Tensor()); }
 
 // Post-LN, as BERT: the residual sum is normalised.
 Tensor BertLayer::forward(const Tensor& x, const Tensor& padding) {
+  const nn::ForwardScope scope(*this);
   const Tensor h = ln_1->forward(add(x, dropout(attn->forward(x, padding), dropout_, is_training())));
   return ln_2->forward(add(h, dropout(mlp->forward(h), dropout_, is_training())));
 }
@@ -97,6 +102,7 @@ Bert::Bert(const BertConfig& config, Generator* generator) : config_(config) {
 }
 
 Tensor Bert::forward(const Tensor& tokens) {
+  const nn::ForwardScope scope(*this);
   MT_CHECK(tokens.dim() == 2 && tokens.dtype() == kI64, "bert: expected i64 tokens [B, T], got {} ({})",
            tokens.shape_string(), tokens.dtype());
   const int64_t t = tokens.size(1);

@@ -12,6 +12,7 @@ Cnn::Cnn(int64_t classes) {
 }
 
 Tensor Cnn::forward(const Tensor& x) {
+  const nn::ForwardScope scope(*this);
   Tensor h = max_pool2d(relu(bn1->forward(conv1->forward(x))), 2, 2);
   h = max_pool2d(relu(bn2->forward(conv2->forward(h))), 2, 2);
   return fc2->forward(relu(fc1->forward(h.flatten(1))));
@@ -31,6 +32,7 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
+  const nn::ForwardScope scope(*this);
   Tensor h = relu(bn1->forward(conv1->forward(x)));
   h = bn2->forward(conv2->forward(h));
   return relu(add(h, downsample ? downsample->forward(x) : x));
@@ -54,6 +56,7 @@ ResNet::ResNet(int64_t classes) {
 }
 
 Tensor ResNet::forward(const Tensor& x) {
+  const nn::ForwardScope scope(*this);
   Tensor h = relu(bn1->forward(conv1->forward(x)));
   h = layer3->forward(layer2->forward(layer1->forward(h)));
   return fc->forward(adaptive_avg_pool2d(h, 1).flatten(1));

@@ -23,6 +23,7 @@ CausalSelfAttention::CausalSelfAttention(int64_t width, int64_t heads) : heads_(
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
+  const nn::ForwardScope scope(*this);
   Tensor no_keys, no_values;
   return forward(x, no_keys, no_values);
 }
@@ -44,6 +45,7 @@ Tensor causal_keep_after(int64_t past, int64_t t, Device device) {
 }  // namespace
 
 Tensor CausalSelfAttention::forward(const Tensor& x, Tensor& keys, Tensor& values) {
+  const nn::ForwardScope scope(*this);
   MT_CHECK(x.dim() == 3, "CausalSelfAttention: expected [B, T, C], got {}", x.shape_string());
   const int64_t t = x.size(1);
   const std::vector<Tensor> qkv = split(c_attn->forward(x), x.size(2), 2);
@@ -67,7 +69,10 @@ GptMlp::GptMlp(int64_t width) {
 }
 
 // The GELU runs in c_fc's GEMM epilogue (one kernel, its pre-activation kept for backward).
-Tensor GptMlp::forward(const Tensor& x) { return c_proj->forward(c_fc->forward(x, LinearActivation::GeluTanh)); }
+Tensor GptMlp::forward(const Tensor& x) {
+  const nn::ForwardScope scope(*this);
+  return c_proj->forward(c_fc->forward(x, LinearActivation::GeluTanh));
+}
 
 GptBlock::GptBlock(int64_t width, int64_t heads) {
   ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(Shape{width}));
@@ -77,11 +82,13 @@ GptBlock::GptBlock(int64_t width, int64_t heads) {
 }
 
 Tensor GptBlock::forward(const Tensor& x) {
+  const nn::ForwardScope scope(*this);
   const Tensor h = add(x, attn->forward(ln_1->forward(x)));
   return add(h, mlp->forward(ln_2->forward(h)));
 }
 
 Tensor GptBlock::forward(const Tensor& x, Tensor& keys, Tensor& values) {
+  const nn::ForwardScope scope(*this);
   const Tensor h = add(x, attn->forward(ln_1->forward(x), keys, values));
   return add(h, mlp->forward(ln_2->forward(h)));
 }
@@ -138,6 +145,7 @@ Tensor Gpt::embed(const Tensor& tokens, int64_t first_position) {
 Tensor Gpt::head(const Tensor& x) { return linear(ln_f->forward(x), wte->weight); }
 
 Tensor Gpt::forward(const Tensor& tokens) {
+  const nn::ForwardScope scope(*this);
   Tensor x = embed(tokens, 0);
   for (size_t i = 0; i < h->size(); ++i) {
     const std::shared_ptr<nn::Module> block = (*h)[i];
@@ -149,6 +157,7 @@ Tensor Gpt::forward(const Tensor& tokens) {
 }
 
 Tensor Gpt::forward(const Tensor& tokens, KvCache& cache) {
+  const nn::ForwardScope scope(*this);
   const auto layers = static_cast<size_t>(config_.layers);
   if (cache.keys.size() != layers) {
     MT_CHECK(cache.keys.empty(), "gpt: a key/value cache of {} blocks does not fit a model of {}", cache.keys.size(),

@@ -9,6 +9,7 @@ Mlp::Mlp(int64_t inputs, int64_t classes) {
 }
 
 Tensor Mlp::forward(const Tensor& x) {
+  const nn::ForwardScope scope(*this);
   // Linear + ReLU as one GEMM each (bias and ReLU in the epilogue).
   Tensor h = fc1->forward(x.flatten(1), LinearActivation::Relu);
   h = fc2->forward(h, LinearActivation::Relu);

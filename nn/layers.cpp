@@ -16,8 +16,14 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
-Tensor Linear::forward(const Tensor& x, LinearActivation activation) { return linear(x, weight, bias, activation); }
+Tensor Linear::forward(const Tensor& x) {
+  const ForwardScope scope(*this);
+  return linear(x, weight, bias);
+}
+Tensor Linear::forward(const Tensor& x, LinearActivation activation) {
+  const ForwardScope scope(*this);
+  return linear(x, weight, bias, activation);
+}
 
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
     : normalized_shape_(std::move(normalized_shape)), eps_(eps) {
@@ -27,14 +33,20 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
   }
 }
 
-Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape_, weight, bias, eps_); }
+Tensor LayerNorm::forward(const Tensor& x) {
+  const ForwardScope scope(*this);
+  return layer_norm(x, normalized_shape_, weight, bias, eps_);
+}
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim) {
   register_parameter("weight", weight, empty({num_embeddings, embedding_dim}));
   init::normal_(weight);
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices); }
+Tensor Embedding::forward(const Tensor& indices) {
+  const ForwardScope scope(*this);
+  return embedding(weight, indices);
+}
 
 Dropout::Dropout(double p) : p_(p) { MT_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got {}", p); }
 
@@ -52,7 +64,10 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel, Size2 st
   }
 }
 
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride_, padding_, dilation_, groups_); }
+Tensor Conv2d::forward(const Tensor& x) {
+  const ForwardScope scope(*this);
+  return conv2d(x, weight, bias, stride_, padding_, dilation_, groups_);
+}
 
 BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum) : eps_(eps), momentum_(momentum) {
   register_parameter("weight", weight, ones({channels}));
@@ -63,6 +78,7 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum) : eps_(e
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
+  const ForwardScope scope(*this);
   MT_CHECK(x.dim() == 4, "BatchNorm2d: expected [N, C, H, W] input, got {}", x.shape_string());
   if (is_training()) {
     NoGradGuard no_grad;
@@ -80,6 +96,7 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
 }
 
 Tensor Sequential::forward(const Tensor& x) {
+  const ForwardScope scope(*this);
   Tensor h = x;
   for (const auto& [name, child] : children()) h = child->forward(h);
   return h;

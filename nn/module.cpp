@@ -3,6 +3,7 @@
 #include <set>
 
 #include "autograd/grad_mode.h"
+#include "autograd/module_path.h"
 #include "autograd/ops.h"
 
 namespace mt::nn {
@@ -136,6 +137,49 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   };
   visit_tensors("", true, load);
   visit_tensors("", false, load);
+}
+
+// ---------------------------------------------------------------- forward scopes
+
+namespace {
+
+thread_local std::vector<const Module*> running_modules;
+
+// The dotted path of `target` below `from` ("" when it is `from`), or false.
+bool find_path(const Module& from, const Module& target, std::string& path) {
+  if (&from == &target) return true;
+  for (const auto& [name, child] : from.children()) {
+    std::string below;
+    if (!find_path(*child, target, below)) continue;
+    path = below.empty() ? name : name + "." + below;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+ForwardScope::ForwardScope(const Module& module) {
+  if (!autograd::module_paths_wanted()) return;
+  std::string path;  // the outermost module is the model itself: ""
+  if (!running_modules.empty()) {
+    const std::string& parent = autograd::current_module_path();
+    std::string below;
+    if (find_path(*running_modules.back(), module, below) && !below.empty()) {
+      path = parent.empty() ? below : parent + "." + below;
+    } else {
+      path = parent;  // not a child of its caller: report under the caller
+    }
+  }
+  running_modules.push_back(&module);
+  autograd::push_module_path(std::move(path));
+  pushed_ = true;
+}
+
+ForwardScope::~ForwardScope() {
+  if (!pushed_) return;
+  running_modules.pop_back();
+  autograd::pop_module_path();
 }
 
 }  // namespace mt::nn

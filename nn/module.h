@@ -85,4 +85,22 @@ class Module {
   bool training_ = true;
 };
 
+// Names the module whose forward is running, for anomaly mode and the
+// autocast dtype report (autograd/module_path.h): a forward that opens with
+//   const mt::nn::ForwardScope scope(*this);
+// has its ops reported under its dotted path ("blocks.3.attn"), found among
+// the children of the module whose forward called it. Every mixtape layer and
+// model does; a module without one reports under its caller. When neither
+// aid is on it costs one flag test.
+class ForwardScope {
+ public:
+  explicit ForwardScope(const Module& module);
+  ~ForwardScope();
+  ForwardScope(const ForwardScope&) = delete;
+  ForwardScope& operator=(const ForwardScope&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
 }  // namespace mt::nn

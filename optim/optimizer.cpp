@@ -224,25 +224,45 @@ void SGD::update(const std::vector<kernels::ParamSlot>& slots, const ParamGroup&
 
 // ---------------------------------------------------------------- clipping
 
-Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
-  MT_CHECK(max_norm > 0, "clip_grad_norm_: max_norm must be positive, got {}", max_norm);
+namespace {
+
+// The defined gradients of `params` and their global L2 norm (f32 0-dim).
+std::pair<std::vector<Tensor>, Tensor> gradients_and_norm(const std::vector<Tensor>& params, const char* caller,
+                                                          bool scaled_allowed = false) {
   for (const Tensor& p : params) {
-    MT_CHECK(!p.grad().defined() || !p.grad().impl()->loss_scaled,
-             "clip_grad_norm_: the gradients are still multiplied by the loss scale (GradScaler::scale(loss) was "
+    MT_CHECK(scaled_allowed || !p.grad().defined() || !p.grad().impl()->loss_scaled,
+             "{}: the gradients are still multiplied by the loss scale (GradScaler::scale(loss) was "
              "used but unscale_(optimizer) was not called for the optimizer of a parameter of shape {}). Call "
              "scaler.unscale_(optimizer) before clipping, then scaler.step(optimizer) and scaler.update().",
-             p.shape_string());
+             caller, p.shape_string());
   }
   std::vector<Tensor> grads;
   for (const Tensor& p : params) {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
-  if (grads.empty()) return zeros({});
+  if (grads.empty()) return {grads, zeros({})};
   NoGradGuard no_grad;
   Tensor squares = empty({1}, kF32, grads.front().device());
   kernels::sum_of_squares(grads, squares);
-  Tensor norm = sqrt(squares);
+  return {grads, sqrt(squares)};
+}
+
+}  // namespace
+
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  MT_CHECK(max_norm > 0, "clip_grad_norm_: max_norm must be positive, got {}", max_norm);
+  auto [grads, norm] = gradients_and_norm(params, "clip_grad_norm_");
+  if (grads.empty()) return norm;
+  NoGradGuard no_grad;
   kernels::scale_by_clip_coefficient(grads, norm, max_norm);
+  return norm.reshape({});
+}
+
+Tensor grad_norm(const std::vector<Tensor>& params, const Tensor& loss_scale) {
+  auto [grads, norm] = gradients_and_norm(params, "grad_norm", loss_scale.defined());
+  if (grads.empty()) return norm;
+  NoGradGuard no_grad;
+  if (loss_scale.defined()) norm = div(norm, loss_scale.reshape(norm.sizes()));
   return norm.reshape({});
 }
 

@@ -139,4 +139,10 @@ class SGD final : public Optimizer {
 // gradients a GradScaler has scaled but not unscaled is an error.
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 
+// The same global L2 norm, measured only (one fused pass, nothing scaled):
+// what `mixtape train --report` plots when it does not clip. Gradients a
+// GradScaler scaled and has not unscaled may be measured too: pass its scale
+// tensor, and the norm comes back divided by it (the true norm).
+Tensor grad_norm(const std::vector<Tensor>& params, const Tensor& loss_scale = Tensor());
+
 }  // namespace mt::optim

@@ -8,10 +8,8 @@
 
 #include "core/error.h"
 #include "models/registry.h"
+#include "tools/machine.h"
 #include "tools/trainer.h"
-#if defined(MT_WITH_CUDA)
-#include "core/device_info.h"
-#endif
 
 namespace mt::tools {
 
@@ -281,37 +279,6 @@ BenchResult run_ladder(const BenchOptions& o, std::FILE* out) {
   return result;
 }
 
-namespace {
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      return colon == std::string::npos ? line : line.substr(colon + 2);
-    }
-  }
-  return "unknown";
-}
-
-std::string source_commit() {
-#if defined(MT_SOURCE_DIR)
-  const std::string command = std::string("git -C '") + MT_SOURCE_DIR + "' rev-parse HEAD 2>/dev/null";
-  if (std::FILE* p = ::popen(command.c_str(), "r")) {
-    char buffer[64] = {};
-    const size_t n = std::fread(buffer, 1, sizeof(buffer) - 1, p);
-    ::pclose(p);
-    std::string commit(buffer, n);
-    while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
-    if (commit.size() == 40) return commit;
-  }
-#endif
-  return "unknown";
-}
-
-}  // namespace
-
 nlohmann::json bench_json(const BenchResult& result, const BenchOptions& options) {
   nlohmann::json rows = nlohmann::json::array();
   const BenchRow& base = result.rows.front();
@@ -331,16 +298,7 @@ nlohmann::json bench_json(const BenchResult& result, const BenchOptions& options
                     {against_fp32 ? "memory_vs_fp32" : "memory_vs_first",
                      static_cast<double>(r.peak_bytes) / static_cast<double>(base.peak_bytes)}});
   }
-  const Device device = resolve_device(options.device);
-  nlohmann::json machine = {
-      {"device", device.str()}, {"cpu", cpu_model()}, {"cores", static_cast<int64_t>(::sysconf(_SC_NPROCESSORS_ONLN))}};
-#if defined(MT_WITH_CUDA)
-  if (device.type == DeviceType::CUDA) {
-    const auto gpus = cuda::query_devices();
-    machine["gpus"] = gpus.names;
-    machine["cuda_runtime"] = gpus.runtime_version;
-  }
-#endif
+  const nlohmann::json machine = machine_json(resolve_device(options.device));
   nlohmann::json search = nlohmann::json::array();
   for (size_t i = 0; i < result.tried.size(); ++i) {
     search.push_back({{"batch", result.tried[i]}, {"fits", static_cast<bool>(result.tried_fit[i])}});

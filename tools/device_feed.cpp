@@ -83,19 +83,22 @@ constexpr int64_t kLoss = 0, kGradNorm = 1, kFoundInf = 2, kScale = 3, kLrFactor
 StepMetrics::StepMetrics(Device device, size_t ring_size) : device_(device), ring_size_(ring_size) {}
 
 void StepMetrics::stage(const StepValues& host_part, const Tensor& loss, const Tensor& grad_norm,
-                        const Tensor& found_inf, const Tensor& scale, const Tensor& lr_factor) {
+                        const Tensor& found_inf, const Tensor& scale, const Tensor& lr_factor,
+                        const Tensor& nonfinite) {
   if (pending_.size() >= ring_size_) {
     // The host is a whole ring ahead: wait for the oldest step (a counted sync).
     pending_.front().ready->synchronize();
     retire_front();
   }
+  const int64_t flags = nonfinite.defined() ? nonfinite.numel() : 0;
   Entry e;
-  if (!free_.empty()) {
+  if (!free_.empty() && free_.back().flags == flags) {
     e = std::move(free_.back());
     free_.pop_back();
   } else {
-    e.device_row = empty({kRowSize}, kF64, device_);
-    e.host_row = device_.is_cpu() ? e.device_row : empty_pinned({kRowSize}, kF64);
+    e.flags = flags;
+    e.device_row = empty({kRowSize + flags}, kF64, device_);
+    e.host_row = device_.is_cpu() ? e.device_row : empty_pinned({kRowSize + flags}, kF64);
     e.ready = std::make_unique<Event>(device_);
   }
   e.values = host_part;
@@ -108,6 +111,7 @@ void StepMetrics::stage(const StepValues& host_part, const Tensor& loss, const T
     e.present[static_cast<size_t>(column)] = value.defined();
     if (value.defined()) copy_(e.device_row.narrow(0, column, 1), value.reshape({1}));
   }
+  if (flags > 0) copy_(e.device_row.narrow(0, kRowSize, flags), nonfinite.reshape({flags}));
   const Stream stream = current_stream(device_);
   if (!device_.is_cpu()) copy_async(e.host_row, e.device_row, stream);
   e.ready->record(stream);
@@ -125,6 +129,8 @@ StepValues StepMetrics::read(const Entry& e) const {
   v.skipped = value_or(kFoundInf, 0.0) != 0.0;
   v.scale = value_or(kScale, 1.0);
   v.lr_factor = value_or(kLrFactor, 1.0);
+  v.nonfinite.resize(static_cast<size_t>(e.flags));
+  for (int64_t i = 0; i < e.flags; ++i) v.nonfinite[static_cast<size_t>(i)] = row[kRowSize + i] != 0.0;
   return v;
 }
 

@@ -65,6 +65,7 @@ struct StepValues {
   bool skipped = false;
   double scale = 1;
   double lr_factor = 1;
+  std::vector<bool> nonfinite{};  // --explain-skips: per parameter, its gradient held inf/NaN
 };
 
 class StepMetrics {
@@ -73,9 +74,10 @@ class StepMetrics {
   StepMetrics(const StepMetrics&) = delete;
   StepMetrics& operator=(const StepMetrics&) = delete;
 
-  // Queues the read-back of one step's device scalars (any may be undefined).
+  // Queues the read-back of one step's device scalars (any may be undefined)
+  // and, optionally, its per-parameter non-finite flags (f32 [n]).
   void stage(const StepValues& host_part, const Tensor& loss, const Tensor& grad_norm, const Tensor& found_inf,
-             const Tensor& scale, const Tensor& lr_factor);
+             const Tensor& scale, const Tensor& lr_factor, const Tensor& nonfinite = Tensor());
   // The staged steps whose values have arrived, in step order; never waits
   // unless the ring is full.
   std::vector<StepValues> poll();
@@ -85,8 +87,9 @@ class StepMetrics {
  private:
   struct Entry {
     StepValues values;
-    Tensor device_row;            // f64 [5]
-    Tensor host_row;              // pinned f64 [5]
+    Tensor device_row;            // f64 [5 + flags]
+    Tensor host_row;              // pinned f64 [5 + flags]
+    int64_t flags = 0;            // nonfinite flags after the five values
     std::array<bool, 5> present;  // which of the five values the step had
     std::unique_ptr<Event> ready;
   };

@@ -1,4 +1,4 @@
-// The `mixtape` command line: train, eval, generate, info.
+// The `mixtape` command line: train, eval, generate, bench, compare, report, check-data, info.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -14,7 +14,12 @@
 #include "kernels/cuda/launch_check.h"
 #include "mixtape.h"
 #include "models/registry.h"
+#include "autograd/anomaly.h"
 #include "tools/bench.h"
+#include "tools/compare.h"
+#include "tools/data/check.h"
+#include "tools/report.h"
+#include "tools/machine.h"
 #include "tools/data/dataset.h"
 #include "tools/generate.h"
 #include "tools/trainer.h"
@@ -80,6 +85,55 @@ CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed, const std::string& h
       help);
 }
 
+// The mixed-precision debugging aids, shared by train and compare.
+void add_diagnostic_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
+  cmd->add_flag("--detect-anomaly", c.detect_anomaly,
+                "stop at the first NaN/inf an op produces in forward or backward and name the op, its module, dtype "
+                "and input ranges (slow: reads every result back)");
+  cmd->add_flag("--dtype-report", c.dtype_report,
+                "list the dtype autocast chose per module and op (first step) and flag activations left in f32");
+  cmd->add_option("--explain-skips", c.explain_skips,
+                  "when the GradScaler skips a step, name the parameters whose gradients held inf/NaN: at the first "
+                  "skip and every Nth after it (N = the value, e.g. 1 for every skip; 0 = off)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+// The command line as a shell would take it back (for logs and reports).
+std::string quoted_command_line(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = i == 0 ? std::string("mixtape") : std::string(argv[i]);
+    const bool plain = !arg.empty() && arg.find_first_not_of(
+                                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@%") ==
+                                           std::string::npos;
+    if (!plain) {
+      std::string q = "'";
+      for (const char ch : arg) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+      arg = q + "'";
+    }
+    line += (i == 0 ? "" : " ") + arg;
+  }
+  return line;
+}
+
+// `mixtape check-data`: per split, what would make training go wrong; exit 1 when anything is found.
+int run_check_data(mt::tools::TrainConfig c) {
+  if (c.model == "auto" && c.dataset != "auto") {
+    if (c.dataset == "brown" || c.dataset == "synthetic-tokens") c.model = "gpt-tiny";
+    if (c.dataset == "brown-genre") c.model = "bert-tiny";
+  }
+  const auto [train, test] = mt::tools::load_training_data(c);
+  bool clean = true;
+  for (const auto& [name, split] : {std::pair{"train", &train}, std::pair{"held-out", &test}}) {
+    // Padding positions of a text dataset carry the cross-entropy's ignore_index.
+    const mt::data::DataCheck check = mt::data::check_dataset(*split);
+    std::printf("%s: %s\n", name, mt::data::describe(check, split->classes).c_str());
+    clean = clean && check.clean();
+  }
+  std::printf("%s\n", clean ? "check-data: nothing wrong found" : "check-data: problems found (see above)");
+  return clean ? 0 : kExitError;
+}
+
 void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   std::vector<std::string> names;
   for (const auto& m : mt::models::model_list()) names.push_back(m.name);
@@ -112,6 +166,9 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   cmd->add_option("--save", c.save, "checkpoint (.safetensors) written each epoch and at the end");
   cmd->add_option("--resume", c.resume, "continue from a checkpoint")->check(CLI::ExistingFile);
   cmd->add_option("--log", c.log, "metrics as JSON lines");
+  cmd->add_option("--report", c.report,
+                  "write this run's HTML report here at the end (loss, loss scale, gradient norm, throughput, memory "
+                  "ledger; one self-contained file)");
   cmd->add_option("--tensorboard", c.tensorboard,
                   "write TensorBoard event files into this folder (loss, lr, loss scale, gradient norm, samples/s, "
                   "memory by category)");
@@ -142,6 +199,7 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   cmd->add_flag("--shard-optimizer", c.shard_optimizer,
                 "ZeRO stage 1 (with mpirun -np N): each rank keeps 1/N of the optimizer state and master weights");
   cmd->add_flag("!--no-progress", c.progress, "no live progress line");
+  add_diagnostic_options(cmd, c);
 }
 
 // Runs a command; its errors become a message on stderr and an exit code.
@@ -152,6 +210,9 @@ int with_error_exit_codes(Command&& command) {
                                : std::string();
   try {
     return command();
+  } catch (const mt::AnomalyError& e) {
+    std::fprintf(stderr, "\nerror%s: %s\n", rank.c_str(), e.what());
+    return kExitNonFiniteLoss;
   } catch (const mt::tools::NonFiniteLoss& e) {
     std::fprintf(stderr, "\nerror%s: %s\n", rank.c_str(), e.what());
     return kExitNonFiniteLoss;
@@ -239,10 +300,64 @@ int main(int argc, char** argv) {
   bench->add_option("--accum", bench_options.accum, "--ladder: micro-batches per step (default 4)")
       ->check(CLI::PositiveNumber);
 
+  mt::tools::CompareOptions compare_options;
+  mt::tools::TrainConfig& cc = compare_options.base;
+  cc.max_steps = 100;
+  cc.epochs = 1000;  // --steps ends the runs
+  auto* compare = app.add_subcommand(
+      "compare", "Train FP32, AMP FP16 (GradScaler) and AMP BF16 from the same seed and draw them on one HTML page");
+  {
+    std::vector<std::string> names;
+    for (const auto& m : mt::models::model_list()) names.push_back(m.name);
+    names.push_back("auto");
+    compare->add_option("--model", cc.model, "the model (default: mlp on a CPU, cnn on a GPU)")
+        ->check(CLI::IsMember(names));
+  }
+  compare->add_option("--out", compare_options.out, "the HTML report to write")->required();
+  compare->add_option("--steps", cc.max_steps, "optimizer steps per run (default 100)")->check(CLI::PositiveNumber);
+  compare->add_option("--precisions", compare_options.precisions, "the runs, in order (default fp32 fp16 bf16)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  compare->add_option("--device", cc.device, "auto | cpu | cuda | sim");
+  compare->add_option("--batch", cc.batch, "batch size")->check(CLI::PositiveNumber);
+  compare->add_option("--lr", cc.lr, "peak learning rate")->check(CLI::PositiveNumber);
+  compare->add_option("--schedule", cc.schedule, "cosine | constant | step")
+      ->check(CLI::IsMember({"cosine", "constant", "step"}));
+  add_seed_option(compare, cc.seed, "random seed, the same for every run");
+  compare->add_option("--data", cc.data, "the dataset's directory (as train --data)");
+  compare->add_option("--dataset", cc.dataset, "as train --dataset")
+      ->check(CLI::IsMember({"auto", "fashion-mnist", "synthetic", "brown", "synthetic-tokens", "brown-genre"}));
+  compare->add_option("--context", cc.context, "text models: tokens per window")->check(CLI::NonNegativeNumber);
+  compare->add_option("--train-limit", cc.train_limit, "use only the first N training samples")
+      ->check(CLI::NonNegativeNumber);
+  compare->add_option("--test-limit", cc.test_limit, "use only the first N held-out samples")
+      ->check(CLI::NonNegativeNumber);
+  compare->add_option("--threads", cc.threads, "CPU threads (default 0 = timed)")->check(CLI::Range(int64_t{0}, int64_t{4096}));
+  compare->add_option("--log-dir", compare_options.log_dir, "also keep each run's metrics log here");
+  compare->add_flag("!--no-progress", cc.progress, "no live progress line");
+  add_diagnostic_options(compare, cc);
+
+  std::vector<std::string> report_logs;
+  std::string report_out;
+  auto* report = app.add_subcommand("report", "Draw the HTML report of metrics logs written by train --log");
+  report->add_option("logs", report_logs, "metrics logs (JSON lines of train --log); several are drawn together")
+      ->required();
+  report->add_option("--out", report_out, "the HTML report to write")->required();
+
+  mt::tools::TrainConfig check_config;
+  auto* check_data = app.add_subcommand(
+      "check-data", "Scan a dataset for NaN/inf inputs, out-of-range labels and empty samples before training");
+  check_data->add_option("--data", check_config.data, "the dataset's directory (as train --data)");
+  check_data->add_option("--dataset", check_config.dataset, "as train --dataset (default fashion-mnist)")
+      ->check(CLI::IsMember({"auto", "fashion-mnist", "synthetic", "brown", "synthetic-tokens", "brown-genre"}));
+  check_data->add_option("--context", check_config.context, "text datasets: tokens per window or passage")
+      ->check(CLI::NonNegativeNumber);
+
   auto* info = app.add_subcommand("info", "Devices, memory, versions, datasets and models");
   info->add_option("--data", data_dir, "Fashion-MNIST directory");
 
   CLI11_PARSE(app, argc, argv);
+  config.command = quoted_command_line(argc, argv);
+  compare_options.command = config.command;
   // `mpirun -np N mixtape train ...`: every rank runs this; a failure on one
   // ends them all (the others would wait for it in their next collective).
   if (*train) mt::dist::init_process_group();
@@ -291,6 +406,24 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
+    if (*compare) {
+      mt::tools::run_compare(compare_options);
+      print_profile();
+      return 0;
+    }
+    if (*report) {
+      mt::tools::ReportPage page;
+      page.title = "mixtape report";
+      for (const std::string& path : report_logs) {
+        page.runs.push_back(mt::tools::read_metrics_log(path));
+        if (!page.runs.back().problem.empty()) std::fprintf(stderr, "report: %s\n", page.runs.back().problem.c_str());
+      }
+      page.commands.push_back(config.command);
+      mt::tools::write_report(report_out, page);
+      std::printf("report of %zu run(s) written to %s\n", page.runs.size(), report_out.c_str());
+      return 0;
+    }
+    if (*check_data) return run_check_data(check_config);
     if (*train) {
       mt::tools::train(config);
       print_profile();

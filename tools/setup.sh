@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what mixtape needs from Debian's packages; does nothing when it is
 # all there already. Used by `make train` and `make test`.
+#   tools/setup.sh --browser   also Debian's Chromium, for the HTML report's
+#                              browser test (`make test` asks for it)
 set -euo pipefail
 
 packages=(cmake ninja-build g++ ccache pkg-config
@@ -8,6 +10,7 @@ packages=(cmake ninja-build g++ ccache pkg-config
           libboost-context-dev dataset-fashion-mnist openmpi-bin libopenmpi-dev
           python3-torch libopenblas0-pthread   # PyTorch 1.13 CPU: the oracle of tests/parity
           clang libclang-rt-14-dev libomp-dev)  # `make sanitize`: ASan/UBSan and libFuzzer
+[ "${1:-}" = "--browser" ] && packages+=(chromium)  # tests/tools/report_in_browser.sh
 
 missing=()
 for p in "${packages[@]}"; do

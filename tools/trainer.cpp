@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -20,6 +22,8 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "autograd/anomaly.h"
+#include "autograd/dtype_report.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/generator.h"
@@ -40,6 +44,8 @@
 #include "tools/data/loader.h"
 #include "tools/data/text.h"
 #include "tools/device_feed.h"
+#include "tools/machine.h"
+#include "tools/report.h"
 #include "tools/tensorboard.h"
 
 namespace mt::tools {
@@ -129,7 +135,8 @@ std::string task_noun(models::ModelTask task) {
   return "?";
 }
 
-Splits load_data(const TrainConfig& c, const models::ModelInfo& model) {
+Splits load_data(const TrainConfig& c, const models::ModelInfo& model,
+                 data::LabelCheck labels = data::LabelCheck::Refuse) {
   const models::ModelTask task = dataset_task(c.dataset);
   MT_CHECK(task == model.task, "train: {} is {} model but {} is {} dataset", model.name, task_noun(model.task),
            c.dataset, task_noun(task));
@@ -161,7 +168,7 @@ Splits load_data(const TrainConfig& c, const models::ModelInfo& model) {
     s.test = limit(text_splits.validation, c.test_limit);
     return s;
   }
-  data::FashionMnist f = data::load_fashion_mnist(c.data);
+  data::FashionMnist f = data::load_fashion_mnist(c.data, labels);
   s.train = limit(f.train, c.train_limit);
   s.test = limit(f.test, c.test_limit);
   return s;
@@ -396,16 +403,24 @@ struct Reporter {
   std::FILE* out;
   bool progress;
   std::ofstream log;
+  std::vector<nlohmann::json>* kept = nullptr;  // --report: every record, for the page
 
-  Reporter(std::FILE* o, bool show, const std::string& path) : out(o), progress(show && ::isatty(2)) {
+  Reporter(std::FILE* o, bool show, const std::string& path, std::vector<nlohmann::json>* keep)
+      : out(o), progress(show && ::isatty(2)), kept(keep) {
     if (!path.empty()) {
       log.open(path, std::ios::trunc);
       MT_CHECK(log.good(), "cannot write the metrics log '{}'", path);
     }
   }
 
+  // One JSON line of the metrics log (and of the report's records).
+  void record(const nlohmann::json& line) {
+    if (log.is_open()) log << line.dump() << '\n';
+    if (kept != nullptr) kept->push_back(line);
+  }
+
   void step(const nlohmann::json& m, int64_t epochs, int64_t batches) {
-    if (log.is_open()) log << m.dump() << '\n';
+    record(m);
     const int64_t step = m["step"].get<int64_t>();
     const std::string line = fmt::format(
         "epoch {}/{} step {} batch {}/{} loss {:.4f} lr {:.2e} scale {:g} {:.0f} samples/s mem {} (peak {})",
@@ -499,11 +514,18 @@ TrainConfig resolve_defaults(const TrainConfig& requested, Device device) {
   return c;
 }
 
+std::pair<data::Dataset, data::Dataset> load_training_data(const TrainConfig& requested) {
+  const TrainConfig c = resolve_defaults(requested, kCPU);
+  Splits s = load_data(c, models::model_info(c.model), data::LabelCheck::Keep);
+  return {std::move(s.train), std::move(s.test)};
+}
+
 namespace {
 
 // What a step leaves on the device for its metrics.
 struct StepTensors {
   Tensor loss, grad_norm, found_inf;
+  Tensor nonfinite;  // --explain-skips: f32 [parameters], 1 where a gradient held inf/NaN
 };
 
 // --cuda-graph: each micro-batch is copied into a static input buffer; the
@@ -556,6 +578,12 @@ struct TrainingRun {
   std::unique_ptr<TensorBoardWriter> tensorboard;
   MemoryLedger training_memory;     // the ledger at the highest training peak so far
   Clock::time_point last_step_end;  // when the last step ended, or the last pause
+
+  // The debugging aids (tools/report.h, autograd/anomaly.h, autograd/dtype_report.h).
+  bool dtype_report_done = false;
+  std::vector<std::string> nonfinite_names;  // --explain-skips: the name of each flagged gradient
+  int64_t skips_seen = 0;
+  double last_finite_grad_norm = NAN;
 };
 
 // Work that is not a step (evaluation, checkpoints) has happened: neither the
@@ -608,6 +636,7 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   if (r.world > 1 && r.device.is_cuda() && requested.device.find(':') == std::string::npos)
     r.device = Device{DeviceType::CUDA, dist::local_rank() % visible_gpus()};
   r.c = resolve_defaults(requested, r.device);
+  if (!r.c.report.empty()) r.c.record_grad_norm = true;  // the page plots the gradient norm
   const TrainConfig& c = r.c;
   r.precision = parse_precision(c.precision);
   MT_CHECK(c.epochs > 0 && c.batch > 0 && c.grad_accum > 0, "train: epochs, batch and grad-accum must be positive");
@@ -618,6 +647,12 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
     const std::filesystem::path folder = std::filesystem::absolute(c.save).parent_path();
     MT_CHECK(std::filesystem::is_directory(folder),
              "train: --save '{}': the folder {} does not exist (checked before training, not after an epoch)", c.save,
+             folder.string());
+  }
+  if (!c.report.empty()) {
+    const std::filesystem::path folder = std::filesystem::absolute(c.report).parent_path();
+    MT_CHECK(std::filesystem::is_directory(folder),
+             "train: --report '{}': the folder {} does not exist (checked before training, not after it)", c.report,
              folder.string());
   }
   MT_CHECK(!c.master_weights || r.precision != Precision::Fp32,
@@ -703,6 +738,19 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
     r.pos = load_checkpoint(c.resume, c, r.batches, *r.model, load_optimizer, *r.scaler, *r.scheduler);
   }
   r.summary.parameters = r.model->parameter_count();
+  MT_CHECK(c.explain_skips >= 0, "train: --explain-skips must be 0 (off) or a positive N, got {}", c.explain_skips);
+  if (c.explain_skips > 0 && r.scaler->is_enabled()) {
+    r.scaler->track_nonfinite_gradients(true);
+    std::map<const TensorImpl*, std::string> names;
+    for (const auto& [name, p] : r.model->named_parameters()) names[p.impl()] = name;
+    for (const Tensor& p : r.opt->parameters()) {
+      auto it = names.find(p.impl());
+      r.nonfinite_names.push_back(it != names.end() ? it->second : fmt::format("a {} shard", p.shape_string()));
+    }
+  }
+  MT_CHECK(!c.cuda_graph || !c.detect_anomaly,
+           "train: --detect-anomaly reads every op's result back on the host, which a CUDA graph cannot capture; "
+           "drop --cuda-graph while debugging");
   if (c.cuda_graph) {
     MT_CHECK(!r.device.is_cpu(), "train: --cuda-graph needs --device cuda or sim (the CPU has no graphs)");
     r.graphed = std::make_unique<GraphedStep>();
@@ -710,13 +758,34 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   }
 }
 
+// --dtype-report: the first forward's rows, kept for the log and the report and printed.
+void keep_dtype_report(TrainingRun& r, const std::vector<autograd::DtypeReportRow>& rows) {
+  r.dtype_report_done = true;
+  nlohmann::json table = nlohmann::json::array();
+  for (const autograd::DtypeReportRow& row : rows) {
+    table.push_back({{"module", row.module},
+                     {"op", row.op},
+                     {"policy", row.policy},
+                     {"inputs", row.inputs},
+                     {"compute", row.compute},
+                     {"output", row.output},
+                     {"calls", row.calls},
+                     {"flag", row.flag}});
+  }
+  r.summary.dtype_report = table;
+}
+
 // Forward and backward of one micro-batch already on the device; the loss stays there.
 void forward_backward(TrainingRun& r, const Tensor& inputs, const Tensor& targets) {
   nn::Module& model = r.ddp ? static_cast<nn::Module&>(*r.ddp) : *r.model;
   Tensor loss;
   {
+    // --dtype-report: the dtypes of the first forward (every later one repeats them).
+    std::optional<autograd::DtypeRecorder> recorder;
+    if (r.c.dtype_report && !r.dtype_report_done) recorder.emplace();
     amp::Autocast guard(r.device, low_precision_dtype(r.precision), r.precision != Precision::Fp32);
     loss = task_loss(model.forward(inputs), targets);
+    if (recorder) keep_dtype_report(r, recorder->rows());
   }
   const Tensor micro_loss = r.c.grad_accum > 1 ? div(loss, static_cast<double>(r.c.grad_accum)) : loss;
   {
@@ -738,8 +807,13 @@ StepTensors device_step(TrainingRun& r) {
   if (r.c.clip > 0) {
     r.scaler->unscale_(*r.opt);  // clip the true gradients, not the scaled ones
     grad_norm = r.zero ? r.zero->clip_grad_norm_(r.c.clip) : optim::clip_grad_norm_(r.model->parameters(), r.c.clip);
+  } else if (r.c.record_grad_norm && !r.zero) {
+    // Measured only: the scaled gradients' norm over the scale, nothing unscaled in place.
+    grad_norm = optim::grad_norm(r.model->parameters(), r.scaler->is_enabled() ? r.scaler->scale_tensor() : Tensor());
   }
   const amp::StepOutcome outcome = r.scaler->step(*r.opt);
+  Tensor nonfinite;
+  if (r.c.explain_skips > 0 && r.scaler->is_enabled()) nonfinite = r.scaler->nonfinite_gradients(*r.opt).flags;
   r.scaler->update();
   r.scheduler->step_unless(outcome.found_inf());  // a skipped step must not advance the schedule
   if (r.zero) {
@@ -754,7 +828,7 @@ StepTensors device_step(TrainingRun& r) {
     dist::group_for(r.device).all_reduce(loss)->wait();
     loss = div(loss, static_cast<double>(r.world));
   }
-  return {loss, grad_norm, outcome.found_inf()};
+  return {loss, grad_norm, outcome.found_inf(), nonfinite};
 }
 
 // The host's part of a step: its position, and the asynchronous read-back of its values.
@@ -764,7 +838,7 @@ void finish_step(TrainingRun& r, const StepTensors& step, const data::Batch& las
   r.pos.batch_in_epoch = last_batch.index + 1;
   r.metrics->stage({.step = r.pos.step, .epoch = epoch, .batch = last_batch.index}, step.loss, step.grad_norm,
                    step.found_inf, r.scaler->is_enabled() ? r.scaler->scale_tensor() : Tensor(),
-                   r.scheduler->device_factor());
+                   r.scheduler->device_factor(), step.nonfinite);
 }
 
 void stage_micro_batch(TrainingRun& r, GraphedStep& g, const data::Batch& batch) {
@@ -807,12 +881,39 @@ StepTensors graphed_step(TrainingRun& r, GraphedStep& g) {
 
 [[noreturn]] void stop_on_non_finite(TrainingRun& r, const StepValues& v, Reporter& reporter) {
   reporter.end_progress();
-  throw NonFiniteLoss(
-      fmt::format("the loss became {} at step {} (epoch {}). Recent loss scales: [{}]. Last finite losses: [{}]. {}",
-                  v.loss, v.step, v.epoch + 1, fmt::join(r.recent_scales, ", "), fmt::join(r.recent_losses, ", "),
-                  r.c.save.empty()                    ? "No checkpoint was being written."
-                  : std::filesystem::exists(r.c.save) ? fmt::format("The last good checkpoint '{}' was kept.", r.c.save)
-                                                      : "No checkpoint had been written yet."));
+  const std::string norm = std::isfinite(r.last_finite_grad_norm)
+                               ? fmt::format(" Last finite gradient norm: {:.6g}.", r.last_finite_grad_norm)
+                               : std::string(r.c.clip > 0 || r.c.record_grad_norm
+                                                 ? " No finite gradient norm was measured."
+                                                 : " (Gradient norms are measured with --clip or --report.)");
+  const std::string& overflow = autograd::last_backward_overflow();
+  const std::string anomaly =
+      !r.c.detect_anomaly ? " Run with --detect-anomaly to name the op that produces the first NaN or inf."
+      : overflow.empty()  ? " Anomaly mode saw no non-finite value in any op's forward or backward."
+                          : fmt::format(" Anomaly mode: {}.", overflow);
+  throw NonFiniteLoss(fmt::format(
+      "the loss became {} at step {} (epoch {}). Recent loss scales: [{}]. Last finite losses: [{}].{}{} {}", v.loss,
+      v.step, v.epoch + 1, fmt::join(r.recent_scales, ", "), fmt::join(r.recent_losses, ", "), norm, anomaly,
+      r.c.save.empty()                    ? "No checkpoint was being written."
+      : std::filesystem::exists(r.c.save) ? fmt::format("The last good checkpoint '{}' was kept.", r.c.save)
+                                          : "No checkpoint had been written yet."));
+}
+
+// --explain-skips: at the first skip and every Nth after it, the parameters
+// whose gradients held the inf/NaN, printed and logged.
+void explain_skip(TrainingRun& r, const StepValues& v, Reporter& reporter) {
+  if (r.c.explain_skips <= 0 || (r.skips_seen++ % r.c.explain_skips) != 0) return;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < v.nonfinite.size(); ++i) {
+    if (!v.nonfinite[i]) continue;
+    names.push_back(i < r.nonfinite_names.size() ? r.nonfinite_names[i] : fmt::format("parameter #{}", i));
+  }
+  const std::string list = names.empty() ? "none of this rank's gradients (another rank's held it)"
+                                         : fmt::format("{}", fmt::join(names, ", "));
+  if (reporter.progress) std::fprintf(stderr, "\n");
+  std::fprintf(reporter.out, "step %lld skipped (skip %lld): inf/NaN gradients in %s\n",
+               static_cast<long long>(v.step), static_cast<long long>(r.skips_seen), list.c_str());
+  reporter.record({{"skip", {{"step", v.step}, {"scale", v.scale}, {"parameters", names}}}});
 }
 
 // Reports the steps whose values have come back from the device.
@@ -832,7 +933,11 @@ void report_steps(TrainingRun& r, const std::vector<StepValues>& arrived, Report
                   const Throughput& throughput) {
   for (const StepValues& v : arrived) {
     if (!std::isfinite(v.loss)) stop_on_non_finite(r, v, reporter);
-    if (v.skipped) ++r.summary.skipped_steps;
+    if (v.skipped) {
+      ++r.summary.skipped_steps;
+      explain_skip(r, v, reporter);
+    }
+    if (std::isfinite(v.grad_norm)) r.last_finite_grad_norm = v.grad_norm;
     if (r.scaler->is_enabled() && v.scale < 1.0 && (r.recent_scales.empty() || r.recent_scales.back() >= 1.0)) {
       spdlog::warn(
           "GradScaler: the loss scale fell to {:g} (< 1) at step {}: gradients overflow f16 even unscaled. Try "
@@ -901,7 +1006,7 @@ void evaluate_and_report(TrainingRun& r, const std::string& when, Reporter& repo
     record["accuracy"] = e.accuracy;
     std::fprintf(reporter.out, "%s: test accuracy %.2f%%\n", when.c_str(), 100.0 * e.accuracy);
   }
-  if (reporter.log.is_open()) reporter.log << nlohmann::json{{"eval", record}}.dump() << '\n';
+  reporter.record(nlohmann::json{{"eval", record}});
   throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - start).count());
   restart_step_clock(r);
   reset_memory_ledger_peak(r.device);
@@ -952,6 +1057,23 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
   return false;
 }
 
+// The --dtype-report table: one line per module, op and dtypes, flagged rows marked.
+void print_dtype_report(std::FILE* out, const nlohmann::json& rows) {
+  std::fprintf(out, "autocast dtype report (first step's forward): module | op | policy | inputs -> ran in -> output | calls\n");
+  int64_t flagged = 0;
+  for (const nlohmann::json& row : rows) {
+    const std::string flag = row["flag"].get<std::string>();
+    flagged += flag.empty() ? 0 : 1;
+    std::fprintf(out, "  %s %-28s %-22s %-16s %-28s -> %-4s -> %-4s x%lld%s%s\n", flag.empty() ? " " : "!",
+                 row["module"].get<std::string>().c_str(), row["op"].get<std::string>().c_str(),
+                 row["policy"].get<std::string>().c_str(), row["inputs"].get<std::string>().c_str(),
+                 row["compute"].get<std::string>().c_str(), row["output"].get<std::string>().c_str(),
+                 static_cast<long long>(row["calls"].get<int64_t>()), flag.empty() ? "" : "  ! ", flag.c_str());
+  }
+  std::fprintf(out, "%lld row(s) flagged: f32 activations under autocast (each costs f32 memory when saved)\n",
+               static_cast<long long>(flagged));
+}
+
 void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
   TrainSummary& summary = r.summary;
   summary.peak_memory_bytes = memory_stats(r.device).peak_bytes;
@@ -979,7 +1101,10 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
                megabytes(summary.peak_memory_bytes).c_str(), static_cast<long long>(summary.skipped_steps),
                threads.c_str());
   if (r.c.memory) print_memory_report(out, summary.memory_ledger, summary.memory_theory, r.device.str());
-  if (!reporter.log.is_open()) return;
+  if (r.c.dtype_report && summary.dtype_report.is_array()) {
+    print_dtype_report(out, summary.dtype_report);
+    reporter.record({{"dtype_report", summary.dtype_report}});
+  }
   nlohmann::json record = {{"seconds", summary.seconds},
                            {"samples_per_s", summary.samples_per_second},
                            {"peak_memory_bytes", summary.peak_memory_bytes},
@@ -1000,7 +1125,9 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
     record["test_accuracy"] = summary.test_accuracy;
     record["epoch_accuracies"] = summary.epoch_accuracies;
   }
-  reporter.log << nlohmann::json{{"summary", record}}.dump() << '\n';
+  record["device"] = r.device.str();
+  if (!r.c.command.empty()) record["command"] = r.c.command;
+  reporter.record(nlohmann::json{{"summary", record}});
 }
 
 }  // namespace
@@ -1026,6 +1153,40 @@ class QuietUnlessRankZero {
  private:
   std::FILE* out_;
   std::FILE* null_ = nullptr;
+};
+
+// --report: the page of this run, from the records it logged.
+void write_run_report(const TrainingRun& r) {
+  RunRecord run;
+  for (const nlohmann::json& line : r.summary.records) run.add_line(line);
+  run.label = r.c.precision;
+  ReportPage page;
+  page.title = fmt::format("mixtape train: {} in {} on {}", r.c.model, r.c.precision, r.device.str());
+  page.runs = {run};
+  page.machine = machine_json(r.device);
+  page.commit = source_commit();
+  write_report(r.c.report, page);
+  std::fprintf(stderr, "report written to %s\n", r.c.report.c_str());
+}
+
+// Writes the report of what was logged when training ends in an exception
+// (a NaN loss, an anomaly), so the curves up to the failure can be seen.
+class ReportOnError {
+ public:
+  ReportOnError(const TrainingRun& r, const Reporter& reporter) : r_(r), reporter_(reporter) {}
+  ~ReportOnError() {
+    if (std::uncaught_exceptions() == 0 || r_.c.report.empty() || reporter_.kept == nullptr) return;
+    try {
+      write_run_report(r_);
+    } catch (const std::exception&) {  // the first error is the one to report
+    }
+  }
+  ReportOnError(const ReportOnError&) = delete;
+  ReportOnError& operator=(const ReportOnError&) = delete;
+
+ private:
+  const TrainingRun& r_;
+  const Reporter& reporter_;
 };
 
 // The CPU allocator's cap for TrainConfig::memory_budget, lifted afterwards.
@@ -1055,7 +1216,9 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
   // Rank 0 alone prints, logs and writes checkpoints and TensorBoard files.
   const QuietUnlessRankZero quiet(r.rank, out);
   out = quiet.out();
-  Reporter reporter(out, c.progress && r.rank == 0, r.rank == 0 ? c.log : std::string());
+  Reporter reporter(out, c.progress && r.rank == 0, r.rank == 0 ? c.log : std::string(),
+                    (c.keep_records || !c.report.empty()) && r.rank == 0 ? &r.summary.records : nullptr);
+  const AnomalyMode anomaly(c.detect_anomaly);
   const RunThreads threads(r);
   if (!c.tensorboard.empty() && r.rank == 0) r.tensorboard = std::make_unique<TensorBoardWriter>(c.tensorboard);
   const std::string ranks =
@@ -1082,6 +1245,8 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
   Throughput throughput;
   restart_step_clock(r);
   bool stop = false;
+  // A run that stops on a NaN loss or an anomaly still gets its page.
+  const ReportOnError report_on_error(r, reporter);
   for (int64_t epoch = r.pos.epoch; epoch < c.epochs && !stop; ++epoch) {
     stop = train_epoch(r, epoch, reporter, throughput);
     report_steps(r, r.metrics->flush(), reporter, throughput);  // a NaN loss stops here, before any checkpoint
@@ -1107,6 +1272,7 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
   r.summary.tokens_per_second = r.summary.samples_per_second * static_cast<double>(r.tokens_per_sample);
   write_summary(r, out, reporter);
   if (r.tensorboard) r.tensorboard->flush();
+  if (!c.report.empty() && r.rank == 0) write_run_report(r);
   return r.summary;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "amp/grad_scaler.h"
@@ -68,6 +69,14 @@ struct TrainConfig {
   // the parameters all-gathered at each step.
   bool shard_optimizer = false;
   bool memory = false;  // print the memory ledger at the training peak beside its theory (--memory)
+  // ---- seeing a run (tools/report.h) and the mixed-precision debugging aids
+  std::string report;           // write the HTML report of this run here at its end (--report)
+  bool keep_records = false;    // keep every logged record in TrainSummary::records (on with --report)
+  bool record_grad_norm = false;  // measure the gradient norm every step even without --clip (on with --report)
+  std::string command;          // the command line that started the run, for the log and the report
+  bool detect_anomaly = false;  // stop at the first NaN/inf an op produces, naming it (mt::AnomalyMode)
+  bool dtype_report = false;    // list the dtype autocast chose per module and op (first step)
+  int64_t explain_skips = 0;    // name the parameters with inf/NaN gradients at the 1st and every Nth skip (0 = off)
   // Build the next batch on a background thread while the step runs. Off,
   // the memory peak no longer depends on when that thread ran (mixtape bench).
   bool prefetch = true;
@@ -116,6 +125,11 @@ struct TrainSummary {
   // Wall time of each optimizer step of this run, evaluation and checkpoint
   // writing left out (host time: on a GPU it includes the queue's slack).
   std::vector<double> step_seconds;
+  // Every record the run logged (steps, evaluations, skips, the dtype report,
+  // the summary), kept for the HTML report (--report, keep_records).
+  std::vector<nlohmann::json> records;
+  // --dtype-report: the first step's rows as JSON (module, op, policy, inputs, compute, output, calls, flag).
+  nlohmann::json dtype_report;
 };
 
 // Raised when the loss stops being finite; the message has the step, the
@@ -170,6 +184,10 @@ std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpo
 TrainConfig checkpoint_config(const SafetensorsFile& checkpoint, const std::string& path);
 
 Device resolve_device(const std::string& text);
+
+// The training and held-out splits `mixtape train` with this configuration
+// would read, on the CPU, with out-of-range labels kept (`mixtape check-data`).
+std::pair<data::Dataset, data::Dataset> load_training_data(const TrainConfig& c);
 
 // ---- training checkpoints: what train() saves with --save and restores with --resume
 

@@ -5,23 +5,30 @@
 
 namespace mt::kernels::cpu {
 
-void unscale_and_check_inf(const std::vector<Tensor>& tensors, const Tensor& found_inf, const Tensor& inv_scale) {
+void unscale_and_check_inf(const std::vector<Tensor>& tensors, const Tensor& found_inf, const Tensor& inv_scale,
+                           const Tensor& per_tensor) {
   float* flag = found_inf.data<float>();
+  float* flags = per_tensor.defined() ? per_tensor.data<float>() : nullptr;
   const float factor = inv_scale.defined() ? *inv_scale.data<float>() : 1.0f;
   bool any_nonfinite = false;
-  for (const Tensor& t : tensors) {
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const Tensor& t = tensors[k];
     if (!t.defined()) continue;
     Loaded<float> values(t);
     std::vector<float> scaled(static_cast<size_t>(values.size()));
+    bool nonfinite = false;
     for (int64_t i = 0; i < values.size(); ++i) {
       const float v = values[i];
-      any_nonfinite |= !std::isfinite(v);
+      nonfinite |= !std::isfinite(v);
       scaled[static_cast<size_t>(i)] = v * factor;
     }
     if (inv_scale.defined()) store(scaled.data(), t);
+    if (nonfinite && flags != nullptr) flags[k] = 1.0f;
+    any_nonfinite |= nonfinite;
   }
   if (any_nonfinite) *flag = 1.0f;
   found_inf.storage()->bump_version();
+  if (flags != nullptr) per_tensor.storage()->bump_version();
 }
 
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, ScaleUpdateArgs args) {

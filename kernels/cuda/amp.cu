@@ -2,7 +2,8 @@
 // one-thread loss-scale update.
 //
 // What: unscale_and_check_inf sets found_inf = 1 when any element of any
-// gradient is inf or NaN and multiplies every element by inv_scale (read on
+// gradient is inf or NaN (and, when asked, a flag per gradient: which ones,
+// for --explain-skips) and multiplies every element by inv_scale (read on
 // the device). update_scale applies PyTorch's rule (backoff on inf, growth
 // after growth_interval clean steps) to device scalars. Nothing here is ever
 // read by the host, so a training step needs no synchronisation and can be
@@ -30,7 +31,8 @@ namespace mt::MT_KERNEL_NS {
 __device__ __forceinline__ bool is_finite(float v) { return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u; }
 
 __global__ void __launch_bounds__(kMultiTensorThreads)
-    unscale_and_check_inf_kernel(FlatTensorTable table, float* found_inf, const float* inv_scale) {
+    unscale_and_check_inf_kernel(FlatTensorTable table, float* found_inf, const float* inv_scale,
+                                 float* per_tensor) {
   const int slot = table.chunks.block_tensor[blockIdx.x];
   std::int64_t begin, end;
   chunk_range(table.chunks.block_chunk[blockIdx.x], table.numel[slot], begin, end);
@@ -43,7 +45,10 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
     nonfinite |= !is_finite(v);
     if (inv_scale != nullptr) store_as<float>(data, dtype, i, v * factor);
   }
-  if (nonfinite) *found_inf = 1.0f;
+  if (nonfinite) {
+    *found_inf = 1.0f;
+    if (per_tensor != nullptr) per_tensor[table.index[slot]] = 1.0f;  // --explain-skips names the tensor
+  }
 }
 
 __global__ void update_scale_kernel(float* scale, std::int32_t* growth_tracker, const float* found_inf,
@@ -66,10 +71,10 @@ __global__ void update_scale_kernel(float* scale, std::int32_t* growth_tracker, 
 }
 
 void unscale_and_check_inf(const TensorRef* tensors, int count, float* found_inf, const float* inv_scale,
-                           Stream stream) {
+                           float* per_tensor, Stream stream) {
   for_each_flat_launch(tensors, count, [&](const FlatTensorTable& table, std::int64_t) {
     launch("unscale_and_check_inf_kernel", unscale_and_check_inf_kernel, dim3(table.chunks.num_blocks),
-           dim3(kMultiTensorThreads), 0, stream, table, found_inf, inv_scale);
+           dim3(kMultiTensorThreads), 0, stream, table, found_inf, inv_scale, per_tensor);
   });
 }
 

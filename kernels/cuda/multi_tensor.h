@@ -73,6 +73,7 @@ struct FlatTensorTable {
   void* data[kFlatTensors] = {};
   std::int64_t numel[kFlatTensors] = {};
   kernels::DTypeCode dtype[kFlatTensors] = {};
+  std::int32_t index[kFlatTensors] = {};  // each slot's position in the caller's list
   ChunkTable<kFlatTensors, kFlatBlocks> chunks;
 };
 
@@ -89,6 +90,7 @@ void for_each_flat_launch(const kernels::TensorRef* tensors, int count, Fn&& fn)
       table.data[k] = t.data;
       table.numel[k] = t.numel;
       table.dtype[k] = t.dtype;
+      table.index[k] = ids[k];
     }
     table.chunks = chunks;
     fn(table, block_base);

@@ -118,6 +118,40 @@ TEST_CASE("an injected inf skips the step on the device, halves the scale and re
   }
 }
 
+// Bug caught: --explain-skips naming the wrong layer (flags out of step
+// with the parameter list) or flags left from an earlier step.
+TEST_CASE("track_nonfinite_gradients flags which parameters' gradients held the inf", "[scaler][explain]") {
+  for (Device device : kAmpDevices) {
+    INFO("device " << device.str());
+    Generator gen(2);
+    Tensor a = randn({3, 4}, kF32, device, &gen).requires_grad_();
+    Tensor b = randn({3}, kF32, device, &gen).requires_grad_();
+    Tensor c = randn({2, 3}, kF32, device, &gen).requires_grad_();
+    const Tensor x = randn({5, 4}, kF32, device, &gen);
+    optim::SGD opt({a, b, c}, {.lr = 1e-2});
+    GradScaler scaler;
+    CHECK_THROWS_WITH(scaler.nonfinite_gradients(opt), Contains("track_nonfinite_gradients(true)"));
+    scaler.track_nonfinite_gradients(true);
+    auto step = [&](bool inject) {
+      opt.zero_grad();
+      scaler.scale(sum(linear(relu(linear(x, a, b)), c))).backward();
+      if (inject) {
+        NoGradGuard no_grad;
+        copy_(b.grad().narrow(0, 2, 1), full({1}, NAN, kF32, device));
+      }
+      CHECK(scaler.step(opt).skipped() == inject);
+      const GradScaler::NonfiniteGradients flagged = scaler.nonfinite_gradients(opt);
+      scaler.update();
+      return flagged;
+    };
+    const auto poisoned = step(true);
+    REQUIRE(poisoned.parameters.size() == 3);
+    CHECK(poisoned.parameters[1].impl() == b.impl());
+    CHECK(poisoned.flags.to(kCPU).to_vector() == std::vector<double>{0, 1, 0});
+    CHECK(step(false).flags.to(kCPU).to_vector() == std::vector<double>{0, 0, 0});
+  }
+}
+
 TEST_CASE("a scripted found_inf sequence reproduces PyTorch's scale trajectory", "[scaler]") {
   // PyTorch's documented update rule, written out on the host as the reference.
   struct Reference {

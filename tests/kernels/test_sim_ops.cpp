@@ -371,6 +371,17 @@ TEST_CASE("multi-tensor unscale_and_check_inf and update_scale match the CPU on 
   CHECK(found_sim.item<float>() == 1.0f);
   check_lists(grads.sim, grads.cpu, 0, "check-only leaves values");
 
+  // --explain-skips: the same pass flags which tensors held them. 63 tensors
+  // take two launches, so tensor 62 sits in slot 14 of the second: a kernel
+  // writing its slot instead of its position in the list flags tensor 14.
+  const Tensor per_cpu = zeros({63}), per_sim = zeros({63}, kF32, test::kCudaPath);
+  kernels::unscale_and_check_inf(grads.cpu, zeros({1}), Tensor(), per_cpu);
+  kernels::unscale_and_check_inf(grads.sim, zeros({1}, kF32, test::kCudaPath), Tensor(), per_sim);
+  std::vector<double> flagged(63, 0.0);
+  flagged[0] = flagged[62] = 1.0;
+  CHECK(per_cpu.to_vector() == flagged);
+  CHECK(per_sim.to(kCPU).to_vector() == flagged);
+
   // The scale update, step by step against the CPU (growth every 2 clean steps).
   const Tensor scale_cpu = full({1}, 65536.0), scale_sim = full({1}, 65536.0, kF32, test::kCudaPath);
   const Tensor tracker_cpu = zeros({1}, kI32), tracker_sim = zeros({1}, kI32, test::kCudaPath);

@@ -70,5 +70,39 @@ expect_failure "longer than the model's context of 64" generate --checkpoint "$t
   --prompt "$(printf 'x%.0s' {1..65})"
 expect_failure "prompt is empty" generate --checkpoint "$tmp/g.safetensors" --prompt ""
 
+# Seeing a run (issue 13): bad report inputs, folders checked before training, the debugging aids.
+expect_failure "does not exist" report "$tmp/none.jsonl" --out "$tmp/r.html"
+expect_failure "holds no mixtape metrics" report "$tmp/c.safetensors" --out "$tmp/r.html"
+expect_failure "report.*folder .* does not exist" train --steps 1 --report "$tmp/nowhere/r.html"
+expect_failure "cannot create the folder" train --steps 1 --train-limit 256 --test-limit 10 \
+  --tensorboard "$tmp/c.safetensors/tb"
+expect_failure "explain-skips" train --explain-skips -1 --steps 1
+expect_failure "detect-anomaly.*CUDA graph" train --device sim --cuda-graph --detect-anomaly --steps 1 \
+  --train-limit 256 --test-limit 10
+"$mixtape" train --model mlp --precision bf16 --steps 2 --train-limit 256 --test-limit 10 --no-progress \
+  --dtype-report > "$tmp/dtypes.txt" 2>&1
+grep -qE "fc1 +linear +lower_precision .*-> bf16" "$tmp/dtypes.txt" ||
+  { echo "FAIL: --dtype-report"; tail -5 "$tmp/dtypes.txt"; failures=$((failures + 1)); }
+# check-data: a folder of IDX files with a label out of range and a blank image.
+mkdir "$tmp/idx"
+/usr/bin/python3 - "$tmp/idx" <<'PY'
+import gzip, struct, sys
+d = sys.argv[1]
+for split, n in (("train", 4), ("t10k", 2)):
+    pixels = bytearray(range(256)) * (n * 784 // 256 + 1)
+    pixels = pixels[: n * 784]
+    pixels[784:2 * 784] = bytes(784)  # sample 1: a blank image
+    labels = bytes([1, 3, 12, 5][:n])
+    with gzip.open(f"{d}/{split}-images-idx3-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(pixels))
+    with gzip.open(f"{d}/{split}-labels-idx1-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + labels)
+PY
+expect_failure "train: 4 samples: 0 non-finite values \(in 0 samples\), 1 targets outside 0..9, 1 empty samples" \
+  check-data --data "$tmp/idx"
+"$mixtape" check-data --data "$tmp/idx" 2>&1 | grep -q "first bad targets: samples 2" ||
+  { echo "FAIL: check-data does not name the bad label's sample"; failures=$((failures + 1)); }
+expect_failure "label 12 of sample 2 is not a Fashion-MNIST class.*check-data" train --data "$tmp/idx" --steps 1
+
 [ $failures -eq 0 ] && echo "all CLI checks passed"
 exit $failures

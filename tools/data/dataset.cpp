@@ -50,7 +50,7 @@ uint32_t big_endian_u32(const std::vector<uint8_t>& bytes, size_t at) {
 
 }  // namespace
 
-Dataset load_idx(const std::string& images_path, const std::string& labels_path) {
+Dataset load_idx(const std::string& images_path, const std::string& labels_path, LabelCheck label_check) {
   const std::vector<uint8_t> images = read_gz(images_path);
   const std::vector<uint8_t> labels = read_gz(labels_path);
   MT_CHECK(images.size() >= 16 && big_endian_u32(images, 0) == 0x00000803,
@@ -83,7 +83,9 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path)
   int64_t* py = d.targets.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     py[i] = labels[static_cast<size_t>(8 + i)];
-    MT_CHECK(py[i] < 10, "'{}': label {} of sample {} is not a Fashion-MNIST class (0..9)", labels_path, py[i], i);
+    MT_CHECK(py[i] < 10 || label_check == LabelCheck::Keep,
+             "'{}': label {} of sample {} is not a Fashion-MNIST class (0..9); `mixtape check-data` lists them all",
+             labels_path, py[i], i);
   }
   return d;
 }
@@ -94,7 +96,7 @@ std::string fashion_mnist_directory(const std::string& flag) {
   return kFashionMnistDefaultDir;
 }
 
-FashionMnist load_fashion_mnist(const std::string& directory_flag) {
+FashionMnist load_fashion_mnist(const std::string& directory_flag, LabelCheck label_check) {
   const std::string dir = fashion_mnist_directory(directory_flag);
   for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
                            "t10k-labels-idx1-ubyte.gz"}) {
@@ -105,8 +107,8 @@ FashionMnist load_fashion_mnist(const std::string& directory_flag) {
   }
   FashionMnist out;
   out.directory = dir;
-  out.train = load_idx(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz");
-  out.test = load_idx(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz");
+  out.train = load_idx(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", label_check);
+  out.test = load_idx(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", label_check);
   // The models are built for 28x28 images: say so naming the file, not with a shape error inside a layer.
   for (const auto& [split, file] :
        {std::pair{&out.train, "train-images-idx3-ubyte.gz"}, std::pair{&out.test, "t10k-images-idx3-ubyte.gz"}}) {

@@ -36,10 +36,14 @@ inline constexpr double kFashionMnistStd = 0.3530;
 std::string fashion_mnist_directory(const std::string& flag = "");
 // Loads both splits; a missing or corrupt file is an mt::Error naming the
 // file and, when absent, the package to install.
-FashionMnist load_fashion_mnist(const std::string& directory_flag = "");
+// Refuse: a label outside 0..9 is an mt::Error. Keep: it is loaded as it is,
+// for `mixtape check-data` to count.
+enum class LabelCheck { Refuse, Keep };
+FashionMnist load_fashion_mnist(const std::string& directory_flag = "", LabelCheck label_check = LabelCheck::Refuse);
 
 // Reads an IDX image file (magic 0x803) and its label file (magic 0x801).
-Dataset load_idx(const std::string& images_path, const std::string& labels_path);
+Dataset load_idx(const std::string& images_path, const std::string& labels_path,
+                 LabelCheck label_check = LabelCheck::Refuse);
 
 // A synthetic image-classification set for tests and benchmarks: each class
 // is a fixed random prototype plus noise, so it is learnable and deterministic.
