@@ -28,6 +28,7 @@ std::string train_command_line(const TrainConfig& c) {
   flag("warmup", c.warmup, defaults.warmup);
   flag("grad-accum", c.grad_accum, defaults.grad_accum);
   flag("clip", c.clip, defaults.clip);
+  flag("init-scale", c.init_scale, defaults.init_scale);
   flag("seed", c.seed, defaults.seed);
   flag("context", c.context, defaults.context);
   flag("train-limit", c.train_limit, defaults.train_limit);
@@ -75,19 +76,20 @@ std::vector<TrainSummary> run_compare(const CompareOptions& options, std::FILE* 
   if (!options.command.empty()) page.commands.push_back(options.command);
   write_report(options.out, page);
 
-  std::fprintf(out, "\n%-6s %10s %22s %12s %12s %8s\n", "run", "final loss", "held-out", "samples/s", "peak MiB",
-               "skipped");
+  // Memory is the training steps' peak: the dataset held in memory is the same for every run.
+  std::fprintf(out, "\n%-6s %10s %22s %12s %16s %8s\n", "run", "final loss", "held-out", "samples/s",
+               "training MiB", "skipped");
   const double base_speed = summaries.front().samples_per_second;
-  const double base_peak = static_cast<double>(summaries.front().peak_memory_bytes);
+  const double base_peak = static_cast<double>(summaries.front().training_peak_bytes());
   for (size_t i = 0; i < summaries.size(); ++i) {
     const TrainSummary& s = summaries[i];
     const std::string held_out = s.language_model ? fmt::format("val loss {:.4f}", s.validation_loss)
                                                   : fmt::format("accuracy {:.2f}%", 100 * s.test_accuracy);
-    std::fprintf(out, "%-6s %10.4f %22s %12.0f %12.2f %8lld   (%.2fx speed, %.0f%% memory vs %s)\n",
+    std::fprintf(out, "%-6s %10.4f %22s %12.0f %16.2f %8lld   (%.2fx speed, %.0f%% memory vs %s)\n",
                  options.precisions[i].c_str(), s.losses.empty() ? NAN : s.losses.back(), held_out.c_str(),
-                 s.samples_per_second, static_cast<double>(s.peak_memory_bytes) / (1 << 20),
+                 s.samples_per_second, static_cast<double>(s.training_peak_bytes()) / (1 << 20),
                  static_cast<long long>(s.skipped_steps), s.samples_per_second / base_speed,
-                 100.0 * static_cast<double>(s.peak_memory_bytes) / base_peak, options.precisions.front().c_str());
+                 100.0 * static_cast<double>(s.training_peak_bytes()) / base_peak, options.precisions.front().c_str());
   }
   std::fprintf(out, "report written to %s\n", options.out.c_str());
   return summaries;

@@ -162,6 +162,8 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   cmd->add_flag("--cuda-graph", c.cuda_graph,
                 "capture the whole training step in a CUDA graph once and replay it (cuda or sim device)");
   cmd->add_option("--clip", c.clip, "max gradient norm (0 = off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--init-scale", c.init_scale, "fp16: the GradScaler's first loss scale (default 65536)")
+      ->check(CLI::PositiveNumber);
   add_seed_option(cmd, c.seed, "random seed (0 to 2^64 - 1)");
   cmd->add_option("--save", c.save, "checkpoint (.safetensors) written each epoch and at the end");
   cmd->add_option("--resume", c.resume, "continue from a checkpoint")->check(CLI::ExistingFile);
@@ -303,7 +305,8 @@ int main(int argc, char** argv) {
   mt::tools::CompareOptions compare_options;
   mt::tools::TrainConfig& cc = compare_options.base;
   cc.max_steps = 100;
-  cc.epochs = 1000;  // --steps ends the runs
+  cc.epochs = 1000;           // --steps ends the runs
+  cc.schedule = "constant";  // a schedule spans --epochs, which --steps cuts short
   auto* compare = app.add_subcommand(
       "compare", "Train FP32, AMP FP16 (GradScaler) and AMP BF16 from the same seed and draw them on one HTML page");
   {
@@ -320,7 +323,10 @@ int main(int argc, char** argv) {
   compare->add_option("--device", cc.device, "auto | cpu | cuda | sim");
   compare->add_option("--batch", cc.batch, "batch size")->check(CLI::PositiveNumber);
   compare->add_option("--lr", cc.lr, "peak learning rate")->check(CLI::PositiveNumber);
-  compare->add_option("--schedule", cc.schedule, "cosine | constant | step")
+  compare->add_option("--epochs", cc.epochs, "epochs the schedule spans (the runs stop at --steps)")
+      ->check(CLI::PositiveNumber);
+  compare->add_option("--warmup", cc.warmup, "linear warmup steps")->check(CLI::NonNegativeNumber);
+  compare->add_option("--schedule", cc.schedule, "constant (default) | cosine | step, over --epochs")
       ->check(CLI::IsMember({"cosine", "constant", "step"}));
   add_seed_option(compare, cc.seed, "random seed, the same for every run");
   compare->add_option("--data", cc.data, "the dataset's directory (as train --data)");

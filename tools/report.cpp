@@ -100,18 +100,26 @@ std::string escape(const std::string& text) {
   return out;
 }
 
+double number_or(const nlohmann::json& j, const char* key, double fallback) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+}
+
 // The number with every digit a double needs: what data-value carries.
 std::string exact(double v) { return fmt::format("{}", v); }
 
 std::string mib(double bytes) { return fmt::format("{:.2f} MiB", bytes / (1 << 20)); }
 
-// Short labels for axis ticks.
-std::string tick_label(double v) {
-  if (v == 0) return "0";
+// An axis tick's label, with as many digits as the ticks' spacing needs
+// (ticks 0.00086, 0.00088, ... must not all read 0.001).
+std::string tick_label(double v, double spacing) {
+  if (std::fabs(v) < spacing * 1e-6) return "0";
   const double a = std::fabs(v);
-  if (a >= 1e5 || a < 1e-3) return fmt::format("{:.2g}", v);
-  if (a >= 100) return fmt::format("{:.0f}", v);
-  return fmt::format("{:.3g}", v);
+  const int digits = std::max(0, -static_cast<int>(std::floor(std::log10(spacing) + 1e-9)));
+  if (a >= 1e6 || digits > 4) {
+    const int significant = std::max(1, static_cast<int>(std::ceil(std::log10(a) - std::log10(spacing))) + 1);
+    return fmt::format("{:.{}e}", v, std::min(significant, 10) - 1);
+  }
+  return fmt::format("{:.{}f}", v, digits);
 }
 
 const char* run_color(size_t i, const std::string& label) {
@@ -191,26 +199,37 @@ std::string line_chart(const std::string& id, const std::string& title, const st
       "height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\">",
       escape(title), id, Axes::kWidth, Axes::kHeight, Axes::kWidth, Axes::kHeight);
   if (!std::isfinite(x0)) return svg + "<text x=\"20\" y=\"40\">no finite values to draw</text></svg></figure>";
-  if (x1 == x0) x0 -= 0.5, x1 += 0.5;
-  if (y1 == y0) y0 -= 0.5, y1 += 0.5;
+  // A single value gets a range around it of a tenth of itself (or one unit around 0).
+  auto widen = [](double& low, double& high) {
+    if (high != low) return;
+    const double half = low == 0 ? 0.5 : std::fabs(low) * 0.1;
+    low -= half, high += half;
+  };
+  widen(x0, x1);
+  widen(y0, y1);
   const double pad = (y1 - y0) * 0.05;
   const Axes a{x0, x1, y0 - pad, y1 + pad, log_y};
   const double left = Axes::kLeft, right = Axes::kWidth - Axes::kRight, top = Axes::kTop,
                bottom = Axes::kHeight - Axes::kBottom;
   svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff\" stroke=\"#999\"/>", left, top,
                      right - left, bottom - top);
-  for (const double t : nice_ticks(a.x0, a.x1, 6)) {
+  const std::vector<double> x_ticks = nice_ticks(a.x0, a.x1, 6);
+  const double x_spacing = x_ticks.size() > 1 ? x_ticks[1] - x_ticks[0] : 1.0;
+  for (const double t : x_ticks) {
     svg += fmt::format(
         "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#eee\"/><text x=\"{0:.1f}\" y=\"{3}\" "
         "text-anchor=\"middle\" font-size=\"11\">{4}</text>",
-        a.px(t), top, bottom, bottom + 15, tick_label(t));
+        a.px(t), top, bottom, bottom + 15, tick_label(t, x_spacing));
   }
-  for (const double t : log_y ? power_of_two_ticks(a.y0, a.y1) : nice_ticks(a.y0, a.y1, 5)) {
+  const std::vector<double> y_ticks = log_y ? power_of_two_ticks(a.y0, a.y1) : nice_ticks(a.y0, a.y1, 5);
+  const double y_spacing = y_ticks.size() > 1 ? y_ticks[1] - y_ticks[0] : 1.0;
+  for (const double t : y_ticks) {
     const double value = log_y ? std::pow(10.0, t) : t;
     svg += fmt::format(
         "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#eee\"/><text x=\"{3}\" y=\"{4:.1f}\" "
         "text-anchor=\"end\" font-size=\"11\">{5}</text>",
-        left, right, a.py(value), left - 6, a.py(value) + 4, tick_label(value));
+        left, right, a.py(value), left - 6, a.py(value) + 4,
+        log_y ? tick_label(value, std::pow(10.0, std::floor(std::log10(value)))) : tick_label(value, y_spacing));
   }
   svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\">{}</text>", (left + right) / 2,
                      Axes::kHeight - 8, escape(x_label));
@@ -306,8 +325,17 @@ const char* category_color(const std::string& category) {
 std::string ledger_chart(const std::vector<RunRecord>& runs) {
   std::vector<std::pair<std::string, nlohmann::json>> ledgers;
   for (const RunRecord& r : runs) {
-    if (r.summary.is_object() && r.summary.contains("memory_ledger") && r.summary["memory_ledger"].is_object())
-      ledgers.emplace_back(r.label, r.summary["memory_ledger"]);
+    if (!r.summary.is_object() || !r.summary.contains("memory_ledger") || !r.summary["memory_ledger"].is_object())
+      continue;
+    nlohmann::json ledger = r.summary["memory_ledger"];
+    // The dataset held in memory is the same for every run and would dwarf
+    // the rest: the bar shows the batches' share of "data" only.
+    const double dataset = number_or(r.summary, "dataset_bytes", 0);
+    if (ledger.contains("at_peak") && ledger["at_peak"].is_object() && ledger["at_peak"].contains("data") &&
+        ledger["at_peak"]["data"].is_number()) {
+      ledger["at_peak"]["data"] = std::max(0.0, ledger["at_peak"]["data"].get<double>() - dataset);
+    }
+    ledgers.emplace_back(r.label, ledger);
   }
   if (ledgers.empty()) return "";
   double most = 0;
@@ -331,8 +359,8 @@ std::string ledger_chart(const std::vector<RunRecord>& runs) {
   const double width = 760, row = 34, left = 90, right = 170;
   const double height = 40 + row * static_cast<double>(ledgers.size()) + 20 * std::ceil(categories.size() / 4.0);
   std::string svg = fmt::format(
-      "<figure><figcaption>Memory ledger at the training peak (bytes by category; the black tick is the theory "
-      "of parameters + gradients + master weights + optimizer state)</figcaption><svg id=\"plot-ledger\" "
+      "<figure><figcaption>Memory ledger at the training peak (bytes by category, the dataset held in memory left "
+      "out; the black tick is the theory of parameters + gradients + master weights + optimizer state)</figcaption><svg id=\"plot-ledger\" "
       "xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" role=\"img\">",
       width, height);
   const double scale = most > 0 ? (width - left - right) / most : 0;
@@ -378,10 +406,6 @@ std::string ledger_chart(const std::vector<RunRecord>& runs) {
 
 // ---------------------------------------------------------------- the page's parts
 
-double number_or(const nlohmann::json& j, const char* key, double fallback) {
-  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
-}
-
 Series step_series(const RunRecord& r, const char* key, size_t index) {
   Series s{r.label, run_color(index, r.label), {}};
   for (const nlohmann::json& m : r.steps) {
@@ -398,7 +422,8 @@ std::string metric_cell(const char* metric, double value, const std::string& sho
 std::string summary_table(const std::vector<RunRecord>& runs) {
   std::string html =
       "<table id=\"summary\"><tr><th>run</th><th>model</th><th>device</th><th>steps</th><th>skipped</th>"
-      "<th>final loss</th><th>held-out result</th><th>samples/s</th><th>peak memory</th><th>final scale</th></tr>\n";
+      "<th>final loss</th><th>held-out result</th><th>samples/s</th><th>peak memory</th><th>training peak (no "
+      "dataset)</th><th>final scale</th></tr>\n";
   for (const RunRecord& r : runs) {
     const nlohmann::json& s = r.summary;
     const nlohmann::json config = s.is_object() && s.contains("config") ? s["config"] : nlohmann::json::object();
@@ -408,7 +433,7 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
     html += fmt::format("<tr data-run=\"{}\"><td>{}</td><td>{}</td><td>{}</td>", escape(r.label), escape(r.label),
                         escape(config.value("model", std::string("?"))), escape(device));
     if (!s.is_object()) {
-      html += fmt::format("<td colspan=\"7\">the run did not finish: {} step(s) logged{}</td></tr>\n", r.steps.size(),
+      html += fmt::format("<td colspan=\"8\">the run did not finish: {} step(s) logged{}</td></tr>\n", r.steps.size(),
                           r.problem.empty() ? "" : " (" + escape(r.problem) + ")");
       continue;
     }
@@ -427,6 +452,8 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
     const double speed = number_or(s, "samples_per_s", NAN), peak = number_or(s, "peak_memory_bytes", NAN);
     html += metric_cell("samples_per_s", speed, fmt::format("{:.0f}", speed));
     html += metric_cell("peak_memory_bytes", peak, mib(peak));
+    const double training_peak = number_or(s, "training_peak_bytes", NAN);
+    html += metric_cell("training_peak_bytes", training_peak, mib(training_peak));
     const double scale = number_or(s, "final_scale", NAN);
     html += metric_cell("final_scale", scale, fmt::format("{:g}", scale)) + "</tr>\n";
   }
@@ -548,14 +575,17 @@ std::string render_report_html(const ReportPage& page) {
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunRecord& r = runs[i];
     if (!r.summary.is_object()) continue;
-    const double s = number_or(r.summary, "samples_per_s", NAN), p = number_or(r.summary, "peak_memory_bytes", NAN);
+    // The training peak leaves out the dataset held in memory (the same for every run).
+    const double s = number_or(r.summary, "samples_per_s", NAN),
+                 p = number_or(r.summary, "training_peak_bytes", number_or(r.summary, "peak_memory_bytes", NAN));
     speed.push_back({r.label, run_color(i, r.label), s, fmt::format("{:.0f} samples/s", s)});
     memory.push_back({r.label, run_color(i, r.label), p, mib(p)});
   }
   if (!speed.empty()) {
     html += "<h2>Speed and memory</h2>\n";
     html += bar_chart("plot-throughput", "Training throughput (samples/s, first step excluded)", speed);
-    html += bar_chart("plot-memory", "Peak memory of the device", memory);
+    html += bar_chart("plot-memory", "Peak memory of the training steps (the dataset held in memory left out)",
+                      memory);
     html += ledger_chart(runs);
   }
   const std::string dtypes = dtype_report_section(runs);

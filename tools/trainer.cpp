@@ -223,6 +223,7 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"grad_accum", c.grad_accum},
           {"cuda_graph", c.cuda_graph},
           {"clip", c.clip},
+          {"init_scale", c.init_scale},
           {"seed", c.seed},
           {"dataset", c.dataset},
           {"augment", c.augment},
@@ -642,6 +643,8 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   MT_CHECK(c.epochs > 0 && c.batch > 0 && c.grad_accum > 0, "train: epochs, batch and grad-accum must be positive");
   MT_CHECK(c.lr > 0 && std::isfinite(c.lr), "train: the learning rate must be positive, got {}", c.lr);
   MT_CHECK(c.clip >= 0 && std::isfinite(c.clip), "train: --clip must be a finite norm (0 = off), got {}", c.clip);
+  MT_CHECK(c.init_scale > 0 && c.init_scale < 3.4e38, "train: --init-scale must be positive and finite in f32, got {}",
+           c.init_scale);
   MT_CHECK(c.weight_decay >= 0 && std::isfinite(c.weight_decay), "train: the weight decay must be finite and >= 0");
   if (!c.save.empty()) {
     const std::filesystem::path folder = std::filesystem::absolute(c.save).parent_path();
@@ -720,7 +723,9 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   // The collapse warning comes from the trainer's asynchronous metrics instead
   // of the scaler's own periodic read.
   r.scaler = std::make_unique<amp::GradScaler>(
-      amp::GradScalerOptions{.enabled = r.precision == Precision::Fp16, .collapse_check_interval = 0});
+      amp::GradScalerOptions{.init_scale = c.init_scale,
+                             .enabled = r.precision == Precision::Fp16,
+                             .collapse_check_interval = 0});
   if (r.zero && r.world > 1) {
     // Each rank checks its own shard's gradients: all of them skip if any found an inf.
     r.scaler->sync_found_inf([](const Tensor& found_inf) {
@@ -1108,6 +1113,8 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
   nlohmann::json record = {{"seconds", summary.seconds},
                            {"samples_per_s", summary.samples_per_second},
                            {"peak_memory_bytes", summary.peak_memory_bytes},
+                           {"training_peak_bytes", summary.training_peak_bytes()},
+                           {"dataset_bytes", summary.dataset_bytes},
                            {"steps", summary.steps},
                            {"skipped_steps", summary.skipped_steps},
                            {"final_scale", summary.final_scale},

@@ -44,6 +44,7 @@ struct TrainConfig {
   int64_t grad_accum = 1;
   bool cuda_graph = false;  // capture the whole step once and replay it (core/graph.h)
   double clip = 0;          // max gradient norm (0 = off)
+  double init_scale = 65536;  // fp16: the GradScaler's first loss scale (PyTorch's init_scale)
   uint64_t seed = 0;
   std::string save;              // checkpoint written at each epoch's end and when stopping
   std::string resume;            // checkpoint to continue from

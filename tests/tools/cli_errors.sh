@@ -83,6 +83,15 @@ expect_failure "detect-anomaly.*CUDA graph" train --device sim --cuda-graph --de
   --dtype-report > "$tmp/dtypes.txt" 2>&1
 grep -qE "fc1 +linear +lower_precision .*-> bf16" "$tmp/dtypes.txt" ||
   { echo "FAIL: --dtype-report"; tail -5 "$tmp/dtypes.txt"; failures=$((failures + 1)); }
+# fp16 from a loss scale of 1e30: every step overflows. --explain-skips 2 names the parameters at skips 1 and 3;
+# --detect-anomaly names the first backward that overflowed and lets the scaler skip.
+"$mixtape" train --model mlp --precision fp16 --init-scale 1e30 --steps 4 --train-limit 512 --test-limit 32 \
+  --no-progress --explain-skips 2 --detect-anomaly --log "$tmp/skips.jsonl" > "$tmp/skips.txt" 2>&1
+grep -q "step 3 skipped (skip 3): inf/NaN gradients in fc1.weight" "$tmp/skips.txt" &&
+  [ "$(grep -c '"skip":' "$tmp/skips.jsonl")" -eq 2 ] &&
+  grep -q "anomaly mode: in a loss-scaled backward, the backward of .* overflowed" "$tmp/skips.txt" ||
+  { echo "FAIL: --explain-skips / --detect-anomaly"; tail -5 "$tmp/skips.txt"; failures=$((failures + 1)); }
+expect_failure "init-scale" train --init-scale 0 --steps 1
 # check-data: a folder of IDX files with a label out of range and a blank image.
 mkdir "$tmp/idx"
 /usr/bin/python3 - "$tmp/idx" <<'PY'
