@@ -74,15 +74,19 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
 
 void GradScaler::check_gradients(optim::Optimizer& optimizer, PerOptimizer& s, const Tensor& inv_scale) {
   s.found_inf = zeros({1}, kF32, scale_.device());
-  if (track_nonfinite_) {
-    s.nonfinite.parameters.clear();
-    for (const Tensor& p : optimizer.parameters()) {
-      if (p.grad().defined()) s.nonfinite.parameters.push_back(p);
-    }
-    s.nonfinite.flags = zeros({static_cast<int64_t>(s.nonfinite.parameters.size())}, kF32, scale_.device());
+  if (!track_nonfinite_) {
+    kernels::unscale_and_check_inf(optimizer.gradients(), s.found_inf, inv_scale);
+  } else {
+    // One flag per parameter, in the optimizer's order, whether or not it got
+    // a gradient this step (an empty stand-in keeps its slot, never flagged),
+    // so a flag's position always names the same parameter.
+    s.nonfinite.parameters = optimizer.parameters();
+    std::vector<Tensor> grads;
+    for (const Tensor& p : s.nonfinite.parameters)
+      grads.push_back(p.grad().defined() ? p.grad() : empty({0}, kF32, scale_.device()));
+    s.nonfinite.flags = zeros({static_cast<int64_t>(grads.size())}, kF32, scale_.device());
+    kernels::unscale_and_check_inf(grads, s.found_inf, inv_scale, s.nonfinite.flags);
   }
-  kernels::unscale_and_check_inf(optimizer.gradients(), s.found_inf, inv_scale,
-                                 track_nonfinite_ ? s.nonfinite.flags : Tensor());
   if (combine_found_inf_) combine_found_inf_(s.found_inf);
 }
 

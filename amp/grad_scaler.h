@@ -76,12 +76,12 @@ class GradScaler {
   // --explain-skips: the fused inf check also flags each gradient that held
   // an inf or NaN (same pass, no extra read on the host). After step() (or
   // unscale_), nonfinite_gradients() gives those flags, f32 [n] on the
-  // device, and the n parameters they belong to, so a skipped step can name
-  // the layers that overflowed.
+  // device, one per optimizer parameter (0 for one without a gradient), so a
+  // skipped step can name the layers that overflowed.
   void track_nonfinite_gradients(bool on) { track_nonfinite_ = on; }
   struct NonfiniteGradients {
     Tensor flags;                    // f32 [n], 1 where that parameter's gradient was not finite
-    std::vector<Tensor> parameters;  // the optimizer's parameters that had a gradient, in its order
+    std::vector<Tensor> parameters;  // the optimizer's parameters, in its order (flags[i] is parameters[i]'s)
   };
   NonfiniteGradients nonfinite_gradients(const optim::Optimizer& optimizer) const;
 
