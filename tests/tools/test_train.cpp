@@ -355,24 +355,29 @@ TEST_CASE("a few training steps on the sim device match the CPU run's losses", "
 // Catches: any host sync left in the training step (an item() per
 // micro-batch, the skip flag read for the scheduler, the scale read for the
 // progress line, targets counted on the host, a blocking batch upload, a
-// host-built constant copied over). The sim device runs the CUDA code path,
-// so a sync there is a sync on a GPU.
+// host-built constant copied over, --explain-skips' per-parameter flags or
+// --report's gradient norm read back eagerly). The sim device runs the CUDA
+// code path, so a sync there is a sync on a GPU.
 TEST_CASE("training steps on the sim device never make the host wait", "[e2e][sim][host_sync]") {
   struct Case {
     const char* precision;
     double clip;
     int64_t grad_accum;
     const char* optimizer;
+    bool diagnostics = false;  // --explain-skips 1 and the measured gradient norm (--report)
   };
   for (const Case& k : {Case{"fp32", 0, 1, "adamw"}, Case{"fp16", 1.0, 1, "adamw"}, Case{"bf16", 0, 1, "sgd"},
-                        Case{"fp16", 0.5, 2, "adamw"}}) {
-    INFO(k.precision << " clip " << k.clip << " grad_accum " << k.grad_accum << " " << k.optimizer);
+                        Case{"fp16", 0.5, 2, "adamw"}, Case{"fp16", 0, 1, "adamw", true}}) {
+    INFO(k.precision << " clip " << k.clip << " grad_accum " << k.grad_accum << " " << k.optimizer << " diagnostics "
+                     << k.diagnostics);
     tools::TrainConfig c = quick_config();
     c.device = "sim";
     c.precision = k.precision;
     c.clip = k.clip;
     c.grad_accum = k.grad_accum;
     c.optimizer = k.optimizer;
+    c.explain_skips = k.diagnostics ? 1 : 0;
+    c.record_grad_norm = k.diagnostics;
     c.batch = 16;
     c.max_steps = 5;
     c.train_limit = 256;
