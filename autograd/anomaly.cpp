@@ -109,9 +109,10 @@ void check_backward_gradients(const Node& node, const Tensor& grad_output, const
                    backward_overflow);
       return;
     }
-    throw AnomalyError(fmt::format("anomaly mode: {} produced a non-finite gradient for input {} ({}); the gradient "
-                                   "it was given: {}",
-                                   where, i, describe(grads[i]), describe(grad_output)));
+    throw AnomalyError(
+        fmt::format("anomaly mode: {} produced a non-finite gradient for input {} ({}); the gradient "
+                    "it was given: {}",
+                    where, i, describe(grads[i]), describe(grad_output)));
   }
 }
 

@@ -250,8 +250,8 @@ bool in_loss_scaled_backward() { return loss_scaled_backward; }
 // a NaN or an inf, so anomaly mode does not check them (a dtype cast, "to",
 // can overflow f16 and is checked).
 static bool is_pure_view(const char* name) {
-  static const std::unordered_set<std::string> views{"view",      "permute", "slice",    "expand",
-                                                     "squeeze",   "unsqueeze", "clone", "to_device"};
+  static const std::unordered_set<std::string> views{"view",    "permute",   "slice", "expand",
+                                                     "squeeze", "unsqueeze", "clone", "to_device"};
   return views.count(name) > 0;
 }
 

@@ -30,13 +30,12 @@ void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tenso
 // x *= inv_scale (an undefined inv_scale only checks). One launch for the list.
 // per_tensor (optional, f32 [tensors.size()], zeroed by the caller, every
 // tensor defined): entry i is set to 1 when tensors[i] held an inf or NaN.
-inline void unscale_and_check_inf(const std::vector<Tensor>& tensors, const Tensor& found_inf,
-                                  const Tensor& inv_scale, const Tensor& per_tensor = Tensor()) {
+inline void unscale_and_check_inf(const std::vector<Tensor>& tensors, const Tensor& found_inf, const Tensor& inv_scale,
+                                  const Tensor& per_tensor = Tensor()) {
   MT_CHECK(!per_tensor.defined() || (per_tensor.dtype() == kF32 && per_tensor.is_contiguous() &&
                                      per_tensor.numel() == static_cast<int64_t>(tensors.size()) &&
                                      per_tensor.device() == found_inf.device()),
-           "unscale_and_check_inf: per_tensor must be a contiguous f32 [{}] on {}", tensors.size(),
-           found_inf.device());
+           "unscale_and_check_inf: per_tensor must be a contiguous f32 [{}] on {}", tensors.size(), found_inf.device());
   const Backend backend = backend_for(found_inf.device(), "unscale_and_check_inf");
   if (backend == Backend::Cpu) return cpu::unscale_and_check_inf(tensors, found_inf, inv_scale, per_tensor);
   MT_CHECK(found_inf.dtype() == kF32 && (!inv_scale.defined() || inv_scale.dtype() == kF32),

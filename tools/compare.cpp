@@ -44,9 +44,7 @@ std::string train_command_line(const TrainConfig& c) {
 std::vector<TrainSummary> run_compare(const CompareOptions& options, std::FILE* out) {
   MT_CHECK(!options.out.empty(), "compare: --out (the HTML report to write) is required");
   MT_CHECK(!options.precisions.empty(), "compare: no precision to train");
-  const std::filesystem::path folder = std::filesystem::absolute(options.out).parent_path();
-  MT_CHECK(std::filesystem::is_directory(folder), "compare: --out '{}': the folder {} does not exist", options.out,
-           folder.string());
+  check_output_folder("compare: --out", options.out);
   if (!options.log_dir.empty()) {
     MT_CHECK(std::filesystem::is_directory(options.log_dir), "compare: --log-dir '{}' is not a folder",
              options.log_dir);
@@ -63,9 +61,7 @@ std::vector<TrainSummary> run_compare(const CompareOptions& options, std::FILE* 
     c.command = train_command_line(c);
     std::fprintf(out, "\n== %s: %s\n", precision.c_str(), c.command.c_str());
     summaries.push_back(train(c, out));
-    RunRecord run;
-    for (const nlohmann::json& line : summaries.back().records) run.add_line(line);
-    run.label = precision;
+    RunRecord run = run_from_records(summaries.back().records, precision);
     if (!c.log.empty()) run.source = c.log;
     page.runs.push_back(std::move(run));
   }
@@ -77,8 +73,8 @@ std::vector<TrainSummary> run_compare(const CompareOptions& options, std::FILE* 
   write_report(options.out, page);
 
   // Memory is the training steps' peak: the dataset held in memory is the same for every run.
-  std::fprintf(out, "\n%-6s %10s %22s %12s %16s %8s\n", "run", "final loss", "held-out", "samples/s",
-               "training MiB", "skipped");
+  std::fprintf(out, "\n%-6s %10s %22s %12s %16s %8s\n", "run", "final loss", "held-out", "samples/s", "training MiB",
+               "skipped");
   const double base_speed = summaries.front().samples_per_second;
   const double base_peak = static_cast<double>(summaries.front().training_peak_bytes());
   for (size_t i = 0; i < summaries.size(); ++i) {

@@ -10,18 +10,18 @@
 #include <fstream>
 #include <new>
 
+#include "autograd/anomaly.h"
 #include "distributed/process_group.h"
 #include "kernels/cuda/launch_check.h"
 #include "mixtape.h"
 #include "models/registry.h"
-#include "autograd/anomaly.h"
 #include "tools/bench.h"
 #include "tools/compare.h"
 #include "tools/data/check.h"
-#include "tools/report.h"
-#include "tools/machine.h"
 #include "tools/data/dataset.h"
 #include "tools/generate.h"
+#include "tools/machine.h"
+#include "tools/report.h"
 #include "tools/trainer.h"
 #if defined(MT_WITH_CUDA)
 #include "core/device_info.h"
@@ -103,9 +103,10 @@ std::string quoted_command_line(int argc, char** argv) {
   std::string line;
   for (int i = 0; i < argc; ++i) {
     std::string arg = i == 0 ? std::string("mixtape") : std::string(argv[i]);
-    const bool plain = !arg.empty() && arg.find_first_not_of(
-                                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@%") ==
-                                           std::string::npos;
+    const bool plain =
+        !arg.empty() &&
+        arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@%") ==
+            std::string::npos;
     if (!plain) {
       std::string q = "'";
       for (const char ch : arg) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
@@ -305,7 +306,7 @@ int main(int argc, char** argv) {
   mt::tools::CompareOptions compare_options;
   mt::tools::TrainConfig& cc = compare_options.base;
   cc.max_steps = 100;
-  cc.epochs = 1000;           // --steps ends the runs
+  cc.epochs = 1000;          // --steps ends the runs
   cc.schedule = "constant";  // a schedule spans --epochs, which --steps cuts short
   auto* compare = app.add_subcommand(
       "compare", "Train FP32, AMP FP16 (GradScaler) and AMP BF16 from the same seed and draw them on one HTML page");
@@ -337,7 +338,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   compare->add_option("--test-limit", cc.test_limit, "use only the first N held-out samples")
       ->check(CLI::NonNegativeNumber);
-  compare->add_option("--threads", cc.threads, "CPU threads (default 0 = timed)")->check(CLI::Range(int64_t{0}, int64_t{4096}));
+  compare->add_option("--threads", cc.threads, "CPU threads (default 0 = timed)")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
   compare->add_option("--log-dir", compare_options.log_dir, "also keep each run's metrics log here");
   compare->add_flag("!--no-progress", cc.progress, "no live progress line");
   add_diagnostic_options(compare, cc);

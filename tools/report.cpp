@@ -45,6 +45,13 @@ bool RunRecord::add_line(const nlohmann::json& line) {
   return false;
 }
 
+RunRecord run_from_records(const std::vector<nlohmann::json>& records, const std::string& label) {
+  RunRecord run;
+  for (const nlohmann::json& line : records) run.add_line(line);
+  run.label = label;
+  return run;
+}
+
 RunRecord read_metrics_log(const std::string& path) {
   std::error_code ec;
   MT_CHECK(std::filesystem::exists(path, ec), "report: the metrics log '{}' does not exist", path);
@@ -71,8 +78,8 @@ RunRecord read_metrics_log(const std::string& path) {
     }
     ++read;
   }
-  MT_CHECK(read > 0, "report: '{}' holds no mixtape metrics (expected the JSON lines of `mixtape train --log`){}",
-           path, run.problem.empty() ? "" : ": " + run.problem);
+  MT_CHECK(read > 0, "report: '{}' holds no mixtape metrics (expected the JSON lines of `mixtape train --log`){}", path,
+           run.problem.empty() ? "" : ": " + run.problem);
   if (run.summary.is_object() && run.summary.contains("config") && run.summary["config"].is_object()) {
     const nlohmann::json& precision = run.summary["config"]["precision"];
     if (precision.is_string()) run.label = precision.get<std::string>();
@@ -100,8 +107,16 @@ std::string escape(const std::string& text) {
   return out;
 }
 
+// A log is someone else's file: every field is read through these, which
+// give the fallback for a missing key or a value of another type.
 double number_or(const nlohmann::json& j, const char* key, double fallback) {
   return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+}
+std::string text_or(const nlohmann::json& j, const char* key, const std::string& fallback = "") {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
+}
+bool flag_or(const nlohmann::json& j, const char* key, bool fallback) {
+  return j.is_object() && j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
 }
 
 // The number with every digit a double needs: what data-value carries.
@@ -313,9 +328,9 @@ std::string bar_chart(const std::string& id, const std::string& title, const std
 
 const char* category_color(const std::string& category) {
   static const std::map<std::string, const char*> colors = {
-      {"parameters", "#4e79a7"},   {"master_weights", "#a0cbe8"}, {"gradients", "#f28e2b"},
-      {"optimizer_state", "#59a14f"}, {"activations", "#e15759"},  {"autocast_cache", "#b07aa1"},
-      {"workspace", "#9c755f"},     {"data", "#bab0ac"},           {"other", "#79706e"}};
+      {"parameters", "#4e79a7"},      {"master_weights", "#a0cbe8"}, {"gradients", "#f28e2b"},
+      {"optimizer_state", "#59a14f"}, {"activations", "#e15759"},    {"autocast_cache", "#b07aa1"},
+      {"workspace", "#9c755f"},       {"data", "#bab0ac"},           {"other", "#79706e"}};
   auto it = colors.find(category);
   return it == colors.end() ? "#cccccc" : it->second;
 }
@@ -352,7 +367,8 @@ std::string ledger_chart(const std::vector<RunRecord>& runs) {
       }
     }
     if (ledger.contains("theory") && ledger["theory"].is_object()) {
-      for (const auto& [category, bytes] : ledger["theory"].items()) theory += bytes.is_number() ? bytes.get<double>() : 0;
+      for (const auto& [category, bytes] : ledger["theory"].items())
+        theory += bytes.is_number() ? bytes.get<double>() : 0;
     }
     most = std::max({most, total, theory});
   }
@@ -360,7 +376,8 @@ std::string ledger_chart(const std::vector<RunRecord>& runs) {
   const double height = 40 + row * static_cast<double>(ledgers.size()) + 20 * std::ceil(categories.size() / 4.0);
   std::string svg = fmt::format(
       "<figure><figcaption>Memory ledger at the training peak (bytes by category, the dataset held in memory left "
-      "out; the black tick is the theory of parameters + gradients + master weights + optimizer state)</figcaption><svg id=\"plot-ledger\" "
+      "out; the black tick is the theory of parameters + gradients + master weights + optimizer "
+      "state)</figcaption><svg id=\"plot-ledger\" "
       "xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" role=\"img\">",
       width, height);
   const double scale = most > 0 ? (width - left - right) / most : 0;
@@ -383,7 +400,8 @@ std::string ledger_chart(const std::vector<RunRecord>& runs) {
       total += b;
     }
     if (ledger.contains("theory") && ledger["theory"].is_object()) {
-      for (const auto& [category, bytes] : ledger["theory"].items()) theory += bytes.is_number() ? bytes.get<double>() : 0;
+      for (const auto& [category, bytes] : ledger["theory"].items())
+        theory += bytes.is_number() ? bytes.get<double>() : 0;
       const double tx = left + theory * scale;
       svg += fmt::format(
           "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#000\" stroke-width=\"2\"><title>theory "
@@ -426,12 +444,10 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
       "dataset)</th><th>final scale</th></tr>\n";
   for (const RunRecord& r : runs) {
     const nlohmann::json& s = r.summary;
-    const nlohmann::json config = s.is_object() && s.contains("config") ? s["config"] : nlohmann::json::object();
-    const std::string device = s.is_object() && s.contains("device") && s["device"].is_string()
-                                   ? s["device"].get<std::string>()
-                                   : config.value("device", std::string("?"));
+    const nlohmann::json config = s.is_object() && s.contains("config") ? s["config"] : nlohmann::json();
+    const std::string device = text_or(s, "device", text_or(config, "device", "?"));
     html += fmt::format("<tr data-run=\"{}\"><td>{}</td><td>{}</td><td>{}</td>", escape(r.label), escape(r.label),
-                        escape(config.value("model", std::string("?"))), escape(device));
+                        escape(text_or(config, "model", "?")), escape(device));
     if (!s.is_object()) {
       html += fmt::format("<td colspan=\"8\">the run did not finish: {} step(s) logged{}</td></tr>\n", r.steps.size(),
                           r.problem.empty() ? "" : " (" + escape(r.problem) + ")");
@@ -470,12 +486,12 @@ std::string dtype_report_section(const std::vector<RunRecord>& runs) {
         escape(r.label), escape(r.label));
     for (const nlohmann::json& row : r.dtype_report) {
       if (!row.is_object()) continue;
-      const std::string note = row.value("flag", std::string());
-      html += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                          note.empty() ? "" : " class=\"flag\"", escape(row.value("module", std::string())),
-                          escape(row.value("op", std::string())), escape(row.value("policy", std::string())),
-                          escape(row.value("inputs", std::string())), escape(row.value("compute", std::string())),
-                          escape(row.value("output", std::string())), row.value("calls", int64_t{0}), escape(note));
+      const std::string note = text_or(row, "flag");
+      html += fmt::format(
+          "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+          note.empty() ? "" : " class=\"flag\"", escape(text_or(row, "module")), escape(text_or(row, "op")),
+          escape(text_or(row, "policy")), escape(text_or(row, "inputs")), escape(text_or(row, "compute")),
+          escape(text_or(row, "output")), number_or(row, "calls", 0), escape(note));
     }
     html += "</table>\n";
   }
@@ -492,7 +508,8 @@ std::string skips_section(const std::vector<RunRecord>& runs) {
       if (s.contains("parameters") && s["parameters"].is_array()) {
         for (const auto& n : s["parameters"]) names.push_back(n.is_string() ? n.get<std::string>() : n.dump());
       }
-      html += fmt::format("<li>step {}: {}</li>", number_or(s, "step", NAN), escape(fmt::format("{}", fmt::join(names, ", "))));
+      html += fmt::format("<li>step {}: {}</li>", number_or(s, "step", NAN),
+                          escape(fmt::format("{}", fmt::join(names, ", "))));
     }
     html += "</ul>\n";
   }
@@ -540,7 +557,7 @@ std::string render_report_html(const ReportPage& page) {
     const bool scaled = std::any_of(scale.points.begin(), scale.points.end(), [](auto& p) { return p.second != 1.0; });
     if (scaled) scales.push_back(scale);
     for (const nlohmann::json& m : r.steps) {
-      if (m.value("skipped", false))
+      if (flag_or(m, "skipped", false))
         skipped.push_back({m["step"].get<double>(), number_or(m, "scale", NAN),
                            fmt::format("{}: step {} skipped (inf/NaN gradients)", r.label, m["step"].get<int64_t>())});
     }
@@ -548,7 +565,8 @@ std::string render_report_html(const ReportPage& page) {
     for (const nlohmann::json& ev : r.evals) {
       const bool lm = ev.contains("perplexity");
       any_language_model |= lm;
-      e.points.emplace_back(number_or(ev, "step", NAN), lm ? number_or(ev, "loss", NAN) : number_or(ev, "accuracy", NAN));
+      e.points.emplace_back(number_or(ev, "step", NAN),
+                            lm ? number_or(ev, "loss", NAN) : number_or(ev, "accuracy", NAN));
     }
     if (!e.points.empty()) held_out.push_back(e);
   }
@@ -558,7 +576,8 @@ std::string render_report_html(const ReportPage& page) {
     html += line_chart("plot-scale", "Loss scale (GradScaler), skipped steps circled", "step", "scale (log)", scales,
                        skipped, /*log_y=*/true);
   } else {
-    html += "<p id=\"no-scale\">No run used loss scaling (fp32 and bf16 need none), so there is no scale to draw.</p>\n";
+    html +=
+        "<p id=\"no-scale\">No run used loss scaling (fp32 and bf16 need none), so there is no scale to draw.</p>\n";
   }
   if (!norms.empty()) {
     html += line_chart("plot-grad-norm", "Gradient norm (unscaled, before clipping)", "step", "L2 norm", norms);
@@ -584,8 +603,7 @@ std::string render_report_html(const ReportPage& page) {
   if (!speed.empty()) {
     html += "<h2>Speed and memory</h2>\n";
     html += bar_chart("plot-throughput", "Training throughput (samples/s, first step excluded)", speed);
-    html += bar_chart("plot-memory", "Peak memory of the training steps (the dataset held in memory left out)",
-                      memory);
+    html += bar_chart("plot-memory", "Peak memory of the training steps (the dataset held in memory left out)", memory);
     html += ledger_chart(runs);
   }
   const std::string dtypes = dtype_report_section(runs);
@@ -601,7 +619,8 @@ std::string render_report_html(const ReportPage& page) {
     if (!r.source.empty()) html += "<li>" + escape(r.label) + ": read from <code>" + escape(r.source) + "</code></li>";
   }
   html += "</ul>\n";
-  if (page.machine.is_object()) html += "<p id=\"machine\">Machine: <code>" + escape(page.machine.dump()) + "</code></p>\n";
+  if (page.machine.is_object())
+    html += "<p id=\"machine\">Machine: <code>" + escape(page.machine.dump()) + "</code></p>\n";
   if (!page.commit.empty()) html += "<p id=\"commit\">Commit: <code>" + escape(page.commit) + "</code></p>\n";
   return html + "</body></html>\n";
 }

@@ -37,6 +37,9 @@ struct RunRecord {
   bool add_line(const nlohmann::json& line);
 };
 
+// A run from the records a training run kept (TrainSummary::records).
+RunRecord run_from_records(const std::vector<nlohmann::json>& records, const std::string& label);
+
 // Reads a metrics log. mt::Error when the file cannot be read or holds no
 // valid line at all; a bad line later on ends the reading with `problem` set.
 RunRecord read_metrics_log(const std::string& path);

@@ -66,6 +66,12 @@ std::string precision_name(Precision p) {
   return "?";
 }
 
+void check_output_folder(const std::string& what, const std::string& path) {
+  const std::filesystem::path folder = std::filesystem::absolute(path).parent_path();
+  MT_CHECK(std::filesystem::is_directory(folder), "{} '{}': the folder {} does not exist (checked before training)",
+           what, path, folder.string());
+}
+
 Device resolve_device(const std::string& text) {
   if (text == "auto") {
     try {
@@ -646,18 +652,9 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   MT_CHECK(c.init_scale > 0 && c.init_scale < 3.4e38, "train: --init-scale must be positive and finite in f32, got {}",
            c.init_scale);
   MT_CHECK(c.weight_decay >= 0 && std::isfinite(c.weight_decay), "train: the weight decay must be finite and >= 0");
-  if (!c.save.empty()) {
-    const std::filesystem::path folder = std::filesystem::absolute(c.save).parent_path();
-    MT_CHECK(std::filesystem::is_directory(folder),
-             "train: --save '{}': the folder {} does not exist (checked before training, not after an epoch)", c.save,
-             folder.string());
-  }
-  if (!c.report.empty()) {
-    const std::filesystem::path folder = std::filesystem::absolute(c.report).parent_path();
-    MT_CHECK(std::filesystem::is_directory(folder),
-             "train: --report '{}': the folder {} does not exist (checked before training, not after it)", c.report,
-             folder.string());
-  }
+  // Checked before training, not when the first file is written.
+  if (!c.save.empty()) check_output_folder("train: --save", c.save);
+  if (!c.report.empty()) check_output_folder("train: --report", c.report);
   MT_CHECK(!c.master_weights || r.precision != Precision::Fp32,
            "train: --master-weights needs --precision fp16 or bf16");
 
@@ -722,10 +719,8 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   // f16 needs loss scaling; bf16 keeps f32's exponent range and needs none.
   // The collapse warning comes from the trainer's asynchronous metrics instead
   // of the scaler's own periodic read.
-  r.scaler = std::make_unique<amp::GradScaler>(
-      amp::GradScalerOptions{.init_scale = c.init_scale,
-                             .enabled = r.precision == Precision::Fp16,
-                             .collapse_check_interval = 0});
+  r.scaler = std::make_unique<amp::GradScaler>(amp::GradScalerOptions{
+      .init_scale = c.init_scale, .enabled = r.precision == Precision::Fp16, .collapse_check_interval = 0});
   if (r.zero && r.world > 1) {
     // Each rank checks its own shard's gradients: all of them skip if any found an inf.
     r.scaler->sync_found_inf([](const Tensor& found_inf) {
@@ -916,8 +911,8 @@ void explain_skip(TrainingRun& r, const StepValues& v, Reporter& reporter) {
   const std::string list = names.empty() ? "none of this rank's gradients (another rank's held it)"
                                          : fmt::format("{}", fmt::join(names, ", "));
   if (reporter.progress) std::fprintf(stderr, "\n");
-  std::fprintf(reporter.out, "step %lld skipped (skip %lld): inf/NaN gradients in %s\n",
-               static_cast<long long>(v.step), static_cast<long long>(r.skips_seen), list.c_str());
+  std::fprintf(reporter.out, "step %lld skipped (skip %lld): inf/NaN gradients in %s\n", static_cast<long long>(v.step),
+               static_cast<long long>(r.skips_seen), list.c_str());
   reporter.record({{"skip", {{"step", v.step}, {"scale", v.scale}, {"parameters", names}}}});
 }
 
@@ -1064,7 +1059,8 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
 
 // The --dtype-report table: one line per module, op and dtypes, flagged rows marked.
 void print_dtype_report(std::FILE* out, const nlohmann::json& rows) {
-  std::fprintf(out, "autocast dtype report (first step's forward): module | op | policy | inputs -> ran in -> output | calls\n");
+  std::fprintf(
+      out, "autocast dtype report (first step's forward): module | op | policy | inputs -> ran in -> output | calls\n");
   int64_t flagged = 0;
   for (const nlohmann::json& row : rows) {
     const std::string flag = row["flag"].get<std::string>();
@@ -1164,9 +1160,7 @@ class QuietUnlessRankZero {
 
 // --report: the page of this run, from the records it logged.
 void write_run_report(const TrainingRun& r) {
-  RunRecord run;
-  for (const nlohmann::json& line : r.summary.records) run.add_line(line);
-  run.label = r.c.precision;
+  const RunRecord run = run_from_records(r.summary.records, r.c.precision);
   ReportPage page;
   page.title = fmt::format("mixtape train: {} in {} on {}", r.c.model, r.c.precision, r.device.str());
   page.runs = {run};

@@ -6,8 +6,8 @@
 
 #include <cstdio>
 #include <functional>
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "amp/grad_scaler.h"
@@ -42,8 +42,8 @@ struct TrainConfig {
   std::string schedule = "cosine";  // cosine | constant | step
   int64_t warmup = 0;
   int64_t grad_accum = 1;
-  bool cuda_graph = false;  // capture the whole step once and replay it (core/graph.h)
-  double clip = 0;          // max gradient norm (0 = off)
+  bool cuda_graph = false;    // capture the whole step once and replay it (core/graph.h)
+  double clip = 0;            // max gradient norm (0 = off)
   double init_scale = 65536;  // fp16: the GradScaler's first loss scale (PyTorch's init_scale)
   uint64_t seed = 0;
   std::string save;              // checkpoint written at each epoch's end and when stopping
@@ -71,13 +71,13 @@ struct TrainConfig {
   bool shard_optimizer = false;
   bool memory = false;  // print the memory ledger at the training peak beside its theory (--memory)
   // ---- seeing a run (tools/report.h) and the mixed-precision debugging aids
-  std::string report;           // write the HTML report of this run here at its end (--report)
-  bool keep_records = false;    // keep every logged record in TrainSummary::records (on with --report)
+  std::string report;             // write the HTML report of this run here at its end (--report)
+  bool keep_records = false;      // keep every logged record in TrainSummary::records (on with --report)
   bool record_grad_norm = false;  // measure the gradient norm every step even without --clip (on with --report)
-  std::string command;          // the command line that started the run, for the log and the report
-  bool detect_anomaly = false;  // stop at the first NaN/inf an op produces, naming it (mt::AnomalyMode)
-  bool dtype_report = false;    // list the dtype autocast chose per module and op (first step)
-  int64_t explain_skips = 0;    // name the parameters with inf/NaN gradients at the 1st and every Nth skip (0 = off)
+  std::string command;            // the command line that started the run, for the log and the report
+  bool detect_anomaly = false;    // stop at the first NaN/inf an op produces, naming it (mt::AnomalyMode)
+  bool dtype_report = false;      // list the dtype autocast chose per module and op (first step)
+  int64_t explain_skips = 0;      // name the parameters with inf/NaN gradients at the 1st and every Nth skip (0 = off)
   // Build the next batch on a background thread while the step runs. Off,
   // the memory peak no longer depends on when that thread ran (mixtape bench).
   bool prefetch = true;
@@ -185,6 +185,9 @@ std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpo
 TrainConfig checkpoint_config(const SafetensorsFile& checkpoint, const std::string& path);
 
 Device resolve_device(const std::string& text);
+
+// mt::Error naming `what` unless the folder a file `path` would be written in exists.
+void check_output_folder(const std::string& what, const std::string& path);
 
 // The training and held-out splits `mixtape train` with this configuration
 // would read, on the CPU, with out-of-range labels kept (`mixtape check-data`).

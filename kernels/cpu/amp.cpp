@@ -1,6 +1,7 @@
+#include "kernels/amp.h"
+
 #include <cmath>
 
-#include "kernels/amp.h"
 #include "kernels/cpu/strided.h"
 
 namespace mt::kernels::cpu {

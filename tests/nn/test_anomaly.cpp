@@ -79,8 +79,8 @@ TEST_CASE("anomaly mode names the backward that made a non-finite gradient and t
   Tensor w = zeros({3}).requires_grad_();
   const AnomalyMode anomaly;
   const Tensor loss = sum(sqrt(w));  // sqrt(0) = 0 is finite; its derivative 1 / (2 sqrt(0)) is not
-  CHECK_THROWS_WITH(loss.backward(),
-                    Contains("the backward of sqrt") && Contains("non-finite gradient for input 0") && Contains("3 inf"));
+  CHECK_THROWS_WITH(loss.backward(), Contains("the backward of sqrt") && Contains("non-finite gradient for input 0") &&
+                                         Contains("3 inf"));
 }
 
 // Bug caught: anomaly mode throwing on the GradScaler's ordinary overflow
@@ -126,12 +126,11 @@ TEST_CASE("the dtype report lists each op's dtypes per module and flags activati
   {
     const amp::Autocast autocast(kCPU, kBF16);
     const Tensor h = net.forward(ones({2, 4}));
-    const Tensor promoted = add(h, bias);          // bf16 + f32 param -> f32
-    const Tensor still_f32 = relu(promoted);       // input dtype: stays f32
+    const Tensor promoted = add(h, bias);     // bf16 + f32 param -> f32
+    const Tensor still_f32 = relu(promoted);  // input dtype: stays f32
     // A user's op recording its node directly: no autocast policy.
-    const Tensor custom = autograd::record_node(
-        "my_square", mul(still_f32.detach(), still_f32.detach()), {still_f32},
-        [](const Tensor& g) { return std::vector<Tensor>{g}; });
+    const Tensor custom = autograd::record_node("my_square", mul(still_f32.detach(), still_f32.detach()), {still_f32},
+                                                [](const Tensor& g) { return std::vector<Tensor>{g}; });
     (void)custom;
   }
   auto find = [&](const std::string& module, const std::string& op) -> const autograd::DtypeReportRow& {

@@ -98,8 +98,8 @@ TEST_CASE("the page carries exact values, escapes what it quotes and marks skipp
   CHECK_THAT(html, Contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
   CHECK_THAT(html, Contains("mixtape report &lt;x&gt; &amp; &#39;y&#39;"));
   CHECK_THAT(html, Contains("class=\"skip\""));
-  for (const char* id : {"plot-loss", "plot-scale", "plot-grad-norm", "plot-lr", "plot-eval", "plot-throughput",
-                         "plot-memory"}) {
+  for (const char* id :
+       {"plot-loss", "plot-scale", "plot-grad-norm", "plot-lr", "plot-eval", "plot-throughput", "plot-memory"}) {
     CHECK_THAT(html, Contains(std::string("id=\"") + id + "\""));
   }
   // The only address in the page is the SVG namespace, which is never fetched.
@@ -165,4 +165,23 @@ TEST_CASE("train --report writes the page of the run, with the gradient norm mea
   CHECK(norms == static_cast<size_t>(s.steps - s.skipped_steps));
   CHECK(norms >= 1);
   std::remove(c.report.c_str());
+}
+
+// Bug caught: a log someone else wrote, with fields of the wrong type (a
+// number where the page expects text, a string for "skipped", a config that
+// is not an object), made nlohmann's value() throw its own type_error out of
+// `mixtape report` instead of drawing what is valid.
+TEST_CASE("fields of the wrong type in a log are drawn as unknown, never thrown", "[report][errors]") {
+  const std::string path = temp_path("types.jsonl");
+  write_text(path,
+             R"({"step":1,"loss":2.5,"scale":"big","skipped":"yes"}
+{"dtype_report":[{"module":5,"op":["linear"],"calls":"many","flag":null}, 7]}
+{"summary":{"steps":"one","config":"fp16","device":3,"memory_ledger":{"at_peak":[1,2],"theory":"none"}}}
+)");
+  tools::ReportPage page;
+  page.runs = {tools::read_metrics_log(path)};
+  std::string html;
+  REQUIRE_NOTHROW(html = tools::render_report_html(page));
+  CHECK_THAT(html, Contains("plot-loss") && Contains("class=\"dtypes\""));
+  std::remove(path.c_str());
 }

@@ -69,10 +69,10 @@ DataCheck check_dataset(const Dataset& d, int64_t ignore_index) {
 }
 
 std::string describe(const DataCheck& c, int64_t classes) {
-  std::string text = fmt::format("{} samples: {} non-finite values (in {} samples), {} targets outside 0..{}, {} empty "
-                                 "samples",
-                                 c.samples, c.nonfinite_values, c.nonfinite_samples, c.bad_targets, classes - 1,
-                                 c.empty_samples);
+  std::string text = fmt::format(
+      "{} samples: {} non-finite values (in {} samples), {} targets outside 0..{}, {} empty "
+      "samples",
+      c.samples, c.nonfinite_values, c.nonfinite_samples, c.bad_targets, classes - 1, c.empty_samples);
   auto first = [&](const char* what, const std::vector<int64_t>& indices) {
     if (!indices.empty()) text += fmt::format("\n    first {}: samples {}", what, fmt::join(indices, ", "));
   };
