@@ -14,6 +14,7 @@ constexpr PolicyEntry kPolicy[] = {
     {Op::Linear, "linear", CastPolicy::LowerPrecision},
     {Op::Conv2d, "conv2d", CastPolicy::LowerPrecision},
     {Op::ScaledDotProductAttention, "scaled_dot_product_attention", CastPolicy::LowerPrecision},
+    {Op::LinearCrossEntropy, "linear_cross_entropy", CastPolicy::LowerPrecision},
     {Op::Exp, "exp", CastPolicy::Fp32},
     {Op::Log, "log", CastPolicy::Fp32},
     {Op::Pow, "pow", CastPolicy::Fp32},

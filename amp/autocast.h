@@ -52,6 +52,7 @@ enum class Op {
   Linear,
   Conv2d,
   ScaledDotProductAttention,
+  LinearCrossEntropy,  // the GEMMs; the loss inside is f32 (as softmax statistics are in attention)
   // fp32
   Exp,
   Log,

@@ -155,6 +155,14 @@ struct CrossEntropyOptions {
 // tests/parity (the loss is a statistic; rounding it to bf16 costs 3 digits for nothing).
 // Softmax statistics are formed from x - max, so a shared offset of 1e4 costs no precision.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
+// The vocabulary head and its loss in one op (ops_classifier.cpp):
+// cross_entropy(linear(hidden, weight), target, options) for hidden [N, C] and
+// weight [V, C], computed `chunk_rows` rows at a time (0: about 16M logits per
+// chunk), so the [N, V] logits never exist whole: forward keeps each row's
+// softmax statistics, backward recomputes each chunk's logits. Mean and sum
+// reductions only. Autocast: the GEMMs in lower precision, the loss in f32.
+Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& target,
+                            const CrossEntropyOptions& options = {}, int64_t chunk_rows = 0);
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 // weight [V, D], indices i64 of any shape -> [..., D].
 Tensor embedding(const Tensor& weight, const Tensor& indices);

@@ -1,10 +1,17 @@
-// scaled_dot_product_attention, the reference path: matmul -> mask -> softmax
-// -> dropout -> matmul, each step an existing differentiable op, so its
-// backward is theirs. The fused kernels of the transformer work are tested
-// against it.
+// scaled_dot_product_attention. Two implementations:
+// - the reference path: matmul -> mask -> softmax -> dropout -> matmul, each
+//   step an existing differentiable op, so its backward is theirs. It runs on
+//   the CPU, for f64, and for whatever the fused kernels do not take (saying
+//   so once in the log); the fused kernels are tested against it.
+// - the fused kernels (kernels/attention.h, kernels/cuda/attention/) on SIM
+//   and CUDA tensors: the T x T scores are never stored, only out and each
+//   row's log-sum-exp are saved for backward. MT_ATTENTION=math turns them off.
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -12,8 +19,13 @@
 #include "autograd/autocast_cast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
+#include "kernels/attention.h"
 
 namespace mt {
+
+using autograd::record;
+using autograd::save;
+
 namespace {
 
 void check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
@@ -63,6 +75,66 @@ Tensor causal_keep(int64_t queries, int64_t keys, Device device) {
   return cache->emplace(key, build_causal_keep(queries, keys, device)).first->second;
 }
 
+// Why the fused kernels cannot take this call; empty when they can.
+std::string fused_attention_gap(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
+  if (q.dtype() != kF32 && q.dtype() != kF16 && q.dtype() != kBF16) return fmt::format("{} is not fused", q.dtype());
+  if (options.attn_mask.defined()) return "attn_mask is not fused (is_causal and key_padding_mask are)";
+  if (options.dropout_p > 0) return "dropout_p > 0 is not fused";
+  if (q.dim() != 3 && q.dim() != 4) return fmt::format("q {} is not [B, T, D] or [B, H, T, D]", q.shape_string());
+  if (k.dim() != q.dim() || v.dim() != q.dim() || k.dtype() != q.dtype() || v.dtype() != q.dtype()) {
+    return "q, k and v differ in rank or dtype";
+  }
+  for (int64_t d = 0; d + 2 < q.dim(); ++d) {
+    if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return "k or v broadcast over q's leading dims";
+  }
+  if (k.size(-2) == 0 || q.size(-1) == 0 || v.size(-1) == 0) return "an empty key or head dim";
+  if (q.size(-1) > kernels::kFusedAttentionMaxHeadDim || v.size(-1) > kernels::kFusedAttentionMaxHeadDim) {
+    return fmt::format("head dims above {} are not fused", kernels::kFusedAttentionMaxHeadDim);
+  }
+  return "";
+}
+
+// Logs each distinct reason for leaving the fused kernels once per process.
+void say_once_reference_path(const std::string& reason) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (said.insert(reason).second) {
+    spdlog::info("scaled_dot_product_attention: {}; running the reference path (matmul -> softmax -> matmul)", reason);
+  }
+}
+
+// The fused kernels: out and lse forward, the v2 backward kernels on the tape.
+Tensor fused_attention(const autograd::CastInputs& in, const AttentionOptions& options, double scale) {
+  const Tensor &q = in[0], &k = in[1], &v = in[2];
+  const auto as_heads = [](const Tensor& t) { return t.dim() == 3 ? t.unsqueeze(1) : t; };  // [B, T, D] -> [B, 1, T, D]
+  const Tensor q4 = as_heads(q), k4 = as_heads(k), v4 = as_heads(v);
+  const kernels::AttentionProblem problem = kernels::attention_problem(q4, k4, v4, scale, options.is_causal);
+  const Tensor out = empty({problem.batch, problem.heads, problem.q_len, problem.value_dim}, q.dtype(), q.device());
+  const Tensor lse = empty({problem.batch, problem.heads, problem.q_len}, kF32, q.device());
+  const Tensor& padding = options.key_padding_mask;
+  kernels::attention_forward(q4, k4, v4, padding, problem, kernels::best_attention_kernel(q.dtype(), problem), out,
+                             lse);
+  Shape out_shape = q.sizes();
+  out_shape.back() = problem.value_dim;
+  const Tensor result = out.reshape(out_shape);
+  if (!autograd::needs_grad({q, k, v})) return result;
+  // Saves q, k, v, out and lse: O(T) per head beyond the inputs, where the
+  // reference path keeps the T x T probabilities.
+  return record(
+      in, result,
+      [sq = save(q4), sk = save(k4), sv = save(v4), so = save(out), slse = save(lse), padding, problem,
+       q_shape = q.sizes(), k_shape = k.sizes(), v_shape = v.sizes()](const Tensor& g) -> std::vector<Tensor> {
+        const Tensor q_ = sq.get(), k_ = sk.get(), v_ = sv.get(), out_ = so.get();
+        const Tensor dq = empty(q_.sizes(), q_.dtype(), q_.device());
+        const Tensor dk = empty(k_.sizes(), k_.dtype(), k_.device());
+        const Tensor dv = empty(v_.sizes(), v_.dtype(), v_.device());
+        kernels::attention_backward(q_, k_, v_, padding, out_, slse.get(), g.reshape(out_.sizes()), problem, dq, dk,
+                                    dv);
+        return {dq.reshape(q_shape), dk.reshape(k_shape), dv.reshape(v_shape), Tensor()};
+      });
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -79,6 +151,12 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   // The steps inside run in the dtype chosen above (softmax's kernel keeps f32 statistics).
   const amp::Autocast inside(q.device(), amp::autocast_dtype(q.device()), /*enabled=*/false);
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  if (!q.device().is_cpu() && q.dtype() != kF64 &&
+      kernels::attention_backend_from_env() == kernels::AttentionBackend::Own) {
+    const std::string gap = fused_attention_gap(q, k, v, options);
+    if (gap.empty()) return fused_attention(in, options, scale);
+    say_once_reference_path(gap);
+  }
   Tensor scores = matmul(mul(q, scale), k.transpose(-2, -1));
   const Tensor minus_inf = full({}, -INFINITY, scores.dtype(), scores.device());
   if (options.is_causal) scores = where(causal_keep(q.size(-2), k.size(-2), q.device()), scores, minus_inf);

@@ -134,6 +134,11 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
   return module_->forward(input);
 }
 
+Tensor DistributedDataParallel::forward_loss(const Tensor& input, const Tensor& targets) {
+  if (options_.broadcast_buffers && is_training()) broadcast_buffers();
+  return module_->forward_loss(input, targets);
+}
+
 void DistributedDataParallel::gradient_ready(size_t index) {
   if (!sync_) return;
   Slot& slot = slots_[index];

@@ -53,6 +53,7 @@ class DistributedDataParallel final : public nn::Module {
   ~DistributedDataParallel() override;
 
   Tensor forward(const Tensor& input) override;
+  Tensor forward_loss(const Tensor& input, const Tensor& targets) override;
   nn::Module& module() { return *module_; }
   std::string name() const override { return "DistributedDataParallel"; }
 

@@ -144,8 +144,7 @@ Tensor Gpt::embed(const Tensor& tokens, int64_t first_position) {
 // The head is the token embedding (tied): logits = ln_f(x) @ wte^T.
 Tensor Gpt::head(const Tensor& x) { return linear(ln_f->forward(x), wte->weight); }
 
-Tensor Gpt::forward(const Tensor& tokens) {
-  const nn::ForwardScope scope(*this);
+Tensor Gpt::blocks(const Tensor& tokens) {
   Tensor x = embed(tokens, 0);
   for (size_t i = 0; i < h->size(); ++i) {
     const std::shared_ptr<nn::Module> block = (*h)[i];
@@ -153,7 +152,21 @@ Tensor Gpt::forward(const Tensor& tokens) {
             ? checkpoint([block](const std::vector<Tensor>& in) { return block->forward(in[0]); }, {x})
             : block->forward(x);
   }
-  return head(x);
+  return x;
+}
+
+Tensor Gpt::forward(const Tensor& tokens) {
+  const nn::ForwardScope scope(*this);
+  return head(blocks(tokens));
+}
+
+Tensor Gpt::forward_loss(const Tensor& tokens, const Tensor& targets) {
+  if (!fused_loss_head) return Tensor();
+  MT_CHECK(targets.sizes() == tokens.sizes(), "gpt: targets {} must match tokens {}", targets.shape_string(),
+           tokens.shape_string());
+  const nn::ForwardScope scope(*this);
+  const Tensor x = ln_f->forward(blocks(tokens));
+  return linear_cross_entropy(x.reshape({-1, config_.width}), wte->weight, targets.reshape({-1}));
 }
 
 Tensor Gpt::forward(const Tensor& tokens, KvCache& cache) {

@@ -113,11 +113,17 @@ class Gpt : public nn::Module {
   // Inference with a key/value cache: `tokens` [B, t] sit at positions
   // cache.length() .. cache.length() + t - 1, which must fit the context.
   Tensor forward(const Tensor& tokens, KvCache& cache);
+  // The mean next-token loss of tokens [B, T] against targets [B, T] through
+  // the fused head (linear_cross_entropy): equal to cross_entropy over
+  // forward()'s logits, without the [B T, V] logits (undefined when
+  // fused_loss_head is off).
+  Tensor forward_loss(const Tensor& tokens, const Tensor& targets) override;
   std::string name() const override { return "gpt"; }
   const GptConfig& config() const { return config_; }
   // Recompute each block in backward instead of keeping its activations
   // (mt::checkpoint): the same gradients, less memory, one more forward.
   bool checkpoint_activations = false;
+  bool fused_loss_head = true;
 
   std::shared_ptr<nn::Embedding> wte, wpe;
   std::shared_ptr<nn::ModuleList> h;
@@ -125,6 +131,7 @@ class Gpt : public nn::Module {
 
  private:
   Tensor embed(const Tensor& tokens, int64_t first_position);
+  Tensor blocks(const Tensor& tokens);  // embeddings and every block: the final hidden states, before ln_f
   Tensor head(const Tensor& x);
 
   GptConfig config_;

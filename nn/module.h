@@ -37,6 +37,12 @@ class Module {
 
   virtual Tensor forward(const Tensor& input) = 0;
   Tensor operator()(const Tensor& input) { return forward(input); }
+  // The mean cross-entropy loss straight from inputs and class-index targets,
+  // for models whose head fuses it (models/gpt.h: the vocabulary head and the
+  // loss in one op, linear_cross_entropy, so the logits never exist whole).
+  // Undefined for the others: callers then apply cross_entropy to forward()'s
+  // logits, which is what a fused loss must equal.
+  virtual Tensor forward_loss(const Tensor& /*input*/, const Tensor& /*targets*/) { return Tensor(); }
 
   // ---- traversal (registration order, children after own members, dotted names)
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <functional>
 #include <string>
@@ -251,6 +250,29 @@ inline void require_gradcheck(const Fn& fn, const std::vector<Tensor>& inputs, c
   const GradcheckResult r = gradcheck(fn, leaves, options);
   INFO(what << ": " << r.message);
   REQUIRE(r.ok);
+}
+
+// Bytes allocated on `device` after `op` ran with autograd, minus the same
+// without: what the graph holds beyond the output the caller keeps. The
+// inputs are non-leaf intermediates (x * 1, which saves nothing), so an op
+// that saves an input is what keeps it alive.
+inline int64_t saved_bytes(Device device, const std::vector<Shape>& shapes,
+                           const std::function<Tensor(const std::vector<Tensor>&)>& op, DType dtype = kF32) {
+  auto run = [&](bool grad) {
+    std::vector<Tensor> leaves;
+    for (const Shape& s : shapes) leaves.push_back(full(s, 0.75, dtype, device).requires_grad_(grad));
+    const int64_t before = memory_stats(device).current_bytes;
+    Tensor out;
+    {
+      std::vector<Tensor> inputs;
+      for (const Tensor& l : leaves) inputs.push_back(mul(l, 1.0));
+      out = op(inputs);
+    }
+    return memory_stats(device).current_bytes - before;
+  };
+  const int64_t with_graph = run(true);
+  NoGradGuard no_grad;
+  return with_graph - run(false);
 }
 
 }  // namespace mt::test

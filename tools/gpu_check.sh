@@ -68,7 +68,7 @@ else
     cmake --build "$source_dir" -j "$(nproc)" || exit 1
   fi
   bin=$(mktemp -d)
-  for program in mixtape quickstart gemm_bench bandwidth_bench test_core test_autograd test_amp test_nn test_tools \
+  for program in mixtape quickstart gemm_bench bandwidth_bench attention_bench test_core test_autograd test_amp test_nn test_tools \
     test_kernels test_sim test_sim_examples test_sim_examples_gpu; do
     found=$(find "$source_dir" -name "$program" -type f -perm -u+x ! -path "*CMakeFiles*" | head -1)
     [ -n "$found" ] && ln -s "$(cd "$(dirname "$found")" && pwd)/$program" "$bin/$program"
@@ -280,6 +280,13 @@ if [ "$run_bench" = 1 ]; then
   echo '```' >> "$report"
   section "Memory-bound kernels vs device-to-device copy"
   timeout 60 "$bin/bandwidth_bench" --mb 256 >> "$report" 2>&1
+  section "Attention ladder (v1 unfused, v2 fused scalar, v3 fused mma.sync)"
+  for shape in "--dim 64" "--dim 64 --causal" "--dim 128 --heads 8"; do
+    echo '```' >> "$report"
+    # shellcheck disable=SC2086
+    timeout 60 "$bin/attention_bench" --batch 8 --heads 16 --seq 1024 $shape --min-ms 100 >> "$report" 2>&1
+    echo '```' >> "$report"
+  done
   echo "benchmarks done at $(elapsed)" >> "$report"
 fi
 

@@ -16,7 +16,7 @@ build=${1:-build-gpu}
 pack=${2:-.gpu}
 data=${MT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 
-programs="mixtape quickstart bench/gemm_bench bench/bandwidth_bench tests/test_core tests/test_autograd
+programs="mixtape quickstart bench/gemm_bench bench/bandwidth_bench bench/attention_bench tests/test_core tests/test_autograd
   tests/test_amp tests/test_nn tests/test_tools tests/test_kernels tests/test_distributed tests/sim/test_sim tests/sim/test_sim_examples
   tests/sim/test_sim_examples_gpu"
 rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/fashion-mnist"

@@ -784,7 +784,8 @@ void forward_backward(TrainingRun& r, const Tensor& inputs, const Tensor& target
     std::optional<autograd::DtypeRecorder> recorder;
     if (r.c.dtype_report && !r.dtype_report_done) recorder.emplace();
     amp::Autocast guard(r.device, low_precision_dtype(r.precision), r.precision != Precision::Fp32);
-    loss = task_loss(model.forward(inputs), targets);
+    loss = model.forward_loss(inputs, targets);  // defined where the model fuses its head and loss
+    if (!loss.defined()) loss = task_loss(model.forward(inputs), targets);
     if (recorder) keep_dtype_report(r, recorder->rows());
   }
   const Tensor micro_loss = r.c.grad_accum > 1 ? div(loss, static_cast<double>(r.c.grad_accum)) : loss;

@@ -7,33 +7,12 @@
 
 #include "mixtape.h"
 #include "models/mlp.h"
+#include "test_util.h"
 
 using namespace mt;
+using mt::test::saved_bytes;
 
 namespace {
-
-// Bytes allocated on `device` after `op` ran with autograd, minus the same
-// without: what the graph holds beyond the output the caller keeps. The
-// inputs are non-leaf intermediates (x * 1, which saves nothing), so an op
-// that saves an input is what keeps it alive.
-int64_t saved_bytes(Device device, const std::vector<Shape>& shapes,
-                    const std::function<Tensor(const std::vector<Tensor>&)>& op) {
-  auto run = [&](bool grad) {
-    std::vector<Tensor> leaves;
-    for (const Shape& s : shapes) leaves.push_back(full(s, 0.75, kF32, device).requires_grad_(grad));
-    const int64_t before = memory_stats(device).current_bytes;
-    Tensor out;
-    {
-      std::vector<Tensor> inputs;
-      for (const Tensor& l : leaves) inputs.push_back(mul(l, 1.0));
-      out = op(inputs);
-    }
-    return memory_stats(device).current_bytes - before;
-  };
-  const int64_t with_graph = run(true);
-  NoGradGuard no_grad;
-  return with_graph - run(false);
-}
 
 struct Row {
   const char* op;

@@ -57,6 +57,41 @@ TEST_CASE("gpt-tiny has the PyTorch twin's parameter names and shapes, with the 
   CHECK(models::Gpt(models::gpt_config("gpt-small")).parameter_count() == 10'844'160);
 }
 
+// Catches: the fused head (forward_loss) computing another loss than
+// cross_entropy over forward()'s logits: the head untied from wte, ln_f
+// skipped, targets flattened in another order, grad wte missing the head's
+// share; and a model with the fused head turned off still fusing.
+TEST_CASE("gpt's fused loss head equals cross_entropy over its logits, with the same gradients", "[models][gpt]") {
+  Generator gen(5);
+  models::Gpt model(models::gpt_config("gpt-tiny"), &gen);
+  std::vector<int64_t> in(2 * 12), out(2 * 12);
+  for (size_t i = 0; i < in.size(); ++i) {
+    in[i] = static_cast<int64_t>(i * 37 % 256);
+    out[i] = static_cast<int64_t>(i * 91 % 256);
+  }
+  const Tensor x = tokens(in, 2), y = tokens(out, 2);
+  const auto loss_and_grads = [&](bool fused) {
+    for (Tensor& p : model.parameters()) p.set_grad(Tensor());
+    const Tensor loss =
+        fused ? model.forward_loss(x, y) : cross_entropy(model.forward(x).reshape({-1, 256}), y.reshape({-1}));
+    loss.backward();
+    std::vector<double> values{loss.item<double>()};
+    for (const std::string name : {"wte.weight", "wpe.weight", "ln_f.weight", "h.1.mlp.c_fc.weight"}) {
+      for (const auto& [n, p] : model.named_parameters()) {
+        if (n != name) continue;
+        const std::vector<double> g = p.grad().to_vector();
+        values.insert(values.end(), g.begin(), g.end());
+      }
+    }
+    return values;
+  };
+  const std::vector<double> fused = loss_and_grads(true), unfused = loss_and_grads(false);
+  REQUIRE(fused.size() == unfused.size());
+  for (size_t i = 0; i < fused.size(); ++i) CHECK(fused[i] == Approx(unfused[i]).margin(1e-7).epsilon(1e-5));
+  model.fused_loss_head = false;
+  CHECK_FALSE(model.forward_loss(x, y).defined());
+}
+
 // Catches: residual projections initialised like every other weight (GPT-2
 // scales them by 1/sqrt(2 * layers) so the residual stream does not grow with
 // depth), non-zero biases, LayerNorms not starting at the identity.

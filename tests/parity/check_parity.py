@@ -42,6 +42,7 @@ TINY = {torch.float64: 2.2e-308, torch.float32: 1.18e-38, torch.float16: 6.1e-5,
 ACCEPTED = {
     ("cross_entropy", "dtype"): "mixtape's cross_entropy returns f32 for f16/bf16 logits (autograd/ops.h): "
                                 "the loss is a statistic, rounding it to bf16 costs 3 digits for nothing",
+    ("linear_cross_entropy", "dtype"): "as cross_entropy: the fused head's loss is f32 for f16/bf16 inputs",
 }
 
 
@@ -171,6 +172,9 @@ OPS = {
     "cross_entropy": (lambda x, a: [F.cross_entropy(x[0], x[1], ignore_index=a["ignore_index"],
                                                     reduction=reduction(a), label_smoothing=a["label_smoothing"])],
                       True),
+    "linear_cross_entropy": (lambda x, a: [F.cross_entropy(F.linear(x[0], x[1]), x[2], ignore_index=a["ignore_index"],
+                                                           reduction=reduction(a),
+                                                           label_smoothing=a["label_smoothing"])], True),
     "mse_loss": (lambda x, a: [F.mse_loss(x[0], x[1], reduction=reduction(a))], True),
     "embedding": (lambda x, a: [F.embedding(x[1], x[0])], True),
     "cat": (lambda x, a: [torch.cat(x, a["dim"])], False),

@@ -405,6 +405,21 @@ std::vector<Case> all_cases() {
                        return std::vector<Tensor>{cross_entropy(x[0], x[1], o)};
                      }});
   }
+  // The fused head, against PyTorch's cross_entropy(linear(...)); chunks of 3 rows split the 4.
+  for (const auto& [name, red] :
+       std::vector<std::pair<std::string, Reduction>>{{"mean", Reduction::Mean}, {"sum", Reduction::Sum}}) {
+    cases.push_back({"linear_cross_entropy/" + name,
+                     "linear_cross_entropy",
+                     {{"reduction", name}, {"ignore_index", -100}, {"label_smoothing", 0.1}},
+                     {floats(m12, {4, 3}), floats({0.5, -1, 2, 0.25, 1, -0.5, 3, 0, -2, 1, 1, 1, -1, 0.75, 0}, {5, 3}),
+                      ints({2, 0, -100, 4}, {4})},
+                     [red = red](const std::vector<Tensor>& x) {
+                       CrossEntropyOptions o;
+                       o.reduction = red;
+                       o.label_smoothing = 0.1;
+                       return std::vector<Tensor>{linear_cross_entropy(x[0], x[1], x[2], o, 3)};
+                     }});
+  }
   cases.push_back({"cross_entropy/smoothing_offset",
                    "cross_entropy",
                    {{"reduction", "mean"}, {"ignore_index", -100}, {"label_smoothing", 0.2}},

@@ -1,0 +1,58 @@
+// What the fused attention kernels share (private to kernels/cuda/attention):
+// which (query, key) pairs a mask keeps, where a [B, H, T, D] row lives, the
+// dtype visit, and the per-rung launchers the entry points call.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/attention_api.h"
+#include "kernels/cuda/element.h"
+#include "kernels/cuda/launch.h"
+
+namespace mt::MT_KERNEL_NS::attention {
+
+using kernels::AttentionProblem;
+
+// Whether query `i` may attend key `j` of batch `b`: inside the key range,
+// not in the causal future, not padding.
+__device__ __forceinline__ bool key_kept(const AttentionProblem& p, int64_t b, int64_t i, int64_t j) {
+  if (j >= p.k_len) return false;
+  if (p.causal && j > i) return false;
+  return p.key_padding == nullptr || !p.key_padding[b * p.k_len + j];
+}
+
+// The last key any query of [first_query, first_query + rows) may see: with
+// a causal mask the key loop of a query tile stops there.
+__device__ __forceinline__ int64_t key_end(const AttentionProblem& p, int64_t first_query, int64_t rows) {
+  if (!p.causal) return p.k_len;
+  const int64_t end = first_query + rows;
+  return end < p.k_len ? end : p.k_len;
+}
+
+// Element offset of row `t` of head `bh` (= b * heads + h) in a [B, H, T, width] buffer.
+__device__ __forceinline__ int64_t row_offset(int64_t bh, int64_t length, int64_t t, int64_t width) {
+  return (bh * length + t) * width;
+}
+
+// body(Tag{}) for the dtypes the fused kernels take: f32, f16, bf16 (f64
+// stays on the reference path, which gradcheck runs through).
+template <typename Body>
+void visit_fused_dtype(kernels::KernelDType dtype, Body&& body) {
+  switch (dtype) {
+    case kernels::KernelDType::F32: body(element::F32{}); return;
+    case kernels::KernelDType::F16: body(element::F16{}); return;
+    case kernels::KernelDType::BF16: body(element::BF16{}); return;
+    case kernels::KernelDType::F64: return;
+  }
+}
+
+// The rungs (each in its own .cu file), called by the entry points of attention.cu.
+void v2_forward(kernels::KernelDType dtype, const AttentionProblem& problem, const void* q, const void* k,
+                const void* v, void* out, float* lse, Stream stream);
+void v2_backward(kernels::KernelDType dtype, const AttentionProblem& problem, const void* q, const void* k,
+                 const void* v, const void* out, const void* grad_out, const float* lse, float* delta, void* grad_q,
+                 void* grad_k, void* grad_v, Stream stream);
+void v3_forward(kernels::KernelDType dtype, const AttentionProblem& problem, const void* q, const void* k,
+                const void* v, void* out, float* lse, Stream stream);
+
+}  // namespace mt::MT_KERNEL_NS::attention

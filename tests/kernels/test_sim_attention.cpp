@@ -1,0 +1,264 @@
+// The fused attention kernels (kernels/cuda/attention/: v2 scalar, v3 Tensor
+// Core) on the CUDA path (sim without a GPU) against the reference path in
+// f64 on the CPU, forward and backward, with every mask they take; the op
+// choosing them, falling back, and MT_ATTENTION.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/launch_check.h"
+#include "mixtape.h"
+#include "test_util.h"
+#include "tests/kernels/sim_tensor_util.h"
+
+using namespace mt;
+using namespace mt::test;
+
+namespace {
+
+struct Case {
+  const char* name;
+  int64_t batch, heads, q_len, k_len, head_dim, value_dim;
+  bool causal = false;
+  bool padded = false;
+  bool three_dims = false;  // [B, T, D] instead of [B, H, T, D]
+};
+
+// The cases cross the kernels' tile edges (64 query rows, 32 keys) with ragged lengths.
+const std::vector<Case> kCases = {
+    {"plain, ragged", 2, 2, 37, 45, 64, 64},
+    {"causal across two query blocks", 1, 2, 70, 70, 64, 64, true},
+    {"causal, fewer queries than keys", 2, 1, 20, 50, 64, 64, true},
+    {"key padding", 2, 2, 33, 40, 64, 64, false, true},
+    {"causal and key padding", 2, 1, 66, 66, 64, 64, true, true},
+    {"head dim 128", 1, 2, 40, 36, 128, 128},
+    {"head dims 40 and 24 (v2 only)", 2, 1, 30, 35, 40, 24, true},
+    {"[B, T, D] with padding", 2, 1, 25, 31, 64, 64, false, true, true},
+};
+
+Shape shape_of(const Case& c, int64_t length, int64_t width) {
+  return c.three_dims ? Shape{c.batch, length, width} : Shape{c.batch, c.heads, length, width};
+}
+
+// Batch 0 pads its last 7 keys, batch 1 keys 3..5 (true = padding): no query
+// row is left without a key, even under a causal mask.
+Tensor padding_mask(const Case& c, Device device) {
+  std::vector<double> bits(static_cast<size_t>(c.batch * c.k_len), 0.0);
+  for (int64_t j = 0; j < c.k_len; ++j) {
+    bits[static_cast<size_t>(j)] = j >= c.k_len - 7 ? 1.0 : 0.0;
+    if (c.batch > 1) bits[static_cast<size_t>(c.k_len + j)] = j >= 3 && j < 6 ? 1.0 : 0.0;
+  }
+  return from_vector(bits, {c.batch, c.k_len}, kBool, device);
+}
+
+AttentionOptions options_of(const Case& c, Device device) {
+  AttentionOptions o;
+  o.is_causal = c.causal;
+  if (c.padded) o.key_padding_mask = padding_mask(c, device);
+  return o;
+}
+
+struct Inputs {
+  Tensor q, k, v, weight;  // weight: the backward's upstream gradient is d(sum(out * weight))/d(out)
+};
+
+// Values in [-3, 3]: scores of a few units, so the softmax is peaked and a
+// wrong running max shows.
+Inputs make_inputs(const Case& c, DType dtype, Device device, unsigned seed) {
+  return {random_tensor(shape_of(c, c.q_len, c.head_dim), dtype, device, seed, -3, 3),
+          random_tensor(shape_of(c, c.k_len, c.head_dim), dtype, device, seed + 1, -3, 3),
+          random_tensor(shape_of(c, c.k_len, c.value_dim), dtype, device, seed + 2, -3, 3),
+          random_tensor(shape_of(c, c.q_len, c.value_dim), dtype, device, seed + 3)};
+}
+
+Inputs to_cpu_f64(const Inputs& in, bool grad) {
+  const auto f64 = [grad](const Tensor& t) {
+    Tensor x = t.detach().to(kCPU).to(kF64);
+    if (grad) x.requires_grad_(true);
+    return x;
+  };
+  return {f64(in.q), f64(in.k), f64(in.v), in.weight.to(kCPU).to(kF64)};
+}
+
+struct Result {
+  Tensor out, dq, dk, dv;
+};
+
+Result run(const Inputs& in, const AttentionOptions& options) {
+  const Tensor out = scaled_dot_product_attention(in.q, in.k, in.v, options);
+  sum(mul(out, in.weight)).backward();
+  return {out, in.q.grad(), in.k.grad(), in.v.grad()};
+}
+
+Inputs with_grad(Inputs in) {
+  in.q.requires_grad_(true);
+  in.k.requires_grad_(true);
+  in.v.requires_grad_(true);
+  return in;
+}
+
+// log sum_j exp(q_i . k_j * scale) over the keys case `c` keeps, [B, H, Tq] in f64.
+Tensor reference_lse(const Case& c, const Tensor& q, const Tensor& k, const Tensor& padding, double scale) {
+  const std::vector<double> s = matmul(q, k.transpose(-2, -1)).to_vector();
+  const std::vector<double> pad = padding.defined() ? padding.to(kCPU).to_vector() : std::vector<double>();
+  std::vector<double> lse(static_cast<size_t>(c.batch * c.heads * c.q_len));
+  for (int64_t row = 0; row < static_cast<int64_t>(lse.size()); ++row) {
+    const int64_t b = row / (c.heads * c.q_len), i = row % c.q_len;
+    double max = -INFINITY, total = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int64_t j = 0; j < c.k_len; ++j) {
+        if ((c.causal && j > i) || (!pad.empty() && pad[static_cast<size_t>(b * c.k_len + j)] != 0)) continue;
+        const double x = s[static_cast<size_t>(row * c.k_len + j)] * scale;
+        if (pass == 0) max = std::max(max, x);
+        if (pass == 1) total += std::exp(x - max);
+      }
+    }
+    lse[static_cast<size_t>(row)] = max + std::log(total);
+  }
+  return from_vector(lse, {c.batch, c.heads, c.q_len}, kF64);
+}
+
+// The profile table's row for `kernel` exists.
+bool ran(const std::string& kernel) { return kernels::profile_report(200).find(kernel) != std::string::npos; }
+
+}  // namespace
+
+// Catches: a running max not rescaling the sum and accumulator (wrong when a
+// later key tile holds the row's max), causal masking aligned bottom-right or
+// off by one at tile edges, padding read for the wrong batch or meaning,
+// keys past the end of a ragged tile counted, lse not m + log l, a head
+// offset using the wrong length, and in backward: delta not rowsum(dO * O),
+// ds missing the scale, grad_k/grad_v missing queries of another query tile.
+TEST_CASE("fused attention matches the f64 reference forward and backward in f32, f16 and bf16", "[attention][sim]") {
+  for (const DType dtype : {kF32, kF16, kBF16}) {
+    for (const Case& c : kCases) {
+      INFO(c.name << " in " << dtype_name(dtype));
+      const Inputs device_in = with_grad(make_inputs(c, dtype, kCudaPath, 11));
+      const Inputs cpu_in = to_cpu_f64(device_in, true);
+      kernels::profile_reset();
+      kernels::set_profiling(true);
+      const Result got = run(device_in, options_of(c, kCudaPath));
+      kernels::set_profiling(false);
+      const Result want = run(cpu_in, options_of(c, kCPU));
+      const bool tensor_cores = dtype != kF32 && c.head_dim == c.value_dim && c.head_dim % 64 == 0;
+      CHECK(ran(tensor_cores ? "attention_v3_forward" : "attention_v2_forward"));
+      CHECK(ran("attention_v2_grad_kv"));
+      CHECK_FALSE(ran("softmax_forward_kernel"));  // the reference path did not run
+      const double tol = dtype_tolerance(dtype);
+      check_matches(got.out.to(kF64), want.out, tol, "out");
+      check_matches(got.dq.to(kF64), want.dq, tol, "grad q");
+      check_matches(got.dk.to(kF64), want.dk, tol, "grad k");
+      check_matches(got.dv.to(kF64), want.dv, tol, "grad v");
+    }
+  }
+  kernels::profile_reset();
+}
+
+// Catches: v3's fragment bookkeeping (a K or V fragment from the wrong
+// matrix of ldmatrix_x4, P's accumulator-to-A-fragment shuffle, the quad
+// reduction of the row max and sum) that the op-level test would blame on
+// the dtype tolerance; and lse from either rung.
+TEST_CASE("attention ladder: v2 and v3 give the same out and lse", "[attention][sim]") {
+  for (const DType dtype : {kF16, kBF16}) {
+    for (const Case& c : kCases) {
+      if (c.three_dims || c.head_dim != c.value_dim || c.head_dim % 64 != 0) continue;
+      INFO(c.name << " in " << dtype_name(dtype));
+      const Inputs in = make_inputs(c, dtype, kCudaPath, 21);
+      const Tensor padding = c.padded ? padding_mask(c, kCudaPath) : Tensor();
+      const kernels::AttentionProblem problem =
+          kernels::attention_problem(in.q, in.k, in.v, 1.0 / std::sqrt(double(c.head_dim)), c.causal);
+      std::vector<Tensor> outs, lses;
+      for (const auto kernel : {kernels::AttentionKernel::V2Scalar, kernels::AttentionKernel::V3TensorCore}) {
+        outs.push_back(empty({c.batch, c.heads, c.q_len, c.value_dim}, dtype, kCudaPath));
+        lses.push_back(empty({c.batch, c.heads, c.q_len}, kF32, kCudaPath));
+        kernels::attention_forward(in.q, in.k, in.v, padding, problem, kernel, outs.back(), lses.back());
+      }
+      check_matches(outs[1].to(kF64), outs[0].to(kCPU).to(kF64), 2 * dtype_tolerance(dtype), "v3 out vs v2 out");
+      // lse against the definition: log sum_j exp(s_ij) over the kept keys, in f64.
+      const Inputs cpu = to_cpu_f64(in, false);
+      const Tensor want_lse = reference_lse(c, cpu.q, cpu.k, padding, problem.scale);
+      check_matches(lses[0].to(kF64), want_lse, 1e-5, "v2 lse");
+      check_matches(lses[1].to(kF64), want_lse, 1e-5, "v3 lse");
+    }
+  }
+}
+
+// Catches: a fully masked row averaging garbage (PyTorch's math path, and the
+// reference path, give NaN) or its NaN spreading into the other rows' and
+// the keys' gradients through delta.
+TEST_CASE("fused attention: a row with every key masked is NaN and leaves the other gradients finite",
+          "[attention][sim]") {
+  for (const DType dtype : {kF32, kF16}) {
+    INFO(dtype_name(dtype));
+    const Case c{"all padding in batch 0", 2, 1, 5, 64, 64, 64, false, true};
+    Inputs in = with_grad(make_inputs(c, dtype, kCudaPath, 31));
+    AttentionOptions options;
+    std::vector<double> bits(static_cast<size_t>(2 * c.k_len), 0.0);
+    for (int64_t j = 0; j < c.k_len; ++j) bits[static_cast<size_t>(j)] = 1.0;  // batch 0: every key is padding
+    options.key_padding_mask = from_vector(bits, {2, c.k_len}, kBool, kCudaPath);
+    const Tensor out = scaled_dot_product_attention(in.q, in.k, in.v, options);
+    const std::vector<double> values = out.to(kCPU).to_vector();
+    const size_t per_batch = values.size() / 2;
+    for (size_t e = 0; e < values.size(); ++e) {
+      if (e < per_batch) {
+        CHECK(std::isnan(values[e]));
+      } else {
+        CHECK(std::isfinite(values[e]));
+      }
+    }
+    // Backward from batch 1's rows only: every gradient finite, batch 0's q gradient zero.
+    sum(mul(out.select(0, 1), in.weight.select(0, 1))).backward();
+    for (const Tensor* g : {&in.q, &in.k, &in.v}) {
+      for (double x : g->grad().to(kCPU).to_vector()) REQUIRE(std::isfinite(x));
+    }
+    for (double x : in.q.grad().select(0, 0).to(kCPU).to_vector()) CHECK(x == 0.0);
+  }
+}
+
+// Catches: the op sending a call the kernels do not take (dropout, an
+// attn_mask, f64, broadcast k) to them anyway, and MT_ATTENTION=math not
+// turning them off; a bad MT_ATTENTION silently meaning auto.
+TEST_CASE("scaled_dot_product_attention falls back to the reference path where the kernels do not apply",
+          "[attention][sim]") {
+  const Case c{"small", 1, 2, 9, 12, 64, 64};
+  const Inputs in = make_inputs(c, kF16, kCudaPath, 41);
+  const auto uses_fused = [&](const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+    kernels::profile_reset();
+    kernels::set_profiling(true);
+    scaled_dot_product_attention(q, k, v, o);
+    kernels::set_profiling(false);
+    const bool fused = ran("attention_v3_forward") || ran("attention_v2_forward");
+    CHECK(fused != ran("softmax_forward_kernel"));
+    return fused;
+  };
+  CHECK(uses_fused(in.q, in.k, in.v, {}));
+  AttentionOptions dropout;
+  dropout.dropout_p = 0.1;
+  CHECK_FALSE(uses_fused(in.q, in.k, in.v, dropout));
+  AttentionOptions masked;
+  masked.attn_mask = ones({c.q_len, c.k_len}, kBool, kCudaPath);
+  CHECK_FALSE(uses_fused(in.q, in.k, in.v, masked));
+  CHECK_FALSE(uses_fused(in.q.to(kF64), in.k.to(kF64), in.v.to(kF64), {}));
+  CHECK_FALSE(uses_fused(in.q, in.k.narrow(0, 0, 1).narrow(1, 0, 1), in.v.narrow(0, 0, 1).narrow(1, 0, 1), {}));
+  ::setenv("MT_ATTENTION", "math", 1);
+  CHECK_FALSE(uses_fused(in.q, in.k, in.v, {}));
+  ::setenv("MT_ATTENTION", "flash", 1);
+  CHECK_THROWS_WITH(scaled_dot_product_attention(in.q, in.k, in.v), Catch::Contains("expected auto, own or math"));
+  ::unsetenv("MT_ATTENTION");
+  kernels::profile_reset();
+}
+
+// Catches: the fused op saving the T x T probabilities (or anything T x T)
+// for backward: beyond its inputs it keeps only each row's lse (out is held
+// by the caller).
+TEST_CASE("fused attention keeps no T x T tensor for backward", "[attention][sim]") {
+  const int64_t t = 256, d = 64;
+  const Shape shape{1, 1, t, d};
+  const int64_t saved = test::saved_bytes(
+      kCudaPath, {shape, shape, shape},
+      [](const std::vector<Tensor>& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, kBF16);
+  CHECK(saved == 3 * t * d * 2 + t * 4);  // q, k, v in bf16 and the f32 lse
+}
