@@ -6,6 +6,8 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/graph.h"
+#include "core/memory_ledger.h"
+#include "core/stream.h"
 
 namespace mt::optim {
 
@@ -40,6 +42,31 @@ void Optimizer::zero_grad() {
   for (const Tensor& p : parameters()) p.impl()->grad.reset();
 }
 
+namespace {
+
+// A host copy of `t` for offloaded state: pinned memory where a GPU allows
+// (so the copies to and from the device do not make the host wait).
+Tensor host_copy(const Tensor& t) {
+  Tensor host = empty_pinned(t.sizes(), t.dtype());
+  copy_(host, t);
+  return host;
+}
+
+// `t`'s counterpart on `device`, copied in on the device's stream (undefined stays undefined).
+Tensor stage_on(const Tensor& t, Device device, MemoryCategory category) {
+  if (!t.defined()) return t;
+  Tensor on_device = empty(t.sizes(), t.dtype(), device);
+  tag_memory(on_device, category);
+  copy_async(on_device, t, current_stream(device));
+  return on_device;
+}
+
+void copy_back(const Tensor& host, const Tensor& on_device) {
+  if (host.defined()) copy_async(host, on_device, current_stream(on_device.device()));
+}
+
+}  // namespace
+
 Optimizer::ParamState& Optimizer::state_for(size_t group, size_t index) {
   ParamState& s = state_[group][index];
   if (s.step.defined()) return s;
@@ -52,10 +79,32 @@ Optimizer::ParamState& Optimizer::state_for(size_t group, size_t index) {
   const int n = state_count(groups_[group]);
   if (n >= 1) s.state1 = zeros(p.sizes(), state_dtype, p.device());
   if (n >= 2) s.state2 = zeros(p.sizes(), state_dtype, p.device());
-  s.step = zeros({1}, kF32, p.device());
+  s.step = zeros({1}, kF32, p.device());  // stays on the device (the kernels count on it there)
+  if (offloaded(p)) {
+    for (Tensor* t : {&s.master, &s.state1, &s.state2}) {
+      if (t->defined()) *t = host_copy(*t);
+    }
+  }
   tag_memory(s.master, MemoryCategory::MasterWeights);
   for (const Tensor* t : {&s.state1, &s.state2, &s.step}) tag_memory(*t, MemoryCategory::OptimizerState);
   return s;
+}
+
+void Optimizer::update_offloaded(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group,
+                                 const kernels::AmpControl& amp, kernels::StochasticRounding rounding) {
+  for (const kernels::ParamSlot& slot : slots) {
+    const Device device = slot.param.device();
+    kernels::ParamSlot on_device = slot;
+    on_device.master = stage_on(slot.master, device, MemoryCategory::MasterWeights);
+    on_device.state1 = stage_on(slot.state1, device, MemoryCategory::OptimizerState);
+    on_device.state2 = stage_on(slot.state2, device, MemoryCategory::OptimizerState);
+    update({on_device}, group, amp, rounding);
+    copy_back(slot.master, on_device.master);
+    copy_back(slot.state1, on_device.state1);
+    copy_back(slot.state2, on_device.state2);
+    // The next slot's stochastic rounding starts where the fused call would have started it.
+    rounding.block_offset += (static_cast<uint64_t>(slot.param.numel()) + 3) / 4;
+  }
 }
 
 Tensor Optimizer::master_of(const Tensor& param) const {
@@ -89,13 +138,23 @@ void Optimizer::step(const kernels::AmpControl& scaler_control) {
                "host, so every replay would round the same way",
                name());
       kernels::StochasticRounding rounding{precision_.stochastic_rounding, precision_.seed, rounding_offset_};
-      update(slots, groups_[g], amp, rounding);
+      if (offloaded(slots.front().param)) {
+        update_offloaded(slots, groups_[g], amp, rounding);
+      } else {
+        update(slots, groups_[g], amp, rounding);
+      }
       for (const auto& slot : slots) rounding_offset_ += (static_cast<uint64_t>(slot.param.numel()) + 3) / 4;
     }
   }
 }
 
 StateDict Optimizer::state_dict() const {
+  // Offloaded state is written back by asynchronous copies: let them land before reading it.
+  if (precision_.offload_state) {
+    for (const Tensor& p : parameters()) {
+      if (!p.device().is_cpu()) synchronize(p.device());
+    }
+  }
   StateDict out;
   size_t flat = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {

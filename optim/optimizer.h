@@ -31,6 +31,13 @@ struct PrecisionOptions {
   bool master_weights = false;       // mode (b) for f16/bf16 parameters
   bool stochastic_rounding = false;  // bf16 copies written from masters by stochastic rounding
   uint64_t seed = 0;                 // for stochastic rounding
+  // Master weights and optimizer state of device parameters live in host
+  // memory (pinned where a GPU allows) and are streamed to the device one
+  // parameter at a time for its update and back: the last rung of the
+  // low-memory ladder. The same kernel runs on the same values, so results
+  // are bit-identical to the resident optimizer; the price is two transfers
+  // of the state per step. No effect on CPU parameters.
+  bool offload_state = false;
 };
 
 using StateDict = std::map<std::string, Tensor>;
@@ -81,6 +88,11 @@ class Optimizer {
 
  private:
   ParamState& state_for(size_t group, size_t index);
+  // update() one slot at a time with its master and state copied to the
+  // device before and back to the host after (offload_state).
+  void update_offloaded(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group,
+                        const kernels::AmpControl& amp, kernels::StochasticRounding rounding);
+  bool offloaded(const Tensor& param) const { return precision_.offload_state && !param.device().is_cpu(); }
 
   std::vector<ParamGroup> groups_;
   PrecisionOptions precision_;

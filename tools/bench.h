@@ -43,6 +43,7 @@ struct BenchRow {
   int64_t batch = 0;       // per micro-batch
   int64_t grad_accum = 1;  // micro-batches per optimizer step
   bool checkpoint_activations = false;
+  bool offload_optimizer = false;  // master weights and optimizer state in host memory
   int64_t peak_bytes = 0;
   double iters_per_s = 0;  // median window
   double iters_per_s_min = 0, iters_per_s_max = 0;

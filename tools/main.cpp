@@ -188,6 +188,8 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--checkpoint-activations", c.checkpoint_activations,
                 "transformers: recompute each block in backward instead of keeping its activations");
+  cmd->add_flag("--offload-optimizer", c.offload_optimizer,
+                "keep master weights and optimizer state in host memory, streamed to the device for each update");
   cmd->add_flag("--augment", c.augment, "random crop and horizontal flip");
   cmd->add_option("--train-limit", c.train_limit, "use only the first N training samples (images or text windows)")
       ->check(CLI::NonNegativeNumber);

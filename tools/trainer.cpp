@@ -236,6 +236,7 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"context", c.context},
           {"eval_every", c.eval_every},
           {"checkpoint_activations", c.checkpoint_activations},
+          {"offload_optimizer", c.offload_optimizer},
           {"shard_optimizer", c.shard_optimizer},
           {"world_size", dist::world().size()},
           {"threads", c.threads}};
@@ -702,7 +703,13 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   // stopped by --steps and resumed without it keeps the same schedule).
   const int64_t total_steps = c.epochs * r.steps_per_epoch;
 
-  const optim::PrecisionOptions precision{.master_weights = c.master_weights, .seed = c.seed};
+  MT_CHECK(!c.offload_optimizer || !r.device.is_cpu(),
+           "train: --offload-optimizer moves optimizer state from the device to host memory; on the CPU it is "
+           "there already (use --device sim or cuda)");
+  MT_CHECK(!c.offload_optimizer || !c.cuda_graph,
+           "train: --offload-optimizer is not supported with --cuda-graph yet (its copies are not captured)");
+  const optim::PrecisionOptions precision{
+      .master_weights = c.master_weights, .seed = c.seed, .offload_state = c.offload_optimizer};
   if (c.shard_optimizer) {
     r.zero = std::make_unique<dist::ShardedOptimizer>(
         param_groups(*r.model, c.lr, c.weight_decay),
