@@ -77,6 +77,10 @@ expect_failure "report.*folder .* does not exist" train --steps 1 --report "$tmp
 expect_failure "cannot create the folder" train --steps 1 --train-limit 256 --test-limit 10 \
   --tensorboard "$tmp/c.safetensors/tb"
 expect_failure "explain-skips" train --explain-skips -1 --steps 1
+expect_failure "offload-optimizer.*on the CPU" train --device cpu --offload-optimizer --steps 1 --train-limit 256 \
+  --test-limit 10
+MT_ATTENTION=flash expect_failure "MT_ATTENTION=.*expected auto, own or math" train --model gpt-tiny --device sim \
+  --dataset synthetic-tokens --steps 1 --train-limit 64 --test-limit 8
 expect_failure "detect-anomaly.*CUDA graph" train --device sim --cuda-graph --detect-anomaly --steps 1 \
   --train-limit 256 --test-limit 10
 "$mixtape" train --model mlp --precision bf16 --steps 2 --train-limit 256 --test-limit 10 --no-progress \
