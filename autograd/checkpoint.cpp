@@ -54,7 +54,19 @@ class GeneratorReplay {
   GeneratorState now_;
 };
 
+thread_local int recomputations = 0;  // checkpoints rerunning on this thread (they nest)
+
+class Recomputing {
+ public:
+  Recomputing() { ++recomputations; }
+  ~Recomputing() { --recomputations; }
+  Recomputing(const Recomputing&) = delete;
+  Recomputing& operator=(const Recomputing&) = delete;
+};
+
 }  // namespace
+
+bool checkpoint_recomputing() { return recomputations > 0; }
 
 Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
   if (!autograd::needs_grad(inputs)) return fn(inputs);
@@ -90,6 +102,7 @@ Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
                                    const EnableGradGuard recording;
                                    const AutocastReplay same_autocast(autocast);
                                    const GeneratorReplay same_stream(rng);
+                                   const Recomputing side_effects_done_once;
                                    y = fn(again);
                                  }
                                  // The recomputed graph's leaf gradients are scaled when the outer backward's are.

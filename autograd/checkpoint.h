@@ -22,4 +22,10 @@ namespace mt {
 using CheckpointFn = std::function<Tensor(const std::vector<Tensor>&)>;
 Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs);
 
+// True on this thread while a checkpoint's backward reruns its function.
+// Layers with side effects in training mode (BatchNorm's running statistics
+// and batch counter) skip them then, so a checkpointed stage updates them
+// once, as the plain one does. (PyTorch's checkpoint updates them twice.)
+bool checkpoint_recomputing();
+
 }  // namespace mt

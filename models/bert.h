@@ -114,6 +114,7 @@ class Bert : public nn::Module {
   Tensor forward(const Tensor& tokens) override;
   std::string name() const override { return "bert"; }
   const BertConfig& config() const { return config_; }
+  bool enable_activation_checkpointing() override { return checkpoint_activations = true; }
   bool checkpoint_activations = false;  // recompute each layer in backward (mt::checkpoint)
 
   std::shared_ptr<nn::Embedding> tok_emb, pos_emb;

@@ -1,5 +1,7 @@
 #include "models/cnn.h"
 
+#include "autograd/checkpoint.h"
+
 namespace mt::models {
 
 Cnn::Cnn(int64_t classes) {
@@ -14,7 +16,10 @@ Cnn::Cnn(int64_t classes) {
 Tensor Cnn::forward(const Tensor& x) {
   const nn::ForwardScope scope(*this);
   Tensor h = max_pool2d(relu(bn1->forward(conv1->forward(x))), 2, 2);
-  h = max_pool2d(relu(bn2->forward(conv2->forward(h))), 2, 2);
+  const auto stage2 = [this](const std::vector<Tensor>& in) {
+    return max_pool2d(relu(bn2->forward(conv2->forward(in[0]))), 2, 2);
+  };
+  h = checkpoint_activations ? checkpoint(stage2, {h}) : stage2({h});
   return fc2->forward(relu(fc1->forward(h.flatten(1))));
 }
 
@@ -24,10 +29,10 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
   conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(out_channels, out_channels, 3, 1, 1, 1, 1, false));
   bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(out_channels));
   if (stride != 1 || in_channels != out_channels) {
-    downsample = register_module(
-        "downsample", std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-                          std::make_shared<nn::Conv2d>(in_channels, out_channels, 1, stride, 0, 1, 1, false),
-                          std::make_shared<nn::BatchNorm2d>(out_channels)}));
+    downsample = register_module("downsample",
+                                 std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+                                     std::make_shared<nn::Conv2d>(in_channels, out_channels, 1, stride, 0, 1, 1, false),
+                                     std::make_shared<nn::BatchNorm2d>(out_channels)}));
   }
 }
 
@@ -40,9 +45,9 @@ Tensor BasicBlock::forward(const Tensor& x) {
 
 namespace {
 std::shared_ptr<nn::Sequential> stage(int64_t in_channels, int64_t out_channels, int64_t stride) {
-  return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-      std::make_shared<BasicBlock>(in_channels, out_channels, stride),
-      std::make_shared<BasicBlock>(out_channels, out_channels, 1)});
+  return std::make_shared<nn::Sequential>(
+      std::vector<std::shared_ptr<nn::Module>>{std::make_shared<BasicBlock>(in_channels, out_channels, stride),
+                                               std::make_shared<BasicBlock>(out_channels, out_channels, 1)});
 }
 }  // namespace
 
@@ -58,7 +63,11 @@ ResNet::ResNet(int64_t classes) {
 Tensor ResNet::forward(const Tensor& x) {
   const nn::ForwardScope scope(*this);
   Tensor h = relu(bn1->forward(conv1->forward(x)));
-  h = layer3->forward(layer2->forward(layer1->forward(h)));
+  for (const std::shared_ptr<nn::Sequential>& stage : {layer1, layer2, layer3}) {
+    h = checkpoint_activations
+            ? checkpoint([stage](const std::vector<Tensor>& in) { return stage->forward(in[0]); }, {h})
+            : stage->forward(h);
+  }
   return fc->forward(adaptive_avg_pool2d(h, 1).flatten(1));
 }
 

@@ -23,6 +23,10 @@ class Cnn : public nn::Module {
   explicit Cnn(int64_t classes = 10);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "cnn"; }
+  bool enable_activation_checkpointing() override { return checkpoint_activations = true; }
+  // Recompute the second conv stage in backward (the first sees only the
+  // images, which need no gradient, so mt::checkpoint would just run it).
+  bool checkpoint_activations = false;
 
   std::shared_ptr<nn::Conv2d> conv1, conv2;
   std::shared_ptr<nn::BatchNorm2d> bn1, bn2;
@@ -51,6 +55,9 @@ class ResNet : public nn::Module {
   explicit ResNet(int64_t classes = 10);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "resnet"; }
+  bool enable_activation_checkpointing() override { return checkpoint_activations = true; }
+  // Recompute each stage (layer1..3) in backward instead of keeping its activations.
+  bool checkpoint_activations = false;
 
   std::shared_ptr<nn::Conv2d> conv1;
   std::shared_ptr<nn::BatchNorm2d> bn1;

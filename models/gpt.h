@@ -122,6 +122,7 @@ class Gpt : public nn::Module {
   const GptConfig& config() const { return config_; }
   // Recompute each block in backward instead of keeping its activations
   // (mt::checkpoint): the same gradients, less memory, one more forward.
+  bool enable_activation_checkpointing() override { return checkpoint_activations = true; }
   bool checkpoint_activations = false;
   bool fused_loss_head = true;
 

@@ -1,5 +1,6 @@
 #include "nn/layers.h"
 
+#include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "nn/init.h"
 
@@ -80,11 +81,16 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum) : eps_(e
 Tensor BatchNorm2d::forward(const Tensor& x) {
   const ForwardScope scope(*this);
   MT_CHECK(x.dim() == 4, "BatchNorm2d: expected [N, C, H, W] input, got {}", x.shape_string());
-  if (is_training()) {
+  // A checkpointed stage reruns this forward in backward: the running
+  // statistics were updated by the first run and must not move again.
+  const bool update_statistics = is_training() && !checkpoint_recomputing();
+  if (update_statistics) {
     NoGradGuard no_grad;
     copy_(num_batches_tracked, add(num_batches_tracked, 1.0));
   }
-  return batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum_, eps_);
+  const bool use_running = !is_training() || update_statistics;
+  return batch_norm(x, use_running ? running_mean : Tensor(), use_running ? running_var : Tensor(), weight, bias,
+                    is_training(), momentum_, eps_);
 }
 
 Sequential::Sequential(std::vector<std::shared_ptr<Module>> modules) {

@@ -43,6 +43,10 @@ class Module {
   // Undefined for the others: callers then apply cross_entropy to forward()'s
   // logits, which is what a fused loss must equal.
   virtual Tensor forward_loss(const Tensor& /*input*/, const Tensor& /*targets*/) { return Tensor(); }
+  // Turns on activation checkpointing (mt::checkpoint per block or stage:
+  // recomputed in backward instead of kept) where the model has it; false
+  // for a model with nothing to checkpoint.
+  virtual bool enable_activation_checkpointing() { return false; }
 
   // ---- traversal (registration order, children after own members, dotted names)
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;

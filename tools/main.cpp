@@ -186,8 +186,9 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--eval-every", c.eval_every, "also evaluate every N optimizer steps (default: each epoch's end)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--checkpoint-activations", c.checkpoint_activations,
-                "transformers: recompute each block in backward instead of keeping its activations");
+  cmd->add_flag(
+      "--checkpoint-activations", c.checkpoint_activations,
+      "recompute each block (transformers) or stage (cnn, resnet) in backward instead of keeping its activations");
   cmd->add_flag("--offload-optimizer", c.offload_optimizer,
                 "keep master weights and optimizer state in host memory, streamed to the device for each update");
   cmd->add_flag("--augment", c.augment, "random crop and horizontal flip");

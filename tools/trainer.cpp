@@ -667,13 +667,10 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   if (r.model_info.task != models::ModelTask::ImageClassification) r.tokens_per_sample = r.splits.train.inputs.size(1);
   manual_seed(c.seed);
   r.model = models::make_model(c.model, r.splits.train.classes);
-  if (c.checkpoint_activations) {
-    auto* gpt = dynamic_cast<models::Gpt*>(r.model.get());
-    auto* bert = dynamic_cast<models::Bert*>(r.model.get());
-    MT_CHECK(gpt != nullptr || bert != nullptr, "train: --checkpoint-activations applies to transformer models, not {}",
-             c.model);
-    (gpt != nullptr ? gpt->checkpoint_activations : bert->checkpoint_activations) = true;
-  }
+  MT_CHECK(!c.checkpoint_activations || r.model->enable_activation_checkpointing(),
+           "train: --checkpoint-activations applies to cnn, resnet and the transformers (they have stages or blocks "
+           "to recompute), not {}",
+           c.model);
   r.model->to(r.device);
   if (c.master_weights) r.model->to(low_precision_dtype(r.precision), /*keep_norms_fp32=*/true);
   MT_CHECK(!c.cuda_graph || (r.world == 1 && !c.shard_optimizer),

@@ -58,7 +58,7 @@ struct TrainConfig {
   int64_t test_limit = 0;
   int64_t context = 0;                  // text models: tokens per window or passage (0 = the model's context)
   int64_t eval_every = 0;               // also evaluate every N optimizer steps (0 = at each epoch's end only)
-  bool checkpoint_activations = false;  // transformers: recompute each block in backward (mt::checkpoint)
+  bool checkpoint_activations = false;  // recompute each block or stage in backward (mt::checkpoint)
   bool offload_optimizer = false;       // master weights and optimizer state in host memory (optim/optimizer.h)
   bool progress = true;                 // the live progress line on stderr
   // CPU threads for the kernels. 0 = auto: on the CPU device a ThreadTuner
