@@ -14,7 +14,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,23 +23,11 @@
 
 #include "kernels/attention.h"
 #include "mixtape.h"
+#include "timing.h"
 
 namespace {
 
-double time_ms(const std::function<void()>& fn, double min_ms) {
-  fn();  // warm up (and let the caching allocator fill)
-  cudaDeviceSynchronize();
-  int iterations = 0;
-  const auto start = std::chrono::steady_clock::now();
-  double elapsed = 0;
-  do {
-    fn();
-    ++iterations;
-    cudaDeviceSynchronize();
-    elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  } while (elapsed < min_ms);
-  return elapsed / iterations;
-}
+using mt::bench::time_ms;
 
 // max |a - b| / max |b|.
 double relative_difference(const mt::Tensor& a, const mt::Tensor& b) {
@@ -68,20 +55,20 @@ int main(int argc, char** argv) {
   bool causal = false;
   double min_ms = 200;
   for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (arg == "--causal") causal = true;
-    if (!has_value) continue;
-    if (arg == "--batch")
+    const auto is = [&](const char* flag) { return std::strcmp(argv[i], flag) == 0; };
+    if (is("--causal")) {
+      causal = true;
+    } else if (i + 1 < argc && is("--batch")) {
       batch = std::atoll(argv[++i]);
-    else if (arg == "--heads")
+    } else if (i + 1 < argc && is("--heads")) {
       heads = std::atoll(argv[++i]);
-    else if (arg == "--seq")
+    } else if (i + 1 < argc && is("--seq")) {
       seq = std::atoll(argv[++i]);
-    else if (arg == "--dim")
+    } else if (i + 1 < argc && is("--dim")) {
       dim = std::atoll(argv[++i]);
-    else if (arg == "--min-ms")
+    } else if (i + 1 < argc && is("--min-ms")) {
       min_ms = std::atof(argv[++i]);
+    }
   }
   using namespace mt;
   const double flops =

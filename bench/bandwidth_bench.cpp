@@ -10,7 +10,6 @@
 // a GPU.
 #include <cuda_runtime.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,23 +17,11 @@
 #include <string>
 
 #include "mixtape.h"
+#include "timing.h"
 
 namespace {
 
-double time_ms(const std::function<void()>& fn, double min_ms) {
-  fn();  // warm up (and let the caching allocator fill)
-  cudaDeviceSynchronize();
-  int iterations = 0;
-  const auto start = std::chrono::steady_clock::now();
-  double elapsed = 0;
-  do {
-    fn();
-    ++iterations;
-    cudaDeviceSynchronize();
-    elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  } while (elapsed < min_ms);
-  return elapsed / iterations;
-}
+using mt::bench::time_ms;
 
 void report(const char* name, double bytes, double ms, double copy_gbs) {
   const double gbs = bytes / (ms * 1e6);
@@ -78,8 +65,7 @@ int main(int argc, char** argv) {
     const Tensor b = randn({n / 1024, 1024}, kF32).to(dtype).to(kCUDA);
     report(("add" + tag).c_str(), 3.0 * n * elsize, time_ms([&] { add(a, b); }, min_ms), copy_gbs);
     report(("gelu" + tag).c_str(), 2.0 * n * elsize, time_ms([&] { gelu(a); }, min_ms), copy_gbs);
-    report(("softmax rows of 1024" + tag).c_str(), 2.0 * n * elsize, time_ms([&] { softmax(a, 1); }, min_ms),
-           copy_gbs);
+    report(("softmax rows of 1024" + tag).c_str(), 2.0 * n * elsize, time_ms([&] { softmax(a, 1); }, min_ms), copy_gbs);
     const Tensor w = ones({1024}, dtype, kCUDA), bias = zeros({1024}, dtype, kCUDA);
     report(("layer_norm rows of 1024" + tag).c_str(), 2.0 * n * elsize,
            time_ms([&] { layer_norm(a, {1024}, w, bias); }, min_ms), copy_gbs);

@@ -56,6 +56,24 @@ inline AttentionKernel best_attention_kernel(DType dtype, const AttentionProblem
                                                                 : AttentionKernel::V2Scalar;
 }
 
+namespace detail {
+
+// The operands of one fused call as the kernels read them (contiguous, one
+// dtype), kept alive for the call; points problem.key_padding at the mask.
+struct AttentionOperands {
+  Tensor q, k, v, padding;
+};
+inline AttentionOperands attention_operands(const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const Tensor& key_padding, AttentionProblem& problem) {
+  using device_buffers::contiguous_as;
+  AttentionOperands in{contiguous_as(q, q.dtype()), contiguous_as(k, q.dtype()), contiguous_as(v, q.dtype()),
+                       key_padding.defined() ? key_padding.contiguous() : Tensor()};
+  problem.key_padding = in.padding.defined() ? static_cast<const bool*>(in.padding.data_ptr()) : nullptr;
+  return in;
+}
+
+}  // namespace detail
+
 // out [B, H, Tq, Dv] and lse [B, H, Tq] (f32) from q, k, v; key_padding is bool [B, Tk] or undefined.
 inline void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding,
                               AttentionProblem problem, AttentionKernel kernel, const Tensor& out, const Tensor& lse) {
@@ -64,14 +82,12 @@ inline void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   using namespace device_buffers;
   const DType dtype = q.dtype();
   const KernelDType kd = kernel_dtype(dtype, "attention_forward");
-  const Tensor cq = contiguous_as(q, dtype), ck = contiguous_as(k, dtype), cv = contiguous_as(v, dtype);
-  const Tensor pad = key_padding.defined() ? key_padding.contiguous() : Tensor();
-  problem.key_padding = pad.defined() ? static_cast<const bool*>(pad.data_ptr()) : nullptr;
+  const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, problem);
   const Tensor vout = output_buffer(out, dtype), vlse = output_buffer(lse, kF32);
   // v3 moves 16-byte chunks; a view that starts off that alignment takes v2.
   const auto aligned = [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; };
-  if (!(aligned(cq) && aligned(ck) && aligned(cv))) kernel = AttentionKernel::V2Scalar;
-  MT_DEVICE_CALL(backend, attention_forward, kd, problem, kernel, cq.data_ptr(), ck.data_ptr(), cv.data_ptr(),
+  if (!(aligned(in.q) && aligned(in.k) && aligned(in.v))) kernel = AttentionKernel::V2Scalar;
+  MT_DEVICE_CALL(backend, attention_forward, kd, problem, kernel, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(),
                  vout.data_ptr(), static_cast<float*>(vlse.data_ptr()), launch_stream(out.device()));
   finish_output(vout, out);
   finish_output(vlse, lse);
@@ -86,15 +102,14 @@ inline void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
   using namespace device_buffers;
   const DType dtype = q.dtype();
   const KernelDType kd = kernel_dtype(dtype, "attention_backward");
-  const Tensor cq = contiguous_as(q, dtype), ck = contiguous_as(k, dtype), cv = contiguous_as(v, dtype);
+  const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, problem);
   const Tensor cout = contiguous_as(out, dtype), cdo = contiguous_as(grad_out, dtype), clse = contiguous_as(lse, kF32);
-  const Tensor pad = key_padding.defined() ? key_padding.contiguous() : Tensor();
-  problem.key_padding = pad.defined() ? static_cast<const bool*>(pad.data_ptr()) : nullptr;
   const Tensor delta = empty({problem.batch, problem.heads, problem.q_len}, kF32, q.device());
   const Tensor dq = output_buffer(grad_q, dtype), dk = output_buffer(grad_k, dtype), dv = output_buffer(grad_v, dtype);
-  MT_DEVICE_CALL(backend, attention_backward, kd, problem, cq.data_ptr(), ck.data_ptr(), cv.data_ptr(), cout.data_ptr(),
-                 cdo.data_ptr(), static_cast<const float*>(clse.data_ptr()), static_cast<float*>(delta.data_ptr()),
-                 dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), launch_stream(grad_q.device()));
+  MT_DEVICE_CALL(backend, attention_backward, kd, problem, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(),
+                 cout.data_ptr(), cdo.data_ptr(), static_cast<const float*>(clse.data_ptr()),
+                 static_cast<float*>(delta.data_ptr()), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
+                 launch_stream(grad_q.device()));
   finish_output(dq, grad_q);
   finish_output(dk, grad_k);
   finish_output(dv, grad_v);
