@@ -19,7 +19,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <string>
 
 #include "kernels/attention.h"
 #include "mixtape.h"

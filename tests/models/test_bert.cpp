@@ -6,6 +6,7 @@
 
 #include "mixtape.h"
 #include "models/bert.h"
+#include "tests/kernels/sim_tensor_util.h"
 
 using namespace mt;
 
@@ -82,6 +83,36 @@ TEST_CASE("bert never attends to padding and reads the whole passage", "[models]
   // Rows of a batch do not see each other.
   const std::vector<double> both = model.forward(batch_of({short_passage, changed})).to_vector();
   for (size_t i = 0; i < a.size(); ++i) CHECK(both[i] == Approx(a[i]).margin(1e-6));
+}
+
+// Catches: the fused attention kernels (the CUDA path's implementation of
+// the encoder's key-padding attention) reading the padding mask per head
+// instead of per batch row, or attending to padding in backward.
+TEST_CASE("bert on the CUDA path (fused attention with key padding) matches the CPU forward and backward",
+          "[models][bert][sim]") {
+  models::BertConfig config = models::bert_config("bert-tiny", 3);
+  config.dropout = 0;  // dropout would send attention to the reference path
+  const Tensor tokens = batch_of({passage("the jury said", 24), passage("a grand jury of the county", 24),
+                                  passage("it", 24)});
+  const Tensor labels = from_vector(std::vector<int64_t>{0, 2, 1}, {3});
+  std::vector<std::vector<double>> results;
+  for (const Device device : {kCPU, test::kCudaPath}) {
+    Generator gen(8);
+    models::Bert model(config, &gen);
+    model.to(device);
+    const Tensor logits = model.forward(tokens.to(device));
+    cross_entropy(logits, labels.to(device)).backward();
+    std::vector<double> values = logits.to(kCPU).to_vector();
+    for (const Tensor& p : model.parameters()) {
+      for (double g : p.grad().to(kCPU).to_vector()) values.push_back(g);
+    }
+    results.push_back(values);
+  }
+  REQUIRE(results[0].size() == results[1].size());
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    INFO("value " << i);
+    CHECK(results[1][i] == Approx(results[0][i]).margin(2e-5).epsilon(1e-4));
+  }
 }
 
 // Catches: a model that cannot learn (a backward path cut through the pooler,
