@@ -113,8 +113,8 @@ Tensor fused_attention(const autograd::CastInputs& in, const AttentionOptions& o
   const Tensor out = empty({problem.batch, problem.heads, problem.q_len, problem.value_dim}, q.dtype(), q.device());
   const Tensor lse = empty({problem.batch, problem.heads, problem.q_len}, kF32, q.device());
   const Tensor& padding = options.key_padding_mask;
-  kernels::attention_forward(q4, k4, v4, padding, problem, kernels::best_attention_kernel(q.dtype(), problem), out,
-                             lse);
+  const kernels::AttentionKernel kernel = kernels::best_attention_kernel(q.dtype(), problem);
+  kernels::attention_forward(q4, k4, v4, padding, problem, kernel, out, lse);
   Shape out_shape = q.sizes();
   out_shape.back() = problem.value_dim;
   const Tensor result = out.reshape(out_shape);
@@ -123,14 +123,14 @@ Tensor fused_attention(const autograd::CastInputs& in, const AttentionOptions& o
   // reference path keeps the T x T probabilities.
   return record(
       in, result,
-      [sq = save(q4), sk = save(k4), sv = save(v4), so = save(out), slse = save(lse), padding, problem,
+      [sq = save(q4), sk = save(k4), sv = save(v4), so = save(out), slse = save(lse), padding, problem, kernel,
        q_shape = q.sizes(), k_shape = k.sizes(), v_shape = v.sizes()](const Tensor& g) -> std::vector<Tensor> {
         const Tensor q_ = sq.get(), k_ = sk.get(), v_ = sv.get(), out_ = so.get();
         const Tensor dq = empty(q_.sizes(), q_.dtype(), q_.device());
         const Tensor dk = empty(k_.sizes(), k_.dtype(), k_.device());
         const Tensor dv = empty(v_.sizes(), v_.dtype(), v_.device());
-        kernels::attention_backward(q_, k_, v_, padding, out_, slse.get(), g.reshape(out_.sizes()), problem, dq, dk,
-                                    dv);
+        kernels::attention_backward(q_, k_, v_, padding, out_, slse.get(), g.reshape(out_.sizes()), problem, kernel, dq,
+                                    dk, dv);
         return {dq.reshape(q_shape), dk.reshape(k_shape), dv.reshape(v_shape), Tensor()};
       });
 }

@@ -5,7 +5,8 @@
 //
 // For f16 and bf16 it times the forward of v1 (the reference path:
 // matmul -> softmax -> matmul, MT_ATTENTION=math), v2 (fused, scalar) and v3
-// (fused, mma.sync), and forward + backward of v1 and of the fused op, and
+// (fused, mma.sync), the backward of v2 and v3, and forward + backward of v1
+// and of the fused op, and
 // reports TFLOP/s (forward 4*B*H*Tq*Tk*D flops, halved when causal; backward
 // counted as 2.5x the forward, as FlashAttention's papers do) and the largest
 // difference from v1 relative to max |v1|. Exits 1 when a rung differs from
@@ -95,6 +96,7 @@ int main(int argc, char** argv) {
       set_math_path(false);
     }
     const kernels::AttentionProblem problem = kernels::attention_problem(q, k, v, 1.0 / std::sqrt(double(dim)), causal);
+    Tensor v2_grad_q;
     for (const auto kernel : {kernels::AttentionKernel::V2Scalar, kernels::AttentionKernel::V3TensorCore}) {
       if (kernel == kernels::AttentionKernel::V3TensorCore && dim != 64 && dim != 128) continue;
       const Tensor out = empty(shape, dtype, kCUDA), lse = empty({batch, heads, seq}, kF32, kCUDA);
@@ -104,6 +106,24 @@ int main(int argc, char** argv) {
       ok = ok && diff <= tolerance;
       std::printf("| %s | %s forward | %.3f | %.1f | %.2e |\n", name, kernels::attention_kernel_name(kernel), ms,
                   flops / (ms * 1e9), diff);
+      // The rung's backward alone, from the forward's out and lse (grad_q compared with v2's).
+      const Tensor grad_out = randn(shape, kF32).to(dtype).to(kCUDA);
+      const Tensor dq = empty(shape, dtype, kCUDA), dk = empty(shape, dtype, kCUDA), dv = empty(shape, dtype, kCUDA);
+      const auto backward = [&] {
+        kernels::attention_backward(q, k, v, Tensor(), out, lse, grad_out, problem, kernel, dq, dk, dv);
+      };
+      const double backward_ms = time_ms(backward, min_ms);
+      if (kernel == kernels::AttentionKernel::V2Scalar) {
+        v2_grad_q = dq.clone();
+      } else {
+        const double grad_diff = relative_difference(dq, v2_grad_q);
+        ok = ok && grad_diff <= 2 * tolerance;
+        std::printf("| %s | %s backward | %.3f | %.1f | %.2e (grad q vs v2) |\n", name,
+                    kernels::attention_kernel_name(kernel), backward_ms, 2.5 * flops / (backward_ms * 1e9), grad_diff);
+        continue;
+      }
+      std::printf("| %s | %s backward | %.3f | %.1f | |\n", name, kernels::attention_kernel_name(kernel), backward_ms,
+                  2.5 * flops / (backward_ms * 1e9));
     }
     for (const bool math : {true, false}) {
       set_math_path(math);

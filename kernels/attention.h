@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #include "kernels/cuda/attention_api.h"
 #include "kernels/cuda/dispatch_helpers.h"
@@ -48,8 +49,8 @@ inline AttentionProblem attention_problem(const Tensor& q, const Tensor& k, cons
   return p;
 }
 
-// The fastest rung that takes this problem: v3 (Tensor Cores) for f16/bf16
-// with D == Dv in {64, 128}, else v2.
+// The fastest rung that takes this problem, forward and backward: v3
+// (Tensor Cores) for f16/bf16 with D == Dv in {64, 128}, else v2.
 inline AttentionKernel best_attention_kernel(DType dtype, const AttentionProblem& p) {
   const bool tensor_core_shape = p.head_dim == p.value_dim && (p.head_dim == 64 || p.head_dim == 128);
   return (dtype == kF16 || dtype == kBF16) && tensor_core_shape ? AttentionKernel::V3TensorCore
@@ -72,6 +73,14 @@ inline AttentionOperands attention_operands(const Tensor& q, const Tensor& k, co
   return in;
 }
 
+// v3 moves 16-byte chunks; a view that starts off that alignment takes v2.
+inline bool sixteen_byte_aligned(std::initializer_list<Tensor> tensors) {
+  for (const Tensor& t : tensors) {
+    if (reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace detail
 
 // out [B, H, Tq, Dv] and lse [B, H, Tq] (f32) from q, k, v; key_padding is bool [B, Tk] or undefined.
@@ -84,9 +93,7 @@ inline void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   const KernelDType kd = kernel_dtype(dtype, "attention_forward");
   const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, problem);
   const Tensor vout = output_buffer(out, dtype), vlse = output_buffer(lse, kF32);
-  // v3 moves 16-byte chunks; a view that starts off that alignment takes v2.
-  const auto aligned = [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; };
-  if (!(aligned(in.q) && aligned(in.k) && aligned(in.v))) kernel = AttentionKernel::V2Scalar;
+  if (!detail::sixteen_byte_aligned({in.q, in.k, in.v})) kernel = AttentionKernel::V2Scalar;
   MT_DEVICE_CALL(backend, attention_forward, kd, problem, kernel, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(),
                  vout.data_ptr(), static_cast<float*>(vlse.data_ptr()), launch_stream(out.device()));
   finish_output(vout, out);
@@ -96,7 +103,8 @@ inline void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
 // grad_q, grad_k, grad_v (each shaped and typed as its input) from grad_out.
 inline void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding,
                                const Tensor& out, const Tensor& lse, const Tensor& grad_out, AttentionProblem problem,
-                               const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v) {
+                               AttentionKernel kernel, const Tensor& grad_q, const Tensor& grad_k,
+                               const Tensor& grad_v) {
   const Backend backend = backend_for(grad_q.device(), "attention_backward");
   MT_CHECK(backend != Backend::Cpu, "attention_backward: the fused kernels run on sim or CUDA tensors");
   using namespace device_buffers;
@@ -106,7 +114,8 @@ inline void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
   const Tensor cout = contiguous_as(out, dtype), cdo = contiguous_as(grad_out, dtype), clse = contiguous_as(lse, kF32);
   const Tensor delta = empty({problem.batch, problem.heads, problem.q_len}, kF32, q.device());
   const Tensor dq = output_buffer(grad_q, dtype), dk = output_buffer(grad_k, dtype), dv = output_buffer(grad_v, dtype);
-  MT_DEVICE_CALL(backend, attention_backward, kd, problem, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(),
+  if (!detail::sixteen_byte_aligned({in.q, in.k, in.v, cdo})) kernel = AttentionKernel::V2Scalar;
+  MT_DEVICE_CALL(backend, attention_backward, kd, problem, kernel, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(),
                  cout.data_ptr(), cdo.data_ptr(), static_cast<const float*>(clse.data_ptr()),
                  static_cast<float*>(delta.data_ptr()), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
                  launch_stream(grad_q.device()));

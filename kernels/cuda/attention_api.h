@@ -24,7 +24,7 @@ struct AttentionProblem {
 // the reference path of autograd/ops_attention.cpp).
 enum class AttentionKernel : int {
   V2Scalar,      // one thread per query row, K/V tiles in shared memory, scalar f32 math
-  V3TensorCore,  // a warp per 16 query rows, S = QK^T and O = PV on mma.sync
+  V3TensorCore,  // a warp per 16 rows, every product on mma.sync (f16/bf16, D = Dv in {64, 128})
 };
 
 // Largest head dim the fused kernels take; v3 takes exactly 64 or 128 with D == Dv.
@@ -41,9 +41,11 @@ inline const char* attention_kernel_name(AttentionKernel kernel) {
 MT_CUDA_KERNEL_API(void attention_forward(mt::kernels::KernelDType dtype, const mt::kernels::AttentionProblem& problem,
                                           mt::kernels::AttentionKernel kernel, const void* q, const void* k,
                                           const void* v, void* out, float* lse, mt::kernels::Stream stream))
-// grad_q/grad_k/grad_v from grad_out, recomputing the probabilities from q, k
-// and lse; delta is scratch for rowsum(grad_out * out).
+// grad_q/grad_k/grad_v from grad_out with the rung the caller names,
+// recomputing the probabilities from q, k and lse; delta is scratch for
+// rowsum(grad_out * out).
 MT_CUDA_KERNEL_API(void attention_backward(mt::kernels::KernelDType dtype, const mt::kernels::AttentionProblem& problem,
-                                           const void* q, const void* k, const void* v, const void* out,
-                                           const void* grad_out, const float* lse, float* delta, void* grad_q,
-                                           void* grad_k, void* grad_v, mt::kernels::Stream stream))
+                                           mt::kernels::AttentionKernel kernel, const void* q, const void* k,
+                                           const void* v, const void* out, const void* grad_out, const float* lse,
+                                           float* delta, void* grad_q, void* grad_k, void* grad_v,
+                                           mt::kernels::Stream stream))

@@ -145,7 +145,8 @@ TEST_CASE("fused attention matches the f64 reference forward and backward in f32
       const Result want = run(cpu_in, options_of(c, kCPU));
       const bool tensor_cores = dtype != kF32 && c.head_dim == c.value_dim && c.head_dim % 64 == 0;
       CHECK(ran(tensor_cores ? "attention_v3_forward" : "attention_v2_forward"));
-      CHECK(ran("attention_v2_grad_kv"));
+      CHECK(ran(tensor_cores ? "attention_v3_grad_kv" : "attention_v2_grad_kv"));
+      CHECK(ran(tensor_cores ? "attention_v3_grad_q" : "attention_v2_grad_q"));
       CHECK_FALSE(ran("softmax_forward_kernel"));  // the reference path did not run
       const double tol = dtype_tolerance(dtype);
       check_matches(got.out.to(kF64), want.out, tol, "out");

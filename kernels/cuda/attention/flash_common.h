@@ -50,8 +50,14 @@ void visit_fused_dtype(kernels::KernelDType dtype, Body&& body) {
 void v2_forward(kernels::KernelDType dtype, const AttentionProblem& problem, const void* q, const void* k,
                 const void* v, void* out, float* lse, Stream stream);
 void v2_backward(kernels::KernelDType dtype, const AttentionProblem& problem, const void* q, const void* k,
-                 const void* v, const void* out, const void* grad_out, const float* lse, float* delta, void* grad_q,
-                 void* grad_k, void* grad_v, Stream stream);
+                 const void* v, const void* grad_out, const float* lse, const float* delta, void* grad_q, void* grad_k,
+                 void* grad_v, Stream stream);
+// delta = rowsum(grad_out * out) per query row, f32 (v2_fused_backward.cu), for either backward.
+void backward_delta(kernels::KernelDType dtype, const AttentionProblem& problem, const void* out, const void* grad_out,
+                    float* delta, Stream stream);
+void v3_backward(kernels::KernelDType dtype, const AttentionProblem& problem, const void* q, const void* k,
+                 const void* v, const void* grad_out, const float* lse, const float* delta, void* grad_q, void* grad_k,
+                 void* grad_v, Stream stream);
 void v3_forward(kernels::KernelDType dtype, const AttentionProblem& problem, const void* q, const void* k,
                 const void* v, void* out, float* lse, Stream stream);
 

@@ -137,23 +137,28 @@ __global__ void grad_kv_kernel(AttentionProblem p, const typename E::Storage* q,
   for (int c = 0; c < dv; ++c) grad_v[row_offset(bh, p.k_len, j, dv) + c] = E::from_acc(dvj[c]);
 }
 
+template <typename E>
+void launch_delta(const AttentionProblem& p, const void* out, const void* grad_out, float* delta, Stream stream) {
+  using S = typename E::Storage;
+  const int64_t rows = p.batch * p.heads * p.q_len;
+  constexpr int kDeltaThreads = 256;
+  launch("attention_delta", delta_kernel<E>, dim3(static_cast<unsigned>((rows + kDeltaThreads - 1) / kDeltaThreads)),
+         dim3(kDeltaThreads), 0, stream, static_cast<const S*>(out), static_cast<const S*>(grad_out), delta, rows,
+         p.value_dim);
+}
+
 template <typename E, int kMaxDim>
-void launch_backward(const AttentionProblem& p, const void* q, const void* k, const void* v, const void* out,
-                     const void* grad_out, const float* lse, float* delta, void* grad_q, void* grad_k, void* grad_v,
-                     Stream stream) {
+void launch_backward(const AttentionProblem& p, const void* q, const void* k, const void* v, const void* grad_out,
+                     const float* lse, const float* delta, void* grad_q, void* grad_k, void* grad_v, Stream stream) {
   using S = typename E::Storage;
   const auto* cq = static_cast<const S*>(q);
   const auto* ck = static_cast<const S*>(k);
   const auto* cv = static_cast<const S*>(v);
   const auto* cdo = static_cast<const S*>(grad_out);
-  const int64_t rows = p.batch * p.heads * p.q_len;
-  constexpr int kDeltaThreads = 256;
-  launch("attention_v2_delta", delta_kernel<E>, dim3(static_cast<unsigned>((rows + kDeltaThreads - 1) / kDeltaThreads)),
-         dim3(kDeltaThreads), 0, stream, static_cast<const S*>(out), cdo, delta, rows, p.value_dim);
   const auto heads = static_cast<unsigned>(p.batch * p.heads);
   launch("attention_v2_grad_q", grad_q_kernel<E, kMaxDim>,
          dim3(static_cast<unsigned>((p.q_len + kRows - 1) / kRows), heads), dim3(kRows), 0, stream, p, cq, ck, cv, cdo,
-         lse, static_cast<const float*>(delta), static_cast<S*>(grad_q));
+         lse, delta, static_cast<S*>(grad_q));
   launch("attention_v2_grad_kv", grad_kv_kernel<E, kMaxDim>,
          dim3(static_cast<unsigned>((p.k_len + kRows - 1) / kRows), heads), dim3(kRows), 0, stream, p, cq, ck, cv, cdo,
          lse, static_cast<const float*>(delta), static_cast<S*>(grad_k), static_cast<S*>(grad_v));
@@ -161,15 +166,20 @@ void launch_backward(const AttentionProblem& p, const void* q, const void* k, co
 
 }  // namespace
 
+void backward_delta(kernels::KernelDType dtype, const AttentionProblem& p, const void* out, const void* grad_out,
+                    float* delta, Stream stream) {
+  visit_fused_dtype(dtype, [&](auto tag) { launch_delta<decltype(tag)>(p, out, grad_out, delta, stream); });
+}
+
 void v2_backward(kernels::KernelDType dtype, const AttentionProblem& p, const void* q, const void* k, const void* v,
-                 const void* out, const void* grad_out, const float* lse, float* delta, void* grad_q, void* grad_k,
-                 void* grad_v, Stream stream) {
+                 const void* grad_out, const float* lse, const float* delta, void* grad_q, void* grad_k, void* grad_v,
+                 Stream stream) {
   visit_fused_dtype(dtype, [&](auto tag) {
     using E = decltype(tag);
     if (p.head_dim <= 64 && p.value_dim <= 64) {
-      launch_backward<E, 64>(p, q, k, v, out, grad_out, lse, delta, grad_q, grad_k, grad_v, stream);
+      launch_backward<E, 64>(p, q, k, v, grad_out, lse, delta, grad_q, grad_k, grad_v, stream);
     } else {
-      launch_backward<E, 128>(p, q, k, v, out, grad_out, lse, delta, grad_q, grad_k, grad_v, stream);
+      launch_backward<E, 128>(p, q, k, v, grad_out, lse, delta, grad_q, grad_k, grad_v, stream);
     }
   });
 }
