@@ -16,6 +16,8 @@
 #include <functional>
 #include <string>
 
+#include "kernels/cuda/dispatch_helpers.h"
+#include "kernels/cuda/rowwise.h"
 #include "mixtape.h"
 #include "timing.h"
 
@@ -66,6 +68,18 @@ int main(int argc, char** argv) {
     report(("add" + tag).c_str(), 3.0 * n * elsize, time_ms([&] { add(a, b); }, min_ms), copy_gbs);
     report(("gelu" + tag).c_str(), 2.0 * n * elsize, time_ms([&] { gelu(a); }, min_ms), copy_gbs);
     report(("softmax rows of 1024" + tag).c_str(), 2.0 * n * elsize, time_ms([&] { softmax(a, 1); }, min_ms), copy_gbs);
+    // The softmax ladder (kernels/cuda/softmax_ladder.cu), rung by rung, on the same rows.
+    const Tensor y = empty_like(a);
+    for (const auto rung : {kernels::SoftmaxRung::V1ThreadPerRow, kernels::SoftmaxRung::V2WarpPerRow,
+                            kernels::SoftmaxRung::V3VectorLoads, kernels::SoftmaxRung::V4BlockPerRow}) {
+      const auto run = [&] {
+        mt::cuda::softmax_ladder_forward(rung, kernels::device_buffers::kernel_dtype(dtype, "softmax"), a.data_ptr(),
+                                         y.data_ptr(), n / 1024, 1024, {});
+      };
+      std::string label = "  softmax ";
+      label.append(kernels::softmax_rung_name(rung)).append(tag);
+      report(label.c_str(), 2.0 * n * elsize, time_ms(run, min_ms), copy_gbs);
+    }
     const Tensor w = ones({1024}, dtype, kCUDA), bias = zeros({1024}, dtype, kCUDA);
     report(("layer_norm rows of 1024" + tag).c_str(), 2.0 * n * elsize,
            time_ms([&] { layer_norm(a, {1024}, w, bias); }, min_ms), copy_gbs);

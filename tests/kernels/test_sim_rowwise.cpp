@@ -4,6 +4,7 @@
 // math the CPU backend uses (kernels/common).
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "kernels/common/layer_norm.h"
@@ -74,6 +75,53 @@ TEST_CASE("sim softmax and log_softmax forward/backward match the reference", "[
         for (size_t i = 0; i < n; ++i) {
           check("y", i, vy[i], ref_y[i], out_eps(dtype) * std::abs(ref_y[i]) + acc_eps(dtype) * (log ? 10 : 1));
           check("dx", i, vdx[i], ref_dx[i], out_eps(dtype) * std::abs(ref_dx[i]) + acc_eps(dtype) * 10);
+        }
+        CHECK(check.bad == 0);
+      }
+    }
+  }
+}
+
+// Catches, per rung of the softmax ladder: v1's three passes reading another
+// row, v2's lanes merging (max, sum) pairs without rescaling, v3's vectors
+// misplaced or its register-held row reused past kMaxVectorsPerLane vectors
+// (2048 f16 values fit, 4096 are read twice), v3 taking rows it cannot
+// vectorize (an odd width, a buffer off 16-byte alignment), rows past the
+// first block (130 rows); and a NaN or all -inf row not NaN.
+TEST_CASE("sim softmax ladder: every rung matches the reference", "[sim][softmax][ladder]") {
+  using mt::kernels::SoftmaxRung;
+  for (const SoftmaxRung rung : {SoftmaxRung::V1ThreadPerRow, SoftmaxRung::V2WarpPerRow, SoftmaxRung::V3VectorLoads,
+                                 SoftmaxRung::V4BlockPerRow}) {
+    for (KernelDType dtype : {KernelDType::F32, KernelDType::F16, KernelDType::BF16}) {
+      for (const auto& [rows, cols, offset] : std::vector<std::tuple<int64_t, int64_t, int>>{
+               {5, 1, 0}, {5, 7, 0}, {130, 32, 0}, {3, 264, 0}, {3, 2048, 0}, {3, 4096, 0}, {3, 64, 1}}) {
+        INFO(mt::kernels::softmax_rung_name(rung) << " " << mt::kernels::kernel_dtype_name(dtype) << " " << rows
+                                                  << " x " << cols << (offset ? " (unaligned)" : ""));
+        std::mt19937 rng(static_cast<unsigned>(cols + rows));
+        const size_t n = static_cast<size_t>(rows * cols);
+        DeviceLikeBuffer x(dtype, n + 8), y(dtype, n + 8);
+        x.fill_random(rng, -6, 6);
+        if (rows >= 3) {
+          x.set(static_cast<size_t>(offset + cols), NAN);  // row 1 holds a NaN
+          for (int64_t c = 0; c < cols; ++c) x.set(static_cast<size_t>(offset + 2 * cols + c), -INFINITY);  // row 2
+        }
+        const size_t bytes = mt::test::kernel_dtype_size(dtype) * static_cast<size_t>(offset);
+        mt::sim::softmax_ladder_forward(rung, dtype, static_cast<const char*>(x.data()) + bytes,
+                                        static_cast<char*>(y.data()) + bytes, rows, cols, {});
+        const auto vx = values(x), vy = values(y);
+        std::vector<double> ref(n);
+        for (int64_t r = 0; r < rows; ++r) {
+          const size_t o = static_cast<size_t>(r * cols);
+          mt::kernels::softmax_row(vx.data() + offset + o, ref.data() + o, cols, false);
+        }
+        Checker check;
+        for (size_t i = 0; i < n; ++i) {
+          const double got = vy[i + static_cast<size_t>(offset)];
+          if (std::isnan(ref[i])) {
+            if (!std::isnan(got) && ++check.bad <= 5) UNSCOPED_INFO("y[" << i << "] = " << got << ", expected NaN");
+            continue;
+          }
+          check("y", i, got, ref[i], out_eps(dtype) * std::abs(ref[i]) + acc_eps(dtype));
         }
         CHECK(check.bad == 0);
       }
