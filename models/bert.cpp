@@ -35,7 +35,8 @@ BertConfig bert_config(const std::string& name, int64_t classes) {
   MT_CHECK(classes > 0, "bert: the number of classes must be positive, got {}", classes);
   if (name == "bert-tiny") return {258, 128, 2, 2, 128, classes, 0.1};
   if (name == "bert-mini") return {258, 128, 4, 4, 256, classes, 0.1};
-  fail("unknown BERT configuration '{}' (known: bert-tiny, bert-mini)", name);
+  if (name == "bert-base") return {258, 512, 12, 12, 768, classes, 0.1};  // BERT-base's shape, over bytes
+  fail("unknown BERT configuration '{}' (known: bert-tiny, bert-mini, bert-base)", name);
 }
 
 BertSelfAttention::BertSelfAttention(int64_t width, int64_t heads, double dropout) : heads_(heads), dropout_(dropout) {

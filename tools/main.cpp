@@ -142,7 +142,7 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
   cmd->add_option(
          "--model", c.model,
          "auto (mlp on a CPU, cnn on a GPU) | mlp | cnn | resnet | gpt-tiny | gpt-small | gpt2-124m | bert-tiny "
-         "| bert-mini")
+         "| bert-mini | bert-base")
       ->check(CLI::IsMember(names));
   cmd->add_option("--precision", c.precision,
                   "auto (bf16 on a CPU, fp16 on a GPU) | fp32 | fp16 (autocast + GradScaler) | bf16 (autocast)")

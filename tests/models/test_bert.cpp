@@ -57,6 +57,10 @@ TEST_CASE("bert-tiny has the PyTorch twin's parameter names and shapes", "[model
   }
   CHECK(shapes == want);
   CHECK(model.parameter_count() == 464'655);
+  // BERT-base's shape over the 258-token byte vocabulary, context 512 (86,239,490 parameters with 2
+  // classes, counted once by building it: too slow to build in every test run).
+  const models::BertConfig base = models::bert_config("bert-base", 2);
+  CHECK((base.layers == 12 && base.heads == 12 && base.width == 768 && base.context == 512 && base.vocab == 258));
 }
 
 // Catches: the key-padding mask not applied (padding changes the logits), a
@@ -92,8 +96,8 @@ TEST_CASE("bert on the CUDA path (fused attention with key padding) matches the 
           "[models][bert][sim]") {
   models::BertConfig config = models::bert_config("bert-tiny", 3);
   config.dropout = 0;  // dropout would send attention to the reference path
-  const Tensor tokens = batch_of({passage("the jury said", 24), passage("a grand jury of the county", 24),
-                                  passage("it", 24)});
+  const Tensor tokens =
+      batch_of({passage("the jury said", 24), passage("a grand jury of the county", 24), passage("it", 24)});
   const Tensor labels = from_vector(std::vector<int64_t>{0, 2, 1}, {3});
   std::vector<std::vector<double>> results;
   for (const Device device : {kCPU, test::kCudaPath}) {
