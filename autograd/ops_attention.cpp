@@ -19,6 +19,7 @@
 #include "autograd/autocast_cast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
+#include "core/graph.h"
 #include "kernels/attention.h"
 
 namespace mt {
@@ -79,7 +80,6 @@ Tensor causal_keep(int64_t queries, int64_t keys, Device device) {
 std::string fused_attention_gap(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
   if (q.dtype() != kF32 && q.dtype() != kF16 && q.dtype() != kBF16) return fmt::format("{} is not fused", q.dtype());
   if (options.attn_mask.defined()) return "attn_mask is not fused (is_causal and key_padding_mask are)";
-  if (options.dropout_p > 0) return "dropout_p > 0 is not fused";
   if (q.dim() != 3 && q.dim() != 4) return fmt::format("q {} is not [B, T, D] or [B, H, T, D]", q.shape_string());
   if (k.dim() != q.dim() || v.dim() != q.dim() || k.dtype() != q.dtype() || v.dtype() != q.dtype()) {
     return "q, k and v differ in rank or dtype";
@@ -104,12 +104,29 @@ void say_once_reference_path(const std::string& reason) {
   }
 }
 
+// Dropout inside the fused kernels: the generator advances by what the
+// dropout op would draw for the [B, H, Tq, Tk] weights, and the kernels draw
+// the same mask from those Philox numbers (forward, and again in backward).
+void add_dropout(kernels::AttentionProblem& problem, const AttentionOptions& options) {
+  MT_CHECK(!graph_capture_active(),
+           "scaled_dot_product_attention: dropout cannot be captured in a CUDA graph yet: its random offset is drawn "
+           "on the host, so every replay would repeat one mask");
+  const auto weights = static_cast<uint64_t>(problem.batch * problem.heads * problem.q_len * problem.k_len);
+  const GeneratorState s =
+      (options.generator != nullptr ? *options.generator : default_generator()).reserve((weights + 3) / 4);
+  problem.dropout_p = static_cast<float>(options.dropout_p);
+  problem.dropout_scale = options.dropout_p < 1 ? static_cast<float>(1.0 / (1.0 - options.dropout_p)) : 0.0f;
+  problem.dropout_seed = s.seed;
+  problem.dropout_offset = s.offset;
+}
+
 // The fused kernels: out and lse forward, the v2 backward kernels on the tape.
 Tensor fused_attention(const autograd::CastInputs& in, const AttentionOptions& options, double scale) {
   const Tensor &q = in[0], &k = in[1], &v = in[2];
   const auto as_heads = [](const Tensor& t) { return t.dim() == 3 ? t.unsqueeze(1) : t; };  // [B, T, D] -> [B, 1, T, D]
   const Tensor q4 = as_heads(q), k4 = as_heads(k), v4 = as_heads(v);
-  const kernels::AttentionProblem problem = kernels::attention_problem(q4, k4, v4, scale, options.is_causal);
+  kernels::AttentionProblem problem = kernels::attention_problem(q4, k4, v4, scale, options.is_causal);
+  if (options.dropout_p > 0) add_dropout(problem, options);
   const Tensor out = empty({problem.batch, problem.heads, problem.q_len, problem.value_dim}, q.dtype(), q.device());
   const Tensor lse = empty({problem.batch, problem.heads, problem.q_len}, kF32, q.device());
   const Tensor& padding = options.key_padding_mask;

@@ -18,6 +18,12 @@ struct AttentionProblem {
   float scale = 1.0f;
   bool causal = false;                // query i sees keys j <= i (top-left, as PyTorch)
   const bool* key_padding = nullptr;  // [batch, k_len] or null
+  // Dropout on the probabilities: element (b, h, i, j) of the [B, H, Tq, Tk]
+  // weights is kept when Philox uniform number ((b H + h) Tq + i) Tk + j of
+  // (seed, offset) is >= dropout_p, then scaled by dropout_scale: the mask the
+  // dropout op draws for the same weights tensor (kernels/dropout.h).
+  float dropout_p = 0.0f, dropout_scale = 1.0f;
+  uint64_t dropout_seed = 0, dropout_offset = 0;
 };
 
 // The rungs of the attention ladder that are fused kernels (v1, unfused, is

@@ -219,8 +219,40 @@ TEST_CASE("fused attention: a row with every key masked is NaN and leaves the ot
   }
 }
 
-// Catches: the op sending a call the kernels do not take (dropout, an
-// attn_mask, f64, broadcast k) to them anyway, and MT_ATTENTION=math not
+// Catches: a fused dropout mask that differs from the dropout op's (another
+// Philox index for (b, h, i, j), the scale 1 / (1 - p) missing, the softmax
+// sum taken after dropout), backward redrawing another mask or not taking
+// dp through it, and the generator left where the reference path would not
+// leave it (every later random draw would change).
+TEST_CASE("fused attention with dropout draws the dropout op's mask, forward and backward", "[attention][sim]") {
+  for (const DType dtype : {kF32, kF16, kBF16}) {
+    for (const Case& c : {Case{"causal, padded", 2, 2, 37, 37, 64, 64, true, true},
+                          Case{"head dims 40 and 24", 1, 2, 20, 33, 40, 24}}) {
+      INFO(c.name << " in " << dtype_name(dtype));
+      std::vector<Result> results;
+      std::vector<double> next_draws;
+      for (const bool math : {true, false}) {
+        if (math) ::setenv("MT_ATTENTION", "math", 1);
+        const Inputs in = with_grad(make_inputs(c, dtype, kCudaPath, 61));
+        AttentionOptions options = options_of(c, kCudaPath);
+        options.dropout_p = 0.3;
+        manual_seed(77);
+        results.push_back(run(in, options));
+        next_draws.push_back(rand({1}).item<double>());
+        ::unsetenv("MT_ATTENTION");
+      }
+      CHECK(next_draws[1] == next_draws[0]);
+      const double tol = 2 * dtype_tolerance(dtype);
+      check_matches(results[1].out.to(kF64), results[0].out.to(kCPU).to(kF64), tol, "out");
+      check_matches(results[1].dq.to(kF64), results[0].dq.to(kCPU).to(kF64), tol, "grad q");
+      check_matches(results[1].dk.to(kF64), results[0].dk.to(kCPU).to(kF64), tol, "grad k");
+      check_matches(results[1].dv.to(kF64), results[0].dv.to(kCPU).to(kF64), tol, "grad v");
+    }
+  }
+}
+
+// Catches: the op sending a call the kernels do not take (an attn_mask,
+// f64, broadcast k) to them anyway, and MT_ATTENTION=math not
 // turning them off; a bad MT_ATTENTION silently meaning auto.
 TEST_CASE("scaled_dot_product_attention falls back to the reference path where the kernels do not apply",
           "[attention][sim]") {
@@ -238,7 +270,7 @@ TEST_CASE("scaled_dot_product_attention falls back to the reference path where t
   CHECK(uses_fused(in.q, in.k, in.v, {}));
   AttentionOptions dropout;
   dropout.dropout_p = 0.1;
-  CHECK_FALSE(uses_fused(in.q, in.k, in.v, dropout));
+  CHECK(uses_fused(in.q, in.k, in.v, dropout));
   AttentionOptions masked;
   masked.attn_mask = ones({c.q_len, c.k_len}, kBool, kCudaPath);
   CHECK_FALSE(uses_fused(in.q, in.k, in.v, masked));

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/philox.h"
 #include "kernels/cuda/attention_api.h"
 #include "kernels/cuda/element.h"
 #include "kernels/cuda/launch.h"
@@ -27,6 +28,14 @@ __device__ __forceinline__ int64_t key_end(const AttentionProblem& p, int64_t fi
   if (!p.causal) return p.k_len;
   const int64_t end = first_query + rows;
   return end < p.k_len ? end : p.k_len;
+}
+
+// What dropout multiplies the probability of (query i, key j) of head bh by:
+// 0 when dropped, dropout_scale when kept, 1 without dropout.
+__device__ __forceinline__ float dropout_factor(const AttentionProblem& p, int64_t bh, int64_t i, int64_t j) {
+  if (p.dropout_p <= 0.0f) return 1.0f;
+  const auto element = static_cast<uint64_t>((bh * p.q_len + i) * p.k_len + j);
+  return philox_uniform(p.dropout_seed, p.dropout_offset, element) >= p.dropout_p ? p.dropout_scale : 0.0f;
 }
 
 // Element offset of row `t` of head `bh` (= b * heads + h) in a [B, H, T, width] buffer.

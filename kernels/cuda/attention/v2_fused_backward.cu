@@ -8,6 +8,9 @@
 //     dp_ij = grad_out_i . v_j,   ds_ij = p_ij (dp_ij - delta_i),
 //     grad_v_j = sum_i p_ij grad_out_i,
 //     grad_k_j = scale * sum_i ds_ij q_i,   grad_q_i = scale * sum_j ds_ij k_j.
+//   With dropout (mask z: 0 or 1 / (1 - p), redrawn from the same Philox
+//   numbers as forward) dp_ij is z_ij (grad_out_i . v_j) and grad_v sums
+//   z_ij p_ij grad_out_i; delta is unchanged (out already holds z).
 //   Three kernels: delta (one thread per row); grad_q (one thread per query
 //   row, walking key tiles in shared memory); grad_k and grad_v (one thread
 //   per key row, walking query tiles). Each output element is summed by one
@@ -79,7 +82,8 @@ __global__ void grad_q_kernel(AttentionProblem p, const typename E::Storage* q, 
       float s = 0.0f, dp = 0.0f;
       for (int c = 0; c < d; ++c) s += q_row[c] * k_tile[r][c];
       for (int c = 0; c < dv; ++c) dp += do_row[c] * v_tile[r][c];
-      const float ds = rowwise::acc_exp(s * p.scale - row_lse) * (dp - row_delta);
+      // With dropout, dp is taken through the mask: d(out)/d(p) = z v with z = 0 or 1 / (1 - p).
+      const float ds = rowwise::acc_exp(s * p.scale - row_lse) * (dp * dropout_factor(p, bh, i, j0 + r) - row_delta);
       for (int c = 0; c < d; ++c) dq[c] += ds * k_tile[r][c];
     }
   }
@@ -127,8 +131,9 @@ __global__ void grad_kv_kernel(AttentionProblem p, const typename E::Storage* q,
       for (int c = 0; c < d; ++c) s += q_tile[r][c] * k_row[c];
       for (int c = 0; c < dv; ++c) dp += do_tile[r][c] * v_row[c];
       const float prob = rowwise::acc_exp(s * p.scale - row_lse);
-      const float ds = prob * (dp - delta_tile[r]);
-      for (int c = 0; c < dv; ++c) dvj[c] += prob * do_tile[r][c];
+      const float z = dropout_factor(p, bh, i0 + r, j);  // 1 without dropout
+      const float ds = prob * (dp * z - delta_tile[r]);
+      for (int c = 0; c < dv; ++c) dvj[c] += prob * z * do_tile[r][c];
       for (int c = 0; c < d; ++c) dk[c] += ds * q_tile[r][c];
     }
   }

@@ -11,7 +11,8 @@
 //   raises its running max m if needed, rescales its running sum l and its
 //   accumulator by exp(m_old - m_new), then adds exp(s - m) and exp(s - m) v
 //   for each key. At the end out = acc / l and lse = m + log l. A causal
-//   query tile stops at its last query's key.
+//   query tile stops at its last query's key. Dropout multiplies exp(s - m)
+//   by 0 or 1 / (1 - p) in the accumulator only (l is the softmax's own sum).
 // Precision: q, k, v widen to f32 as they are loaded; scores, max, sum and
 //   accumulator are f32; out is rounded once. A row whose every key is
 //   masked has l = 0: out is NaN there (as PyTorch's math path) and lse -inf.
@@ -74,8 +75,9 @@ __global__ void v2_forward_kernel(AttentionProblem p, const typename E::Storage*
     for (int c = 0; c < dv; ++c) acc[c] *= correction;
     for (int r = 0; r < kKeys; ++r) {
       const float weight = rowwise::acc_exp(s[r] - m_new);  // 0 for masked keys
-      l += weight;
-      for (int c = 0; c < dv; ++c) acc[c] += weight * v_tile[r][c];
+      l += weight;                                          // the softmax's sum: before dropout
+      const float kept = weight == 0.0f ? 0.0f : weight * dropout_factor(p, bh, i, j0 + r);
+      for (int c = 0; c < dv; ++c) acc[c] += kept * v_tile[r][c];
     }
     m = m_new;
   }

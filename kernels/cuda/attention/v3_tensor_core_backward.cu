@@ -29,17 +29,20 @@ namespace {
 
 using namespace tensor_core;
 
-// p and ds of one accumulator element, from its score and dp; zero where the
-// pair is masked or the query row has no key at all (lse = -inf).
+// The dropped-out probability z p and ds = p (z dp - delta) of one
+// accumulator element, from its score and dp (z: the dropout factor, 1
+// without dropout); zero where the pair is masked or the query row has no
+// key at all (lse = -inf).
 struct ProbabilityAndGradient {
   float p, ds;
 };
-__device__ __forceinline__ ProbabilityAndGradient probability_and_gradient(const AttentionProblem& p, int64_t b,
+__device__ __forceinline__ ProbabilityAndGradient probability_and_gradient(const AttentionProblem& p, int64_t bh,
                                                                            int64_t query, int64_t key, float score,
                                                                            float dp, float row_lse, float row_delta) {
-  if (row_lse == -INFINITY || !key_kept(p, b, query, key)) return {0.0f, 0.0f};
+  if (row_lse == -INFINITY || !key_kept(p, bh / p.heads, query, key)) return {0.0f, 0.0f};
   const float prob = rowwise::acc_exp(score * p.scale - row_lse);
-  return {prob, prob * (dp - row_delta)};
+  const float z = dropout_factor(p, bh, query, key);
+  return {prob * z, prob * (dp * z - row_delta)};
 }
 
 template <typename E, int D>
@@ -50,7 +53,7 @@ __global__ void v3_grad_kv_kernel(AttentionProblem p, const std::uint16_t* q, co
   __shared__ __align__(16) Tile<D> q_s[kTileRows];
   __shared__ __align__(16) Tile<D> do_s[kTileRows];
   __shared__ float lse_s[kTileRows], delta_s[kTileRows];
-  const int64_t bh = blockIdx.y, b = bh / p.heads;
+  const int64_t bh = blockIdx.y;
   const int64_t first_key = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int64_t warp_key0 = first_key + warp * kWarpRows;
@@ -85,7 +88,7 @@ __global__ void v3_grad_kv_kernel(AttentionProblem p, const std::uint16_t* q, co
       MT_UNROLL
       for (int e = 0; e < 4; ++e) {
         const int column = fragment_col(nt, e);
-        const ProbabilityAndGradient g = probability_and_gradient(p, b, i0 + column, warp_key0 + fragment_row(e),
+        const ProbabilityAndGradient g = probability_and_gradient(p, bh, i0 + column, warp_key0 + fragment_row(e),
                                                                   s[nt][e], dp[nt][e], lse_s[column], delta_s[column]);
         s[nt][e] = g.p;
         dp[nt][e] = g.ds;
@@ -106,7 +109,7 @@ __global__ void v3_grad_q_kernel(AttentionProblem p, const std::uint16_t* q, con
   __shared__ __align__(16) Tile<D> rows_s[kBlockRows];  // Q, then dO, while their fragments are taken
   __shared__ __align__(16) Tile<D> k_s[kTileRows];
   __shared__ __align__(16) Tile<D> v_s[kTileRows];
-  const int64_t bh = blockIdx.y, b = bh / p.heads;
+  const int64_t bh = blockIdx.y;
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int64_t warp_row0 = first_row + warp * kWarpRows;
@@ -141,7 +144,7 @@ __global__ void v3_grad_q_kernel(AttentionProblem p, const std::uint16_t* q, con
     for (int nt = 0; nt < 4; ++nt) {
       MT_UNROLL
       for (int e = 0; e < 4; ++e) {
-        dp[nt][e] = probability_and_gradient(p, b, warp_row0 + fragment_row(e), j0 + fragment_col(nt, e), s[nt][e],
+        dp[nt][e] = probability_and_gradient(p, bh, warp_row0 + fragment_row(e), j0 + fragment_col(nt, e), s[nt][e],
                                              dp[nt][e], row_lse[e / 2], row_delta[e / 2])
                         .ds;
       }

@@ -96,7 +96,10 @@ __global__ void v3_forward_kernel(AttentionProblem p, const std::uint16_t* q, co
       for (int e = 0; e < 4; ++e) {
         const float row_max = m_new[e / 2];
         s[nt][e] = row_max == kMinusInf ? 0.0f : rowwise::acc_exp(s[nt][e] - row_max);
-        l[e / 2] += s[nt][e];
+        l[e / 2] += s[nt][e];  // the softmax's sum: before dropout
+        if (p.dropout_p > 0.0f && s[nt][e] != 0.0f) {
+          s[nt][e] *= dropout_factor(p, bh, warp_row0 + fragment_row(e), j0 + fragment_col(nt, e));
+        }
       }
     }
     // 3. O += P V, P straight from the accumulators.
