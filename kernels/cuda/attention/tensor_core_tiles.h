@@ -69,6 +69,23 @@ __device__ __forceinline__ void load_a_fragments(std::uint32_t (&a)[D / 16][4], 
   for (int kk = 0; kk < D / 16; ++kk) ptx::ldmatrix_x4(a[kk], &tile[row0 + lane % 16][kk * 16 + 8 * (lane / 16)]);
 }
 
+// The A fragments of this warp's 16 rows of two [length, D] head slices (the
+// block's rows first .. first + 63), staged one after the other through one
+// shared tile: K and V for the backward by keys, Q and dO by queries.
+template <int D>
+__device__ __forceinline__ void load_block_fragments(std::uint32_t (&a)[D / 16][4], std::uint32_t (&b)[D / 16][4],
+                                                     Tile<D>* staging, const std::uint16_t* head_a,
+                                                     const std::uint16_t* head_b, int64_t first, int64_t length) {
+  const int warp_row0 = static_cast<int>(threadIdx.x) / 32 * kWarpRows;
+  load_tile<kBlockRows, D>(staging, head_a, first, length);
+  __syncthreads();
+  load_a_fragments<D>(a, staging, warp_row0);
+  __syncthreads();
+  load_tile<kBlockRows, D>(staging, head_b, first, length);
+  __syncthreads();
+  load_a_fragments<D>(b, staging, warp_row0);
+}
+
 // s = A . tile^T for the warp's 16 rows and the tile's 32 rows: the tile is
 // [row][d], which is B's "col" layout (consecutive d per column), so plain
 // ldmatrix_x4 yields two n-tiles' fragments at once.

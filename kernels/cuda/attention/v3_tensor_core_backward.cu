@@ -59,13 +59,7 @@ __global__ void v3_grad_kv_kernel(AttentionProblem p, const std::uint16_t* q, co
   const int64_t warp_key0 = first_key + warp * kWarpRows;
 
   std::uint32_t k_frag[D / 16][4], v_frag[D / 16][4];
-  load_tile<kBlockRows, D>(kv_s, k + bh * p.k_len * D, first_key, p.k_len);
-  __syncthreads();
-  load_a_fragments<D>(k_frag, kv_s, warp * kWarpRows);
-  __syncthreads();
-  load_tile<kBlockRows, D>(kv_s, v + bh * p.k_len * D, first_key, p.k_len);
-  __syncthreads();
-  load_a_fragments<D>(v_frag, kv_s, warp * kWarpRows);
+  load_block_fragments<D>(k_frag, v_frag, kv_s, k + bh * p.k_len * D, v + bh * p.k_len * D, first_key, p.k_len);
 
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   // Causal: queries before this block's first key see none of its keys.
@@ -115,13 +109,8 @@ __global__ void v3_grad_q_kernel(AttentionProblem p, const std::uint16_t* q, con
   const int64_t warp_row0 = first_row + warp * kWarpRows;
 
   std::uint32_t q_frag[D / 16][4], do_frag[D / 16][4];
-  load_tile<kBlockRows, D>(rows_s, q + bh * p.q_len * D, first_row, p.q_len);
-  __syncthreads();
-  load_a_fragments<D>(q_frag, rows_s, warp * kWarpRows);
-  __syncthreads();
-  load_tile<kBlockRows, D>(rows_s, grad_out + bh * p.q_len * D, first_row, p.q_len);
-  __syncthreads();
-  load_a_fragments<D>(do_frag, rows_s, warp * kWarpRows);
+  load_block_fragments<D>(q_frag, do_frag, rows_s, q + bh * p.q_len * D, grad_out + bh * p.q_len * D, first_row,
+                          p.q_len);
   float row_lse[2], row_delta[2];
   MT_UNROLL
   for (int half = 0; half < 2; ++half) {
