@@ -76,10 +76,25 @@ Tensor causal_keep(int64_t queries, int64_t keys, Device device) {
   return cache->emplace(key, build_causal_keep(queries, keys, device)).first->second;
 }
 
-// Why the fused kernels cannot take this call; empty when they can.
-std::string fused_attention_gap(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
+// The shape the scores have: q's leading dims, then [Tq, Tk].
+Shape scores_shape(const Tensor& q, const Tensor& k) {
+  Shape shape = q.sizes();
+  shape.back() = k.size(-2);
+  return shape;
+}
+
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t i = 1; i <= from.size(); ++i) {
+    if (from[from.size() - i] != 1 && from[from.size() - i] != to[to.size() - i]) return false;
+  }
+  return true;
+}
+
+// Why the fused kernels cannot take this call; empty when they can. `mask`
+// is the attn_mask as the op uses it (a float one cast with q, k, v).
+std::string fused_attention_gap(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
   if (q.dtype() != kF32 && q.dtype() != kF16 && q.dtype() != kBF16) return fmt::format("{} is not fused", q.dtype());
-  if (options.attn_mask.defined()) return "attn_mask is not fused (is_causal and key_padding_mask are)";
   if (q.dim() != 3 && q.dim() != 4) return fmt::format("q {} is not [B, T, D] or [B, H, T, D]", q.shape_string());
   if (k.dim() != q.dim() || v.dim() != q.dim() || k.dtype() != q.dtype() || v.dtype() != q.dtype()) {
     return "q, k and v differ in rank or dtype";
@@ -90,6 +105,12 @@ std::string fused_attention_gap(const Tensor& q, const Tensor& k, const Tensor& 
   if (k.size(-2) == 0 || q.size(-1) == 0 || v.size(-1) == 0) return "an empty key or head dim";
   if (q.size(-1) > kernels::kFusedAttentionMaxHeadDim || v.size(-1) > kernels::kFusedAttentionMaxHeadDim) {
     return fmt::format("head dims above {} are not fused", kernels::kFusedAttentionMaxHeadDim);
+  }
+  if (mask.defined() && !broadcasts_to(mask.sizes(), scores_shape(q, k))) {
+    return fmt::format("attn_mask {} does not broadcast to the scores", mask.shape_string());
+  }
+  if (mask.defined() && autograd::needs_grad({mask})) {
+    return "a float attn_mask that needs a gradient is not fused";
   }
   return "";
 }
@@ -121,17 +142,24 @@ void add_dropout(kernels::AttentionProblem& problem, const AttentionOptions& opt
 }
 
 // The fused kernels: out and lse forward, the v2 backward kernels on the tape.
-Tensor fused_attention(const autograd::CastInputs& in, const AttentionOptions& options, double scale) {
+Tensor fused_attention(const autograd::CastInputs& in, const Tensor& mask, const AttentionOptions& options,
+                       double scale) {
   const Tensor &q = in[0], &k = in[1], &v = in[2];
   const auto as_heads = [](const Tensor& t) { return t.dim() == 3 ? t.unsqueeze(1) : t; };  // [B, T, D] -> [B, 1, T, D]
   const Tensor q4 = as_heads(q), k4 = as_heads(k), v4 = as_heads(v);
+  // The attn_mask as the kernels read it: a [B, H, Tq, Tk] view, bool or f32 (0 strides where it broadcasts).
+  Tensor mask4;
+  if (mask.defined()) {
+    const Tensor typed = mask.dtype() == kBool ? mask : mask.to(kF32);
+    mask4 = as_heads(autograd::broadcast_view(typed, scores_shape(q, k)));
+  }
   kernels::AttentionProblem problem = kernels::attention_problem(q4, k4, v4, scale, options.is_causal);
   if (options.dropout_p > 0) add_dropout(problem, options);
   const Tensor out = empty({problem.batch, problem.heads, problem.q_len, problem.value_dim}, q.dtype(), q.device());
   const Tensor lse = empty({problem.batch, problem.heads, problem.q_len}, kF32, q.device());
   const Tensor& padding = options.key_padding_mask;
   const kernels::AttentionKernel kernel = kernels::best_attention_kernel(q.dtype(), problem);
-  kernels::attention_forward(q4, k4, v4, padding, problem, kernel, out, lse);
+  kernels::attention_forward(q4, k4, v4, padding, mask4, problem, kernel, out, lse);
   Shape out_shape = q.sizes();
   out_shape.back() = problem.value_dim;
   const Tensor result = out.reshape(out_shape);
@@ -140,14 +168,14 @@ Tensor fused_attention(const autograd::CastInputs& in, const AttentionOptions& o
   // reference path keeps the T x T probabilities.
   return record(
       in, result,
-      [sq = save(q4), sk = save(k4), sv = save(v4), so = save(out), slse = save(lse), padding, problem, kernel,
+      [sq = save(q4), sk = save(k4), sv = save(v4), so = save(out), slse = save(lse), padding, mask4, problem, kernel,
        q_shape = q.sizes(), k_shape = k.sizes(), v_shape = v.sizes()](const Tensor& g) -> std::vector<Tensor> {
         const Tensor q_ = sq.get(), k_ = sk.get(), v_ = sv.get(), out_ = so.get();
         const Tensor dq = empty(q_.sizes(), q_.dtype(), q_.device());
         const Tensor dk = empty(k_.sizes(), k_.dtype(), k_.device());
         const Tensor dv = empty(v_.sizes(), v_.dtype(), v_.device());
-        kernels::attention_backward(q_, k_, v_, padding, out_, slse.get(), g.reshape(out_.sizes()), problem, kernel, dq,
-                                    dk, dv);
+        kernels::attention_backward(q_, k_, v_, padding, mask4, out_, slse.get(), g.reshape(out_.sizes()), problem,
+                                    kernel, dq, dk, dv);
         return {dq.reshape(q_shape), dk.reshape(k_shape), dv.reshape(v_shape), Tensor()};
       });
 }
@@ -170,8 +198,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   if (!q.device().is_cpu() && q.dtype() != kF64 &&
       kernels::attention_backend_from_env() == kernels::AttentionBackend::Own) {
-    const std::string gap = fused_attention_gap(q, k, v, options);
-    if (gap.empty()) return fused_attention(in, options, scale);
+    const Tensor& mask = float_mask ? in[3] : mask_in;
+    const std::string gap = fused_attention_gap(q, k, v, mask);
+    if (gap.empty()) return fused_attention(in, mask, options, scale);
     say_once_reference_path(gap);
   }
   Tensor scores = matmul(mul(q, scale), k.transpose(-2, -1));

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     for (const auto kernel : {kernels::AttentionKernel::V2Scalar, kernels::AttentionKernel::V3TensorCore}) {
       if (kernel == kernels::AttentionKernel::V3TensorCore && dim != 64 && dim != 128) continue;
       const Tensor out = empty(shape, dtype, kCUDA), lse = empty({batch, heads, seq}, kF32, kCUDA);
-      const auto run = [&] { kernels::attention_forward(q, k, v, Tensor(), problem, kernel, out, lse); };
+      const auto run = [&] { kernels::attention_forward(q, k, v, Tensor(), Tensor(), problem, kernel, out, lse); };
       const double ms = time_ms(run, min_ms);
       const double diff = relative_difference(out, reference);
       ok = ok && diff <= tolerance;
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
       const Tensor grad_out = randn(shape, kF32).to(dtype).to(kCUDA);
       const Tensor dq = empty(shape, dtype, kCUDA), dk = empty(shape, dtype, kCUDA), dv = empty(shape, dtype, kCUDA);
       const auto backward = [&] {
-        kernels::attention_backward(q, k, v, Tensor(), out, lse, grad_out, problem, kernel, dq, dk, dv);
+        kernels::attention_backward(q, k, v, Tensor(), Tensor(), out, lse, grad_out, problem, kernel, dq, dk, dv);
       };
       const double backward_ms = time_ms(backward, min_ms);
       if (kernel == kernels::AttentionKernel::V2Scalar) {

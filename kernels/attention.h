@@ -60,16 +60,31 @@ inline AttentionKernel best_attention_kernel(DType dtype, const AttentionProblem
 namespace detail {
 
 // The operands of one fused call as the kernels read them (contiguous, one
-// dtype), kept alive for the call; points problem.key_padding at the mask.
+// dtype; the attn_mask as given: a [B, H, Tq, Tk] view, bool or f32), kept
+// alive for the call; points the problem at the masks.
 struct AttentionOperands {
-  Tensor q, k, v, padding;
+  Tensor q, k, v, padding, mask;
 };
 inline AttentionOperands attention_operands(const Tensor& q, const Tensor& k, const Tensor& v,
-                                            const Tensor& key_padding, AttentionProblem& problem) {
+                                            const Tensor& key_padding, const Tensor& attn_mask,
+                                            AttentionProblem& problem) {
   using device_buffers::contiguous_as;
   AttentionOperands in{contiguous_as(q, q.dtype()), contiguous_as(k, q.dtype()), contiguous_as(v, q.dtype()),
-                       key_padding.defined() ? key_padding.contiguous() : Tensor()};
+                       key_padding.defined() ? key_padding.contiguous() : Tensor(), attn_mask};
   problem.key_padding = in.padding.defined() ? static_cast<const bool*>(in.padding.data_ptr()) : nullptr;
+  problem.keep_mask = nullptr;
+  problem.bias_mask = nullptr;
+  if (attn_mask.defined()) {
+    MT_CHECK(attn_mask.dim() == 4 && (attn_mask.dtype() == kBool || attn_mask.dtype() == kF32),
+             "attention: the fused kernels take an attn_mask as a bool or f32 [B, H, Tq, Tk] view, got {} {}",
+             attn_mask.dtype(), attn_mask.shape_string());
+    if (attn_mask.dtype() == kBool) {
+      problem.keep_mask = static_cast<const bool*>(attn_mask.data_ptr());
+    } else {
+      problem.bias_mask = static_cast<const float*>(attn_mask.data_ptr());
+    }
+    for (int d = 0; d < 4; ++d) problem.mask_strides[d] = attn_mask.stride(d);
+  }
   return in;
 }
 
@@ -83,15 +98,18 @@ inline bool sixteen_byte_aligned(std::initializer_list<Tensor> tensors) {
 
 }  // namespace detail
 
-// out [B, H, Tq, Dv] and lse [B, H, Tq] (f32) from q, k, v; key_padding is bool [B, Tk] or undefined.
+// out [B, H, Tq, Dv] and lse [B, H, Tq] (f32) from q, k, v; key_padding is
+// bool [B, Tk], attn_mask a bool or f32 view [B, H, Tq, Tk] (strides 0 along
+// broadcast dims); either may be undefined.
 inline void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding,
-                              AttentionProblem problem, AttentionKernel kernel, const Tensor& out, const Tensor& lse) {
+                              const Tensor& attn_mask, AttentionProblem problem, AttentionKernel kernel,
+                              const Tensor& out, const Tensor& lse) {
   const Backend backend = backend_for(out.device(), "attention_forward");
   MT_CHECK(backend != Backend::Cpu, "attention_forward: the fused kernels run on sim or CUDA tensors");
   using namespace device_buffers;
   const DType dtype = q.dtype();
   const KernelDType kd = kernel_dtype(dtype, "attention_forward");
-  const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, problem);
+  const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, attn_mask, problem);
   const Tensor vout = output_buffer(out, dtype), vlse = output_buffer(lse, kF32);
   if (!detail::sixteen_byte_aligned({in.q, in.k, in.v})) kernel = AttentionKernel::V2Scalar;
   MT_DEVICE_CALL(backend, attention_forward, kd, problem, kernel, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(),
@@ -102,15 +120,15 @@ inline void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
 
 // grad_q, grad_k, grad_v (each shaped and typed as its input) from grad_out.
 inline void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding,
-                               const Tensor& out, const Tensor& lse, const Tensor& grad_out, AttentionProblem problem,
-                               AttentionKernel kernel, const Tensor& grad_q, const Tensor& grad_k,
-                               const Tensor& grad_v) {
+                               const Tensor& attn_mask, const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                               AttentionProblem problem, AttentionKernel kernel, const Tensor& grad_q,
+                               const Tensor& grad_k, const Tensor& grad_v) {
   const Backend backend = backend_for(grad_q.device(), "attention_backward");
   MT_CHECK(backend != Backend::Cpu, "attention_backward: the fused kernels run on sim or CUDA tensors");
   using namespace device_buffers;
   const DType dtype = q.dtype();
   const KernelDType kd = kernel_dtype(dtype, "attention_backward");
-  const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, problem);
+  const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, attn_mask, problem);
   const Tensor cout = contiguous_as(out, dtype), cdo = contiguous_as(grad_out, dtype), clse = contiguous_as(lse, kF32);
   const Tensor delta = empty({problem.batch, problem.heads, problem.q_len}, kF32, q.device());
   const Tensor dq = output_buffer(grad_q, dtype), dk = output_buffer(grad_k, dtype), dv = output_buffer(grad_v, dtype);

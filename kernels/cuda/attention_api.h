@@ -18,6 +18,12 @@ struct AttentionProblem {
   float scale = 1.0f;
   bool causal = false;                // query i sees keys j <= i (top-left, as PyTorch)
   const bool* key_padding = nullptr;  // [batch, k_len] or null
+  // attn_mask broadcast to [B, H, Tq, Tk] by these element strides (0 along a
+  // broadcast dim): keep_mask (bool, false = masked) or bias_mask (f32, added
+  // to the scaled scores), or neither.
+  const bool* keep_mask = nullptr;
+  const float* bias_mask = nullptr;
+  int64_t mask_strides[4] = {0, 0, 0, 0};
   // Dropout on the probabilities: element (b, h, i, j) of the [B, H, Tq, Tk]
   // weights is kept when Philox uniform number ((b H + h) Tq + i) Tk + j of
   // (seed, offset) is >= dropout_p, then scaled by dropout_scale: the mask the

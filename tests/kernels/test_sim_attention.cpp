@@ -175,7 +175,7 @@ TEST_CASE("attention ladder: v2 and v3 give the same out and lse", "[attention][
       for (const auto kernel : {kernels::AttentionKernel::V2Scalar, kernels::AttentionKernel::V3TensorCore}) {
         outs.push_back(empty({c.batch, c.heads, c.q_len, c.value_dim}, dtype, kCudaPath));
         lses.push_back(empty({c.batch, c.heads, c.q_len}, kF32, kCudaPath));
-        kernels::attention_forward(in.q, in.k, in.v, padding, problem, kernel, outs.back(), lses.back());
+        kernels::attention_forward(in.q, in.k, in.v, padding, Tensor(), problem, kernel, outs.back(), lses.back());
       }
       check_matches(outs[1].to(kF64), outs[0].to(kCPU).to(kF64), 2 * dtype_tolerance(dtype), "v3 out vs v2 out");
       // lse against the definition: log sum_j exp(s_ij) over the kept keys, in f64.
@@ -219,6 +219,43 @@ TEST_CASE("fused attention: a row with every key masked is NaN and leaves the ot
   }
 }
 
+// Catches: a bool attn_mask read with the opposite meaning or along the
+// wrong dim, a float mask scaled with the scores or dropped in backward's
+// recomputed probabilities, and broadcast dims read with their real strides.
+TEST_CASE("fused attention takes bool and float attn_masks that broadcast to the scores", "[attention][sim]") {
+  for (const DType dtype : {kF32, kF16, kBF16}) {
+    const Case c{"masked", 2, 2, 37, 45, 64, 64};
+    INFO(dtype_name(dtype));
+    const Inputs device_in = with_grad(make_inputs(c, dtype, kCudaPath, 71));
+    const Inputs cpu_in = to_cpu_f64(device_in, true);
+    std::vector<double> keep(static_cast<size_t>(c.q_len * c.k_len));
+    for (size_t e = 0; e < keep.size(); ++e) keep[e] = (e * 7 % 5 != 0) || e % static_cast<size_t>(c.k_len) == 0;
+    const Tensor bool_mask = from_vector(keep, {c.q_len, c.k_len}, kBool);
+    const Tensor float_mask = random_tensor({c.batch, 1, c.q_len, c.k_len}, kF32, kCPU, 72, -2, 2);
+    for (const Tensor& mask : {bool_mask, float_mask}) {
+      INFO((mask.dtype() == kBool ? "bool [Tq, Tk]" : "float [B, 1, Tq, Tk]"));
+      AttentionOptions on_device, on_cpu;
+      on_device.attn_mask = mask.dtype() == kBool ? mask.to(kCudaPath) : mask.to(dtype).to(kCudaPath);
+      on_cpu.attn_mask = mask.dtype() == kBool ? mask : on_device.attn_mask.to(kCPU).to(kF64);
+      kernels::profile_reset();
+      kernels::set_profiling(true);
+      const Result got = run(device_in, on_device);
+      kernels::set_profiling(false);
+      CHECK_FALSE(ran("softmax_forward_kernel"));
+      const Result want = run(cpu_in, on_cpu);
+      const double tol = dtype_tolerance(dtype);
+      check_matches(got.out.to(kF64), want.out, tol, "out");
+      check_matches(got.dq.to(kF64), want.dq, tol, "grad q");
+      check_matches(got.dk.to(kF64), want.dk, tol, "grad k");
+      check_matches(got.dv.to(kF64), want.dv, tol, "grad v");
+      for (const Tensor* t : {&device_in.q, &device_in.k, &device_in.v, &cpu_in.q, &cpu_in.k, &cpu_in.v}) {
+        t->set_grad(Tensor());
+      }
+    }
+  }
+  kernels::profile_reset();
+}
+
 // Catches: a fused dropout mask that differs from the dropout op's (another
 // Philox index for (b, h, i, j), the scale 1 / (1 - p) missing, the softmax
 // sum taken after dropout), backward redrawing another mask or not taking
@@ -251,8 +288,9 @@ TEST_CASE("fused attention with dropout draws the dropout op's mask, forward and
   }
 }
 
-// Catches: the op sending a call the kernels do not take (an attn_mask,
-// f64, broadcast k) to them anyway, and MT_ATTENTION=math not
+// Catches: the op sending a call the kernels do not take (a float attn_mask
+// that needs a gradient, f64, broadcast k) to them anyway, a mask that does
+// not broadcast read out of bounds instead of refused, and MT_ATTENTION=math not
 // turning them off; a bad MT_ATTENTION silently meaning auto.
 TEST_CASE("scaled_dot_product_attention falls back to the reference path where the kernels do not apply",
           "[attention][sim]") {
@@ -273,7 +311,13 @@ TEST_CASE("scaled_dot_product_attention falls back to the reference path where t
   CHECK(uses_fused(in.q, in.k, in.v, dropout));
   AttentionOptions masked;
   masked.attn_mask = ones({c.q_len, c.k_len}, kBool, kCudaPath);
-  CHECK_FALSE(uses_fused(in.q, in.k, in.v, masked));
+  CHECK(uses_fused(in.q, in.k, in.v, masked));
+  AttentionOptions learned_bias;
+  learned_bias.attn_mask = zeros({c.q_len, c.k_len}, kF16, kCudaPath).requires_grad_();
+  CHECK_FALSE(uses_fused(in.q, in.k, in.v, learned_bias));
+  AttentionOptions misshapen;  // left to the reference path, whose where() names the shapes
+  misshapen.attn_mask = ones({c.q_len + 1, c.k_len}, kBool, kCudaPath);
+  CHECK_THROWS_WITH(scaled_dot_product_attention(in.q, in.k, in.v, misshapen), Catch::Contains("cannot be broadcast"));
   CHECK_FALSE(uses_fused(in.q.to(kF64), in.k.to(kF64), in.v.to(kF64), {}));
   CHECK_FALSE(uses_fused(in.q, in.k.narrow(0, 0, 1).narrow(1, 0, 1), in.v.narrow(0, 0, 1).narrow(1, 0, 1), {}));
   ::setenv("MT_ATTENTION", "math", 1);

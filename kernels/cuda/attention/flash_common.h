@@ -14,12 +14,20 @@ namespace mt::MT_KERNEL_NS::attention {
 
 using kernels::AttentionProblem;
 
-// Whether query `i` may attend key `j` of batch `b`: inside the key range,
-// not in the causal future, not padding.
-__device__ __forceinline__ bool key_kept(const AttentionProblem& p, int64_t b, int64_t i, int64_t j) {
-  if (j >= p.k_len) return false;
-  if (p.causal && j > i) return false;
-  return p.key_padding == nullptr || !p.key_padding[b * p.k_len + j];
+// What the masks add to the scaled score of query `i` and key `j` of head
+// `bh` (= b * heads + h): -inf outside the key range, in the causal future,
+// on padding or where a bool attn_mask is false; else a float attn_mask's
+// value, or 0.
+__device__ __forceinline__ float score_bias(const AttentionProblem& p, int64_t bh, int64_t i, int64_t j) {
+  constexpr float kMasked = -INFINITY;
+  if (j >= p.k_len || (p.causal && j > i)) return kMasked;
+  const int64_t b = bh / p.heads;
+  if (p.key_padding != nullptr && p.key_padding[b * p.k_len + j]) return kMasked;
+  if (p.keep_mask == nullptr && p.bias_mask == nullptr) return 0.0f;
+  const int64_t* s = p.mask_strides;
+  const int64_t at = b * s[0] + (bh - b * p.heads) * s[1] + i * s[2] + j * s[3];
+  if (p.keep_mask != nullptr) return p.keep_mask[at] ? 0.0f : kMasked;
+  return p.bias_mask[at];
 }
 
 // The last key any query of [first_query, first_query + rows) may see: with

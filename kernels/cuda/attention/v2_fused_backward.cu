@@ -56,7 +56,7 @@ __global__ void grad_q_kernel(AttentionProblem p, const typename E::Storage* q, 
                               const float* delta, typename E::Storage* grad_q) {
   __shared__ float k_tile[kTile][kMaxDim];
   __shared__ float v_tile[kTile][kMaxDim];
-  const int64_t bh = blockIdx.y, b = bh / p.heads;
+  const int64_t bh = blockIdx.y;
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kRows;
   const int64_t i = first_row + threadIdx.x;
   const int d = static_cast<int>(p.head_dim), dv = static_cast<int>(p.value_dim);
@@ -78,12 +78,14 @@ __global__ void grad_q_kernel(AttentionProblem p, const typename E::Storage* q, 
     __syncthreads();
     if (!active) continue;
     for (int r = 0; r < kTile; ++r) {
-      if (!key_kept(p, b, i, j0 + r)) continue;
+      const float bias = score_bias(p, bh, i, j0 + r);
+      if (bias == rowwise::negative_infinity<float>()) continue;
       float s = 0.0f, dp = 0.0f;
       for (int c = 0; c < d; ++c) s += q_row[c] * k_tile[r][c];
       for (int c = 0; c < dv; ++c) dp += do_row[c] * v_tile[r][c];
       // With dropout, dp is taken through the mask: d(out)/d(p) = z v with z = 0 or 1 / (1 - p).
-      const float ds = rowwise::acc_exp(s * p.scale - row_lse) * (dp * dropout_factor(p, bh, i, j0 + r) - row_delta);
+      const float ds =
+          rowwise::acc_exp(s * p.scale + bias - row_lse) * (dp * dropout_factor(p, bh, i, j0 + r) - row_delta);
       for (int c = 0; c < d; ++c) dq[c] += ds * k_tile[r][c];
     }
   }
@@ -98,7 +100,7 @@ __global__ void grad_kv_kernel(AttentionProblem p, const typename E::Storage* q,
   __shared__ float q_tile[kTile][kMaxDim];
   __shared__ float do_tile[kTile][kMaxDim];
   __shared__ float lse_tile[kTile], delta_tile[kTile];
-  const int64_t bh = blockIdx.y, b = bh / p.heads;
+  const int64_t bh = blockIdx.y;
   const int64_t first_key = static_cast<int64_t>(blockIdx.x) * kRows;
   const int64_t j = first_key + threadIdx.x;
   const bool active = j < p.k_len;
@@ -126,11 +128,12 @@ __global__ void grad_kv_kernel(AttentionProblem p, const typename E::Storage* q,
     if (!active) continue;
     for (int r = 0; r < kTile; ++r) {
       const float row_lse = lse_tile[r];
-      if (row_lse == rowwise::negative_infinity<float>() || !key_kept(p, b, i0 + r, j)) continue;
+      const float bias = score_bias(p, bh, i0 + r, j);
+      if (row_lse == rowwise::negative_infinity<float>() || bias == rowwise::negative_infinity<float>()) continue;
       float s = 0.0f, dp = 0.0f;
       for (int c = 0; c < d; ++c) s += q_tile[r][c] * k_row[c];
       for (int c = 0; c < dv; ++c) dp += do_tile[r][c] * v_row[c];
-      const float prob = rowwise::acc_exp(s * p.scale - row_lse);
+      const float prob = rowwise::acc_exp(s * p.scale + bias - row_lse);
       const float z = dropout_factor(p, bh, i0 + r, j);  // 1 without dropout
       const float ds = prob * (dp * z - delta_tile[r]);
       for (int c = 0; c < dv; ++c) dvj[c] += prob * z * do_tile[r][c];

@@ -33,7 +33,7 @@ __global__ void v2_forward_kernel(AttentionProblem p, const typename E::Storage*
                                   const typename E::Storage* v, typename E::Storage* out, float* lse) {
   __shared__ float k_tile[kKeys][kMaxDim];
   __shared__ float v_tile[kKeys][kMaxDim];
-  const int64_t bh = blockIdx.y, b = bh / p.heads;
+  const int64_t bh = blockIdx.y;
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kRows;
   const int64_t i = first_row + threadIdx.x;
   const bool active = i < p.q_len;
@@ -61,12 +61,13 @@ __global__ void v2_forward_kernel(AttentionProblem p, const typename E::Storage*
     float s[kKeys];
     float tile_max = rowwise::negative_infinity<float>();
     for (int r = 0; r < kKeys; ++r) {
-      s[r] = rowwise::negative_infinity<float>();
-      if (!key_kept(p, b, i, j0 + r)) continue;
+      const float bias = score_bias(p, bh, i, j0 + r);
+      s[r] = bias;
+      if (bias == rowwise::negative_infinity<float>()) continue;
       float dot = 0.0f;
       for (int c = 0; c < d; ++c) dot += q_row[c] * k_tile[r][c];
-      s[r] = dot;
-      tile_max = fmaxf(tile_max, dot);
+      s[r] = dot + bias;
+      tile_max = fmaxf(tile_max, s[r]);
     }
     if (tile_max == rowwise::negative_infinity<float>()) continue;  // nothing kept in this tile
     const float m_new = fmaxf(m, tile_max);

@@ -39,8 +39,9 @@ struct ProbabilityAndGradient {
 __device__ __forceinline__ ProbabilityAndGradient probability_and_gradient(const AttentionProblem& p, int64_t bh,
                                                                            int64_t query, int64_t key, float score,
                                                                            float dp, float row_lse, float row_delta) {
-  if (row_lse == -INFINITY || !key_kept(p, bh / p.heads, query, key)) return {0.0f, 0.0f};
-  const float prob = rowwise::acc_exp(score * p.scale - row_lse);
+  const float bias = score_bias(p, bh, query, key);
+  if (row_lse == -INFINITY || bias == -INFINITY) return {0.0f, 0.0f};
+  const float prob = rowwise::acc_exp(score * p.scale + bias - row_lse);
   const float z = dropout_factor(p, bh, query, key);
   return {prob * z, prob * (dp * z - row_delta)};
 }

@@ -41,7 +41,7 @@ __global__ void v3_forward_kernel(AttentionProblem p, const std::uint16_t* q, co
   __shared__ __align__(16) Tile<D> q_s[kBlockRows];
   __shared__ __align__(16) Tile<D> k_s[kTileRows];
   __shared__ __align__(16) Tile<D> v_s[kTileRows];
-  const int64_t bh = blockIdx.y, b = bh / p.heads;
+  const int64_t bh = blockIdx.y;
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int64_t warp_row0 = first_row + warp * kWarpRows;
@@ -70,8 +70,8 @@ __global__ void v3_forward_kernel(AttentionProblem p, const std::uint16_t* q, co
     for (int nt = 0; nt < 4; ++nt) {
       MT_UNROLL
       for (int e = 0; e < 4; ++e) {
-        const bool kept = key_kept(p, b, warp_row0 + fragment_row(e), j0 + fragment_col(nt, e));
-        s[nt][e] = kept ? s[nt][e] * p.scale : kMinusInf;
+        const float bias = score_bias(p, bh, warp_row0 + fragment_row(e), j0 + fragment_col(nt, e));
+        s[nt][e] = bias == kMinusInf ? kMinusInf : s[nt][e] * p.scale + bias;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nt][e]);
       }
     }
