@@ -141,7 +141,7 @@ void add_dropout(kernels::AttentionProblem& problem, const AttentionOptions& opt
   problem.dropout_offset = s.offset;
 }
 
-// The fused kernels: out and lse forward, the v2 backward kernels on the tape.
+// The fused kernels: out and lse forward, the same rung's backward kernels on the tape.
 Tensor fused_attention(const autograd::CastInputs& in, const Tensor& mask, const AttentionOptions& options,
                        double scale) {
   const Tensor &q = in[0], &k = in[1], &v = in[2];
@@ -165,7 +165,8 @@ Tensor fused_attention(const autograd::CastInputs& in, const Tensor& mask, const
   const Tensor result = out.reshape(out_shape);
   if (!autograd::needs_grad({q, k, v})) return result;
   // Saves q, k, v, out and lse: O(T) per head beyond the inputs, where the
-  // reference path keeps the T x T probabilities.
+  // reference path keeps the T x T probabilities (and the attn_mask when
+  // there is one: the caller's, or its f32 copy for a 16-bit float mask).
   return record(
       in, result,
       [sq = save(q4), sk = save(k4), sv = save(v4), so = save(out), slse = save(lse), padding, mask4, problem, kernel,

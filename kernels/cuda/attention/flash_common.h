@@ -15,12 +15,13 @@ namespace mt::MT_KERNEL_NS::attention {
 using kernels::AttentionProblem;
 
 // What the masks add to the scaled score of query `i` and key `j` of head
-// `bh` (= b * heads + h): -inf outside the key range, in the causal future,
+// `bh` (= b * heads + h): -inf outside the query or key range, in the causal future,
 // on padding or where a bool attn_mask is false; else a float attn_mask's
 // value, or 0.
 __device__ __forceinline__ float score_bias(const AttentionProblem& p, int64_t bh, int64_t i, int64_t j) {
   constexpr float kMasked = -INFINITY;
-  if (j >= p.k_len || (p.causal && j > i)) return kMasked;
+  // Rows and keys past the ends (the padding of a tile) read no mask memory.
+  if (i >= p.q_len || j >= p.k_len || (p.causal && j > i)) return kMasked;
   const int64_t b = bh / p.heads;
   if (p.key_padding != nullptr && p.key_padding[b * p.k_len + j]) return kMasked;
   if (p.keep_mask == nullptr && p.bias_mask == nullptr) return 0.0f;
