@@ -56,6 +56,7 @@ Stream Stream::create(Device device) {
 
 void Stream::synchronize() const {
   note_host_sync(device_, "Stream::synchronize");
+  if (device_.is_sim()) simulator::run_deferred_until(id(), simulator::deferred_position(id()));
   if (!device_.is_cuda()) return;
 #if defined(MT_WITH_CUDA)
   check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)), "Stream::synchronize");
@@ -76,6 +77,7 @@ StreamGuard::~StreamGuard() { current_streams[slot(device_)] = previous_; }
 
 void synchronize(Device device) {
   note_host_sync(device, "synchronize");
+  if (device.is_sim()) simulator::run_all_deferred();
   if (!device.is_cuda()) return;
 #if defined(MT_WITH_CUDA)
   check_cuda(cudaSetDevice(device.index), "synchronize: cudaSetDevice");
@@ -104,6 +106,9 @@ void Event::record(const Stream& stream) {
   MT_CHECK(stream.device().type == device_.type, "Event::record: event on {} but stream on {}", device_,
            stream.device());
   host_ms_ = host_now_ms();
+  const bool deferred = stream.device().is_sim() && simulator::defers(stream.id());
+  sim_stream_ = deferred ? stream.id() : 0;
+  sim_position_ = deferred ? simulator::deferred_position(stream.id()) : 0;
 #if defined(MT_WITH_CUDA)
   if (handle_ != nullptr) {
     check_cuda(cudaEventRecord(static_cast<cudaEvent_t>(handle_), static_cast<cudaStream_t>(stream.handle())),
@@ -114,6 +119,7 @@ void Event::record(const Stream& stream) {
 
 void Event::synchronize() const {
   note_host_sync(device_, "Event::synchronize");
+  if (sim_stream_ != 0) simulator::run_deferred_until(sim_stream_, sim_position_);
 #if defined(MT_WITH_CUDA)
   if (handle_ != nullptr) check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)), "Event::synchronize");
 #endif
@@ -127,11 +133,22 @@ bool Event::query() const {
     check_cuda(status, "Event::query");
   }
 #endif
-  return true;  // sim and CPU work is done when its call returns
+  // sim and CPU work is done when its call returns; held sim work is run now.
+  if (sim_stream_ != 0) simulator::run_deferred_until(sim_stream_, sim_position_);
+  return true;
 }
 
 void Stream::wait(const Event& event) const {
-  if (!device_.is_cuda()) return;  // sim and CPU streams run in issue order already
+  if (device_.is_sim() && event.sim_stream_ != 0) {
+    // Held work before the event runs when this stream reaches the wait.
+    const uint64_t stream = event.sim_stream_, position = event.sim_position_;
+    if (simulator::defers(id())) {
+      simulator::record_node(id(), "wait", [stream, position] { simulator::run_deferred_until(stream, position); });
+    } else {
+      simulator::run_deferred_until(stream, position);
+    }
+  }
+  if (!device_.is_cuda()) return;  // otherwise sim and CPU streams run in issue order already
 #if defined(MT_WITH_CUDA)
   if (event.handle() != nullptr) {
     check_cuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(handle_), static_cast<cudaEvent_t>(event.handle()), 0),
@@ -176,7 +193,7 @@ void copy_async(const Tensor& dst, const Tensor& src, const Stream& stream) {
     const void* from = src.data_ptr();
     const size_t bytes = dst.nbytes();
     if (simulator::records_work(stream.id(), "copy_async")) {
-      simulator::record_node("memcpy", [to, from, bytes] { std::memcpy(to, from, bytes); });
+      simulator::record_node(stream.id(), "memcpy", [to, from, bytes] { std::memcpy(to, from, bytes); });
     } else {
       std::memcpy(to, from, bytes);
     }

@@ -2,7 +2,9 @@
 //
 // A Stream is a queue of device work: on a GPU a cudaStream_t, on the sim
 // device (which runs every kernel synchronously) just an id, so code written
-// against streams runs unchanged in CI. Kernels launch on the calling
+// against streams runs unchanged in CI. (A test can make sim hold each
+// stream's work until something waits for it, so a missing wait shows:
+// simulator::begin_deferred_streams.) Kernels launch on the calling
 // thread's current stream (StreamGuard changes it), and the caching allocator
 // reuses a freed block only on the stream it was allocated on.
 #pragma once
@@ -79,9 +81,14 @@ class Event {
   double elapsed_ms(const Event& end) const;
 
  private:
+  friend class Stream;  // Stream::wait reads where a deferred sim stream's event stands
+
   Device device_;
   void* handle_ = nullptr;  // cudaEvent_t on a GPU
   double host_ms_ = -1;     // sim and CPU: the host clock at record()
+  // sim, when the simulator defers streams: the stream recorded on and how
+  // much of its work comes before this event (kernels/sim/runtime.h).
+  uint64_t sim_stream_ = 0, sim_position_ = 0;
 };
 
 // Page-locked host memory (cudaHostAlloc) when a GPU is present: copies from

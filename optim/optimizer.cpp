@@ -8,8 +8,11 @@
 #include "core/graph.h"
 #include "core/memory_ledger.h"
 #include "core/stream.h"
+#include "optim/offload.h"
 
 namespace mt::optim {
+
+Optimizer::~Optimizer() = default;
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, PrecisionOptions precision)
     : groups_(std::move(groups)), precision_(precision) {
@@ -52,19 +55,6 @@ Tensor host_copy(const Tensor& t) {
   return host;
 }
 
-// `t`'s counterpart on `device`, copied in on the device's stream (undefined stays undefined).
-Tensor stage_on(const Tensor& t, Device device, MemoryCategory category) {
-  if (!t.defined()) return t;
-  Tensor on_device = empty(t.sizes(), t.dtype(), device);
-  tag_memory(on_device, category);
-  copy_async(on_device, t, current_stream(device));
-  return on_device;
-}
-
-void copy_back(const Tensor& host, const Tensor& on_device) {
-  if (host.defined()) copy_async(host, on_device, current_stream(on_device.device()));
-}
-
 }  // namespace
 
 Optimizer::ParamState& Optimizer::state_for(size_t group, size_t index) {
@@ -72,19 +62,20 @@ Optimizer::ParamState& Optimizer::state_for(size_t group, size_t index) {
   if (s.step.defined()) return s;
   const Tensor& p = groups_[group].params[index];
   NoGradGuard no_grad;
-  if (precision_.master_weights && is_low_precision(p.dtype())) s.master = p.detach().to(kF32);
+  // Offloaded state is made in host memory: the device never holds it all.
+  const bool offload = offloaded(p);
+  const auto placed = [&](const Tensor& t) { return offload ? host_copy(t) : t; };
+  if (precision_.master_weights && is_low_precision(p.dtype())) {
+    s.master = placed(p.detach().to(offload ? kCPU : p.device()).to(kF32));
+  }
   // State is f32 whenever there is an f32 copy of the weights to update; in
   // pure low precision it lives in the parameter's own dtype.
   const DType state_dtype = p.dtype() == kF32 || s.master.defined() ? kF32 : p.dtype();
+  const Device state_device = offload ? kCPU : p.device();
   const int n = state_count(groups_[group]);
-  if (n >= 1) s.state1 = zeros(p.sizes(), state_dtype, p.device());
-  if (n >= 2) s.state2 = zeros(p.sizes(), state_dtype, p.device());
+  if (n >= 1) s.state1 = placed(zeros(p.sizes(), state_dtype, state_device));
+  if (n >= 2) s.state2 = placed(zeros(p.sizes(), state_dtype, state_device));
   s.step = zeros({1}, kF32, p.device());  // stays on the device (the kernels count on it there)
-  if (offloaded(p)) {
-    for (Tensor* t : {&s.master, &s.state1, &s.state2}) {
-      if (t->defined()) *t = host_copy(*t);
-    }
-  }
   tag_memory(s.master, MemoryCategory::MasterWeights);
   for (const Tensor* t : {&s.state1, &s.state2, &s.step}) tag_memory(*t, MemoryCategory::OptimizerState);
   return s;
@@ -92,19 +83,13 @@ Optimizer::ParamState& Optimizer::state_for(size_t group, size_t index) {
 
 void Optimizer::update_offloaded(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group,
                                  const kernels::AmpControl& amp, kernels::StochasticRounding rounding) {
-  for (const kernels::ParamSlot& slot : slots) {
-    const Device device = slot.param.device();
-    kernels::ParamSlot on_device = slot;
-    on_device.master = stage_on(slot.master, device, MemoryCategory::MasterWeights);
-    on_device.state1 = stage_on(slot.state1, device, MemoryCategory::OptimizerState);
-    on_device.state2 = stage_on(slot.state2, device, MemoryCategory::OptimizerState);
+  const Device device = slots.front().param.device();
+  if (!offload_ || offload_->device() != device) offload_ = std::make_unique<OffloadPipeline>(device);
+  offload_->run(slots, [&](const kernels::ParamSlot& on_device) {
     update({on_device}, group, amp, rounding);
-    copy_back(slot.master, on_device.master);
-    copy_back(slot.state1, on_device.state1);
-    copy_back(slot.state2, on_device.state2);
     // The next slot's stochastic rounding starts where the fused call would have started it.
-    rounding.block_offset += (static_cast<uint64_t>(slot.param.numel()) + 3) / 4;
-  }
+    rounding.block_offset += (static_cast<uint64_t>(on_device.param.numel()) + 3) / 4;
+  });
 }
 
 Tensor Optimizer::master_of(const Tensor& param) const {
@@ -150,11 +135,7 @@ void Optimizer::step(const kernels::AmpControl& scaler_control) {
 
 StateDict Optimizer::state_dict() const {
   // Offloaded state is written back by asynchronous copies: let them land before reading it.
-  if (precision_.offload_state) {
-    for (const Tensor& p : parameters()) {
-      if (!p.device().is_cpu()) synchronize(p.device());
-    }
-  }
+  if (offload_) offload_->wait();
   StateDict out;
   size_t flat = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -209,6 +190,8 @@ void Optimizer::check_state_keys(const StateDict& state) const {
 void Optimizer::load_state_dict(const StateDict& state) {
   NoGradGuard no_grad;
   check_state_keys(state);
+  // Copies back from the last offloaded step still write the host state about to be replaced.
+  if (offload_) offload_->wait();
   auto find = [&](const std::string& key) -> const Tensor* {
     auto it = state.find(key);
     return it == state.end() ? nullptr : &it->second;

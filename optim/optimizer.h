@@ -14,6 +14,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,10 +43,12 @@ struct PrecisionOptions {
 
 using StateDict = std::map<std::string, Tensor>;
 
+class OffloadPipeline;
+
 class Optimizer {
  public:
   Optimizer(std::vector<ParamGroup> groups, PrecisionOptions precision);
-  virtual ~Optimizer() = default;
+  virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
@@ -89,7 +92,8 @@ class Optimizer {
  private:
   ParamState& state_for(size_t group, size_t index);
   // update() one slot at a time with its master and state copied to the
-  // device before and back to the host after (offload_state).
+  // device before and back to the host after, on a side stream that overlaps
+  // them with the updates (offload_state; optim/offload.h).
   void update_offloaded(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group,
                         const kernels::AmpControl& amp, kernels::StochasticRounding rounding);
   bool offloaded(const Tensor& param) const { return precision_.offload_state && !param.device().is_cpu(); }
@@ -99,6 +103,7 @@ class Optimizer {
   std::vector<std::vector<ParamState>> state_;  // [group][param]
   uint64_t rounding_offset_ = 0;
   Tensor lr_factor_;
+  std::unique_ptr<OffloadPipeline> offload_;  // created at the first offloaded update
 };
 
 struct AdamWOptions {

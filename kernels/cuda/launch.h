@@ -66,8 +66,9 @@ class ProfiledRegion {
 };
 
 // The simulator runs each launch before returning, except on a stream being
-// captured (kernels/sim/runtime.h): there the launch, with its converted
-// arguments, becomes a recorded node that runs when the graph is replayed.
+// captured or deferred (kernels/sim/runtime.h): there the launch, with its
+// converted arguments, becomes a recorded node that runs when the graph is
+// replayed or the deferred stream is waited for.
 template <typename... Params, typename... Args>
 void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 block,
             std::size_t dynamic_shared_bytes, Stream stream, Args&&... args) {
@@ -97,7 +98,7 @@ void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 
   };
   if (::mt::simulator::records_work(reinterpret_cast<std::uint64_t>(stream.handle), kernel_name)) {
     kernels::detail::check_launch_shape(kernel_name, launch_detail::shape_of(grid, block, dynamic_shared_bytes));
-    ::mt::simulator::record_node(kernel_name, std::move(run));
+    ::mt::simulator::record_node(reinterpret_cast<std::uint64_t>(stream.handle), kernel_name, std::move(run));
     return;
   }
   run();

@@ -97,12 +97,38 @@ void begin_capture(std::uint64_t stream);
 // Ends the capture and returns what was recorded (also on a failed capture:
 // the caller discards it).
 std::shared_ptr<const CapturedWork> end_capture();
-// True when work for `stream` must be recorded; throws mt::Error (naming
-// `what`) for the default stream during a capture.
+// True when work for `stream` must be recorded (captured or deferred, below);
+// throws mt::Error (naming `what`) for the default stream during a capture.
 bool records_work(std::uint64_t stream, const char* what);
-void record_node(const char* name, std::function<void()> run);
+// Records `run` for `stream`: into the capture, or onto the stream's held work.
+void record_node(std::uint64_t stream, const char* name, std::function<void()> run);
 // Runs the recorded nodes in order.
 void replay(const CapturedWork& work);
+
+// ---- deferred streams (stream-order checking) ---------------------------------
+//
+// The simulator runs each launch before returning, so on it every stream is
+// already in order with every other: a missing Stream::wait cannot show. While
+// deferral is on, work queued on a stream of its own (not the default stream
+// 0) is held on that stream and runs only when something needs it: a stream
+// waiting for an event recorded after it (Stream::wait queues that dependency
+// on a deferred stream and honours it at once on the default one), the host
+// waiting (Event::synchronize/query, Stream::synchronize, synchronize(device)),
+// or the end of deferral. Work that forgets to wait then reads what is not yet
+// written, and a test sees wrong numbers instead of a lucky order. When the
+// whole device is synchronized, held streams run one after another, each to
+// its end, in the order asked for: both orders catch a missing wait whichever
+// stream it is on. The host must synchronize before it reads device memory.
+// One deferral at a time per process, never during a graph capture.
+enum class FlushOrder { OldestStreamFirst, NewestStreamFirst };
+void begin_deferred_streams(FlushOrder order);
+void end_deferred_streams();  // runs all held work first
+bool defers(std::uint64_t stream);
+// How much work `stream` has been given so far: an event's position.
+std::uint64_t deferred_position(std::uint64_t stream);
+// Runs `stream`'s held work up to `position` (no-op when it already ran).
+void run_deferred_until(std::uint64_t stream, std::uint64_t position);
+void run_all_deferred();
 
 // ---- race checking (MT_SIM_RACECHECK=1) ---------------------------------------
 

@@ -4,6 +4,7 @@
 
 #include "core/caching_allocator.h"
 #include "core/stream.h"
+#include "kernels/sim/runtime.h"
 #include "mixtape.h"
 
 using namespace mt;
@@ -73,4 +74,56 @@ TEST_CASE("pinned staging memory holds a CPU tensor and moves to a device", "[st
   { const Tensor q = empty_pinned({256}); CHECK(pinned_host_allocator().stats().current_bytes == before + 1024); }
   CHECK(pinned_host_allocator().stats().current_bytes == before);
   if (!pinned_memory_available()) WARN("no GPU: pinned memory falls back to ordinary host memory here");
+}
+
+// Catches: deferred sim streams running work before it is waited for (then a
+// missing Stream::wait could never show on sim), or not running it when it
+// is waited for (a correct program would read stale data).
+TEST_CASE("deferred sim streams hold work until a wait, an event or the host needs it", "[stream][sim]") {
+  const Stream side = Stream::create(kSIM);
+  const Tensor x = zeros({4}, kF32, kSIM);
+  Event added(kSIM);
+  simulator::begin_deferred_streams(simulator::FlushOrder::OldestStreamFirst);
+  {
+    StreamGuard guard(side);
+    fill_(x, 1.0);
+    added.record(side);
+    fill_(x, 11.0);  // after the event: not needed by a wait on it
+  }
+  // The default stream reads x without waiting: the fill has not run yet.
+  const Tensor unordered = x.clone();
+  current_stream(kSIM).wait(added);
+  const Tensor ordered = x.clone();
+  CHECK(unordered.to(kCPU).to_vector() == std::vector<double>(4, 0.0));
+  CHECK(ordered.to(kCPU).to_vector() == std::vector<double>(4, 1.0));
+  // The host's blocking read let everything land.
+  CHECK(x.to(kCPU).to_vector() == std::vector<double>(4, 11.0));
+  simulator::end_deferred_streams();
+}
+
+// Catches: a wait queued on a deferred stream honoured when it is queued
+// rather than when the stream reaches it, or streams flushed in one fixed order.
+TEST_CASE("a wait on a deferred stream runs the other stream's work when reached", "[stream][sim]") {
+  for (auto order : {simulator::FlushOrder::OldestStreamFirst, simulator::FlushOrder::NewestStreamFirst}) {
+    const Stream producer = Stream::create(kSIM), consumer = Stream::create(kSIM);
+    const Tensor x = zeros({2}, kF32, kSIM), seen = zeros({2}, kF32, kSIM), racing = zeros({2}, kF32, kSIM);
+    Event written(kSIM);
+    simulator::begin_deferred_streams(order);
+    {
+      StreamGuard guard(producer);
+      fill_(x, 5.0);
+      written.record(producer);
+    }
+    {
+      StreamGuard guard(consumer);
+      copy_(racing, x);  // no wait: sees 0 when the consumer is flushed first
+      consumer.wait(written);
+      copy_(seen, x);
+    }
+    synchronize(kSIM);
+    simulator::end_deferred_streams();
+    CHECK(seen.to(kCPU).to_vector() == std::vector<double>{5, 5});
+    const bool consumer_first = order == simulator::FlushOrder::NewestStreamFirst;
+    CHECK(racing.to(kCPU).to_vector() == (consumer_first ? std::vector<double>{0, 0} : std::vector<double>{5, 5}));
+  }
 }

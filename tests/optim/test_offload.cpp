@@ -2,9 +2,12 @@
 // --offload-optimizer`): bit-identical to the resident optimizer, with the
 // state in host memory and none of it left on the device between steps.
 #include <catch2/catch.hpp>
+#include <optional>
 #include <vector>
 
 #include "core/memory_ledger.h"
+#include "core/stream.h"
+#include "kernels/sim/runtime.h"
 #include "mixtape.h"
 #include "tests/kernels/sim_tensor_util.h"
 #include "tools/trainer.h"
@@ -19,10 +22,33 @@ struct Run {
   int64_t device_state_bytes = 0;  // optimizer state and masters on the device after the last step
 };
 
+// On sim, with `deferral`: the steps run on a stream of their own and the
+// simulator holds every stream's work until something waits for it, so an
+// update that does not wait for its copy in (or a copy out that does not wait
+// for its update) reads stale state.
+class DeferredSimStreams {
+ public:
+  DeferredSimStreams(Device device, std::optional<simulator::FlushOrder> order) {
+    if (!order || !device.is_sim()) return;
+    compute_.emplace(Stream::create(device));
+    guard_.emplace(*compute_);
+    simulator::begin_deferred_streams(*order);
+  }
+  ~DeferredSimStreams() {
+    if (compute_) simulator::end_deferred_streams();
+  }
+
+ private:
+  std::optional<Stream> compute_;
+  std::optional<StreamGuard> guard_;
+};
+
 // Three parameters of different sizes (one left without a gradient on step 2),
 // five steps, the third skipped as a GradScaler would skip it (found_inf).
-Run run_steps(bool offload, bool sgd, DType dtype, bool master_weights, bool stochastic) {
+Run run_steps(bool offload, bool sgd, DType dtype, bool master_weights, bool stochastic,
+              std::optional<simulator::FlushOrder> deferral = std::nullopt) {
   const Device device = test::kCudaPath;
+  const DeferredSimStreams deferred(device, deferral);
   std::vector<Tensor> params = {test::random_tensor({7, 5}, dtype, device, 1).requires_grad_(),
                                 test::random_tensor({5}, dtype, device, 2).requires_grad_(),
                                 test::random_tensor({3, 4}, dtype, device, 3).requires_grad_()};
@@ -87,6 +113,27 @@ TEST_CASE("offloaded optimizer state gives bit-identical results with the state 
     }
     // Only the step counters (4 bytes per parameter) stay on the device.
     CHECK(offloaded.device_state_bytes < resident.device_state_bytes);
+  }
+}
+
+// Catches: the copies of offloaded state racing the updates on the side
+// stream (an update not waiting for its copy in, a copy out not waiting for
+// its update, a staging slot refilled before its copy out). On sim the streams
+// are held until waited for, in both flush orders; on a GPU they really overlap.
+TEST_CASE("offloaded state copies on the side stream are ordered against the updates", "[optim][offload][stream]") {
+  for (auto order : {simulator::FlushOrder::OldestStreamFirst, simulator::FlushOrder::NewestStreamFirst}) {
+    INFO((order == simulator::FlushOrder::OldestStreamFirst ? "oldest stream first" : "newest stream first"));
+    for (bool sgd : {false, true}) {
+      INFO((sgd ? "sgd momentum" : "adamw f16 masters"));
+      const DType dtype = sgd ? kF32 : kF16;
+      const Run resident = run_steps(false, sgd, dtype, !sgd, false);
+      const Run offloaded = run_steps(true, sgd, dtype, !sgd, false, order);
+      CHECK(offloaded.params == resident.params);
+      for (const auto& [key, value] : resident.state) {
+        INFO(key);
+        CHECK(offloaded.state.at(key).to(kCPU).to_vector() == value.to(kCPU).to_vector());
+      }
+    }
   }
 }
 
