@@ -83,6 +83,19 @@ int main(int argc, char** argv) {
     const Tensor w = ones({1024}, dtype, kCUDA), bias = zeros({1024}, dtype, kCUDA);
     report(("layer_norm rows of 1024" + tag).c_str(), 2.0 * n * elsize,
            time_ms([&] { layer_norm(a, {1024}, w, bias); }, min_ms), copy_gbs);
+    // The layer_norm ladder (kernels/cuda/layer_norm_ladder.cu), rung by rung, on the same rows.
+    const Tensor mean = empty({n / 1024}, kF32, kCUDA), rstd = empty({n / 1024}, kF32, kCUDA);
+    for (const auto rung : {kernels::LayerNormRung::V1ThreadPerRow, kernels::LayerNormRung::V2WarpPerRow,
+                            kernels::LayerNormRung::V3VectorLoads, kernels::LayerNormRung::V4BlockPerRow}) {
+      const auto run = [&] {
+        mt::cuda::layer_norm_ladder_forward(rung, kernels::device_buffers::kernel_dtype(dtype, "layer_norm"),
+                                            a.data_ptr(), w.data_ptr(), bias.data_ptr(), 1e-5, y.data_ptr(),
+                                            mean.data_ptr(), rstd.data_ptr(), n / 1024, 1024, {});
+      };
+      std::string label = "  layer_norm ";
+      label.append(kernels::layer_norm_rung_name(rung)).append(tag);
+      report(label.c_str(), 2.0 * n * elsize, time_ms(run, min_ms), copy_gbs);
+    }
     const Tensor target = zeros({n / 1024}, kI64, kCUDA);
     report(("cross_entropy 1024 classes" + tag).c_str(), 1.0 * n * elsize,
            time_ms([&] { cross_entropy(a, target); }, min_ms), copy_gbs);

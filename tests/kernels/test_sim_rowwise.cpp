@@ -197,6 +197,68 @@ TEST_CASE("sim layer_norm forward/backward match the reference, with and without
   }
 }
 
+// Catches, per rung of the layer_norm ladder: v1 reading another row, v2's
+// lanes merged without Chan's correction (M2 summed as if every lane had the
+// same mean), statistics from E[x^2] - E[x]^2 (row 1 sits at 1000 with a
+// spread of 0.01: f32 cancels to garbage there), v3's vectors misplaced, its
+// register-held row reused past kMaxVectorsPerLane vectors, or taking rows it
+// cannot vectorize; weight and bias applied to the wrong column; rows past
+// the first block (130 rows); a constant row (variance 0) not giving bias.
+TEST_CASE("sim layer_norm ladder: every rung matches the reference", "[sim][layer_norm][ladder]") {
+  using mt::kernels::LayerNormRung;
+  for (const LayerNormRung rung : {LayerNormRung::V1ThreadPerRow, LayerNormRung::V2WarpPerRow,
+                                   LayerNormRung::V3VectorLoads, LayerNormRung::V4BlockPerRow}) {
+    for (KernelDType dtype : {KernelDType::F32, KernelDType::F16, KernelDType::BF16}) {
+      for (const auto& [rows, cols, offset] : std::vector<std::tuple<int64_t, int64_t, int>>{
+               {5, 1, 0}, {5, 7, 0}, {130, 32, 0}, {3, 264, 0}, {3, 2048, 0}, {3, 4096, 0}, {3, 64, 1}}) {
+        INFO(mt::kernels::layer_norm_rung_name(rung) << " " << mt::kernels::kernel_dtype_name(dtype) << " " << rows
+                                                     << " x " << cols << (offset ? " (unaligned)" : ""));
+        std::mt19937 rng(static_cast<unsigned>(3 * cols + rows));
+        const size_t n = static_cast<size_t>(rows * cols);
+        DeviceLikeBuffer x(dtype, n + 8), y(dtype, n + 8), w(dtype, static_cast<size_t>(cols)),
+            b(dtype, static_cast<size_t>(cols));
+        DeviceLikeBuffer mean(KernelDType::F32, static_cast<size_t>(rows)), rstd(KernelDType::F32, static_cast<size_t>(rows));
+        x.fill_random(rng, -2, 3);
+        w.fill_random(rng, 0.5, 1.5);
+        b.fill_random(rng);
+        if (rows >= 3 && dtype == KernelDType::F32) {
+          std::uniform_real_distribution<double> spread(-0.01, 0.01);
+          for (int64_t c = 0; c < cols; ++c) x.set(static_cast<size_t>(offset + cols + c), 1000 + spread(rng));
+        }
+        if (rows >= 3) {
+          for (int64_t c = 0; c < cols; ++c) x.set(static_cast<size_t>(offset + 2 * cols + c), 0.75);  // row 2
+        }
+        const size_t bytes = mt::test::kernel_dtype_size(dtype) * static_cast<size_t>(offset);
+        const double eps = 1e-5;
+        mt::sim::layer_norm_ladder_forward(rung, dtype, static_cast<const char*>(x.data()) + bytes, w.data(), b.data(),
+                                           eps, static_cast<char*>(y.data()) + bytes, mean.data(), rstd.data(), rows,
+                                           cols, {});
+        const auto vx = values(x), vw = values(w), vb = values(b);
+        std::vector<double> ref(static_cast<size_t>(cols));
+        Checker check;
+        for (int64_t r = 0; r < rows; ++r) {
+          const size_t o = static_cast<size_t>(offset + r * cols);
+          double m = 0, s = 0;
+          mt::kernels::layer_norm_row(vx.data() + o, vw.data(), vb.data(), ref.data(), cols, eps, &m, &s);
+          const auto ri = static_cast<size_t>(r);
+          check("mean", ri, mean.get(ri), m, acc_eps(dtype) * (1 + std::abs(m)));
+          // Row 1 at 1000: a mean rounded to f32 (off by ~4e-4 after 264 additions) adds its square to the
+          // variance of 3e-5, a few tenths of a percent; E[x^2] - E[x]^2 would be off by orders of magnitude.
+          const bool at_1000 = r == 1 && rows >= 3 && dtype == KernelDType::F32;
+          check("rstd", ri, rstd.get(ri), s, (at_1000 ? 2e-2 : 1e-3) * s);
+          for (int64_t c = 0; c < cols; ++c) {
+            const auto ci = static_cast<size_t>(c);
+            // A mean rounded to f32 (a few ulps off at 1000) shifts y by that error times rstd * w.
+            const double mean_error = 8 * std::abs(m) * 1.2e-7 * s * 1.5;
+            check("y", o + ci, y.get(o + ci), ref[ci], out_eps(dtype) * std::abs(ref[ci]) + 1e-3 + mean_error);
+          }
+        }
+        CHECK(check.bad == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("sim layer_norm parameter gradients are deterministic and cover rows == 0", "[sim][layer_norm]") {
   const int64_t rows = 50, cols = 40;
   std::mt19937 rng(3);
