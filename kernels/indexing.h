@@ -3,6 +3,7 @@
 // index_add and scatter_add accumulate in a fixed order: deterministic.
 #pragma once
 
+#include "core/memory_ledger.h"
 #include "kernels/cuda/indexing_api.h"
 #include "kernels/dispatch.h"
 #include "kernels/elementwise.h"
@@ -58,9 +59,19 @@ inline void index_add(const Tensor& out, int64_t dim, const Tensor& index, const
   const Tensor values = detail::contiguous_as(src, src.dtype());
   const Tensor idx = detail::contiguous_as(index, kI64);
   const Tensor dst = detail::contiguous_as(out, out.dtype());
-  detail::check_indices("index_add", idx, out.dim() == 0 ? 1 : out.size(dim));
+  const int64_t destinations = out.dim() == 0 ? 1 : out.size(dim);
+  detail::check_indices("index_add", idx, destinations);
+  MT_CHECK(idx.numel() < (int64_t{1} << 32) && destinations < (int64_t{1} << 32),
+           "index_add: {} indices into a dim of {}: the device kernel takes fewer than 2^32 of each", idx.numel(),
+           destinations);
+  Tensor workspace;
+  {
+    const MemoryCategoryScope scratch(MemoryCategory::Workspace);
+    const auto words = static_cast<int64_t>(index_add_workspace_bytes(destinations, idx.numel()) / sizeof(unsigned));
+    workspace = empty({words}, kI32, out.device());
+  }
   MT_DEVICE_CALL(backend_for(out.device(), "index_add"), index_add, tensor_ref(dst), dim, tensor_ref(idx),
-                 tensor_ref(values), launch_stream(out.device()));
+                 tensor_ref(values), workspace.data_ptr(), launch_stream(out.device()));
   if (!dst.is_same(out)) kernels::copy(dst, out);
   mark_written(out);
 }

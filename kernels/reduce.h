@@ -3,6 +3,7 @@
 // elements (row-major over the permuted view) and writes one value per row.
 #pragma once
 
+#include "core/memory_ledger.h"
 #include "kernels/cuda/reduce_api.h"
 #include "kernels/dispatch.h"
 
@@ -32,8 +33,14 @@ inline void reduce_rows(ReduceOp op, const Tensor& in, const Tensor& out, Reduce
   if (backend == Backend::Cpu) return cpu::reduce_rows(op, in, out, args);
   const Stream stream = launch_stream(out.device());
   const int code = static_cast<int>(op);
+  Tensor workspace;
+  if (reduce_split_chunks(args.rows, args.cols) > 1) {
+    const MemoryCategoryScope scratch(MemoryCategory::Workspace);
+    workspace = empty({reduce_split_workspace_words(args.rows, args.cols)}, kF64, out.device());
+  }
+  void* scratch = workspace.defined() ? workspace.data_ptr() : nullptr;
   MT_DEVICE_CALL(backend, reduce_rows, code, tensor_ref(in), tensor_ref(out), args.rows, args.cols, args.correction,
-                 stream);
+                 scratch, stream);
   mark_written(out);
 }
 inline void reduce_rows_with_index(ReduceOp op, const Tensor& in, const Tensor& values, const Tensor& indices,

@@ -16,10 +16,17 @@
 // Precision: f32/f16/bf16 accumulate in f32 (the CPU reference in f64), f64
 // and integers in f64; rounded once on store.
 //
+// A few very long rows (a full-tensor sum: one row of every element) would
+// leave all but a few SMs idle with a block per row, so sum/mean/var split
+// them (kernels::reduce_split_chunks): a grid of slices x rows writes one
+// partial sum per slice, then a block per row adds its partials in a fixed
+// order — deterministic, like every reduction here. Var runs that twice
+// (sum -> mean, then squared deviations). max/min/argmax still use one block
+// per row.
+//
 // Bound: memory bandwidth for long rows. The block size follows the row
-// length (32..256 threads), so short rows do not idle 256 threads; a single
-// very long row (a full-tensor sum) uses one block — a split-row (two-kernel)
-// version is the next rung. Measured speed: not yet measured on a GPU.
+// length (32..256 threads), so short rows do not idle 256 threads. Measured
+// speed: not yet measured on a GPU.
 #include "kernels/cuda/launch.h"
 
 #include "kernels/cuda/elementwise_loop.h"
@@ -112,6 +119,69 @@ __global__ void reduce_rows_kernel(StridedIter<1> in, StridedIter<1> out, std::i
   }
 }
 
+// Stage 1 of a split row: block (slice, row) sums its slice of the row, or
+// the squared deviations from the row's mean when `means` is given.
+template <typename T>
+__global__ void partial_row_sums(StridedIter<1> in, std::int64_t cols, const T* means, T* partials) {
+  __shared__ T scratch[32];
+  const std::int64_t row = blockIdx.y, slice = blockIdx.x, slices = gridDim.x;
+  const std::int64_t per_slice = (cols + slices - 1) / slices;
+  const std::int64_t begin = slice * per_slice, end = begin + per_slice < cols ? begin + per_slice : cols;
+  const T mean = means != nullptr ? means[row] : T(0);
+  T acc = T(0);
+  for (std::int64_t c = begin + threadIdx.x; c < end; c += blockDim.x) {
+    std::int64_t off[1];
+    operand_offsets(in, row * cols + c, off);
+    const T v = load_as<T>(in.data[0], in.dtype[0], off[0]);
+    acc += means != nullptr ? (v - mean) * (v - mean) : v;
+  }
+  const T total = block_sum(acc, scratch);
+  if (threadIdx.x == 0) partials[row * slices + slice] = total;
+}
+
+// Stage 2: a block per row adds the row's partials in a fixed order and
+// writes the result — or, for var's first round, only the row's mean.
+template <typename T>
+__global__ void finish_split_rows(const T* partials, std::int64_t slices, std::int64_t cols, int op,
+                                  double correction, bool squares, T* means, StridedIter<1> out) {
+  __shared__ T scratch[32];
+  const std::int64_t row = blockIdx.x;
+  T acc = T(0);
+  for (std::int64_t s = threadIdx.x; s < slices; s += blockDim.x) acc += partials[row * slices + s];
+  const T total = block_sum(acc, scratch);
+  if (threadIdx.x != 0) return;
+  T result = op == kSum ? total : total / static_cast<T>(cols);
+  if (op == kVar && !squares) {
+    means[row] = result;
+    return;
+  }
+  if (op == kVar) {
+    const double denom = static_cast<double>(cols) - correction;
+    result = denom > 0 ? total / static_cast<T>(denom) : static_cast<T>(NAN);
+  }
+  std::int64_t off[1];
+  operand_offsets(out, row, off);
+  store_as<T>(out.data[0], out.dtype[0], off[0], result);
+}
+
+template <typename T>
+void reduce_split_rows(int op, const StridedIter<1>& in, const StridedIter<1>& out, std::int64_t rows,
+                       std::int64_t cols, double correction, void* workspace, Stream stream) {
+  const std::int64_t slices = kernels::reduce_split_chunks(rows, cols);
+  T* partials = static_cast<T*>(workspace);
+  T* means = partials + rows * slices;
+  const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>(rows)), block(256);
+  launch("reduce_partial_row_sums", partial_row_sums<T>, grid, block, 0, stream, in, cols,
+         static_cast<const T*>(nullptr), partials);
+  launch("reduce_finish_split_rows", finish_split_rows<T>, dim3(static_cast<unsigned>(rows)), block, 0, stream,
+         static_cast<const T*>(partials), slices, cols, op, correction, false, means, out);
+  if (op != kVar) return;
+  launch("reduce_partial_row_sums", partial_row_sums<T>, grid, block, 0, stream, in, cols,
+         static_cast<const T*>(means), partials);
+  launch("reduce_finish_split_rows", finish_split_rows<T>, dim3(static_cast<unsigned>(rows)), block, 0, stream,
+         static_cast<const T*>(partials), slices, cols, op, correction, true, means, out);
+}
+
 template <typename T>
 __global__ void reduce_with_index_kernel(StridedIter<1> in, StridedIter<1> values, StridedIter<1> indices,
                                          std::int64_t rows, std::int64_t cols, bool is_max) {
@@ -165,12 +235,18 @@ __global__ void reduce_with_index_kernel(StridedIter<1> in, StridedIter<1> value
 }
 
 void reduce_rows(int op, const TensorRef& in, const TensorRef& out, std::int64_t rows, std::int64_t cols,
-                 double correction, Stream stream) {
+                 double correction, void* workspace, Stream stream) {
   if (rows == 0) return;
   const TensorRef* in_operands[1] = {&in};
   const TensorRef* out_operands[1] = {&out};
   const auto in_it = make_strided_iter(in_operands);
   const auto out_it = make_strided_iter(out_operands);
+  if (kernels::reduce_split_chunks(rows, cols) > 1 && workspace != nullptr) {
+    if (kernels::computes_in_double(in.dtype)) {
+      return reduce_split_rows<double>(op, in_it, out_it, rows, cols, correction, workspace, stream);
+    }
+    return reduce_split_rows<float>(op, in_it, out_it, rows, cols, correction, workspace, stream);
+  }
   const dim3 block(threads_for(cols));
   if (kernels::computes_in_double(in.dtype)) {
     launch("reduce_rows_kernel", reduce_rows_kernel<double>, grid_for(rows), block, 0, stream, in_it, out_it, rows,

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "kernels/amp.h"
+#include "kernels/indexing.h"
+#include "kernels/reduce.h"
 #include "kernels/optim.h"
 #include "mixtape.h"
 #include "tests/kernels/sim_tensor_util.h"
@@ -259,6 +261,59 @@ TEST_CASE("reductions and their backward match the CPU on sim", "[sim][reduce]")
   check_matches(max(special.to(test::kCudaPath), 1).values, max(special, 1).values, 0, "max with NaN");
   const Tensor ints = from_vector(std::vector<int64_t>{3, -1, 4, 1, -5, 9}, {2, 3});
   check_matches(sum(ints.to(test::kCudaPath), {1}), sum(ints, {1}), 0, "integer sum");
+}
+
+// Catches, in index_add's grouping by destination: positions summed in
+// another order than the index's (the CPU sums in index order; the values
+// mix 1e4 and 1e-3 so f32 rounding tells orders apart), a prefix sum wrong
+// past its first chunk of 1024 destinations, a hot destination (300 hits)
+// losing or duplicating hits, destinations without hits losing their
+// initial value, and outer/inner strides mixed up (dim 1 of [2, 1500, 3]).
+// Catches, in the split reduction of a few long rows (kernels::reduce_split_chunks):
+// a slice left out or counted twice, slices of one row mixed with another's,
+// var's second round not subtracting the first round's mean (the values sit
+// at 1000, so E[x^2] - E[x]^2 in f32 is garbage), the mean divided by the
+// slice length instead of the row length.
+TEST_CASE("sum, mean and var of a few long rows split across blocks on sim match the CPU", "[sim][reduce]") {
+  REQUIRE(kernels::reduce_split_chunks(1, 60000) > 1);
+  REQUIRE(kernels::reduce_split_chunks(2, 30000) > 1);
+  const Tensor x = add(mul(random_cpu({2, 30000}, kF32, 71), 0.01), 1000.0);
+  const Tensor on_sim = x.to(test::kCudaPath);
+  // check_matches' tolerance is relative: tol * (1 + |cpu|).
+  check_matches(sum(on_sim), sum(x), 1e-6, "full sum");
+  check_matches(mean(on_sim), mean(x), 1e-6, "full mean");
+  const double spread = var(x).item_as_double();  // about 1e-4
+  check_matches(var(on_sim), var(x), 1e-2 * spread, "full var");
+  check_matches(sum(on_sim, {1}), sum(x, {1}), 1e-6, "two rows");
+  check_matches(var(on_sim, {1}, 0), var(x, {1}, 0), 1e-2 * spread, "two rows, biased var");
+  for (DType dtype : {kF16, kBF16}) {
+    const Tensor half = random_cpu({1, 40000}, dtype, 72);
+    check_matches(mean(half.to(test::kCudaPath)), mean(half), 1e-3, std::string(dtype_name(dtype)) + " mean");
+  }
+}
+
+TEST_CASE("index_add on sim groups the index by destination and sums in index order", "[sim][indexing]") {
+  std::mt19937 rng(61);
+  std::uniform_int_distribution<int64_t> destination(0, 1499);
+  std::vector<int64_t> ids;
+  for (int j = 0; j < 2400; ++j) ids.push_back(j % 8 == 0 ? 1234 : destination(rng));
+  const Tensor index = from_vector(ids, {static_cast<int64_t>(ids.size())});
+  std::uniform_real_distribution<double> unit(-1, 1);
+  std::vector<double> values;
+  for (size_t i = 0; i < 2 * ids.size() * 3; ++i) values.push_back(unit(rng) * (i % 3 == 0 ? 1e4 : 1e-3));
+  for (DType dtype : {kF32, kF16}) {
+    INFO(dtype_name(dtype));
+    const Tensor src = from_vector(values, {2, static_cast<int64_t>(ids.size()), 3}).to(dtype);
+    const Tensor start = random_cpu({2, 1500, 3}, dtype, 62);
+    const Tensor on_cpu = start.clone(), on_sim = start.to(test::kCudaPath);
+    kernels::index_add(on_cpu, 1, index, src);
+    kernels::index_add(on_sim, 1, index.to(test::kCudaPath), src.to(test::kCudaPath));
+    CHECK(on_sim.to(kCPU).to_vector() == on_cpu.to_vector());
+  }
+  // No indices at all: the output keeps its values.
+  const Tensor start = random_cpu({4, 2}, kF32, 63), on_sim = start.to(test::kCudaPath);
+  kernels::index_add(on_sim, 0, zeros({0}, kI64, test::kCudaPath), zeros({0, 2}, kF32, test::kCudaPath));
+  CHECK(on_sim.to(kCPU).to_vector() == start.to_vector());
 }
 
 TEST_CASE("index_select, embedding, gather and their backward match the CPU on sim", "[sim][indexing]") {
