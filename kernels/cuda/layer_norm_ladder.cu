@@ -35,6 +35,7 @@
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/element.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/row_vectors.h"
 #include "kernels/cuda/rowwise.h"
 
 namespace mt::MT_KERNEL_NS {
@@ -138,29 +139,6 @@ __global__ void v2_warp_per_row(Row<E> p) {
   const float rstd = finish_statistics(m, p.eps, p.mean, p.rstd, row, lane);
   for (int64_t c = lane; c < p.cols; c += 32)
     p.y[row * p.cols + c] = E::from_acc(normalized<E>(E::to_acc(x[c]), m.mean, rstd, p.weight, p.bias, c));
-}
-
-// One 16-byte vector of a row: 16 / sizeof(Storage) elements.
-template <typename E>
-struct Vector {
-  static constexpr int kElements = 16 / static_cast<int>(sizeof(typename E::Storage));
-  typename E::Storage values[kElements];
-};
-
-template <typename E>
-__device__ __forceinline__ Vector<E> load_vector(const typename E::Storage* at) {
-  const uint4 bits = *reinterpret_cast<const uint4*>(at);
-  Vector<E> v;
-  static_assert(sizeof(v.values) == sizeof(bits), "a vector is 16 bytes");
-  memcpy(v.values, &bits, sizeof(bits));
-  return v;
-}
-
-template <typename E>
-__device__ __forceinline__ void store_vector(typename E::Storage* at, const Vector<E>& v) {
-  uint4 bits;
-  memcpy(&bits, v.values, sizeof(bits));
-  *reinterpret_cast<uint4*>(at) = bits;
 }
 
 // cols is a multiple of the vector width and rows start 16-byte aligned (the

@@ -31,6 +31,7 @@
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/element.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/row_vectors.h"
 #include "kernels/cuda/rowwise.h"
 
 namespace mt::MT_KERNEL_NS {
@@ -73,29 +74,6 @@ __global__ void v2_warp_per_row(const typename E::Storage* in, typename E::Stora
   const float inv_sum = 1.0f / s.sum;
   for (int64_t c = lane; c < cols; c += 32)
     out[row * cols + c] = E::from_acc(acc_exp(E::to_acc(x[c]) - s.max) * inv_sum);
-}
-
-// One 16-byte vector of a row: 16 / sizeof(Storage) elements.
-template <typename E>
-struct Vector {
-  static constexpr int kElements = 16 / static_cast<int>(sizeof(typename E::Storage));
-  typename E::Storage values[kElements];
-};
-
-template <typename E>
-__device__ __forceinline__ Vector<E> load_vector(const typename E::Storage* at) {
-  const uint4 bits = *reinterpret_cast<const uint4*>(at);
-  Vector<E> v;
-  static_assert(sizeof(v.values) == sizeof(bits), "a vector is 16 bytes");
-  memcpy(v.values, &bits, sizeof(bits));
-  return v;
-}
-
-template <typename E>
-__device__ __forceinline__ void store_vector(typename E::Storage* at, const Vector<E>& v) {
-  uint4 bits;
-  memcpy(&bits, v.values, sizeof(bits));
-  *reinterpret_cast<uint4*>(at) = bits;
 }
 
 // cols is a multiple of the vector width and rows start 16-byte aligned
