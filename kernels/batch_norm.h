@@ -8,6 +8,7 @@
 // f64 x) buffers, converted back to their own dtypes here.
 #pragma once
 
+#include "core/memory_ledger.h"
 #include "kernels/cuda/cnn_api.h"
 #include "kernels/cuda/dispatch_helpers.h"
 #include "kernels/dispatch.h"
@@ -48,6 +49,12 @@ inline BatchNormLayout batch_norm_layout(const Tensor& x) {
 inline Tensor inplace_as(const Tensor& t, DType dtype) { return contiguous_as(t, dtype); }
 }  // namespace device_buffers
 
+// The partial sums and per-channel sums the device kernels reduce through.
+inline Tensor batch_norm_workspace(const device_buffers::BatchNormLayout& L, DType acc, Device device) {
+  const MemoryCategoryScope scratch(MemoryCategory::Workspace);
+  return empty({batch_norm_workspace_elements(L.c, L.n * L.s)}, acc, device);
+}
+
 inline void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                                const Tensor& running_var, const BatchNormArgs& args, const Tensor& y,
                                const Tensor& save_mean, const Tensor& save_invstd) {
@@ -65,9 +72,10 @@ inline void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tens
   const Tensor vy = output_buffer(y, dtype), vmean = output_buffer(save_mean, acc),
                vinvstd = output_buffer(save_invstd, acc);
   const Stream stream = launch_stream(y.device());
+  const Tensor workspace = batch_norm_workspace(L, acc, y.device());
   MT_DEVICE_CALL(backend, batch_norm_forward, kd, vx.data_ptr(), data_or_null(vw), data_or_null(vb),
                  mutable_data_or_null(rm), mutable_data_or_null(rv), args.training, args.momentum, args.eps,
-                 vy.data_ptr(), vmean.data_ptr(), vinvstd.data_ptr(), L.n, L.c, L.s, stream);
+                 vy.data_ptr(), vmean.data_ptr(), vinvstd.data_ptr(), workspace.data_ptr(), L.n, L.c, L.s, stream);
   finish_output(vy, y);
   finish_output(vmean, save_mean);
   finish_output(vinvstd, save_invstd);
@@ -91,11 +99,11 @@ inline void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor&
   const Tensor vdy = contiguous_as(dy, dtype), vx = contiguous_as(x, dtype), vw = contiguous_as(weight, acc);
   const Tensor vmean = contiguous_as(save_mean, acc), vinvstd = contiguous_as(save_invstd, acc);
   const Tensor vdx = output_buffer(dx, dtype), vdw = output_buffer(dweight, acc), vdb = output_buffer(dbias, acc);
-  const Tensor sums = empty({2 * L.c}, acc, x.device());
+  const Tensor workspace = batch_norm_workspace(L, acc, x.device());
   const Stream stream = launch_stream(x.device());
   MT_DEVICE_CALL(backend, batch_norm_backward, kd, vdy.data_ptr(), vx.data_ptr(), data_or_null(vw), vmean.data_ptr(),
                  vinvstd.data_ptr(), training, mutable_data_or_null(vdx), mutable_data_or_null(vdw),
-                 mutable_data_or_null(vdb), sums.data_ptr(), L.n, L.c, L.s, stream);
+                 mutable_data_or_null(vdb), workspace.data_ptr(), L.n, L.c, L.s, stream);
   finish_output(vdx, dx);
   finish_output(vdw, dweight);
   finish_output(vdb, dbias);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/cnn_api.h"
 #include "mixtape.h"
 #include "models/registry.h"
 #include "tests/kernels/sim_tensor_util.h"
@@ -159,10 +160,14 @@ TEST_CASE("sim max_pool2d writes the same argmax indices as the CPU and propagat
   check_matches(y_sim, y_cpu, 0, "max with ties and a NaN");
 }
 
+// Catches (besides the statistics themselves): a channel's statistics split
+// across blocks (3 x 40 x 40 per channel: two slices) with a slice left out
+// or counted twice, or the slices of one channel read as another's.
 TEST_CASE("sim batch_norm training and eval match the CPU", "[sim][batch_norm]") {
+  REQUIRE(kernels::batch_norm_slices(3, 3 * 40 * 40) == 2);
   for (DType dtype : kDTypes) {
     for (bool affine : {true, false}) {
-      for (const Shape& shape : {Shape{2, 3, 6, 6}, Shape{8, 3}}) {
+      for (const Shape& shape : {Shape{2, 3, 6, 6}, Shape{8, 3}, Shape{3, 3, 40, 40}}) {
         const std::string what = fmt::format("{} affine={} shape {}", dtype_name(dtype), affine, shape.size());
         const double tol = tolerance(dtype);
         const Tensor x = random_cpu(shape, dtype, 9, -2, 3);
