@@ -269,7 +269,12 @@ fi
 
 # ---- where a training step's GPU time goes: short profiled runs (MT_PROFILE;
 # each launch waits for its kernel, so only the table's times mean anything).
+# The GB/s and TFLOP/s columns are shares of the ceilings measured on this
+# H200 on 2026-11-29 (bench/results/gpu_check_20261129_2204.md: 3870 GB/s
+# device-to-device copy, 679 TFLOP/s cuBLASLt f16 at 4096^3); set
+# MT_PROFILE_CEILINGS=<GB/s>,<TFLOP/s> to measure against others.
 if [ "$run_sweep" = 1 ] && [ "${GPU_CHECK_PROFILE:-1}" = 1 ]; then
+  export MT_PROFILE_CEILINGS=${MT_PROFILE_CEILINGS:-3870,679}
   for model in cnn resnet; do
     section "Kernel profile: $model fp16, batch 512, 40 steps (MT_PROFILE=1)"
     echo '```' >> "$report"
@@ -277,6 +282,14 @@ if [ "$run_sweep" = 1 ] && [ "${GPU_CHECK_PROFILE:-1}" = 1 ]; then
       --steps 40 --device cuda --no-progress 2>&1 | sed -n '/kernel profile/,$p' | head -30 >> "$report"
     echo '```' >> "$report"
   done
+  if [ "${GPU_CHECK_TRANSFORMERS:-1}" = 1 ]; then
+    section "Kernel profile: gpt2-124m bf16, batch 8 x 1024, 3 steps (MT_PROFILE=1)"
+    echo '```' >> "$report"
+    MT_PROFILE=1 OMP_NUM_THREADS=8 timeout 120 "$bin/mixtape" train --model gpt2-124m --dataset synthetic-tokens \
+      --precision bf16 --batch 8 --context 1024 --steps 3 --train-limit 40 --test-limit 8 --device cuda \
+      --no-progress 2>&1 | sed -n '/kernel profile/,$p' | head -40 >> "$report"
+    echo '```' >> "$report"
+  fi
   echo "profiles done at $(elapsed)" >> "$report"
 fi
 

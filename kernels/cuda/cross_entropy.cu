@@ -108,6 +108,7 @@ void cross_entropy_forward(kernels::KernelDType dtype, const void* logits, const
   if (rows <= 0 || classes <= 0) return;
   element::visit(dtype, [&](auto tag) {
     using E = decltype(tag);
+    kernels::declare_launch_work(1.0 * rows * classes * sizeof(typename E::Storage));  // read the logits
     using Acc = typename E::Acc;
     launch("cross_entropy_forward_kernel", cross_entropy_forward_kernel<E>, dim3(static_cast<unsigned>(rows)),
            dim3(threads_for_row(classes)), 0, stream, static_cast<const typename E::Storage*>(logits), target,
@@ -121,6 +122,7 @@ void cross_entropy_backward(kernels::KernelDType dtype, const void* logits, cons
   if (rows <= 0 || classes <= 0) return;
   element::visit(dtype, [&](auto tag) {
     using E = decltype(tag);
+    kernels::declare_launch_work(2.0 * rows * classes * sizeof(typename E::Storage));  // logits in, gradient out
     using Acc = typename E::Acc;
     launch("cross_entropy_backward_kernel", cross_entropy_backward_kernel<E>, dim3(static_cast<unsigned>(rows)),
            dim3(threads_for_row(classes)), 0, stream, static_cast<const typename E::Storage*>(logits), target,

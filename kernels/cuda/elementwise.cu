@@ -114,6 +114,7 @@ void unary(UnaryOp op, const TensorRef& in, const TensorRef& out, double a, doub
   const TensorRef* operands[2] = {&out, &in};
   const auto it = make_strided_iter(operands);
   const bool dbl = kernels::computes_in_double(in.dtype) || kernels::computes_in_double(out.dtype);
+  kernels::declare_launch_work(kernels::distinct_bytes(out) + kernels::distinct_bytes(in));
   kernels::visit_unary(op, [&](auto tag) {
     constexpr UnaryOp Op = decltype(tag)::value;
     if (dbl) {
@@ -135,6 +136,9 @@ void unary_backward(UnaryOp op, const TensorRef& grad_out, const TensorRef& in, 
   const TensorRef* operands[4] = {&grad_in, &grad_out, &x, &y};
   const auto it = make_strided_iter(operands);
   const bool dbl = kernels::computes_in_double(grad_in.dtype);
+  kernels::declare_launch_work(kernels::distinct_bytes(grad_in) + kernels::distinct_bytes(grad_out) +
+                               (in.data != nullptr ? kernels::distinct_bytes(in) : 0) +
+                               (out.data != nullptr ? kernels::distinct_bytes(out) : 0));
   kernels::visit_unary(op, [&](auto tag) {
     constexpr UnaryOp Op = decltype(tag)::value;
     if (dbl) {
@@ -153,6 +157,7 @@ void binary(BinaryOp op, const TensorRef& a, const TensorRef& b, const TensorRef
   const auto it = make_strided_iter(operands);
   const bool dbl = kernels::computes_in_double(a.dtype) || kernels::computes_in_double(b.dtype) ||
                    kernels::computes_in_double(out.dtype);
+  kernels::declare_launch_work(kernels::distinct_bytes(out) + kernels::distinct_bytes(a) + kernels::distinct_bytes(b));
   kernels::visit_binary(op, [&](auto tag) {
     constexpr BinaryOp Op = decltype(tag)::value;
     if (dbl) {

@@ -2,10 +2,12 @@
 // profile table. Compiled by the host compiler (fmt stays out of nvcc's way).
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -50,12 +52,29 @@ struct ProfileRow {
   long long calls = 0;
   double milliseconds = 0;
   double blocks = 0;
+  double bytes = 0;
+  double flops = 0;
+};
+
+struct Ceilings {
+  double copy_gbs = 0, gemm_tflops = 0;
 };
 
 struct Profile {
   std::mutex mutex;
   std::map<std::string, ProfileRow> rows;
+  Ceilings ceilings = ceilings_from_env();
+
+  static Ceilings ceilings_from_env() {
+    Ceilings c;
+    if (const char* value = std::getenv("MT_PROFILE_CEILINGS")) {
+      if (std::sscanf(value, "%lf,%lf", &c.copy_gbs, &c.gemm_tflops) != 2) c = Ceilings{};
+    }
+    return c;
+  }
 };
+
+thread_local LaunchWork pending_work;
 
 Profile& profile() {
   static Profile* p = new Profile;  // never destroyed: launches may outlive static destructors
@@ -75,30 +94,70 @@ std::atomic<bool>& profiling_flag() {
 bool profiling() { return profiling_flag().load(std::memory_order_relaxed); }
 void set_profiling(bool enabled) { profiling_flag().store(enabled); }
 
-void profile_add(const char* name, unsigned long long blocks, double milliseconds) {
+void declare_launch_work(double bytes, double flops) { pending_work = LaunchWork{bytes, flops}; }
+
+LaunchWork take_launch_work() { return std::exchange(pending_work, LaunchWork{}); }
+
+void profile_add(const char* name, unsigned long long blocks, double milliseconds, LaunchWork work) {
   Profile& p = profile();
   const std::lock_guard lock(p.mutex);
   ProfileRow& row = p.rows[name];
   ++row.calls;
   row.milliseconds += milliseconds;
   row.blocks += static_cast<double>(blocks);
+  row.bytes += work.bytes;
+  row.flops += work.flops;
+}
+
+void set_profile_ceilings(double copy_gbs, double gemm_tflops) {
+  Profile& p = profile();
+  const std::lock_guard lock(p.mutex);
+  p.ceilings = Ceilings{copy_gbs, gemm_tflops};
+}
+
+namespace {
+
+// "  123.4   45.6%": a rate and its share of the ceiling, blanks where unknown.
+std::string rate_column(double rate, double ceiling) {
+  if (rate <= 0) return fmt::format("{:>9} {:>6}", "-", "");
+  if (ceiling <= 0) return fmt::format("{:>9.1f} {:>6}", rate, "");
+  return fmt::format("{:>9.1f} {:>5.1f}%", rate, 100.0 * rate / ceiling);
+}
+
+}  // namespace
+
+std::vector<ProfileEntry> profile_entries() {
+  Profile& p = profile();
+  const std::lock_guard lock(p.mutex);
+  std::vector<ProfileEntry> entries;
+  for (const auto& [name, row] : p.rows) {
+    entries.push_back({name, row.calls, row.milliseconds, row.blocks, row.bytes, row.flops});
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const ProfileEntry& a, const ProfileEntry& b) { return a.milliseconds > b.milliseconds; });
+  return entries;
 }
 
 std::string profile_report(std::size_t max_rows) {
-  Profile& p = profile();
-  const std::lock_guard lock(p.mutex);
-  std::vector<std::pair<std::string, ProfileRow>> rows(p.rows.begin(), p.rows.end());
-  std::sort(rows.begin(), rows.end(),
-            [](const auto& a, const auto& b) { return a.second.milliseconds > b.second.milliseconds; });
+  const std::vector<ProfileEntry> rows = profile_entries();
+  Ceilings ceilings;
+  {
+    Profile& p = profile();
+    const std::lock_guard lock(p.mutex);
+    ceilings = p.ceilings;
+  }
   double total = 0;
-  for (const auto& [name, row] : rows) total += row.milliseconds;
-  std::string out = fmt::format("{:<40} {:>9} {:>11} {:>10} {:>7} {:>11}\n", "kernel", "calls", "total ms", "mean us",
-                                "share", "mean grid");
+  for (const ProfileEntry& row : rows) total += row.milliseconds;
+  std::string out = fmt::format("{:<40} {:>9} {:>11} {:>10} {:>7} {:>11} {:>9} {:>6} {:>9} {:>6}\n", "kernel", "calls",
+                                "total ms", "mean us", "share", "mean grid", "GB/s", "%copy", "TFLOP/s", "%gemm");
   for (std::size_t i = 0; i < rows.size() && i < max_rows; ++i) {
-    const auto& [name, row] = rows[i];
-    out += fmt::format("{:<40} {:>9} {:>11.3f} {:>10.1f} {:>6.1f}% {:>11.0f}\n", name, row.calls, row.milliseconds,
-                       1000.0 * row.milliseconds / static_cast<double>(row.calls),
-                       total > 0 ? 100.0 * row.milliseconds / total : 0.0, row.blocks / static_cast<double>(row.calls));
+    const ProfileEntry& row = rows[i];
+    const double seconds = row.milliseconds / 1000.0;
+    const double gbs = seconds > 0 ? row.bytes / seconds / 1e9 : 0, tflops = seconds > 0 ? row.flops / seconds / 1e12 : 0;
+    out += fmt::format("{:<40} {:>9} {:>11.3f} {:>10.1f} {:>6.1f}% {:>11.0f} {} {}\n", row.name, row.calls,
+                       row.milliseconds, 1000.0 * row.milliseconds / static_cast<double>(row.calls),
+                       total > 0 ? 100.0 * row.milliseconds / total : 0.0, row.blocks / static_cast<double>(row.calls),
+                       rate_column(gbs, ceilings.copy_gbs), rate_column(tflops, ceilings.gemm_tflops));
   }
   if (rows.size() > max_rows) out += fmt::format("({} more)\n", rows.size() - max_rows);
   out += fmt::format("{:<40} {:>9} {:>11.3f}\n", "all", "", total);

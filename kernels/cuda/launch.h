@@ -46,14 +46,15 @@ inline unsigned long long blocks_of(const dim3& grid) { return 1ull * grid.x * g
 // simulator runs synchronously, so the host clock measures it.
 class ProfiledRegion {
  public:
-  ProfiledRegion(const char* name, Stream /*stream*/, unsigned long long blocks = 0)
-      : name_(name), blocks_(blocks), active_(kernels::profiling()) {
+  ProfiledRegion(const char* name, Stream /*stream*/, unsigned long long blocks = 0,
+                 kernels::LaunchWork work = kernels::take_launch_work())
+      : name_(name), blocks_(blocks), work_(work), active_(kernels::profiling()) {
     if (active_) start_ = std::chrono::steady_clock::now();
   }
   ~ProfiledRegion() {
     if (!active_) return;
     const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start_;
-    kernels::profile_add(name_, blocks_, elapsed.count());
+    kernels::profile_add(name_, blocks_, elapsed.count(), work_);
   }
   ProfiledRegion(const ProfiledRegion&) = delete;
   ProfiledRegion& operator=(const ProfiledRegion&) = delete;
@@ -61,6 +62,7 @@ class ProfiledRegion {
  private:
   const char* name_;
   unsigned long long blocks_;
+  kernels::LaunchWork work_;
   bool active_;
   std::chrono::steady_clock::time_point start_;
 };
@@ -92,8 +94,9 @@ void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 
     auto params = ctx.params;
     std::apply(ctx.kernel, params);
   };
-  auto run = [description, context] {
-    const ProfiledRegion profiled(description.kernel_name, Stream{}, launch_detail::blocks_of(description.grid));
+  // The work declared for this launch is taken now, not when a recorded launch runs.
+  auto run = [description, context, work = kernels::take_launch_work()] {
+    const ProfiledRegion profiled(description.kernel_name, Stream{}, launch_detail::blocks_of(description.grid), work);
     ::mt::simulator::run_kernel(description);
   };
   if (::mt::simulator::records_work(reinterpret_cast<std::uint64_t>(stream.handle), kernel_name)) {
@@ -111,8 +114,9 @@ void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 
 // so each row is the work's own GPU time (and a profiled run is slower).
 class ProfiledRegion {
  public:
-  ProfiledRegion(const char* name, Stream stream, unsigned long long blocks = 0)
-      : name_(name), blocks_(blocks), stream_(static_cast<cudaStream_t>(stream.handle)) {
+  ProfiledRegion(const char* name, Stream stream, unsigned long long blocks = 0,
+                 kernels::LaunchWork work = kernels::take_launch_work())
+      : name_(name), blocks_(blocks), work_(work), stream_(static_cast<cudaStream_t>(stream.handle)) {
     if (!kernels::profiling()) return;
     active_ = cudaEventCreate(&begin_) == cudaSuccess && cudaEventCreate(&end_) == cudaSuccess &&
               cudaEventRecord(begin_, stream_) == cudaSuccess;
@@ -121,7 +125,7 @@ class ProfiledRegion {
     float milliseconds = 0;
     if (active_ && cudaEventRecord(end_, stream_) == cudaSuccess && cudaEventSynchronize(end_) == cudaSuccess &&
         cudaEventElapsedTime(&milliseconds, begin_, end_) == cudaSuccess) {
-      kernels::profile_add(name_, blocks_, milliseconds);
+      kernels::profile_add(name_, blocks_, milliseconds, work_);
     }
     if (begin_ != nullptr) cudaEventDestroy(begin_);
     if (end_ != nullptr) cudaEventDestroy(end_);
@@ -132,6 +136,7 @@ class ProfiledRegion {
  private:
   const char* name_;
   unsigned long long blocks_;
+  kernels::LaunchWork work_;
   cudaStream_t stream_;
   cudaEvent_t begin_ = nullptr, end_ = nullptr;
   bool active_ = false;

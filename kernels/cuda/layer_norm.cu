@@ -140,6 +140,7 @@ void layer_norm_forward(kernels::KernelDType dtype, const void* x, const void* w
     using Storage = typename E::Storage;
     using Acc = typename E::Acc;
     const std::size_t cache_bytes = static_cast<std::size_t>(cols) * sizeof(Acc);
+    kernels::declare_launch_work(2.0 * rows * cols * sizeof(Storage));  // read x, write y (weights stay in cache)
     const bool cache_row = cache_bytes <= kRowCacheBytes;
     launch("layer_norm_forward_kernel", layer_norm_forward_kernel<E>, dim3(static_cast<unsigned>(rows)),
            dim3(threads_for_row(cols)), cache_row ? cache_bytes : 0, stream, static_cast<const Storage*>(x),
@@ -157,12 +158,14 @@ void layer_norm_backward(kernels::KernelDType dtype, const void* dy, const void*
     using Storage = typename E::Storage;
     using Acc = typename E::Acc;
     if (dx != nullptr && rows > 0) {
+      kernels::declare_launch_work(3.0 * rows * cols * sizeof(Storage));  // read dy and x, write dx
       launch("layer_norm_backward_dx_kernel", layer_norm_backward_dx_kernel<E>, dim3(static_cast<unsigned>(rows)),
              dim3(threads_for_row(cols)), 0, stream, static_cast<const Storage*>(dy), static_cast<const Storage*>(x),
              static_cast<const Storage*>(weight), static_cast<const Acc*>(mean), static_cast<const Acc*>(rstd),
              static_cast<Storage*>(dx), cols);
     }
     if (dweight != nullptr || dbias != nullptr) {  // rows == 0 still writes zeros
+      kernels::declare_launch_work(2.0 * rows * cols * sizeof(Storage));  // read dy and x
       launch("layer_norm_backward_params_kernel", layer_norm_backward_params_kernel<E>,
              dim3(static_cast<unsigned>((cols + kParamColumns - 1) / kParamColumns)),
              dim3(kParamColumns, kParamRowLanes), 0, stream, static_cast<const Storage*>(dy),

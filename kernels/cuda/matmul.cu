@@ -221,7 +221,15 @@ void gemm_cublaslt(const GemmArgs& args, Stream stream) {
 #endif
 }
 
+// The GEMM's work for the profile: 2mnk FLOPs, and A, B and C each moved once.
+void declare_gemm_work(const GemmArgs& args) {
+  const double bytes_per_element = args.dtype == KernelDType::F64 ? 8 : args.dtype == KernelDType::F32 ? 4 : 2;
+  const double m = args.m, n = args.n, k = args.k, batch = args.batch;
+  kernels::declare_launch_work(batch * (m * k + k * n + m * n) * bytes_per_element, 2.0 * batch * m * n * k);
+}
+
 void gemm(const GemmArgs& args, GemmBackend backend, Stream stream) {
+  declare_gemm_work(args);
   if (resolve(backend) == GemmBackend::CublasLt) {
     gemm_cublaslt(args, stream);
   } else {

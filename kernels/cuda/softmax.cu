@@ -85,6 +85,7 @@ void softmax_forward(kernels::KernelDType dtype, const void* in, void* out, int6
   if (rows <= 0 || cols <= 0) return;
   element::visit(dtype, [&](auto tag) {
     using E = decltype(tag);
+    kernels::declare_launch_work(2.0 * rows * cols * sizeof(typename E::Storage));  // read x, write y
     using Storage = typename E::Storage;
     const std::size_t cache_bytes = static_cast<std::size_t>(cols) * sizeof(typename E::Acc);
     const bool cache_row = cache_bytes <= kRowCacheBytes;
@@ -99,6 +100,7 @@ void softmax_backward(kernels::KernelDType dtype, const void* grad_out, const vo
   if (rows <= 0 || cols <= 0) return;
   element::visit(dtype, [&](auto tag) {
     using E = decltype(tag);
+    kernels::declare_launch_work(3.0 * rows * cols * sizeof(typename E::Storage));  // read dy and y, write dx
     using Storage = typename E::Storage;
     launch("softmax_backward_kernel", softmax_backward_kernel<E>, dim3(static_cast<unsigned>(rows)),
            dim3(threads_for_row(cols)), 0, stream, static_cast<const Storage*>(grad_out),

@@ -47,6 +47,17 @@ inline int element_bytes(DTypeCode t) {
   return 0;
 }
 
+// The bytes a kernel must move for `t` at least: each distinct element once
+// (a broadcast dim, stride 0, is read once). For the profile's GB/s.
+inline double distinct_bytes(const TensorRef& t) {
+  if (t.data == nullptr) return 0;
+  double elements = 1;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.strides[d] != 0) elements *= static_cast<double>(t.sizes[d]);
+  }
+  return elements * element_bytes(t.dtype);
+}
+
 // f64 and the integer types compute in double (as on the CPU); the rest in float.
 inline bool computes_in_double(DTypeCode t) {
   return t == DTypeCode::F64 || t == DTypeCode::I64 || t == DTypeCode::I32;

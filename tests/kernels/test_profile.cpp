@@ -43,3 +43,63 @@ TEST_CASE("the kernel profile counts each CUDA-path launch while profiling is on
   kernels::profile_reset();
   CHECK(calls_of(kernels::profile_report(), "binary_kernel") == -1);
 }
+
+namespace {
+
+const kernels::ProfileEntry* entry_named(const std::vector<kernels::ProfileEntry>& entries, const std::string& name) {
+  for (const kernels::ProfileEntry& e : entries) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+// Catches: a launch's declared work lost (GB/s shown as '-'), attributed to
+// the wrong launch (declared work must be taken by the next launch only), or
+// counted with the wrong formula (an add of two f32 [1000] moves 12000 bytes;
+// a 64 x 48 x 32 GEMM does 2 * 64 * 48 * 32 FLOPs and moves A, B and C once);
+// the ceilings not turning rates into shares.
+TEST_CASE("the kernel profile reports each kernel's bytes, FLOPs and share of the ceilings", "[profile]") {
+  const Tensor a = ones({1000}, kF32, test::kCudaPath), b = ones({1000}, kF32, test::kCudaPath);
+  const Tensor x = ones({64, 32}, kF32, test::kCudaPath), w = ones({32, 48}, kF32, test::kCudaPath);
+  const Tensor y = empty({64, 48}, kF32, test::kCudaPath);
+  kernels::profile_reset();
+  kernels::set_profiling(true);
+  kernels::set_profile_ceilings(1000.0, 100.0);
+  for (int i = 0; i < 2; ++i) add(a, b);
+  matmul(x, w);
+  kernels::declare_launch_work(1e9);  // declared, then taken by the next launch: the fill below
+  fill_(y, 0.0);
+  kernels::set_profiling(false);
+  const std::vector<kernels::ProfileEntry> entries = kernels::profile_entries();
+  const std::string report = kernels::profile_report();
+  INFO(report);
+  const kernels::ProfileEntry* binary = entry_named(entries, "binary_kernel");
+  REQUIRE(binary != nullptr);
+  CHECK(binary->calls == 2);
+  CHECK(binary->bytes == 2 * 3 * 1000 * 4.0);
+  double gemm_flops = 0, gemm_bytes = 0;
+  for (const kernels::ProfileEntry& e : entries) {
+    if (e.flops > 0) {
+      gemm_flops += e.flops;
+      gemm_bytes += e.bytes;
+    }
+  }
+  CHECK(gemm_flops == 2.0 * 64 * 48 * 32);
+  CHECK(gemm_bytes == (64 * 32 + 32 * 48 + 64 * 48) * 4.0);
+  int declared_rows = 0;
+  for (const kernels::ProfileEntry& e : entries) {
+    if (e.bytes >= 1e9) {
+      ++declared_rows;
+      CHECK(e.bytes == 1e9);
+      CHECK(e.calls == 1);
+    }
+  }
+  CHECK(declared_rows == 1);
+  CHECK(report.find("GB/s") != std::string::npos);
+  CHECK(report.find("%copy") != std::string::npos);
+  CHECK(report.find('%', report.find("binary_kernel")) != std::string::npos);
+  kernels::set_profile_ceilings(0, 0);
+  kernels::profile_reset();
+}

@@ -64,6 +64,19 @@ void visit_fused_dtype(kernels::KernelDType dtype, Body&& body) {
   }
 }
 
+// Declares the next launch's work for the profile: `products` T x T x D
+// matrix products over every (batch, head) — 2 FLOPs per multiply-add, about
+// half of them under a causal mask — and the bytes of the [B, H, T, D]
+// operands it reads or writes (`q_like` of the query's length, `k_like` of
+// the keys'), each once.
+inline void declare_attention_work(const AttentionProblem& p, std::size_t element_bytes, int products, int q_like,
+                                   int k_like) {
+  const double pairs = static_cast<double>(p.batch * p.heads) * static_cast<double>(p.q_len * p.k_len);
+  const double flops = 2.0 * products * pairs * static_cast<double>(p.head_dim) * (p.causal ? 0.5 : 1.0);
+  const double rows = static_cast<double>(p.batch * p.heads) * static_cast<double>(p.head_dim) * element_bytes;
+  kernels::declare_launch_work(rows * (q_like * p.q_len + k_like * p.k_len), flops);
+}
+
 // The rungs (each in its own .cu file), called by the entry points of attention.cu.
 void v2_forward(kernels::KernelDType dtype, const AttentionProblem& problem, const void* q, const void* k,
                 const void* v, void* out, float* lse, Stream stream);

@@ -164,9 +164,11 @@ void launch_backward(const AttentionProblem& p, const void* q, const void* k, co
   const auto* cv = static_cast<const S*>(v);
   const auto* cdo = static_cast<const S*>(grad_out);
   const auto heads = static_cast<unsigned>(p.batch * p.heads);
+  declare_attention_work(p, sizeof(S), 3, 3, 2);  // S, dP, dQ; q, dO, dQ and k, v
   launch("attention_v2_grad_q", grad_q_kernel<E, kMaxDim>,
          dim3(static_cast<unsigned>((p.q_len + kRows - 1) / kRows), heads), dim3(kRows), 0, stream, p, cq, ck, cv, cdo,
          lse, delta, static_cast<S*>(grad_q));
+  declare_attention_work(p, sizeof(S), 4, 2, 4);  // S, dP, dV, dK; q, dO and k, v, dK, dV
   launch("attention_v2_grad_kv", grad_kv_kernel<E, kMaxDim>,
          dim3(static_cast<unsigned>((p.k_len + kRows - 1) / kRows), heads), dim3(kRows), 0, stream, p, cq, ck, cv, cdo,
          lse, static_cast<const float*>(delta), static_cast<S*>(grad_k), static_cast<S*>(grad_v));

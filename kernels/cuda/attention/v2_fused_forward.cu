@@ -93,6 +93,7 @@ void launch_forward(const AttentionProblem& p, const void* q, const void* k, con
                     Stream stream) {
   using S = typename E::Storage;
   const dim3 grid(static_cast<unsigned>((p.q_len + kRows - 1) / kRows), static_cast<unsigned>(p.batch * p.heads));
+  declare_attention_work(p, sizeof(S), 2, 2, 2);  // Q K^T and P V; q and out, k and v
   launch("attention_v2_forward", v2_forward_kernel<E, kMaxDim>, grid, dim3(kRows), 0, stream, p,
          static_cast<const S*>(q), static_cast<const S*>(k), static_cast<const S*>(v), static_cast<S*>(out), lse);
 }

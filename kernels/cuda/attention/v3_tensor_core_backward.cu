@@ -154,9 +154,11 @@ void launch_v3_backward(const AttentionProblem& p, const void* q, const void* k,
   const auto* cv = static_cast<const S*>(v);
   const auto* cdo = static_cast<const S*>(grad_out);
   const auto heads = static_cast<unsigned>(p.batch * p.heads);
+  declare_attention_work(p, sizeof(S), 4, 2, 4);  // S, dP, dV, dK; q, dO and k, v, dK, dV
   launch("attention_v3_grad_kv", v3_grad_kv_kernel<E, D>,
          dim3(static_cast<unsigned>((p.k_len + kBlockRows - 1) / kBlockRows), heads), dim3(kThreads), 0, stream, p, cq,
          ck, cv, cdo, lse, delta, static_cast<S*>(grad_k), static_cast<S*>(grad_v));
+  declare_attention_work(p, sizeof(S), 3, 3, 2);  // S, dP, dQ; q, dO, dQ and k, v
   launch("attention_v3_grad_q", v3_grad_q_kernel<E, D>,
          dim3(static_cast<unsigned>((p.q_len + kBlockRows - 1) / kBlockRows), heads), dim3(kThreads), 0, stream, p, cq,
          ck, cv, cdo, lse, delta, static_cast<S*>(grad_q));

@@ -129,6 +129,7 @@ void launch_v3(const AttentionProblem& p, const void* q, const void* k, const vo
   using S = std::uint16_t;
   const dim3 grid(static_cast<unsigned>((p.q_len + kBlockRows - 1) / kBlockRows),
                   static_cast<unsigned>(p.batch * p.heads));
+  declare_attention_work(p, sizeof(S), 2, 2, 2);  // Q K^T and P V; q and out, k and v
   launch("attention_v3_forward", v3_forward_kernel<E, D>, grid, dim3(kThreads), 0, stream, p, static_cast<const S*>(q),
          static_cast<const S*>(k), static_cast<const S*>(v), static_cast<S*>(out), lse);
 }
