@@ -24,6 +24,15 @@ void reduce_rows_with_index(ReduceOp op, const Tensor& in, const Tensor& values,
                             ReduceArgs args);
 }  // namespace cpu
 
+namespace detail {
+// The scratch of a split reduction (a few long rows), or undefined.
+inline Tensor reduce_workspace(const ReduceArgs& args, Device device) {
+  if (reduce_split_chunks(args.rows, args.cols) <= 1) return Tensor();
+  const MemoryCategoryScope scratch(MemoryCategory::Workspace);
+  return empty({reduce_split_workspace_words(args.rows, args.cols)}, kF64, device);
+}
+}  // namespace detail
+
 inline void reduce_rows(ReduceOp op, const Tensor& in, const Tensor& out, ReduceArgs args) {
   MT_CHECK(in.numel() == args.rows * args.cols && out.numel() == args.rows,
            "reduce: {} input elements and {} outputs do not make {} rows of {}", in.numel(), out.numel(), args.rows,
@@ -33,11 +42,7 @@ inline void reduce_rows(ReduceOp op, const Tensor& in, const Tensor& out, Reduce
   if (backend == Backend::Cpu) return cpu::reduce_rows(op, in, out, args);
   const Stream stream = launch_stream(out.device());
   const int code = static_cast<int>(op);
-  Tensor workspace;
-  if (reduce_split_chunks(args.rows, args.cols) > 1) {
-    const MemoryCategoryScope scratch(MemoryCategory::Workspace);
-    workspace = empty({reduce_split_workspace_words(args.rows, args.cols)}, kF64, out.device());
-  }
+  const Tensor workspace = detail::reduce_workspace(args, out.device());
   void* scratch = workspace.defined() ? workspace.data_ptr() : nullptr;
   MT_DEVICE_CALL(backend, reduce_rows, code, tensor_ref(in), tensor_ref(out), args.rows, args.cols, args.correction,
                  scratch, stream);
@@ -54,7 +59,9 @@ inline void reduce_rows_with_index(ReduceOp op, const Tensor& in, const Tensor& 
   const Stream stream = launch_stream(indices.device());
   const bool is_max = op == ReduceOp::Max;
   const TensorRef x = tensor_ref(in), v = tensor_ref(values), i = tensor_ref(indices);
-  MT_DEVICE_CALL(backend, reduce_rows_with_index, is_max, x, v, i, args.rows, args.cols, stream);
+  const Tensor workspace = detail::reduce_workspace(args, indices.device());
+  void* scratch = workspace.defined() ? workspace.data_ptr() : nullptr;
+  MT_DEVICE_CALL(backend, reduce_rows_with_index, is_max, x, v, i, args.rows, args.cols, scratch, stream);
   mark_written(values);
   mark_written(indices);
 }

@@ -21,8 +21,9 @@
 // them (kernels::reduce_split_chunks): a grid of slices x rows writes one
 // partial sum per slice, then a block per row adds its partials in a fixed
 // order — deterministic, like every reduction here. Var runs that twice
-// (sum -> mean, then squared deviations). max/min/argmax still use one block
-// per row.
+// (sum -> mean, then squared deviations). max/min/argmax split the same way:
+// each slice finds its best (value, index) pair, then a block per row picks
+// among the slices' pairs with the same rule (first NaN, lowest index on ties).
 //
 // Bound: memory bandwidth for long rows. The block size follows the row
 // length (32..256 threads), so short rows do not idle 256 threads. Measured
@@ -182,12 +183,96 @@ void reduce_split_rows(int op, const StridedIter<1>& in, const StridedIter<1>& o
          static_cast<const T*>(partials), slices, cols, op, correction, true, means, out);
 }
 
+// The best (value, index) pair of the whole block, in thread 0 (`best_value`
+// and `best_index` hold 32 entries).
+template <typename T>
+__device__ void block_best(T& best, std::int64_t& arg, bool is_max, T* best_value, std::int64_t* best_index) {
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const T other = __shfl_down_sync(0xffffffffu, best, offset);
+    const std::int64_t other_arg = __shfl_down_sync(0xffffffffu, arg, offset);
+    if (lane + offset < 32 && beats(best, arg, other, other_arg, is_max)) {
+      best = other;
+      arg = other_arg;
+    }
+  }
+  if (lane == 0) {
+    best_value[warp] = best;
+    best_index[warp] = arg;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int warps = static_cast<int>(blockDim.x / 32);
+    for (int w = 1; w < warps; ++w) {
+      if (beats(best, arg, best_value[w], best_index[w], is_max)) {
+        best = best_value[w];
+        arg = best_index[w];
+      }
+    }
+  }
+  __syncthreads();  // the scratch is reused
+}
+
+// Stage 1 of a split max/min: block (slice, row) writes its slice's best pair.
+template <typename T>
+__global__ void partial_row_best(StridedIter<1> in, std::int64_t cols, bool is_max, T* values,
+                                 std::int64_t* indices) {
+  __shared__ T best_value[32];
+  __shared__ std::int64_t best_index[32];
+  const std::int64_t row = blockIdx.y, slice = blockIdx.x, slices = gridDim.x;
+  const std::int64_t per_slice = (cols + slices - 1) / slices;
+  const std::int64_t begin = slice * per_slice, end = begin + per_slice < cols ? begin + per_slice : cols;
+  T best = T(0);
+  std::int64_t arg = -1;
+  for (std::int64_t c = begin + threadIdx.x; c < end; c += blockDim.x) {
+    std::int64_t off[1];
+    operand_offsets(in, row * cols + c, off);
+    const T v = load_as<T>(in.data[0], in.dtype[0], off[0]);
+    if (beats(best, arg, v, c, is_max)) {
+      best = v;
+      arg = c;
+    }
+  }
+  block_best(best, arg, is_max, best_value, best_index);
+  if (threadIdx.x == 0) {
+    values[row * slices + slice] = best;
+    indices[row * slices + slice] = arg;
+  }
+}
+
+// Stage 2: a block per row picks the best of its slices' pairs.
+template <typename T>
+__global__ void finish_row_best(const T* partial_values, const std::int64_t* partial_indices, std::int64_t slices,
+                                bool is_max, StridedIter<1> values, StridedIter<1> indices) {
+  __shared__ T best_value[32];
+  __shared__ std::int64_t best_index[32];
+  const std::int64_t row = blockIdx.x;
+  T best = T(0);
+  std::int64_t arg = -1;
+  for (std::int64_t s = threadIdx.x; s < slices; s += blockDim.x) {
+    const T v = partial_values[row * slices + s];
+    const std::int64_t i = partial_indices[row * slices + s];
+    if (beats(best, arg, v, i, is_max)) {
+      best = v;
+      arg = i;
+    }
+  }
+  block_best(best, arg, is_max, best_value, best_index);
+  if (threadIdx.x != 0) return;
+  std::int64_t off[1];
+  if (values.data[0] != nullptr) {
+    operand_offsets(values, row, off);
+    store_as<T>(values.data[0], values.dtype[0], off[0], best);
+  }
+  operand_offsets(indices, row, off);
+  static_cast<std::int64_t*>(indices.data[0])[off[0]] = arg;
+}
+
 template <typename T>
 __global__ void reduce_with_index_kernel(StridedIter<1> in, StridedIter<1> values, StridedIter<1> indices,
                                          std::int64_t rows, std::int64_t cols, bool is_max) {
   __shared__ T best_value[32];
   __shared__ std::int64_t best_index[32];
-  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     T best = T(0);
     std::int64_t arg = -1;
@@ -200,28 +285,8 @@ __global__ void reduce_with_index_kernel(StridedIter<1> in, StridedIter<1> value
         arg = c;
       }
     }
-    // Warp: pairwise with shuffles; then one pair per warp through shared memory.
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const T other = __shfl_down_sync(0xffffffffu, best, offset);
-      const std::int64_t other_arg = __shfl_down_sync(0xffffffffu, arg, offset);
-      if (lane + offset < 32 && beats(best, arg, other, other_arg, is_max)) {
-        best = other;
-        arg = other_arg;
-      }
-    }
-    if (lane == 0) {
-      best_value[warp] = best;
-      best_index[warp] = arg;
-    }
-    __syncthreads();
+    block_best(best, arg, is_max, best_value, best_index);
     if (threadIdx.x == 0) {
-      const int warps = static_cast<int>(blockDim.x / 32);
-      for (int w = 1; w < warps; ++w) {
-        if (beats(best, arg, best_value[w], best_index[w], is_max)) {
-          best = best_value[w];
-          arg = best_index[w];
-        }
-      }
       std::int64_t off[1];
       if (values.data[0] != nullptr) {
         operand_offsets(values, row, off);
@@ -230,8 +295,22 @@ __global__ void reduce_with_index_kernel(StridedIter<1> in, StridedIter<1> value
       operand_offsets(indices, row, off);
       static_cast<std::int64_t*>(indices.data[0])[off[0]] = arg;
     }
-    __syncthreads();
   }
+}
+
+template <typename T>
+void reduce_split_rows_with_index(bool is_max, const StridedIter<1>& in, const StridedIter<1>& values,
+                                  const StridedIter<1>& indices, std::int64_t rows, std::int64_t cols,
+                                  void* workspace, Stream stream) {
+  const std::int64_t slices = kernels::reduce_split_chunks(rows, cols);
+  auto* partial_indices = static_cast<std::int64_t*>(workspace);
+  auto* partial_values = reinterpret_cast<T*>(partial_indices + rows * slices);
+  launch("reduce_partial_row_best", partial_row_best<T>,
+         dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)), dim3(256), 0, stream, in, cols, is_max,
+         partial_values, partial_indices);
+  launch("reduce_finish_row_best", finish_row_best<T>, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream,
+         static_cast<const T*>(partial_values), static_cast<const std::int64_t*>(partial_indices), slices, is_max,
+         values, indices);
 }
 
 void reduce_rows(int op, const TensorRef& in, const TensorRef& out, std::int64_t rows, std::int64_t cols,
@@ -258,7 +337,7 @@ void reduce_rows(int op, const TensorRef& in, const TensorRef& out, std::int64_t
 }
 
 void reduce_rows_with_index(bool is_max, const TensorRef& in, const TensorRef& values, const TensorRef& indices,
-                            std::int64_t rows, std::int64_t cols, Stream stream) {
+                            std::int64_t rows, std::int64_t cols, void* workspace, Stream stream) {
   if (rows == 0) return;
   const TensorRef* in_operands[1] = {&in};
   const TensorRef* value_operands[1] = {&values};
@@ -267,6 +346,12 @@ void reduce_rows_with_index(bool is_max, const TensorRef& in, const TensorRef& v
   const auto index_it = make_strided_iter(index_operands);
   StridedIter<1> value_it;
   if (values.data != nullptr) value_it = make_strided_iter(value_operands);
+  if (kernels::reduce_split_chunks(rows, cols) > 1 && workspace != nullptr) {
+    if (kernels::computes_in_double(in.dtype)) {
+      return reduce_split_rows_with_index<double>(is_max, in_it, value_it, index_it, rows, cols, workspace, stream);
+    }
+    return reduce_split_rows_with_index<float>(is_max, in_it, value_it, index_it, rows, cols, workspace, stream);
+  }
   const dim3 block(threads_for(cols));
   if (kernels::computes_in_double(in.dtype)) {
     launch("reduce_with_index_kernel", reduce_with_index_kernel<double>, grid_for(rows), block, 0, stream, in_it,

@@ -16,9 +16,10 @@ inline std::int64_t reduce_split_chunks(std::int64_t rows, std::int64_t cols) {
   const std::int64_t chunks = (cols + kChunk - 1) / kChunk;
   return chunks < kMaxChunks ? chunks : kMaxChunks;
 }
-// Device scratch of a split reduction: per-slice partials and per-row means (8-byte words).
+// Device scratch of a split reduction, in 8-byte words: per-slice partials
+// and per-row means (sum/mean/var), or per-slice values and indices (max/min).
 inline std::int64_t reduce_split_workspace_words(std::int64_t rows, std::int64_t cols) {
-  return rows * reduce_split_chunks(rows, cols) + rows;
+  return 2 * rows * reduce_split_chunks(rows, cols) + rows;
 }
 }  // namespace mt::kernels
 // workspace: reduce_split_workspace_words(rows, cols) 8-byte words when
@@ -29,4 +30,4 @@ MT_CUDA_KERNEL_API(void reduce_rows(int op, const mt::kernels::TensorRef& in, co
 MT_CUDA_KERNEL_API(void reduce_rows_with_index(bool is_max, const mt::kernels::TensorRef& in,
                                                const mt::kernels::TensorRef& values,
                                                const mt::kernels::TensorRef& indices, std::int64_t rows,
-                                               std::int64_t cols, mt::kernels::Stream stream))
+                                               std::int64_t cols, void* workspace, mt::kernels::Stream stream))

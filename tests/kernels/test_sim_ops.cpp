@@ -271,6 +271,7 @@ TEST_CASE("reductions and their backward match the CPU on sim", "[sim][reduce]")
 // initial value, and outer/inner strides mixed up (dim 1 of [2, 1500, 3]).
 // Catches, in the split reduction of a few long rows (kernels::reduce_split_chunks):
 // a slice left out or counted twice, slices of one row mixed with another's,
+// max/argmax picking a later slice's equal value or NaN over an earlier one's,
 // var's second round not subtracting the first round's mean (the values sit
 // at 1000, so E[x^2] - E[x]^2 in f32 is garbage), the mean divided by the
 // slice length instead of the row length.
@@ -290,6 +291,17 @@ TEST_CASE("sum, mean and var of a few long rows split across blocks on sim match
     const Tensor half = random_cpu({1, 40000}, dtype, 72);
     check_matches(mean(half.to(test::kCudaPath)), mean(half), 1e-3, std::string(dtype_name(dtype)) + " mean");
   }
+  // max/argmax: the largest value twice, in different slices (the lower index
+  // wins), and a row whose NaNs sit in two slices (the first NaN wins).
+  std::vector<double> values = random_cpu({2, 30000}, kF32, 73).to_vector();
+  values[29000] = values[12000] = 50;
+  values[29999] = -50;  // row 0's minimum, in its last slice
+  values[30000 + 25000] = values[30000 + 17000] = NAN;
+  const Tensor row = from_vector(values, {2, 30000}), row_sim = row.to(test::kCudaPath);
+  check_matches(argmax(row_sim, 1), argmax(row, 1), 0, "argmax across slices");
+  check_matches(max(row_sim, 1).values, max(row, 1).values, 0, "max across slices");
+  check_matches(min(row_sim, 1).indices, min(row, 1).indices, 0, "argmin across slices");
+  check_matches(argmax(row_sim.view({60000}), 0), argmax(row.view({60000}), 0), 0, "argmax of everything");
 }
 
 TEST_CASE("index_add on sim groups the index by destination and sums in index order", "[sim][indexing]") {
