@@ -26,8 +26,15 @@
 // cp.async copies 4/8/16 bytes global -> shared without staging through
 // registers; commit_group closes a group, wait_group<N> waits until at most N
 // groups are still in flight. Requires sm_80+ (as do bf16 mma and ldmatrix
-// pairs with it in practice). Hopper-only instructions (wgmma, TMA, mbarrier)
-// are not wrapped here; kernels that need them are GPU-only.
+// pairs with it in practice).
+//
+// Hopper (sm_90): the mbarrier — an 8-byte shared-memory barrier that counts
+// arrivals and bytes of asynchronous copies (tx) per phase, its phase parity
+// flipping when both reach zero — and cp.async.bulk, a copy of a contiguous
+// run of bytes from global to shared memory by the copy engine, completing
+// its bytes on an mbarrier. The simulator follows the same rules
+// (kernels/sim/runtime.h) and lands bulk copies as late as it can. wgmma and
+// tensor-map TMA are not wrapped yet. On GPUs before sm_90 these trap.
 #pragma once
 
 #include <cstdint>
@@ -198,6 +205,95 @@ __device__ __forceinline__ void cp_async_wait_group() {
 }
 
 __device__ __forceinline__ void cp_async_wait_all() { cp_async_wait_group<0>(); }
+
+// ---- mbarrier and cp.async.bulk (sm_90) -----------------------------------------------
+
+#if !MT_SIM_BUILD
+#define MT_HOPPER_ONLY_TRAP() __trap()
+#endif
+
+// Initialises the barrier for `expected_arrivals` arrivals per phase, phase 0.
+// Make the init visible (__syncthreads) before any other thread uses it.
+__device__ __forceinline__ void mbarrier_init(std::uint64_t* barrier, unsigned expected_arrivals) {
+#if MT_SIM_BUILD
+  ::mt::simulator::mbarrier_init(barrier, expected_arrivals);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(barrier)), "r"(expected_arrivals)
+               : "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// One arrival on the barrier, first adding `tx_bytes` to the bytes the phase
+// waits for (arrive.expect_tx; 0 is a plain arrive).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint64_t* barrier, unsigned tx_bytes) {
+#if MT_SIM_BUILD
+  ::mt::simulator::mbarrier_arrive(barrier, tx_bytes);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n .reg .b64 state;\n mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(
+          shared_address(barrier)),
+      "r"(tx_bytes)
+      : "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+__device__ __forceinline__ void mbarrier_arrive(std::uint64_t* barrier) {
+#if MT_SIM_BUILD
+  ::mt::simulator::mbarrier_arrive(barrier, 0);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(
+                   shared_address(barrier))
+               : "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// Returns once the phase of parity `parity` (0 for the first phase, then
+// alternating) has completed: its arrivals all made, its bytes all landed.
+__device__ __forceinline__ void mbarrier_wait(std::uint64_t* barrier, unsigned parity MT_PTX_SITE) {
+#if MT_SIM_BUILD
+  ::mt::simulator::mbarrier_wait_parity(barrier, parity, site);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned done = 0;
+  while (done == 0) {
+    asm volatile(
+        "{\n .reg .pred complete;\n mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, complete;\n}\n"
+        : "=r"(done)
+        : "r"(shared_address(barrier)), "r"(parity)
+        : "memory");
+  }
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from
+// global to shared memory with the copy engine; they count against the
+// barrier's tx when they land. One thread issues it.
+__device__ __forceinline__ void bulk_copy_global_to_shared(void* shared_dst, const void* global_src, unsigned bytes,
+                                                           std::uint64_t* barrier) {
+#if MT_SIM_BUILD
+  ::mt::simulator::bulk_copy_global_to_shared(shared_dst, global_src, bytes, barrier);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          shared_address(shared_dst)),
+      "l"(global_src), "r"(bytes), "r"(shared_address(barrier))
+      : "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+#if !MT_SIM_BUILD
+#undef MT_HOPPER_ONLY_TRAP
+#endif
 
 // ---- packing helpers for fragments ----------------------------------------------------
 

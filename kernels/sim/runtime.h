@@ -179,6 +179,27 @@ void cp_async(void* shared_dst, const void* global_src, unsigned copy_bytes, uns
 void cp_async_commit_group();
 void cp_async_wait_group(unsigned groups_left_pending);
 
+// ---- Hopper's asynchronous barrier and bulk copies (sm_90) ----------------------
+//
+// mbarrier: an 8-byte object in shared memory with a phase bit, a pending
+// arrival count (reset to the expected count at each phase), and a
+// transaction count (tx) of bytes still to land. A phase completes when the
+// pending arrivals and tx both reach 0; the phase bit then flips. The state
+// lives in the 8 bytes themselves (the simulator's own encoding; the
+// hardware's is opaque), so re-initialising is a plain init.
+void mbarrier_init(void* barrier, unsigned expected_arrivals);
+// One arrival, after adding `expect_tx_bytes` to the transactions the phase waits for.
+void mbarrier_arrive(void* barrier, unsigned expect_tx_bytes);
+// Waits until the phase of parity `parity` has completed (the barrier's phase
+// bit differs from it), which try_wait.parity may report at any later poll;
+// the simulated thread sleeps instead of spinning. Throws on a deadlock.
+void mbarrier_wait_parity(void* barrier, unsigned parity, SourceSite site);
+// cp.async.bulk global -> shared, completing `bytes` of the barrier's tx when
+// it lands. It lands as late as it can: when no simulated thread of the block
+// can run otherwise, so a kernel that reads the destination before waiting
+// on the barrier reads stale shared memory here as on a GPU.
+void bulk_copy_global_to_shared(void* shared_dst, const void* global_src, unsigned bytes, void* barrier);
+
 // Tells the race checker about an access the compiler did not instrument
 // (ldmatrix rows, cp.async destinations).
 void note_memory_access(const void* address, std::size_t bytes, bool is_write);

@@ -164,7 +164,38 @@ Worker& this_worker() {
   return worker;
 }
 
-enum class ThreadState { Runnable, AtBarrier, AtWarpOp, AtActiveMask, Finished };
+enum class ThreadState { Runnable, AtBarrier, AtWarpOp, AtActiveMask, AtMbarrier, Finished };
+
+// The simulator's encoding of an mbarrier's 8 bytes.
+struct MbarrierState {
+  std::int32_t tx;                    // bytes the current phase still waits for
+  std::uint16_t expected;             // arrivals per phase
+  std::uint16_t pending_and_phase;    // bit 15: phase parity; bits 0..14: arrivals still pending
+  unsigned phase() const { return pending_and_phase >> 15; }
+  unsigned pending() const { return pending_and_phase & 0x7fffu; }
+};
+static_assert(sizeof(MbarrierState) == 8, "an mbarrier is 8 bytes");
+
+MbarrierState read_mbarrier(const void* barrier) {
+  MbarrierState s;
+  std::memcpy(&s, barrier, sizeof(s));
+  return s;
+}
+
+// Completes the phase when nothing is pending: flips the parity, re-arms the arrivals.
+void settle_mbarrier(void* barrier, MbarrierState s) {
+  if (s.pending() == 0 && s.tx == 0) {
+    s.pending_and_phase = static_cast<std::uint16_t>(((s.phase() ^ 1u) << 15) | s.expected);
+  }
+  std::memcpy(barrier, &s, sizeof(s));
+}
+
+struct PendingBulkCopy {
+  void* dst;
+  const void* src;
+  unsigned bytes;
+  void* barrier;
+};
 
 struct PendingCopy {
   void* dst;
@@ -192,6 +223,9 @@ struct SimThread {
   // cp.async groups: not yet committed, and committed but not yet waited for.
   std::vector<PendingCopy> uncommitted;
   std::deque<std::vector<PendingCopy>> committed;
+  // mbarrier wait in progress.
+  const void* mbarrier = nullptr;
+  unsigned parity = 0;
 };
 
 class BlockRun;
@@ -241,7 +275,8 @@ class BlockRun {
       run_pass();
       if (error_) std::rethrow_exception(error_);
       if (finished_ == threads_.size()) return;
-      if (complete_warp_ops() || resolve_active_masks()) continue;
+      if (complete_warp_ops() || resolve_active_masks() || release_mbarrier_waiters()) continue;
+      if (land_bulk_copies()) continue;
       release_barrier_or_throw();
     }
   }
@@ -379,6 +414,37 @@ class BlockRun {
     if (race_checker_) race_checker_->on_warp_sync(warp, mask);
   }
 
+  // Threads waiting for an mbarrier phase that has completed run again; true if any.
+  bool release_mbarrier_waiters() {
+    bool progressed = false;
+    for (SimThread& thread : threads_) {
+      if (thread.state == ThreadState::AtMbarrier && read_mbarrier(thread.mbarrier).phase() != thread.parity) {
+        thread.state = ThreadState::Runnable;
+        progressed = true;
+      }
+    }
+    return progressed;
+  }
+
+ public:
+  void queue_bulk_copy(const PendingBulkCopy& copy) { bulk_copies_.push_back(copy); }
+
+ private:
+  // Every queued bulk copy lands and completes its bytes on its barrier; true if any did.
+  bool land_bulk_copies() {
+    if (bulk_copies_.empty()) return false;
+    for (const PendingBulkCopy& copy : bulk_copies_) {
+      // Not reported to the race checker: the copy is no thread's access, and
+      // readers are ordered after it by the mbarrier wait, not by __syncthreads.
+      std::memcpy(copy.dst, copy.src, copy.bytes);
+      MbarrierState s = read_mbarrier(copy.barrier);
+      s.tx -= static_cast<std::int32_t>(copy.bytes);
+      settle_mbarrier(copy.barrier, s);
+    }
+    bulk_copies_.clear();
+    return true;
+  }
+
   // Lanes parked at one __activemask() call form the active set; true if any.
   bool resolve_active_masks() {
     bool progressed = false;
@@ -426,6 +492,11 @@ class BlockRun {
       case ThreadState::AtWarpOp:
         return fmt::format("wait at {} (mask 0x{:08x}) at {}", thread.op_name, thread.mask, site_text(thread.site));
       case ThreadState::AtActiveMask: return fmt::format("wait at __activemask() at {}", site_text(thread.site));
+      case ThreadState::AtMbarrier: {
+        const MbarrierState s = read_mbarrier(thread.mbarrier);
+        return fmt::format("wait for phase parity {} of the mbarrier at {} ({} arrivals and {} tx bytes pending) at {}",
+                           thread.parity, thread.mbarrier, s.pending(), s.tx, site_text(thread.site));
+      }
       case ThreadState::Runnable: break;
     }
     return "runnable";
@@ -464,6 +535,7 @@ class BlockRun {
   std::exception_ptr error_;
   std::byte* dynamic_shared_ = nullptr;
   std::optional<detail::RaceChecker> race_checker_;
+  std::vector<PendingBulkCopy> bulk_copies_;
 };
 
 SimThread& require_thread(const char* what) {
@@ -628,6 +700,48 @@ void cp_async_wait_group(unsigned groups_left_pending) {
     }
     thread.committed.pop_front();
   }
+}
+
+// ---- mbarrier and bulk copies ----------------------------------------------------
+
+void mbarrier_init(void* barrier, unsigned expected_arrivals) {
+  require_thread("mbarrier.init");
+  MT_CHECK(reinterpret_cast<std::uintptr_t>(barrier) % 8 == 0, "mbarrier.init: the barrier at {} is not 8-byte aligned",
+           barrier);
+  MT_CHECK(expected_arrivals >= 1 && expected_arrivals <= 0x7fffu,
+           "mbarrier.init: {} expected arrivals (the simulator takes 1..32767)", expected_arrivals);
+  MbarrierState s{0, static_cast<std::uint16_t>(expected_arrivals), static_cast<std::uint16_t>(expected_arrivals)};
+  std::memcpy(barrier, &s, sizeof(s));
+}
+
+void mbarrier_arrive(void* barrier, unsigned expect_tx_bytes) {
+  require_thread("mbarrier.arrive");
+  MbarrierState s = read_mbarrier(barrier);
+  MT_CHECK(s.expected != 0, "mbarrier.arrive on {}: the barrier was never initialised", barrier);
+  MT_CHECK(s.pending() > 0, "mbarrier.arrive on {}: more arrivals than the {} the phase expects", barrier, s.expected);
+  s.tx += static_cast<std::int32_t>(expect_tx_bytes);
+  s.pending_and_phase = static_cast<std::uint16_t>((s.phase() << 15) | (s.pending() - 1));
+  settle_mbarrier(barrier, s);
+}
+
+void mbarrier_wait_parity(void* barrier, unsigned parity, SourceSite site) {
+  SimThread& thread = require_thread("mbarrier.try_wait.parity");
+  MT_CHECK(read_mbarrier(barrier).expected != 0, "mbarrier.try_wait on {}: the barrier was never initialised", barrier);
+  if (read_mbarrier(barrier).phase() != (parity & 1u)) return;  // that phase is already over
+  thread.state = ThreadState::AtMbarrier;
+  thread.site = site;
+  thread.mbarrier = barrier;
+  thread.parity = parity & 1u;
+  BlockRun::wait(thread);
+}
+
+void bulk_copy_global_to_shared(void* shared_dst, const void* global_src, unsigned bytes, void* barrier) {
+  require_thread("cp.async.bulk");
+  MT_CHECK(bytes % 16 == 0 && reinterpret_cast<std::uintptr_t>(shared_dst) % 16 == 0 &&
+               reinterpret_cast<std::uintptr_t>(global_src) % 16 == 0,
+           "cp.async.bulk: {} bytes from {} to {}: sizes and addresses must be multiples of 16", bytes, global_src,
+           shared_dst);
+  current_block->queue_bulk_copy({shared_dst, global_src, bytes, barrier});
 }
 
 }  // namespace mt::simulator

@@ -4,6 +4,9 @@
 //   block_sum     shared-memory tree + warp-shuffle reduction, atomicAdd
 //   transpose     coalesced tiled transpose; the +1 column avoids bank conflicts
 //   mma_gemm_f16  one warp per 16x8 tile: cp.async -> shared, ldmatrix -> mma.sync
+//   bulk_copy_scale  Hopper's copy engine: one thread arms an mbarrier with the
+//                 bytes to expect and issues cp.async.bulk; every thread waits
+//                 on the barrier's phase, then reads shared memory
 #include "tests/sim/example_kernels.h"
 
 #include "kernels/cuda/launch.h"
@@ -68,6 +71,33 @@ __global__ void transpose_kernel(const float* __restrict__ in, float* __restrict
 void transpose(const float* in, float* out, int rows, int cols, Stream stream) {
   const dim3 grid((cols + kTile - 1) / kTile, (rows + kTile - 1) / kTile);
   launch("transpose_kernel", transpose_kernel, grid, dim3(kTile, kRowsPerPass), 0, stream, in, out, rows, cols);
+}
+
+// ---- bulk_copy_scale (sm_90) ------------------------------------------------------------------
+
+constexpr int kBulkTile = 256;  // floats per tile (1 KiB), one per thread
+
+__global__ void __launch_bounds__(kBulkTile) bulk_copy_scale_kernel(const float* in, float* out, float factor) {
+  __shared__ __align__(16) float tile[kBulkTile];
+  __shared__ __align__(8) std::uint64_t barrier;
+  const int t = static_cast<int>(threadIdx.x);
+  if (t == 0) ptx::mbarrier_init(&barrier, 1);  // one arrival per phase: thread 0's
+  __syncthreads();
+  for (int round = 0; round < 2; ++round) {
+    const std::int64_t base = (static_cast<std::int64_t>(blockIdx.x) * 2 + round) * kBulkTile;
+    if (t == 0) {
+      ptx::mbarrier_arrive_expect_tx(&barrier, kBulkTile * sizeof(float));
+      ptx::bulk_copy_global_to_shared(tile, in + base, kBulkTile * sizeof(float), &barrier);
+    }
+    ptx::mbarrier_wait(&barrier, round & 1);  // phase 0, then phase 1
+    out[base + t] = tile[t] * factor;
+    __syncthreads();  // every read of this tile is done before the next copy overwrites it
+  }
+}
+
+void bulk_copy_scale(const float* in, float* out, float factor, int tiles, Stream stream) {
+  launch("bulk_copy_scale_kernel", bulk_copy_scale_kernel, dim3(static_cast<unsigned>(tiles / 2)), dim3(kBulkTile), 0,
+         stream, in, out, factor);
 }
 
 // ---- mma_gemm_f16 ---------------------------------------------------------------------------

@@ -17,5 +17,12 @@ MT_CUDA_KERNEL_API(void transpose(const float* in, float* out, int rows, int col
 // c (m x n, f32) = a (m x k, f16 row-major) * b (k x n, f16 row-major), one warp
 // per 16x8 output tile: cp.async to shared memory, ldmatrix, mma.sync.
 // m % 16 == 0, n % 8 == 0, k % 16 == 0.
+// out[i] = factor * in[i] for `tiles` tiles of 256 floats (tiles even; in
+// 16-byte aligned), each block staging two tiles in turn through shared
+// memory with one cp.async.bulk copy each, completing on an mbarrier whose
+// phase parity alternates (Hopper, sm_90: the GPU build traps before that).
+MT_CUDA_KERNEL_API(void bulk_copy_scale(const float* in, float* out, float factor, int tiles,
+                                        mt::kernels::Stream stream));
+
 MT_CUDA_KERNEL_API(void mma_gemm_f16(const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n, int k,
                                      mt::kernels::Stream stream));

@@ -93,6 +93,27 @@ void mma_gemm_matches() {
   cudaFree(d_c);
 }
 
+// Hopper only (sm_90): the same tiles through cp.async.bulk and an mbarrier.
+void bulk_copy_matches() {
+  int major = 0;
+  cuda_ok(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), "compute capability");
+  if (major < 9) {
+    std::printf("bulk_copy_scale: needs sm_90, skipped on sm_%d0\n", major);
+    return;
+  }
+  const int tiles = 6, n = tiles * 256;
+  std::vector<float> in(n), sim_out(n);
+  for (int i = 0; i < n; ++i) in[i] = static_cast<float>(i % 97) - 40.0f;
+  mt::sim::bulk_copy_scale(in.data(), sim_out.data(), 3.0f, tiles, {});
+  float* d_in = to_device(in);
+  float* d_out = to_device(std::vector<float>(n, 0.0f));
+  mt::cuda::bulk_copy_scale(d_in, d_out, 3.0f, tiles, {});
+  cuda_ok(cudaDeviceSynchronize(), "bulk_copy_scale");
+  check(to_host(d_out, n) == sim_out, "bulk_copy_scale GPU == simulator");
+  cudaFree(d_in);
+  cudaFree(d_out);
+}
+
 }  // namespace
 
 int main() {
@@ -104,5 +125,6 @@ int main() {
   block_sum_matches();
   transpose_matches();
   mma_gemm_matches();
+  bulk_copy_matches();
   return failures == 0 ? 0 : 1;
 }

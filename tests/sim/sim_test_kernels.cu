@@ -310,6 +310,43 @@ void cp_async_staging(const float* src, float* out) {
   launch("cp_async_kernel", cp_async_kernel, dim3(1), dim3(1), 0, Stream{}, src, out);
 }
 
+// ---- mbarrier and cp.async.bulk ---------------------------------------------------------------
+
+__global__ void bulk_copy_read_before_wait_kernel(const float* src, float* early, float* late, unsigned tx_bytes,
+                                                  unsigned copy_bytes) {
+  MT_DYNAMIC_SHARED(float, tile);  // filled with 0xff bytes by the simulator
+  __shared__ __align__(8) std::uint64_t barrier;
+  const unsigned t = threadIdx.x;
+  if (t == 0) ptx::mbarrier_init(&barrier, 1);
+  __syncthreads();
+  if (t == 0) {
+    ptx::mbarrier_arrive_expect_tx(&barrier, tx_bytes);
+    ptx::bulk_copy_global_to_shared(tile, src, copy_bytes, &barrier);
+  }
+  if (early != nullptr) early[t] = tile[t];  // not waited for yet
+  ptx::mbarrier_wait(&barrier, 0);
+  late[t] = tile[t];
+}
+void bulk_copy_read_before_wait(const float* src, float* early, float* late) {
+  launch("bulk_copy_read_before_wait_kernel", bulk_copy_read_before_wait_kernel, dim3(1), dim3(64), 64 * sizeof(float),
+         Stream{}, src, early, late, 64u * 4u, 64u * 4u);
+}
+void bulk_copy_missing_bytes(const float* src, float* out) {
+  launch("bulk_copy_read_before_wait_kernel", bulk_copy_read_before_wait_kernel, dim3(1), dim3(64), 64 * sizeof(float),
+         Stream{}, src, static_cast<float*>(nullptr), out, 64u * 4u, 32u * 4u);
+}
+
+__global__ void mbarrier_missing_arrival_kernel() {
+  __shared__ __align__(8) std::uint64_t barrier;
+  if (threadIdx.x == 0) ptx::mbarrier_init(&barrier, 2);
+  __syncthreads();
+  if (threadIdx.x == 0) ptx::mbarrier_arrive(&barrier);
+  ptx::mbarrier_wait(&barrier, 0);
+}
+void mbarrier_missing_arrival() {
+  launch("mbarrier_missing_arrival_kernel", mbarrier_missing_arrival_kernel, dim3(1), dim3(32), 0, Stream{});
+}
+
 // ---- printf and launch errors -----------------------------------------------------------------
 
 __global__ void hello_kernel() { printf("hello from thread %u of block %u\n", threadIdx.x, blockIdx.x); }

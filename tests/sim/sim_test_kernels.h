@@ -7,6 +7,15 @@
 
 namespace mt::sim::test {
 
+// An mbarrier-guarded cp.async.bulk of 64 floats, by one block of 64 threads.
+// early[t]: tile[t] read before waiting (stale: the copy has not landed);
+// late[t]: after waiting. Shared memory starts as 0xff bytes (NaN).
+void bulk_copy_read_before_wait(const float* src, float* early, float* late);
+// Waits on a barrier expecting 256 bytes when only 128 are copied: a deadlock.
+void bulk_copy_missing_bytes(const float* src, float* out);
+// Two arrivals expected, one made: a deadlock naming the mbarrier wait.
+void mbarrier_missing_arrival();
+
 struct Dim {
   unsigned x = 1, y = 1, z = 1;
 };

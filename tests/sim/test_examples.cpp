@@ -24,6 +24,22 @@ TEST_CASE("block_sum reduces across blocks", "[sim][examples]") {
   }
 }
 
+// Catches: the barrier's phase parity not alternating (the second tile's wait
+// would pass at once on the first phase and read the first tile again), a
+// tile refilled while another thread still reads it, tiles of one block read
+// by another.
+TEST_CASE("bulk_copy_scale stages tiles through shared memory with cp.async.bulk and an mbarrier",
+          "[sim][examples][mbarrier]") {
+  constexpr int kTiles = 6, kTile = 256;
+  std::vector<float> in(kTiles * kTile), out(kTiles * kTile, -1.0f);
+  for (int i = 0; i < kTiles * kTile; ++i) in[i] = static_cast<float>(i % 97) - 40.0f;
+  mt::sim::bulk_copy_scale(in.data(), out.data(), 3.0f, kTiles, {});
+  for (int i = 0; i < kTiles * kTile; ++i) {
+    INFO("element " << i);
+    REQUIRE(out[i] == 3.0f * in[i]);
+  }
+}
+
 TEST_CASE("transpose handles ragged edges", "[sim][examples]") {
   for (auto [rows, cols] : {std::pair{32, 32}, std::pair{45, 70}, std::pair{1, 33}}) {
     std::vector<float> in(rows * cols), out(rows * cols, -1.0f);

@@ -2,6 +2,7 @@
 // reports for broken kernels, and the Tensor Core wrappers' fragment layouts.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -376,6 +377,29 @@ TEST_CASE("cp.async copies only when its group is waited for, zero-filling past 
   CHECK(out[9] == 0.0f);
   CHECK(out[10] == 0.0f);
   CHECK(out[11] == 0.0f);
+}
+
+// Catches: a bulk copy landing as soon as it is issued (a kernel reading
+// before its mbarrier wait would then pass on the simulator and fail on a
+// GPU), a wait that returns before the bytes land, a barrier whose phase
+// completes with bytes still missing or an arrival still missing (each must
+// be a reported deadlock naming the mbarrier, not a hang or a silent pass).
+TEST_CASE("cp.async.bulk lands only when waited for, and an mbarrier phase needs every arrival and byte",
+          "[sim][mbarrier]") {
+  alignas(16) float src[64];
+  for (int i = 0; i < 64; ++i) src[i] = static_cast<float>(i) + 0.5f;
+  float early[64], late[64];
+  test::bulk_copy_read_before_wait(src, early, late);
+  for (int i = 0; i < 64; ++i) {
+    INFO("thread " << i);
+    CHECK(std::isnan(early[i]));  // shared memory's fill: the copy had not landed
+    CHECK(late[i] == src[i]);
+  }
+  float out[64];
+  REQUIRE_THROWS_WITH(test::bulk_copy_missing_bytes(src, out),
+                      Catch::Contains("deadlock") && Catch::Contains("mbarrier") && Catch::Contains("128 tx bytes"));
+  REQUIRE_THROWS_WITH(test::mbarrier_missing_arrival(),
+                      Catch::Contains("deadlock") && Catch::Contains("1 arrivals") && Catch::Contains("mbarrier"));
 }
 
 TEST_CASE("printf works from kernel code", "[sim]") {
