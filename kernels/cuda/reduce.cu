@@ -183,6 +183,21 @@ void reduce_split_rows(int op, const StridedIter<1>& in, const StridedIter<1>& o
          static_cast<const T*>(partials), slices, cols, op, correction, true, means, out);
 }
 
+// This thread's best (value, index) pair over columns [begin, end) of `row`, strided by the block.
+template <typename T>
+__device__ void thread_best(const StridedIter<1>& in, std::int64_t row, std::int64_t cols, std::int64_t begin,
+                            std::int64_t end, bool is_max, T& best, std::int64_t& arg) {
+  for (std::int64_t c = begin + threadIdx.x; c < end; c += blockDim.x) {
+    std::int64_t off[1];
+    operand_offsets(in, row * cols + c, off);
+    const T v = load_as<T>(in.data[0], in.dtype[0], off[0]);
+    if (beats(best, arg, v, c, is_max)) {
+      best = v;
+      arg = c;
+    }
+  }
+}
+
 // The best (value, index) pair of the whole block, in thread 0 (`best_value`
 // and `best_index` hold 32 entries).
 template <typename T>
@@ -224,15 +239,7 @@ __global__ void partial_row_best(StridedIter<1> in, std::int64_t cols, bool is_m
   const std::int64_t begin = slice * per_slice, end = begin + per_slice < cols ? begin + per_slice : cols;
   T best = T(0);
   std::int64_t arg = -1;
-  for (std::int64_t c = begin + threadIdx.x; c < end; c += blockDim.x) {
-    std::int64_t off[1];
-    operand_offsets(in, row * cols + c, off);
-    const T v = load_as<T>(in.data[0], in.dtype[0], off[0]);
-    if (beats(best, arg, v, c, is_max)) {
-      best = v;
-      arg = c;
-    }
-  }
+  thread_best(in, row, cols, begin, end, is_max, best, arg);
   block_best(best, arg, is_max, best_value, best_index);
   if (threadIdx.x == 0) {
     values[row * slices + slice] = best;
@@ -276,15 +283,7 @@ __global__ void reduce_with_index_kernel(StridedIter<1> in, StridedIter<1> value
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     T best = T(0);
     std::int64_t arg = -1;
-    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      std::int64_t off[1];
-      operand_offsets(in, row * cols + c, off);
-      const T v = load_as<T>(in.data[0], in.dtype[0], off[0]);
-      if (beats(best, arg, v, c, is_max)) {
-        best = v;
-        arg = c;
-      }
-    }
+    thread_best(in, row, cols, 0, cols, is_max, best, arg);
     block_best(best, arg, is_max, best_value, best_index);
     if (threadIdx.x == 0) {
       std::int64_t off[1];
