@@ -8,19 +8,22 @@ namespace mt::optim {
 namespace {
 
 // The device buffers of one staging slot: one flat tensor per state role,
-// long enough for the largest parameter of the call.
+// long enough for the largest parameter the slot takes.
 struct Buffers {
   Tensor master, state1, state2;
 };
 
-// A flat device buffer for `role` of every slot (undefined when no slot has
-// that role: SGD without momentum has no state).
-Tensor flat_buffer(const std::vector<kernels::ParamSlot>& slots, Tensor kernels::ParamSlot::*role, Device device,
-                   MemoryCategory category) {
+// A flat device buffer for `role` of the parameters staged in slot `parity`
+// (those at even or odd positions), undefined when none has that role (SGD
+// without momentum has no state). Sizing each slot by its own parameters
+// keeps the staging near one large parameter's state when large and small
+// parameters alternate (weight, bias, weight, ...), not two.
+Tensor flat_buffer(const std::vector<kernels::ParamSlot>& slots, size_t parity, Tensor kernels::ParamSlot::*role,
+                   Device device, MemoryCategory category) {
   int64_t longest = 0;
   DType dtype = kF32;
-  for (const kernels::ParamSlot& slot : slots) {
-    const Tensor& t = slot.*role;
+  for (size_t i = parity; i < slots.size(); i += 2) {
+    const Tensor& t = slots[i].*role;
     if (!t.defined()) continue;
     longest = std::max(longest, t.numel());
     dtype = t.dtype();
@@ -59,10 +62,11 @@ void OffloadPipeline::run(const std::vector<kernels::ParamSlot>& slots,
   if (slots.empty()) return;
   const Stream compute = current_stream(device_);
   std::array<Buffers, 2> buffers;
-  for (Buffers& b : buffers) {
-    b.master = flat_buffer(slots, &kernels::ParamSlot::master, device_, MemoryCategory::MasterWeights);
-    b.state1 = flat_buffer(slots, &kernels::ParamSlot::state1, device_, MemoryCategory::OptimizerState);
-    b.state2 = flat_buffer(slots, &kernels::ParamSlot::state2, device_, MemoryCategory::OptimizerState);
+  for (size_t parity = 0; parity < 2; ++parity) {
+    Buffers& b = buffers[parity];
+    b.master = flat_buffer(slots, parity, &kernels::ParamSlot::master, device_, MemoryCategory::MasterWeights);
+    b.state1 = flat_buffer(slots, parity, &kernels::ParamSlot::state1, device_, MemoryCategory::OptimizerState);
+    b.state2 = flat_buffer(slots, parity, &kernels::ParamSlot::state2, device_, MemoryCategory::OptimizerState);
   }
   // The buffers come from the compute stream's pool: work queued there
   // before may still use their memory, so the copies start after it.
