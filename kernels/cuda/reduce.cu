@@ -228,6 +228,19 @@ __device__ void block_best(T& best, std::int64_t& arg, bool is_max, T* best_valu
   __syncthreads();  // the scratch is reused
 }
 
+// Writes a row's best value (when values are wanted) and its index.
+template <typename T>
+__device__ void store_best(const StridedIter<1>& values, const StridedIter<1>& indices, std::int64_t row, T best,
+                           std::int64_t arg) {
+  std::int64_t off[1];
+  if (values.data[0] != nullptr) {
+    operand_offsets(values, row, off);
+    store_as<T>(values.data[0], values.dtype[0], off[0], best);
+  }
+  operand_offsets(indices, row, off);
+  static_cast<std::int64_t*>(indices.data[0])[off[0]] = arg;
+}
+
 // Stage 1 of a split max/min: block (slice, row) writes its slice's best pair.
 template <typename T>
 __global__ void partial_row_best(StridedIter<1> in, std::int64_t cols, bool is_max, T* values,
@@ -265,14 +278,7 @@ __global__ void finish_row_best(const T* partial_values, const std::int64_t* par
     }
   }
   block_best(best, arg, is_max, best_value, best_index);
-  if (threadIdx.x != 0) return;
-  std::int64_t off[1];
-  if (values.data[0] != nullptr) {
-    operand_offsets(values, row, off);
-    store_as<T>(values.data[0], values.dtype[0], off[0], best);
-  }
-  operand_offsets(indices, row, off);
-  static_cast<std::int64_t*>(indices.data[0])[off[0]] = arg;
+  if (threadIdx.x == 0) store_best(values, indices, row, best, arg);
 }
 
 template <typename T>
@@ -285,15 +291,7 @@ __global__ void reduce_with_index_kernel(StridedIter<1> in, StridedIter<1> value
     std::int64_t arg = -1;
     thread_best(in, row, cols, 0, cols, is_max, best, arg);
     block_best(best, arg, is_max, best_value, best_index);
-    if (threadIdx.x == 0) {
-      std::int64_t off[1];
-      if (values.data[0] != nullptr) {
-        operand_offsets(values, row, off);
-        store_as<T>(values.data[0], values.dtype[0], off[0], best);
-      }
-      operand_offsets(indices, row, off);
-      static_cast<std::int64_t*>(indices.data[0])[off[0]] = arg;
-    }
+    if (threadIdx.x == 0) store_best(values, indices, row, best, arg);
   }
 }
 
