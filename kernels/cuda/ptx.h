@@ -33,20 +33,41 @@
 // flipping when both reach zero — and cp.async.bulk, a copy of a contiguous
 // run of bytes from global to shared memory by the copy engine, completing
 // its bytes on an mbarrier. The simulator follows the same rules
-// (kernels/sim/runtime.h) and lands bulk copies as late as it can. wgmma and
-// tensor-map TMA are not wrapped yet. On GPUs before sm_90 these trap.
+// (kernels/sim/runtime.h) and lands bulk copies as late as it can.
+//
+// Hopper's TMA: cp.async.bulk.tensor copies a box (tile) of a tensor that a
+// tensor map (kernels/cuda/tensor_map.h) describes, zero-filling what lies
+// outside the tensor and swizzling it into shared memory, completing on an
+// mbarrier. wgmma.mma_async: a warpgroup (4 warps, 128 threads) multiplies
+// A (64 x 16) by B (16 x N), both read from shared memory through 64-bit
+// matrix descriptors (start address, leading/stride byte offsets, swizzle),
+// into N/2 f32 accumulators per thread — asynchronously: issue, commit a
+// group, and read the accumulators (or overwrite the tiles) only after
+// wgmma.wait_group. Accumulator fragment, warp w of the warpgroup, group =
+// lane / 4, t = lane % 4, slice i < N/8:
+//   d[4i + 0..1] = D[16w + group][8i + 2t .. +1]   d[4i + 2..3] = D[16w + group + 8][8i + 2t .. +1]
+// The simulator reads the descriptors by the PTX ISA's canonical layouts,
+// element by element (kernels/sim/hopper.cpp). On GPUs before sm_90 these
+// trap; wgmma and setmaxnreg need sm_90a.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/cuda/cuda_compat.h"
+#include "kernels/cuda/element.h"
+#include "kernels/cuda/tensor_map.h"
+#if !MT_SIM_BUILD
+#include "kernels/cuda/ptx_wgmma_asm.h"
+#endif
 
 namespace mt::MT_KERNEL_NS::ptx {
 
 #if MT_SIM_BUILD
 #define MT_PTX_SITE , ::mt::simulator::SourceSite site = ::mt::simulator::SourceSite::current()
+#define MT_PTX_SITE_FIRST ::mt::simulator::SourceSite site = ::mt::simulator::SourceSite::current()
 #else
 #define MT_PTX_SITE
+#define MT_PTX_SITE_FIRST
 #endif
 
 // ---- mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 ------------
@@ -73,8 +94,7 @@ __device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const std::uint3
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%10,%11,%12,%13};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 #endif
 }
 
@@ -88,8 +108,7 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const std::uint
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%10,%11,%12,%13};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 #endif
 }
 
@@ -107,9 +126,9 @@ void ldmatrix(std::uint32_t (&r)[Matrices], const void* row, ::mt::simulator::So
   for (int i = 0; i < Matrices; ++i) r[i] = result[i];
 }
 }  // namespace detail
-#define MT_LDMATRIX(N, TRANS, SUFFIX)                                                                             \
-  __device__ __forceinline__ void ldmatrix_x##N##SUFFIX(std::uint32_t (&r)[N], const void* row MT_PTX_SITE) { \
-    detail::ldmatrix<N, TRANS>(r, row, site);                                                                     \
+#define MT_LDMATRIX(N, TRANS, SUFFIX)                                                                        \
+  __device__ __forceinline__ void ldmatrix_x##N##SUFFIX(std::uint32_t(&r)[N], const void* row MT_PTX_SITE) { \
+    detail::ldmatrix<N, TRANS>(r, row, site);                                                                \
   }
 #else
 // 32-bit shared-memory address of a generic pointer, as ldmatrix/cp.async want.
@@ -134,18 +153,18 @@ MT_LDMATRIX(4, true, _trans)
 #undef MT_LDMATRIX
 #else
 #if defined(__CUDA_ARCH__)
-#define MT_LDMATRIX_BODY(N, QUALIFIER)                                                            \
+#define MT_LDMATRIX_BODY(N, QUALIFIER)                                                              \
   asm volatile("ldmatrix.sync.aligned.m8n8.x" #N QUALIFIER ".shared.b16 " MT_LDMATRIX_ASM_##N ";\n" \
-               : MT_LDMATRIX_OUT_##N(r)                                                         \
+               : MT_LDMATRIX_OUT_##N(r)                                                             \
                : "r"(shared_address(row)));
 #else
 #define MT_LDMATRIX_BODY(N, QUALIFIER) \
   (void)r;                             \
   (void)row;
 #endif
-#define MT_LDMATRIX(N, QUALIFIER, SUFFIX)                                                          \
-  __device__ __forceinline__ void ldmatrix_x##N##SUFFIX(std::uint32_t (&r)[N], const void* row) { \
-    MT_LDMATRIX_BODY(N, QUALIFIER)                                                                 \
+#define MT_LDMATRIX(N, QUALIFIER, SUFFIX)                                                        \
+  __device__ __forceinline__ void ldmatrix_x##N##SUFFIX(std::uint32_t(&r)[N], const void* row) { \
+    MT_LDMATRIX_BODY(N, QUALIFIER)                                                               \
   }
 MT_LDMATRIX(1, "", )
 MT_LDMATRIX(2, "", )
@@ -169,8 +188,8 @@ __device__ __forceinline__ void cp_async_ca(void* shared_dst, const void* global
   (void)site;
   ::mt::simulator::cp_async(shared_dst, global_src, Bytes, src_bytes);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(shared_address(shared_dst)),
-               "l"(global_src), "n"(Bytes), "r"(src_bytes));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(shared_address(shared_dst)), "l"(global_src),
+               "n"(Bytes), "r"(src_bytes));
 #endif
 }
 
@@ -181,8 +200,8 @@ __device__ __forceinline__ void cp_async_cg16(void* shared_dst, const void* glob
   (void)site;
   ::mt::simulator::cp_async(shared_dst, global_src, 16, src_bytes);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared_dst)),
-               "l"(global_src), "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared_dst)), "l"(global_src),
+               "r"(src_bytes));
 #endif
 }
 
@@ -231,11 +250,10 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint64_t* barrier
 #if MT_SIM_BUILD
   ::mt::simulator::mbarrier_arrive(barrier, tx_bytes);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n .reg .b64 state;\n mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(
-          shared_address(barrier)),
-      "r"(tx_bytes)
-      : "memory");
+  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(
+                   shared_address(barrier)),
+               "r"(tx_bytes)
+               : "memory");
 #elif defined(__CUDA_ARCH__)
   MT_HOPPER_ONLY_TRAP();
 #endif
@@ -245,8 +263,7 @@ __device__ __forceinline__ void mbarrier_arrive(std::uint64_t* barrier) {
 #if MT_SIM_BUILD
   ::mt::simulator::mbarrier_arrive(barrier, 0);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(
-                   shared_address(barrier))
+  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(shared_address(barrier))
                : "memory");
 #elif defined(__CUDA_ARCH__)
   MT_HOPPER_ONLY_TRAP();
@@ -281,11 +298,177 @@ __device__ __forceinline__ void bulk_copy_global_to_shared(void* shared_dst, con
 #if MT_SIM_BUILD
   ::mt::simulator::bulk_copy_global_to_shared(shared_dst, global_src, bytes, barrier);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   shared_address(shared_dst)),
+               "l"(global_src), "r"(bytes), "r"(shared_address(barrier))
+               : "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// ---- TMA: cp.async.bulk.tensor (sm_90) ------------------------------------------------
+
+// Copies the box of `map` whose first element is at (c0, c1[, c2]) (innermost
+// coordinate first, in elements; may lie partly outside the tensor: zeros)
+// to `shared_dst` (128-byte aligned; 1024 for a 128-byte swizzle to line up
+// with wgmma's), completing its bytes on `barrier`. One thread issues it.
+__device__ __forceinline__ void tensor_copy_2d(void* shared_dst, const kernels::TensorMap* map, int c0, int c1,
+                                               std::uint64_t* barrier) {
+#if MT_SIM_BUILD
+  const std::int32_t coords[3] = {c0, c1, 0};
+  ::mt::simulator::tensor_copy_global_to_shared(shared_dst, map, coords, barrier);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-          shared_address(shared_dst)),
-      "l"(global_src), "r"(bytes), "r"(shared_address(barrier))
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(shared_address(shared_dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(shared_address(barrier))
       : "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+__device__ __forceinline__ void tensor_copy_3d(void* shared_dst, const kernels::TensorMap* map, int c0, int c1, int c2,
+                                               std::uint64_t* barrier) {
+#if MT_SIM_BUILD
+  const std::int32_t coords[3] = {c0, c1, c2};
+  ::mt::simulator::tensor_copy_global_to_shared(shared_dst, map, coords, barrier);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(shared_address(shared_dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(barrier))
+      : "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// Orders this thread's earlier generic-proxy shared-memory accesses before
+// later async-proxy ones (TMA, wgmma) — e.g. after zeroing a tile that wgmma
+// reads. The simulator has one proxy; it is a no-op there.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if MT_SIM_BUILD
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// ---- wgmma (sm_90a) -------------------------------------------------------------------
+
+// The swizzle of a shared-memory operand, as a matrix descriptor encodes it.
+enum class Swizzle : std::uint64_t { None = 0, B128 = 1, B64 = 2, B32 = 3 };
+
+// A wgmma matrix descriptor for the operand starting at `tile` (shared
+// memory). Offsets in bytes: `leading` (LBO) and `stride` (SBO) as the PTX
+// ISA's canonical layouts define them for the operand's major-ness and swizzle.
+__device__ __forceinline__ std::uint64_t matrix_descriptor(const void* tile, unsigned leading, unsigned stride,
+                                                           Swizzle swizzle) {
+#if MT_SIM_BUILD
+  const std::uint64_t address = ::mt::simulator::shared_window_address(tile);
+#else
+  const std::uint64_t address = shared_address(tile);
+#endif
+  return ((address >> 4) & 0x3fffu) | (std::uint64_t{(leading >> 4) & 0x3fffu} << 16) |
+         (std::uint64_t{(stride >> 4) & 0x3fffu} << 32) | (static_cast<std::uint64_t>(swizzle) << 62);
+}
+
+// Makes the accumulator registers' earlier writes visible to the next wgmma
+// (before the first wgmma of a batch, and after touching the accumulators).
+__device__ __forceinline__ void wgmma_fence() {
+#if MT_SIM_BUILD
+  ::mt::simulator::wgmma_fence();
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+__device__ __forceinline__ void wgmma_commit_group() {
+#if MT_SIM_BUILD
+  ::mt::simulator::wgmma_commit_group();
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// Waits until at most N committed wgmma groups are still running.
+template <int N>
+__device__ __forceinline__ void wgmma_wait_group(MT_PTX_SITE_FIRST) {
+#if MT_SIM_BUILD
+  ::mt::simulator::wgmma_wait_group(N, site);
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// Keeps the compiler from moving reads or writes of the accumulators across
+// this point (CUTLASS's warpgroup_fence_operand): put it around the wgmma
+// batch, or ptxas must serialise the wgmmas it sees other code touching.
+template <int Count>
+__device__ __forceinline__ void fence_accumulators(float (&acc)[Count]) {
+#if !MT_SIM_BUILD
+  MT_UNROLL
+  for (int i = 0; i < Count; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+#else
+  (void)acc;
+#endif
+}
+
+// D (64 x N, f32, N/2 per thread) = A (64 x 16) * B (16 x N) [+ D]. A is
+// K-major (row-major M x K) unless TransA (M-major); B is K-major (stored
+// N x K) unless TransB (N-major, stored K x N); bf16 operands when BF16, else f16.
+template <int N, bool BF16, bool TransA, bool TransB>
+__device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], std::uint64_t desc_a, std::uint64_t desc_b,
+                                             bool accumulate) {
+  static_assert(N == 64 || N == 128 || N == 256, "wgmma wrappers exist for N = 64, 128, 256");
+#if MT_SIM_BUILD
+  ::mt::simulator::wgmma_mma_async({d, N, desc_a, desc_b, accumulate, TransA, TransB, BF16});
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  const int scale_d = accumulate ? 1 : 0;
+  if constexpr (BF16) {
+    if constexpr (N == 64) wgmma_asm::wgmma_n64_bf16<TransA, TransB>(d, desc_a, desc_b, scale_d);
+    if constexpr (N == 128) wgmma_asm::wgmma_n128_bf16<TransA, TransB>(d, desc_a, desc_b, scale_d);
+    if constexpr (N == 256) wgmma_asm::wgmma_n256_bf16<TransA, TransB>(d, desc_a, desc_b, scale_d);
+  } else {
+    if constexpr (N == 64) wgmma_asm::wgmma_n64_f16<TransA, TransB>(d, desc_a, desc_b, scale_d);
+    if constexpr (N == 128) wgmma_asm::wgmma_n128_f16<TransA, TransB>(d, desc_a, desc_b, scale_d);
+    if constexpr (N == 256) wgmma_asm::wgmma_n256_f16<TransA, TransB>(d, desc_a, desc_b, scale_d);
+  }
+#elif defined(__CUDA_ARCH__)
+  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// setmaxnreg: a warpgroup gives registers back (dec) or takes more (inc), so
+// producer warps can run lean while consumer warps hold big accumulators.
+// The simulator has no register file: a no-op there.
+template <int Registers>
+__device__ __forceinline__ void setmaxnreg_increase() {
+  static_assert(Registers % 8 == 0 && Registers >= 24 && Registers <= 256, "setmaxnreg takes 24..256, multiple of 8");
+#if MT_SIM_BUILD
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Registers));
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+template <int Registers>
+__device__ __forceinline__ void setmaxnreg_decrease() {
+  static_assert(Registers % 8 == 0 && Registers >= 24 && Registers <= 256, "setmaxnreg takes 24..256, multiple of 8");
+#if MT_SIM_BUILD
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Registers));
 #elif defined(__CUDA_ARCH__)
   MT_HOPPER_ONLY_TRAP();
 #endif
@@ -303,5 +486,6 @@ __device__ __forceinline__ std::uint32_t pack_halves(std::uint16_t low, std::uin
 }
 
 #undef MT_PTX_SITE
+#undef MT_PTX_SITE_FIRST
 
 }  // namespace mt::MT_KERNEL_NS::ptx

@@ -196,9 +196,67 @@ void mbarrier_arrive(void* barrier, unsigned expect_tx_bytes);
 void mbarrier_wait_parity(void* barrier, unsigned parity, SourceSite site);
 // cp.async.bulk global -> shared, completing `bytes` of the barrier's tx when
 // it lands. It lands as late as it can: when no simulated thread of the block
-// can run otherwise, so a kernel that reads the destination before waiting
-// on the barrier reads stale shared memory here as on a GPU.
+// can run otherwise; until then the destination holds all-ones bytes (NaN,
+// -1), written at issue. So a kernel that reads the destination before
+// waiting on the barrier, or still reads the old contents after issuing the
+// copy, gets garbage here, as it may on a GPU.
 void bulk_copy_global_to_shared(void* shared_dst, const void* global_src, unsigned bytes, void* barrier);
+
+// ---- Hopper's tensor-map copies (TMA), wgmma and fences (sm_90) ------------------
+//
+// A tensor map describes a tiled view of a global tensor (what
+// cuTensorMapEncodeTiled encodes into an opaque 128-byte CUtensorMap); the
+// simulator keeps its own encoding in those 128 bytes. A copy moves one box
+// (a tile, innermost dimension first) into shared memory, densely, rows of
+// box[0] elements, zero-filling what lies outside the tensor, swizzled like
+// the hardware: 16-byte chunk c of the 128-byte row r (with 128B swizzle)
+// lands at chunk c ^ (r % 8), as address bits [4,7) ^= bits [7,10). It
+// counts its whole box (zero fill included) against the barrier's tx, and
+// lands as late as it can, poisoning the destination at issue, like
+// cp.async.bulk.
+struct TensorMapEncoding {
+  static constexpr std::uint64_t kMagic = 0x70614d726f736e54ull;  // "TnsorMap": catches an unencoded map
+  std::uint64_t magic = kMagic;
+  const void* global_address = nullptr;
+  std::uint32_t rank = 0;                // 1..3
+  std::uint32_t element_bytes = 0;       // 1, 2, 4 or 8
+  std::uint64_t dims[3] = {1, 1, 1};     // elements, innermost first
+  std::uint64_t strides[3] = {0, 0, 0};  // bytes between consecutive indices; strides[0] = element_bytes
+  std::uint32_t box[3] = {1, 1, 1};      // the tile, innermost first
+  std::uint32_t swizzle_bytes = 0;       // 0 (none), 32, 64 or 128
+};
+// Checks `encoding` as the driver does (alignment, strides, box sizes) and
+// writes it into the 128 bytes at `map` (throws mt::Error when invalid).
+void encode_tensor_map(void* map, const TensorMapEncoding& encoding);
+// cp.async.bulk.tensor.{1,2,3}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.
+void tensor_copy_global_to_shared(void* shared_dst, const void* map, const std::int32_t* coords, void* barrier);
+
+// The offset of a dynamic shared memory address in the block's shared window
+// (what __cvta_generic_to_shared gives on a GPU); wgmma descriptors hold it.
+std::uint32_t shared_window_address(const void* shared);
+
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}: a warpgroup (4
+// consecutive warps) multiplies a 64 x 16 A by a 16 x N B, both described by
+// shared-memory matrix descriptors, into f32 accumulators spread over its 128
+// threads (`d`: N / 2 floats per thread). Queued per thread; it writes `d`
+// only when wgmma.wait_group retires its group, so a kernel that reads the
+// accumulators too early sees old values. The hardware may read the tiles at
+// any moment in between: the simulator reads them at retire and checks they
+// are what they were at issue, reporting a change (a copy still landing, a
+// tile refilled too early) as an error instead of a lucky result.
+struct WgmmaIssue {
+  float* d = nullptr;
+  unsigned n = 0;
+  std::uint64_t desc_a = 0, desc_b = 0;
+  bool accumulate = true;  // scale-d: D = A*B + D, or D = A*B
+  bool trans_a = false;    // A is M-major (else K-major)
+  bool trans_b = false;    // B is N-major (else K-major)
+  bool bf16 = false;       // else f16
+};
+void wgmma_fence();
+void wgmma_mma_async(const WgmmaIssue& issue);
+void wgmma_commit_group();
+void wgmma_wait_group(unsigned groups_left_pending, SourceSite site);
 
 // Tells the race checker about an access the compiler did not instrument
 // (ldmatrix rows, cp.async destinations).

@@ -9,10 +9,13 @@
 // guarantee either), so blocks simply run one after another.
 #include <algorithm>
 #include <atomic>
+#include <boost/context/fiber.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -21,11 +24,9 @@
 #include <thread>
 #include <vector>
 
-#include <boost/context/fiber.hpp>
-#include <boost/context/protected_fixedsize_stack.hpp>
-
 #include "core/error.h"
 #include "kernels/cuda/launch_check.h"
+#include "kernels/sim/hopper.h"
 #include "kernels/sim/racecheck.h"
 #include "kernels/sim/runtime.h"
 
@@ -147,12 +148,15 @@ struct Worker {
   Worker() = default;
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
-  ~Worker() { ::operator delete(dynamic_shared, std::align_val_t{128}); }
+  // 1024-byte aligned, so the address bits the Hopper swizzles use (bits 4..9)
+  // are those of the offset in the shared window, as on a GPU.
+  static constexpr std::align_val_t kArenaAlignment{1024};
+  ~Worker() { ::operator delete(dynamic_shared, kArenaAlignment); }
 
   std::byte* shared_arena(std::size_t bytes) {
     if (bytes > dynamic_capacity) {
-      ::operator delete(dynamic_shared, std::align_val_t{128});
-      dynamic_shared = static_cast<std::byte*>(::operator new(bytes, std::align_val_t{128}));
+      ::operator delete(dynamic_shared, kArenaAlignment);
+      dynamic_shared = static_cast<std::byte*>(::operator new(bytes, kArenaAlignment));
       dynamic_capacity = bytes;
     }
     return dynamic_shared;
@@ -168,9 +172,9 @@ enum class ThreadState { Runnable, AtBarrier, AtWarpOp, AtActiveMask, AtMbarrier
 
 // The simulator's encoding of an mbarrier's 8 bytes.
 struct MbarrierState {
-  std::int32_t tx;                    // bytes the current phase still waits for
-  std::uint16_t expected;             // arrivals per phase
-  std::uint16_t pending_and_phase;    // bit 15: phase parity; bits 0..14: arrivals still pending
+  std::int32_t tx;                  // bytes the current phase still waits for
+  std::uint16_t expected;           // arrivals per phase
+  std::uint16_t pending_and_phase;  // bit 15: phase parity; bits 0..14: arrivals still pending
   unsigned phase() const { return pending_and_phase >> 15; }
   unsigned pending() const { return pending_and_phase & 0x7fffu; }
 };
@@ -190,9 +194,10 @@ void settle_mbarrier(void* barrier, MbarrierState s) {
   std::memcpy(barrier, &s, sizeof(s));
 }
 
+// A copy by the copy engine (cp.async.bulk, a tensor-map tile): `land`
+// writes shared memory, then `bytes` complete on the barrier.
 struct PendingBulkCopy {
-  void* dst;
-  const void* src;
+  std::function<void()> land;
   unsigned bytes;
   void* barrier;
 };
@@ -226,6 +231,8 @@ struct SimThread {
   // mbarrier wait in progress.
   const void* mbarrier = nullptr;
   unsigned parity = 0;
+  // wgmma issued and committed, not yet retired by a wait_group.
+  hopper::WgmmaQueue wgmma;
 };
 
 class BlockRun;
@@ -282,6 +289,8 @@ class BlockRun {
   }
 
   std::byte* dynamic_shared() const { return dynamic_shared_; }
+  std::size_t dynamic_shared_bytes() const { return launch_.dynamic_shared_bytes; }
+  std::size_t thread_count() const { return threads_.size(); }
   detail::RaceChecker* race_checker() { return race_checker_ ? &*race_checker_ : nullptr; }
 
   // Threads still suspended (a deadlock or an error ended the block) are
@@ -331,6 +340,12 @@ class BlockRun {
       throw;
     } catch (...) {
       if (!error_) error_ = std::current_exception();
+    }
+    if (!error_ && (!thread.wgmma.committed.empty() || !thread.wgmma.uncommitted.empty())) {
+      error_ = std::make_exception_ptr(Error(
+          fmt::format("thread {} finished with wgmma work it never waited for ({} committed groups, {} uncommitted "
+                      "instructions): its accumulators were never written (wgmma.wait_group 0 before reading them)",
+                      thread.linear, thread.wgmma.committed.size(), thread.wgmma.uncommitted.size())));
     }
     thread.state = ThreadState::Finished;
     ++finished_;
@@ -436,7 +451,7 @@ class BlockRun {
     for (const PendingBulkCopy& copy : bulk_copies_) {
       // Not reported to the race checker: the copy is no thread's access, and
       // readers are ordered after it by the mbarrier wait, not by __syncthreads.
-      std::memcpy(copy.dst, copy.src, copy.bytes);
+      copy.land();
       MbarrierState s = read_mbarrier(copy.barrier);
       s.tx -= static_cast<std::int32_t>(copy.bytes);
       settle_mbarrier(copy.barrier, s);
@@ -704,6 +719,15 @@ void cp_async_wait_group(unsigned groups_left_pending) {
 
 // ---- mbarrier and bulk copies ----------------------------------------------------
 
+namespace {
+// A copy engine write lands whenever it likes between issue and completion.
+// The simulator lands it as late as it can (a read before the barrier wait
+// sees what was there) and overwrites the destination with all-ones bytes at
+// issue, so whatever still reads the old contents after the copy was issued
+// (a tile refilled too early) reads garbage here too, not a lucky old value.
+void poison_until_landed(void* shared_dst, std::size_t bytes) { std::memset(shared_dst, 0xff, bytes); }
+}  // namespace
+
 void mbarrier_init(void* barrier, unsigned expected_arrivals) {
   require_thread("mbarrier.init");
   MT_CHECK(reinterpret_cast<std::uintptr_t>(barrier) % 8 == 0, "mbarrier.init: the barrier at {} is not 8-byte aligned",
@@ -741,7 +765,65 @@ void bulk_copy_global_to_shared(void* shared_dst, const void* global_src, unsign
                reinterpret_cast<std::uintptr_t>(global_src) % 16 == 0,
            "cp.async.bulk: {} bytes from {} to {}: sizes and addresses must be multiples of 16", bytes, global_src,
            shared_dst);
-  current_block->queue_bulk_copy({shared_dst, global_src, bytes, barrier});
+  poison_until_landed(shared_dst, bytes);
+  current_block->queue_bulk_copy({[=] { std::memcpy(shared_dst, global_src, bytes); }, bytes, barrier});
+}
+
+// ---- tensor maps, wgmma, fences ---------------------------------------------------
+
+void encode_tensor_map(void* map, const TensorMapEncoding& encoding) {
+  static_assert(sizeof(TensorMapEncoding) <= 128, "a tensor map is 128 bytes");
+  MT_CHECK(reinterpret_cast<std::uintptr_t>(map) % 64 == 0, "tensor map at {}: not 64-byte aligned", map);
+  hopper::check_tensor_map(encoding);
+  std::memset(map, 0, 128);
+  std::memcpy(map, &encoding, sizeof(encoding));
+}
+
+void tensor_copy_global_to_shared(void* shared_dst, const void* map, const std::int32_t* coords, void* barrier) {
+  require_thread("cp.async.bulk.tensor");
+  const TensorMapEncoding encoding = hopper::read_tensor_map(map);
+  MT_CHECK(reinterpret_cast<std::uintptr_t>(shared_dst) % 128 == 0,
+           "cp.async.bulk.tensor: the shared destination {} is not 128-byte aligned", shared_dst);
+  const std::int32_t at[3] = {coords[0], encoding.rank > 1 ? coords[1] : 0, encoding.rank > 2 ? coords[2] : 0};
+  auto* dst = static_cast<std::byte*>(shared_dst);
+  poison_until_landed(dst, hopper::box_bytes(encoding));
+  current_block->queue_bulk_copy(
+      {[=] { hopper::land_tensor_tile(dst, encoding, at); }, hopper::box_bytes(encoding), barrier});
+}
+
+std::uint32_t shared_window_address(const void* shared) {
+  require_thread("__cvta_generic_to_shared");
+  const std::byte* base = current_block->dynamic_shared();
+  const auto* p = static_cast<const std::byte*>(shared);
+  MT_CHECK(p >= base && p < base + current_block->dynamic_shared_bytes(),
+           "shared address of {}: the simulator maps only dynamic shared memory into the shared window", shared);
+  return static_cast<std::uint32_t>(p - base);
+}
+
+void wgmma_fence() { require_thread("wgmma.fence"); }
+
+void wgmma_mma_async(const WgmmaIssue& issue) {
+  SimThread& thread = require_thread("wgmma.mma_async");
+  MT_CHECK(current_block->thread_count() % 128 == 0,
+           "wgmma.mma_async: the block has {} threads; wgmma runs on whole warpgroups of 128",
+           current_block->thread_count());
+  MT_CHECK(issue.n >= 8 && issue.n <= 256 && issue.n % 8 == 0, "wgmma.mma_async: N = {} (8..256, a multiple of 8)",
+           issue.n);
+  hopper::QueuedWgmma queued{issue, current_block->dynamic_shared(), current_block->dynamic_shared_bytes(),
+                             (thread.linear / 32) % 4};
+  if (thread.linear % 32 == 0) queued.issued_checksum = hopper::operand_checksum(queued);
+  thread.wgmma.uncommitted.push_back(queued);
+}
+
+void wgmma_commit_group() {
+  SimThread& thread = require_thread("wgmma.commit_group");
+  thread.wgmma.committed.push_back(std::move(thread.wgmma.uncommitted));
+  thread.wgmma.uncommitted.clear();
+}
+
+void wgmma_wait_group(unsigned groups_left_pending, SourceSite site) {
+  SimThread& thread = require_thread("wgmma.wait_group");
+  warp_sync("wgmma.wait_group", hopper::wgmma_retire, 0xffffffffu, &thread.wgmma, nullptr, groups_left_pending, site);
 }
 
 }  // namespace mt::simulator

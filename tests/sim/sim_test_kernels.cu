@@ -1,9 +1,8 @@
 // Kernels that exercise one simulator feature each. Built for the simulator
 // only (SIM_ONLY): several are broken on purpose.
-#include "tests/sim/sim_test_kernels.h"
-
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/ptx.h"
+#include "tests/sim/sim_test_kernels.h"
 
 namespace mt::sim::test {
 
@@ -345,6 +344,62 @@ __global__ void mbarrier_missing_arrival_kernel() {
 }
 void mbarrier_missing_arrival() {
   launch("mbarrier_missing_arrival_kernel", mbarrier_missing_arrival_kernel, dim3(1), dim3(32), 0, Stream{});
+}
+
+// ---- TMA tensor maps and wgmma ------------------------------------------------------------------
+
+__global__ void tensor_copy_raw_kernel(const __grid_constant__ kernels::TensorMap map, int c0, int c1,
+                                       std::uint16_t* raw, unsigned elements) {
+  MT_DYNAMIC_SHARED(std::uint16_t, tile);
+  __shared__ __align__(8) std::uint64_t barrier;
+  if (threadIdx.x == 0) ptx::mbarrier_init(&barrier, 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_arrive_expect_tx(&barrier, elements * 2);
+    ptx::tensor_copy_2d(tile, &map, c0, c1, &barrier);
+  }
+  ptx::mbarrier_wait(&barrier, 0);
+  for (unsigned i = threadIdx.x; i < elements; i += blockDim.x) raw[i] = tile[i];
+}
+void tensor_copy_raw(const kernels::TensorMap& map, int c0, int c1, std::uint16_t* raw, unsigned elements) {
+  launch("tensor_copy_raw_kernel", tensor_copy_raw_kernel, dim3(1), dim3(32), elements * 2, Stream{}, map, c0, c1, raw,
+         elements);
+}
+
+__global__ void wgmma_interleaved_kernel(const std::uint16_t* a, const std::uint16_t* b, float* early, float* d,
+                                         bool wait) {
+  MT_DYNAMIC_SHARED(std::uint16_t, smem);
+  std::uint16_t* sa = smem;
+  std::uint16_t* sb = smem + 64 * 16;
+  // No swizzle, K-major: 8 x 8 core matrices of 128 contiguous bytes; the two
+  // k halves 128 bytes apart (LBO), the 8-row groups 256 bytes apart (SBO).
+  for (unsigned i = threadIdx.x; i < 64 * 16; i += blockDim.x) {
+    const unsigned row = i / 16, k = i % 16;
+    const unsigned at = (row / 8) * 128 + (k / 8) * 64 + (row % 8) * 8 + (k % 8);
+    sa[at] = a[i];
+    sb[at] = b[i];
+  }
+  __syncthreads();
+  ptx::fence_proxy_async_shared();
+  float acc[32] = {};
+  ptx::wgmma_fence();
+  ptx::wgmma_m64k16<64, false, false, false>(acc, ptx::matrix_descriptor(sa, 128, 256, ptx::Swizzle::None),
+                                             ptx::matrix_descriptor(sb, 128, 256, ptx::Swizzle::None), false);
+  ptx::wgmma_commit_group();
+  early[threadIdx.x] = acc[0];
+  if (!wait) return;
+  ptx::wgmma_wait_group<0>();
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (unsigned i = 0; i < 8; ++i) {
+    for (unsigned r = 0; r < 4; ++r) {
+      const unsigned row = 16 * warp + lane / 4 + (r >= 2 ? 8 : 0), col = 8 * i + 2 * (lane % 4) + (r & 1u);
+      d[row * 64 + col] = acc[4 * i + r];
+    }
+  }
+}
+void wgmma_interleaved(const std::uint16_t* a, const std::uint16_t* b, float* early, float* d, bool wait) {
+  launch("wgmma_interleaved_kernel", wgmma_interleaved_kernel, dim3(1), dim3(128), 2 * 64 * 16 * 2, Stream{}, a, b,
+         early, d, wait);
 }
 
 // ---- printf and launch errors -----------------------------------------------------------------

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/tensor_map.h"
+
 namespace mt::sim::test {
 
 // An mbarrier-guarded cp.async.bulk of 64 floats, by one block of 64 threads.
@@ -15,6 +17,15 @@ void bulk_copy_read_before_wait(const float* src, float* early, float* late);
 void bulk_copy_missing_bytes(const float* src, float* out);
 // Two arrivals expected, one made: a deadlock naming the mbarrier wait.
 void mbarrier_missing_arrival();
+
+// TMA: copies the box of `map` at (c0, c1) into shared memory and writes the
+// shared bytes back unchanged (still swizzled) to `raw` (`elements` f16).
+void tensor_copy_raw(const mt::kernels::TensorMap& map, int c0, int c1, std::uint16_t* raw, unsigned elements);
+// wgmma m64n64k16 f16, operands in the no-swizzle K-major layout: d = A (64 x 16,
+// row-major) * B^T (B 64 x 16, row-major), row-major 64 x 64. `early` gets each
+// thread's first accumulator right after the commit; without `wait` the
+// kernel ends before wgmma.wait_group.
+void wgmma_interleaved(const std::uint16_t* a, const std::uint16_t* b, float* early, float* d, bool wait);
 
 struct Dim {
   unsigned x = 1, y = 1, z = 1;

@@ -1,7 +1,6 @@
 // Tests of the SIMT simulator: each feature a kernel can use, the errors it
 // reports for broken kernels, and the Tensor Core wrappers' fragment layouts.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -15,10 +14,11 @@
 #include "tests/sim/sim_test_kernels.h"
 
 namespace test = mt::sim::test;
+namespace simulator = mt::simulator;
+using mt::simulator::bfloat16_bits_to_float;
 using mt::simulator::float_to_bfloat16_bits;
 using mt::simulator::float_to_half_bits;
 using mt::simulator::half_bits_to_float;
-using mt::simulator::bfloat16_bits_to_float;
 
 namespace {
 
@@ -243,9 +243,9 @@ TEST_CASE("half and bfloat16 round to nearest even, bit-exact", "[sim][half]") {
   CHECK(float_to_half_bits(65519.0f) == 0x7bff);
   CHECK(float_to_half_bits(65520.0f) == 0x7c00);  // halfway to 65536: rounds to inf
   CHECK(float_to_half_bits(-1e9f) == 0xfc00);
-  CHECK(float_to_half_bits(5.9604645e-8f) == 0x0001);   // 2^-24: smallest subnormal
-  CHECK(float_to_half_bits(2.9802322e-8f) == 0x0000);   // 2^-25: tie, rounds to even 0
-  CHECK(float_to_half_bits(2.9802326e-8f) == 0x0001);   // just above the tie
+  CHECK(float_to_half_bits(5.9604645e-8f) == 0x0001);       // 2^-24: smallest subnormal
+  CHECK(float_to_half_bits(2.9802322e-8f) == 0x0000);       // 2^-25: tie, rounds to even 0
+  CHECK(float_to_half_bits(2.9802326e-8f) == 0x0001);       // just above the tie
   CHECK(float_to_half_bits(1.0f + 1.0f / 2048) == 0x3c00);  // tie between 1 and 1+2^-10: even
   CHECK(float_to_half_bits(1.0f + 3.0f / 2048) == 0x3c02);  // tie: rounds up to even
   CHECK(half_bits_to_float(0x0001) == 5.9604645e-8f);
@@ -356,9 +356,8 @@ TEST_CASE("ldmatrix x1/x2/x4, plain and .trans, follow the PTX fragment layout",
           // A group of four lanes holds one row; each lane two adjacent elements.
           const int r = lane / 4;
           const int c = 2 * (lane % 4);
-          const std::uint32_t expected =
-              trans ? (element(m, c, r) | (std::uint32_t{element(m, c + 1, r)} << 16))
-                    : (element(m, r, c) | (std::uint32_t{element(m, r, c + 1)} << 16));
+          const std::uint32_t expected = trans ? (element(m, c, r) | (std::uint32_t{element(m, c + 1, r)} << 16))
+                                               : (element(m, r, c) | (std::uint32_t{element(m, r, c + 1)} << 16));
           INFO("matrices " << matrices << " trans " << trans << " lane " << lane << " reg " << m);
           REQUIRE(out[lane * 4 + m] == expected);
         }
@@ -400,6 +399,77 @@ TEST_CASE("cp.async.bulk lands only when waited for, and an mbarrier phase needs
                       Catch::Contains("deadlock") && Catch::Contains("mbarrier") && Catch::Contains("128 tx bytes"));
   REQUIRE_THROWS_WITH(test::mbarrier_missing_arrival(),
                       Catch::Contains("deadlock") && Catch::Contains("1 arrivals") && Catch::Contains("mbarrier"));
+}
+
+// Catches: a TMA box written without the 128-byte swizzle (or with the XOR
+// taken from the wrong row bits), out-of-bounds elements not zero-filled
+// (negative and past-the-end coordinates), a map the driver would refuse.
+TEST_CASE("TMA tensor copies swizzle 128-byte rows and zero-fill outside the tensor", "[sim]") {
+  constexpr int kRows = 20, kCols = 64;
+  std::vector<std::uint16_t> src(kRows * kCols);
+  for (int i = 0; i < kRows * kCols; ++i) src[static_cast<size_t>(i)] = static_cast<std::uint16_t>(i + 1);
+  simulator::TensorMapEncoding e;
+  e.global_address = src.data();
+  e.rank = 2;
+  e.element_bytes = 2;
+  e.dims[0] = kCols, e.dims[1] = kRows;
+  e.strides[0] = 2, e.strides[1] = kCols * 2;
+  e.box[0] = 64, e.box[1] = 8;
+  e.swizzle_bytes = 128;
+  mt::kernels::TensorMap map{};
+  simulator::encode_tensor_map(&map, e);
+  std::vector<std::uint16_t> raw(8 * 64);
+  test::tensor_copy_raw(map, -8, 16, raw.data(), 8 * 64);  // columns -8..55 of rows 16..23
+  int bad = 0;
+  for (int r = 0; r < 8; ++r) {
+    for (int chunk = 0; chunk < 8; ++chunk) {
+      for (int e8 = 0; e8 < 8; ++e8) {
+        const int row = 16 + r, col = -8 + chunk * 8 + e8;
+        const std::uint16_t want = row < kRows && col >= 0 ? src[static_cast<size_t>(row * kCols + col)] : 0;
+        const std::uint16_t got = raw[static_cast<size_t>(r * 64 + (chunk ^ (r % 8)) * 8 + e8)];
+        if (got != want && ++bad <= 5)
+          UNSCOPED_INFO("row " << r << " chunk " << chunk << ": " << got << " != " << want);
+      }
+    }
+  }
+  CHECK(bad == 0);
+  simulator::TensorMapEncoding narrow = e;
+  narrow.box[0] = 32;  // 64-byte rows under a 128-byte swizzle
+  CHECK_THROWS_WITH(simulator::encode_tensor_map(&map, narrow), Catch::Contains("128-byte swizzle"));
+  simulator::TensorMapEncoding odd_stride = e;
+  odd_stride.strides[1] = 100;
+  CHECK_THROWS_WITH(simulator::encode_tensor_map(&map, odd_stride), Catch::Contains("multiple of 16"));
+}
+
+// Catches: the wgmma accumulator fragment mapped to the wrong rows/columns,
+// the no-swizzle descriptor offsets (LBO/SBO) swapped, accumulators written
+// at issue instead of at wait_group, a kernel that never waits going unnoticed.
+TEST_CASE("wgmma m64n64k16 multiplies descriptor-addressed tiles into the documented fragment", "[sim]") {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  std::vector<std::uint16_t> a(64 * 16), b(64 * 16);
+  for (auto& x : a) x = simulator::float_to_half_bits(uniform(rng));
+  for (auto& x : b) x = simulator::float_to_half_bits(uniform(rng));
+  std::vector<float> early(128, -1.0f), d(64 * 64, 0.0f);
+  test::wgmma_interleaved(a.data(), b.data(), early.data(), d.data(), true);
+  int bad = 0;
+  for (int m = 0; m < 64; ++m) {
+    for (int n = 0; n < 64; ++n) {
+      double want = 0;
+      for (int k = 0; k < 16; ++k) {
+        want += double(simulator::half_bits_to_float(a[static_cast<size_t>(m * 16 + k)])) *
+                simulator::half_bits_to_float(b[static_cast<size_t>(n * 16 + k)]);
+      }
+      const float got = d[static_cast<size_t>(m * 64 + n)];
+      if (std::abs(got - want) > 1e-4 * (1 + std::abs(want)) && ++bad <= 5) {
+        UNSCOPED_INFO("D[" << m << "][" << n << "] = " << got << ", expected " << want);
+      }
+    }
+  }
+  CHECK(bad == 0);
+  for (float x : early) CHECK(x == 0.0f);  // nothing written before the wait
+  REQUIRE_THROWS_WITH(test::wgmma_interleaved(a.data(), b.data(), early.data(), d.data(), false),
+                      Catch::Contains("never waited for"));
 }
 
 TEST_CASE("printf works from kernel code", "[sim]") {

@@ -19,8 +19,10 @@
 //   v3_register_blocking.cu   64x64 block tile, 4x4 outputs per thread
 //   v4_tensor_core.cu         ldmatrix + mma.sync m16n8k16 (f16/bf16 only)
 //   v5_pipelined.cu           v4 + a 3-stage cp.async shared-memory pipeline
+//   v6_tma_wgmma.cu           Hopper: TMA tile loads on mbarriers + wgmma from shared memory
 //
-// v1-v3 accept every dtype (f64, f32, f16, bf16); v4/v5 only f16/bf16.
+// v1-v3 accept every dtype (f64, f32, f16, bf16); v4-v6 only f16/bf16; v6
+// also needs operands TMA can read and, on a GPU, sm_90 (gemm_hopper_supports).
 // kernels/cuda/matmul.cu picks one per problem (gemm()).
 #pragma once
 
@@ -67,6 +69,11 @@ MT_CUDA_KERNEL_API(void gemm_v2_shared_tiles(const mt::kernels::GemmArgs& args, 
 MT_CUDA_KERNEL_API(void gemm_v3_register_blocking(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
 MT_CUDA_KERNEL_API(void gemm_v4_tensor_core(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
 MT_CUDA_KERNEL_API(void gemm_v5_pipelined(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void gemm_v6_tma_wgmma(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+// True when the Hopper rungs (v6, v7) can run `args` here: f16/bf16, 16-byte
+// aligned operands with leading dimensions and batch strides multiples of 8,
+// and (GPU) an sm_90 device.
+MT_CUDA_KERNEL_API(bool gemm_hopper_supports(const mt::kernels::GemmArgs& args))
 // Production entry (kernels/cuda/matmul.cu): the best own kernel for the
 // dtype (v5 for f16/bf16, v3 for f32, v2 for f64) or cuBLASLt.
 MT_CUDA_KERNEL_API(void gemm(const mt::kernels::GemmArgs& args, mt::kernels::GemmBackend backend,
