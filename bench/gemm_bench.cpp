@@ -2,9 +2,10 @@
 // with cuBLASLt, on the GPU.
 //
 //   gemm_bench [--size N | --mnk M N K] [--dtypes f16,bf16,f32] [--layout NN|NT|TN] [--min-ms 300]
+//              [--rungs 1-7]   (the ladder versions to time, e.g. 5-7 at 8192^3)
 //
-// For each dtype it times cuBLASLt (the baseline) and v1..v5 (v4/v5 only for
-// f16/bf16) on C = A @ B, reports TFLOP/s (2*M*N*K flops per GEMM), % of
+// For each dtype it times cuBLASLt (the baseline) and v1..v7 (v4..v7 only for
+// f16/bf16; v6/v7 only on an sm_90 GPU) on C = A @ B, reports TFLOP/s (2*M*N*K flops per GEMM), % of
 // cuBLASLt, and the largest difference from cuBLASLt's result relative to
 // max |C| (so a fast wrong kernel shows up). Exits 1 when a version differs
 // from cuBLASLt by more than the dtype's tolerance (so a small run doubles as
@@ -118,6 +119,7 @@ int main(int argc, char** argv) {
   int m = 4096, n = 4096, k = 4096;
   std::string dtypes = "f16,bf16,f32", layout = "NN";
   double min_ms = 300;
+  int first_rung = 1, last_rung = 7;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--size" && i + 1 < argc) {
@@ -130,10 +132,12 @@ int main(int argc, char** argv) {
       layout = argv[++i];
     } else if (arg == "--min-ms" && i + 1 < argc) {
       min_ms = std::atof(argv[++i]);
+    } else if (arg == "--rungs" && i + 1 < argc && std::sscanf(argv[i + 1], "%d-%d", &first_rung, &last_rung) == 2) {
+      ++i;
     } else {
       std::fprintf(stderr,
                    "usage: gemm_bench [--size N | --mnk M N K] [--dtypes f16,bf16,f32] [--layout NN|NT|TN] "
-                   "[--min-ms MS]\n");
+                   "[--min-ms MS] [--rungs FIRST-LAST]\n");
       return 2;
     }
   }
@@ -190,16 +194,25 @@ int main(int argc, char** argv) {
       const char* name;
       void (*fn)(const GemmArgs&, mt::kernels::Stream);
       bool tensor_core;
+      bool hopper = false;
     };
     const Version versions[] = {{"v1 naive", mt::cuda::gemm_v1_naive, false},
                                 {"v2 shared tiles", mt::cuda::gemm_v2_shared_tiles, false},
                                 {"v3 register blocking", mt::cuda::gemm_v3_register_blocking, false},
                                 {"v4 mma.sync + ldmatrix", mt::cuda::gemm_v4_tensor_core, true},
-                                {"v5 cp.async pipeline", mt::cuda::gemm_v5_pipelined, true}};
+                                {"v5 cp.async pipeline", mt::cuda::gemm_v5_pipelined, true},
+                                {"v6 TMA + wgmma", mt::cuda::gemm_v6_tma_wgmma, true, true},
+                                {"v7 warp-specialised, persistent", mt::cuda::gemm_v7_warp_specialized, true, true}};
     const bool low_precision = dtype == KernelDType::F16 || dtype == KernelDType::BF16;
     for (const Version& v : versions) {
+      const int rung = static_cast<int>(&v - versions) + 1;
+      if (rung < first_rung || rung > last_rung) continue;
       if (v.tensor_core && !low_precision) continue;
       args.c = c;
+      if (v.hopper && !mt::cuda::gemm_hopper_supports(args)) {
+        std::printf("| %s | %s | - | - | - | skipped: needs an sm_90 GPU |\n", name.c_str(), v.name);
+        continue;
+      }
       check(cudaMemset(c, 0, c_count * bytes), "memset C");
       const double ms = time_ms([&] { v.fn(args, {}); }, min_ms);
       std::vector<unsigned char> out_bytes(c_count * bytes);

@@ -174,9 +174,12 @@ inline void conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& wei
     const Tensor col =
         dx.defined() || dweight.defined() ? empty({conv2d_backward_col_elements(shape)}, dtype, device) : Tensor();
     const Tensor dy_t = dweight.defined() ? empty({conv2d_backward_dy_elements(shape)}, dtype, device) : Tensor();
+    const int64_t partial_count = dweight.defined() ? conv2d_weight_grad_partial_elements(kd, shape) : 0;
+    const Tensor partials = partial_count > 0 ? empty({partial_count}, kF32, device) : Tensor();
     MT_DEVICE_CALL(backend, conv2d_backward, kd, vdy.data_ptr(), data_or_null(vx), data_or_null(vw),
                    mutable_data_or_null(vdx), mutable_data_or_null(vdw), mutable_data_or_null(vdb), shape,
-                   mutable_data_or_null(col), mutable_data_or_null(dy_t), stream);
+                   mutable_data_or_null(col), mutable_data_or_null(dy_t),
+                   partials.defined() ? static_cast<float*>(partials.data_ptr()) : nullptr, stream);
   }
   finish_output(vdx, dx);
   finish_output(vdw, dweight);

@@ -299,6 +299,10 @@ if [ "$run_bench" = 1 ]; then
   echo '```' >> "$report"
   timeout 90 "$bin/gemm_bench" --size 4096 >> "$report" 2>&1
   echo '```' >> "$report"
+  section "GEMM ladder, Hopper rungs vs cuBLASLt (8192^3, f16 and bf16)"
+  echo '```' >> "$report"
+  timeout 60 "$bin/gemm_bench" --size 8192 --dtypes f16,bf16 --rungs 5-7 --min-ms 200 >> "$report" 2>&1
+  echo '```' >> "$report"
   section "Memory-bound kernels vs device-to-device copy"
   timeout 60 "$bin/bandwidth_bench" --mb 256 >> "$report" 2>&1
   if [ "${GPU_CHECK_TRANSFORMERS:-1}" = 1 ]; then

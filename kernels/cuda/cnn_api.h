@@ -51,6 +51,31 @@ inline int64_t conv2d_backward_col_elements(const ConvShape& s) {
 }
 inline int64_t conv2d_backward_dy_elements(const ConvShape& s) { return s.batch * s.out_channels * s.out_plane(); }
 
+// The weight gradient is one GEMM per group whose reduction runs over N * L
+// while its output, O x K, is small: as one launch it would occupy a handful
+// of blocks for a very long time. Split the reduction over groups of samples
+// instead: `splits` GEMMs batched into one launch each write f32 partial
+// sums, and one pass adds them in a fixed order and rounds once
+// (deterministic; no atomics). The split divides the batch, keeps every
+// piece at least 1024 long, aims at about 256 output tiles in flight, and is
+// 1 (no split) for f64 (its partials would be f32).
+inline int64_t conv2d_weight_grad_splits(KernelDType dtype, const ConvShape& s) {
+  if (dtype == KernelDType::F64 || s.groups <= 0 || s.batch <= 1) return 1;
+  const int64_t og = s.out_channels / s.groups, reduction = s.batch * s.out_plane();
+  const int64_t tiles = s.groups * ((og + 127) / 128) * ((s.patch() + 127) / 128);
+  constexpr int64_t kTargetTiles = 256, kShortestPiece = 1024;
+  int64_t splits = tiles > 0 ? (kTargetTiles + tiles - 1) / tiles : 1;
+  if (splits > reduction / kShortestPiece) splits = reduction / kShortestPiece;
+  if (splits > s.batch) splits = s.batch;
+  while (splits > 1 && s.batch % splits != 0) --splits;
+  return splits > 1 ? splits : 1;
+}
+// f32 workspace for the split's partial sums [splits, O, K]; 0 when not split.
+inline int64_t conv2d_weight_grad_partial_elements(KernelDType dtype, const ConvShape& s) {
+  const int64_t splits = conv2d_weight_grad_splits(dtype, s);
+  return splits > 1 ? splits * s.out_channels * s.patch() : 0;
+}
+
 // Which implementation runs a CUDA-path convolution. Auto reads MT_CONV
 // (auto|own|cudnn): auto is cuDNN on a GPU built with it, own kernels
 // otherwise; MT_CONV=cudnn falls back to own where there is no cuDNN (the
@@ -84,10 +109,11 @@ MT_CUDA_KERNEL_API(void conv2d_forward(mt::kernels::KernelDType dtype, const voi
                                        const void* bias, void* y, const mt::kernels::ConvShape& shape,
                                        void* col_workspace, void* weight_workspace, mt::kernels::Stream stream))
 // dx / dweight / dbias may be null; x is read only for dweight, weight only for dx.
+// dweight_partials: conv2d_weight_grad_partial_elements floats (null when 0).
 MT_CUDA_KERNEL_API(void conv2d_backward(mt::kernels::KernelDType dtype, const void* dy, const void* x,
                                         const void* weight, void* dx, void* dweight, void* dbias,
                                         const mt::kernels::ConvShape& shape, void* col_workspace, void* dy_workspace,
-                                        mt::kernels::Stream stream))
+                                        float* dweight_partials, mt::kernels::Stream stream))
 
 // The back end a CUDA-path convolution uses for `requested` (Own or Cudnn);
 // Auto consults MT_CONV. Throws std::invalid_argument for a bad MT_CONV.

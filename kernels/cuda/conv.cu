@@ -16,9 +16,13 @@
 //             the GEMM's f32 accumulator (one rounding, like the CPU). The
 //             GEMM is batched over n with a zero batch stride for W.
 //   dweight   dy is transposed to [O, N*L] and im2col writes the whole batch
-//             as col_g [K, N*L]; then dW_g = dy_g @ col_g^T is ONE GEMM whose
+//             as col_g [K, N*L]; then dW_g = dy_g @ col_g^T is a GEMM whose
 //             reduction runs over N*L. The batch sum happens inside the GEMM's
-//             f32 accumulator: deterministic, no atomics, one rounding.
+//             f32 accumulator: deterministic, no atomics, one rounding. When
+//             O x K is too small to fill the GPU (conv2d_weight_grad_splits),
+//             the reduction is split over groups of samples: one batched
+//             GEMM writes each group's f32 partial dW (c_is_f32), and
+//             sum_partials_kernel adds them in order and rounds once.
 //   dbias     one block per output channel sums dy over (n, oy, ox) with a
 //             fixed-order block reduction (the cuDNN back end uses it too).
 //   dx        dcol[n, g] = W_g^T @ dy[n, g] (GEMM batched over n), then col2im
@@ -156,6 +160,17 @@ __global__ void channel_sum_kernel(const typename E::Storage* dy, typename E::St
   if (threadIdx.x == 0) dbias[o] = E::from_acc(sum);
 }
 
+// out[i] = sum over s of partials[s][i], in order, rounded once.
+template <typename E>
+__global__ void sum_partials_kernel(const float* partials, typename E::Storage* out, int64_t splits, int64_t count) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += step) {
+    float sum = 0;
+    for (int64_t s = 0; s < splits; ++s) sum += partials[s * count + i];
+    out[i] = E::from_acc(static_cast<typename E::Acc>(sum));
+  }
+}
+
 // gemm() over a batch that may exceed grid.z: split it.
 void batched_gemm(GemmArgs args, int64_t batch, std::size_t element, Stream stream) {
   for (int64_t first = 0; first < batch; first += kMaxGemmBatch) {
@@ -202,7 +217,7 @@ void conv2d_forward(kernels::KernelDType dtype, const void* x, const void* weigh
 
 void conv2d_backward(kernels::KernelDType dtype, const void* dy, const void* x, const void* weight, void* dx,
                      void* dweight, void* dbias, const ConvShape& s, void* col_workspace, void* dy_workspace,
-                     Stream stream) {
+                     float* dweight_partials, Stream stream) {
   element::visit(dtype, [&](auto tag) {
     using E = decltype(tag);
     using Storage = typename E::Storage;
@@ -225,12 +240,36 @@ void conv2d_backward(kernels::KernelDType dtype, const void* dy, const void* x, 
       }
       GemmArgs args;  // dW_g [og, K] = dy_g [og, N*L] @ (col_g [K, N*L])^T
       args.dtype = dtype;
-      args.batch = static_cast<int>(G);
-      args.m = static_cast<int>(og), args.n = static_cast<int>(K), args.k = static_cast<int>(NL);
-      args.a = gy_t, args.lda = NL > 0 ? NL : 1, args.batch_stride_a = og * NL;
-      args.b = col, args.ldb = NL > 0 ? NL : 1, args.batch_stride_b = K * NL, args.trans_b = true;
-      args.c = dweight, args.ldc = K, args.batch_stride_c = og * K;
-      gemm(args, GemmBackend::Auto, stream);
+      args.m = static_cast<int>(og), args.n = static_cast<int>(K);
+      args.lda = NL > 0 ? NL : 1, args.ldb = NL > 0 ? NL : 1, args.trans_b = true;
+      args.ldc = K;
+      const int64_t splits = kernels::conv2d_weight_grad_splits(dtype, s);
+      if (splits == 1) {
+        args.batch = static_cast<int>(G);
+        args.k = static_cast<int>(NL);
+        args.a = gy_t, args.batch_stride_a = og * NL;
+        args.b = col, args.batch_stride_b = K * NL;
+        args.c = dweight, args.batch_stride_c = og * K;
+        gemm(args, GemmBackend::Auto, stream);
+      } else {
+        // Split over groups of N / splits samples: piece p reduces columns
+        // [p * piece, (p + 1) * piece) of dy_g and col_g into partials[p, g].
+        const int64_t piece = NL / splits;
+        args.batch = static_cast<int>(splits);
+        args.k = static_cast<int>(piece);
+        args.batch_stride_a = piece, args.batch_stride_b = piece;
+        args.batch_stride_c = s.out_channels * K;
+        args.c_is_f32 = true;
+        for (int64_t g = 0; g < G; ++g) {
+          args.a = gy_t + g * og * NL;
+          args.b = col + g * K * NL;
+          args.c = dweight_partials + g * og * K;
+          gemm(args, GemmBackend::Auto, stream);
+        }
+        const int64_t count = s.out_channels * K;
+        launch("sum_partials_kernel", sum_partials_kernel<E>, grid_for(count), dim3(kThreads), 0, stream,
+               static_cast<const float*>(dweight_partials), static_cast<Storage*>(dweight), splits, count);
+      }
     }
     if (dx != nullptr && N * s.in_channels * s.in_h * s.in_w > 0) {
       for (int64_t g = 0; g < G; ++g) {  // dcol[n, g] [K, L] = (W_g [og, K])^T @ dy[n, g] [og, L]

@@ -3,7 +3,10 @@
 // What: C[b] = act(op(A[b]) @ op(B[b]) + bias), the kernel behind
 //   mt::kernels::bmm (kernels/matmul.h) and Linear.
 // Algorithm: no kernel of its own — it chooses one.
-//   own back end: f16/bf16 -> ladder v5 (cp.async pipeline + mma.sync),
+//   own back end: f16/bf16 -> ladder v7 (TMA + wgmma, warp-specialised,
+//                 persistent) where TMA can read the operands and the device
+//                 is Hopper (always on the simulator), else v5 (cp.async
+//                 pipeline + mma.sync),
 //                 f32 -> v3 (register-blocked, true FP32),
 //                 f64 -> v2 (shared-memory tiles).
 //   cuBLASLt back end (GPU build only): cublasLtMatmul with the row-major
@@ -12,27 +15,37 @@
 //     gemm_cublaslt: cuBLASLt's own GELU is the tanh form). FP32 runs
 //     CUBLAS_COMPUTE_32F unless GemmArgs::allow_tf32 asks for TF32.
 //   Selection: an explicit GemmBackend wins; Auto reads MT_GEMM
-//   (auto|own|cublaslt). auto means: own kernels in the simulator; cuBLASLt on
-//   a GPU (the faster one known — the own mma.sync path cannot reach Hopper's
-//   wgmma peak). MT_GEMM=cublaslt in a simulator run falls back to own (there
-//   is no cuBLASLt without a GPU); an explicit GemmBackend::CublasLt there throws.
+//   (auto|own|cublaslt). auto means: own kernels in the simulator; on a GPU a
+//   measured trial per shape (gemm_choice.h): the first GEMM of each shape
+//   runs both back ends (a warm-up and 3 timed calls each, then a host
+//   compare of their outputs) and the faster one that agrees with cuBLASLt
+//   serves that shape from then on. A trial synchronises, so none runs while
+//   a CUDA graph is being captured: an untried shape then takes cuBLASLt.
+//   MT_GEMM=cublaslt in a simulator run falls back to own (there is no
+//   cuBLASLt without a GPU); an explicit GemmBackend::CublasLt there throws.
 // Precision: as the chosen kernel (f32 accumulation, one rounding).
 // Bound / speed: see the versions. cuBLASLt at 4096^3 (H200, 2026-11-29, bench/results/gpu_check_20261129_2204.md):
-//   f16 679 TFLOP/s, bf16 715, true FP32 51.2; the own v5 reaches 29% of it,
-//   which is why auto picks cuBLASLt on a GPU.
+//   f16 679 TFLOP/s, bf16 715, true FP32 51.2; the own v5 reaches 29% of it.
+//   v6/v7 are not measured yet.
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cuda/gemm/gemm.h"
+#include "kernels/cuda/gemm/gemm_choice.h"
 #include "kernels/cuda/gemm/gemm_common.h"
 #include "kernels/cuda/launch.h"
 
 #if !MT_SIM_BUILD
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <cmath>
 #include <mutex>
+#include <vector>
+
+#include "core/half.h"
 #endif
 
 namespace mt::MT_KERNEL_NS {
@@ -50,6 +63,8 @@ GemmBackend backend_from_environment() {
   throw std::invalid_argument(std::string("MT_GEMM='") + value + "': expected auto, own or cublaslt");
 }
 
+// The back end a request names, before any trial: Auto stays Auto only for
+// MT_GEMM=auto (or unset) on a GPU.
 GemmBackend resolve(GemmBackend requested) {
   if (requested != GemmBackend::Auto) return requested;
   const GemmBackend from_env = backend_from_environment();
@@ -57,14 +72,20 @@ GemmBackend resolve(GemmBackend requested) {
   (void)from_env;
   return GemmBackend::Own;  // no cuBLASLt in the simulator
 #else
-  return from_env == GemmBackend::Own ? GemmBackend::Own : GemmBackend::CublasLt;
+  return from_env;
 #endif
 }
 
 void gemm_own(const GemmArgs& args, Stream stream) {
   switch (args.dtype) {
     case KernelDType::F16:
-    case KernelDType::BF16: gemm_v5_pipelined(args, stream); return;
+    case KernelDType::BF16:
+      if (gemm_hopper_supports(args)) {
+        gemm_v7_warp_specialized(args, stream);
+      } else {
+        gemm_v5_pipelined(args, stream);
+      }
+      return;
     case KernelDType::F32: gemm_v3_register_blocking(args, stream); return;
     case KernelDType::F64: gemm_v2_shared_tiles(args, stream); return;
   }
@@ -193,7 +214,7 @@ void gemm_cublaslt(const GemmArgs& args, Stream stream) {
                "layout of B");
   check_cublas(cublasLtMatrixLayoutCreate(&d.b, type, args.trans_a ? m : k, args.trans_a ? k : m, args.lda),
                "layout of A");
-  check_cublas(cublasLtMatrixLayoutCreate(&d.c, type, n, m, args.ldc), "layout of C");
+  check_cublas(cublasLtMatrixLayoutCreate(&d.c, args.c_is_f32 ? CUDA_R_32F : type, n, m, args.ldc), "layout of C");
   if (args.batch > 1) {
     set_batch(d.a, args.batch, args.batch_stride_b);
     set_batch(d.b, args.batch, args.batch_stride_a);
@@ -228,9 +249,133 @@ void declare_gemm_work(const GemmArgs& args) {
   kernels::declare_launch_work(batch * (m * k + k * n + m * n) * bytes_per_element, 2.0 * batch * m * n * k);
 }
 
+#if !MT_SIM_BUILD
+namespace {
+
+kernels::GemmChooser& chooser() {
+  static kernels::GemmChooser instance;
+  return instance;
+}
+
+void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string("gemm trial: ") + what + ": " + cudaGetErrorString(status));
+}
+
+double milliseconds_per_call(const GemmArgs& args, GemmBackend backend, Stream stream) {
+  const auto run = [&] { backend == GemmBackend::Own ? gemm_own(args, stream) : gemm_cublaslt(args, stream); };
+  constexpr int kTimed = 3;
+  const auto handle = static_cast<cudaStream_t>(stream.handle);
+  run();  // warm-up: module load, cuBLASLt's heuristic
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check_cuda(cudaEventCreate(&start), "event");
+  check_cuda(cudaEventCreate(&stop), "event");
+  check_cuda(cudaEventRecord(start, handle), "event record");
+  for (int i = 0; i < kTimed; ++i) run();
+  check_cuda(cudaEventRecord(stop, handle), "event record");
+  float ms = 0;
+  const cudaError_t waited = cudaEventSynchronize(stop);
+  if (waited == cudaSuccess) check_cuda(cudaEventElapsedTime(&ms, start, stop), "elapsed time");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  check_cuda(waited, "synchronize");
+  return ms / kTimed;
+}
+
+// C's m x n values (every batch) as doubles, read back to the host.
+std::vector<double> read_output(const GemmArgs& args, Stream stream) {
+  const KernelDType c_dtype = args.c_is_f32 ? KernelDType::F32 : args.dtype;
+  const std::size_t size = c_dtype == KernelDType::F64 ? 8 : c_dtype == KernelDType::F32 ? 4 : 2;
+  const std::size_t extent = static_cast<std::size_t>((args.batch - 1) * args.batch_stride_c +
+                                                      static_cast<int64_t>(args.m - 1) * args.ldc + args.n);
+  std::vector<unsigned char> bytes(extent * size);
+  check_cuda(cudaMemcpyAsync(bytes.data(), args.c, bytes.size(), cudaMemcpyDeviceToHost,
+                             static_cast<cudaStream_t>(stream.handle)),
+             "copy C to the host");
+  check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle)), "synchronize");
+  std::vector<double> values;
+  values.reserve(static_cast<std::size_t>(args.batch) * args.m * args.n);
+  for (int b = 0; b < args.batch; ++b) {
+    for (int i = 0; i < args.m; ++i) {
+      for (int j = 0; j < args.n; ++j) {
+        const std::size_t at =
+            static_cast<std::size_t>(b * args.batch_stride_c + static_cast<int64_t>(i) * args.ldc + j);
+        const unsigned char* p = bytes.data() + at * size;
+        std::uint16_t bits = 0;
+        if (size == 2) std::memcpy(&bits, p, 2);
+        switch (c_dtype) {
+          case KernelDType::F16: values.push_back(f16_bits_to_f32(bits)); break;
+          case KernelDType::BF16: values.push_back(bf16_bits_to_f32(bits)); break;
+          case KernelDType::F32: {
+            float v;
+            std::memcpy(&v, p, 4);
+            values.push_back(v);
+            break;
+          }
+          case KernelDType::F64: {
+            double v;
+            std::memcpy(&v, p, 8);
+            values.push_back(v);
+            break;
+          }
+        }
+      }
+    }
+  }
+  return values;
+}
+
+// Same result up to accumulation order and the final rounding: every
+// difference within a few units of the output's last place at the output's scale.
+bool outputs_agree(const std::vector<double>& own, const std::vector<double>& reference, KernelDType dtype) {
+  double scale = 0;
+  for (double v : reference) scale = std::max(scale, std::abs(v));
+  const double ulp = dtype == KernelDType::BF16  ? 1.0 / 128
+                     : dtype == KernelDType::F16 ? 1.0 / 1024
+                     : dtype == KernelDType::F32 ? 1e-5
+                                                 : 1e-14;  // f32: long sums in another order
+  const double tolerance = 8 * ulp * std::max(scale, 1e-30);
+  for (std::size_t i = 0; i < own.size(); ++i) {
+    if (!(std::abs(own[i] - reference[i]) <= tolerance)) return false;
+  }
+  return true;
+}
+
+GemmBackend choose_by_trial(const GemmArgs& args, Stream stream) {
+  const kernels::GemmShape shape{args.dtype, args.batch,   args.m,       args.n,
+                                 args.k,     args.trans_a, args.trans_b, gemm_hopper_supports(args)};
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream.handle), &capture), "capture status");
+  if (capture != cudaStreamCaptureStatusNone) {
+    const auto known = chooser().find(shape);
+    return known ? known->winner : GemmBackend::CublasLt;
+  }
+  std::vector<double> own_output;
+  return chooser().choose(
+      shape,
+      [&](GemmBackend backend) {
+        const double ms = milliseconds_per_call(args, backend, stream);
+        if (backend == GemmBackend::Own) own_output = read_output(args, stream);
+        return ms;
+      },
+      // cuBLASLt ran last, so C now holds its result, whatever the verdict.
+      [&] {
+        return outputs_agree(own_output, read_output(args, stream), args.c_is_f32 ? KernelDType::F32 : args.dtype);
+      });
+}
+
+}  // namespace
+#endif
+
 void gemm(const GemmArgs& args, GemmBackend backend, Stream stream) {
+  gemm_detail::check_args(args, "gemm");
+  GemmBackend chosen = resolve(backend);
+#if !MT_SIM_BUILD
+  const bool worth_a_trial = args.m > 0 && args.n > 0 && args.k > 0 && args.batch > 0;
+  if (chosen == GemmBackend::Auto) chosen = worth_a_trial ? choose_by_trial(args, stream) : GemmBackend::CublasLt;
+#endif
   declare_gemm_work(args);
-  if (resolve(backend) == GemmBackend::CublasLt) {
+  if (chosen == GemmBackend::CublasLt) {
     gemm_cublaslt(args, stream);
   } else {
     gemm_own(args, stream);
@@ -238,7 +383,12 @@ void gemm(const GemmArgs& args, GemmBackend backend, Stream stream) {
 }
 
 const char* gemm_backend_name(GemmBackend backend) {
-  return resolve(backend) == GemmBackend::CublasLt ? "cublaslt" : "own";
+  switch (resolve(backend)) {
+    case GemmBackend::CublasLt: return "cublaslt";
+    case GemmBackend::Own: return "own";
+    case GemmBackend::Auto: return "auto (measured per shape)";
+  }
+  return "?";
 }
 
 }  // namespace mt::MT_KERNEL_NS

@@ -309,7 +309,7 @@ TEST_CASE("GEMM versions have no shared-memory races (simulator race checker)", 
   mt::simulator::set_racecheck_enabled(was_enabled);
 }
 
-// ---- v6: TMA + wgmma (Hopper), on the simulator's tensor maps and wgmma ----
+// ---- v6, v7: TMA + wgmma (Hopper), on the simulator's tensor maps and wgmma ----
 
 namespace {
 Problem tma_problem(int batch, int m, int n, int k, bool ta, bool tb) {
@@ -317,53 +317,78 @@ Problem tma_problem(int batch, int m, int n, int k, bool ta, bool tb) {
   p.align8 = true;
   return p;
 }
+
+std::vector<Version> hopper_versions() {
+  return {{"v6_tma_wgmma", mt::sim::gemm_v6_tma_wgmma, false},
+          {"v7_warp_specialized", mt::sim::gemm_v7_warp_specialized, false}};
+}
 }  // namespace
 
 // Catches: a descriptor that disagrees with the tile TMA wrote (swizzle mode,
 // SBO/LBO, the k16 step), the wrong wgmma transpose bit for a layout, a box
 // coordinate swapped (inner/outer), boxes of the second M/N half misplaced.
-TEST_CASE("GEMM v6 (TMA + wgmma) matches the CPU reference for f16 and bf16, all layouts", "[gemm][sim]") {
-  for (KernelDType dtype : {KernelDType::F16, KernelDType::BF16}) {
-    for (int layout = 0; layout < 4; ++layout) {
-      const bool ta = layout & 1, tb = layout & 2;
-      INFO(mt::kernels::kernel_dtype_name(dtype) << " " << layout_name(ta, tb));
-      check_gemm(mt::sim::gemm_v6_tma_wgmma, dtype, tma_problem(1, 64, 48, 40, ta, tb));
-      // Ragged edges on every side: TMA's zero fill must stand in for the missing rows, columns and k.
-      check_gemm(mt::sim::gemm_v6_tma_wgmma, dtype, tma_problem(1, 39, 31, 23, ta, tb));
+TEST_CASE("Hopper GEMMs (v6, v7) match the CPU reference for f16 and bf16, all layouts", "[gemm][sim]") {
+  for (const auto& v : hopper_versions()) {
+    for (KernelDType dtype : {KernelDType::F16, KernelDType::BF16}) {
+      for (int layout = 0; layout < 4; ++layout) {
+        const bool ta = layout & 1, tb = layout & 2;
+        INFO(v.name << " " << mt::kernels::kernel_dtype_name(dtype) << " " << layout_name(ta, tb));
+        check_gemm(v.fn, dtype, tma_problem(1, 64, 48, 40, ta, tb));
+        // Ragged edges on every side: TMA's zero fill must stand in for the missing rows, columns and k.
+        check_gemm(v.fn, dtype, tma_problem(1, 39, 31, 23, ta, tb));
+      }
     }
   }
 }
 
-// Catches: refilling the stage wgmma is still reading (the slice just
-// issued instead of the one retired), a wrong phase parity when a stage is
-// used the second and third time, more than one block tile in M and N.
-TEST_CASE("GEMM v6: many K slices cycle every pipeline stage; several block tiles", "[gemm][sim]") {
+// Catches: refilling (v6) or freeing (v7) a stage wgmma is still reading,
+// a wrong phase parity when a stage is used the second and third time,
+// more than one block tile in M and N.
+TEST_CASE("Hopper GEMMs: many K slices cycle every pipeline stage; several block tiles", "[gemm][sim]") {
+  for (const auto& v : hopper_versions()) {
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool ta = layout & 1, tb = layout & 2;
+      INFO(v.name << " " << layout_name(ta, tb));
+      // K = 600: 10 slices of 64 through 4 stages (each stage's barrier completes 2-3 phases).
+      check_gemm(v.fn, KernelDType::BF16, tma_problem(1, 130, 136, 600, ta, tb));
+    }
+  }
+}
+
+// Catches: v7's persistent walk skipping or repeating tiles (grouped order,
+// batch boundaries), the stage ring or its parities restarting per tile
+// instead of carrying on, a consumer storing another consumer's rows.
+TEST_CASE("GEMM v7: a persistent block walks several tiles of several batches", "[gemm][sim]") {
   for (int layout = 0; layout < 4; ++layout) {
     const bool ta = layout & 1, tb = layout & 2;
     INFO(layout_name(ta, tb));
-    // K = 600: 10 slices of 64 through 4 stages (each stage's barrier completes 2-3 phases).
-    check_gemm(mt::sim::gemm_v6_tma_wgmma, KernelDType::BF16, tma_problem(1, 130, 136, 600, ta, tb));
+    // 2 x 2 tiles per batch, 3 batches: 12 tiles for the simulator's 2 blocks; 3 slices per tile.
+    Problem p = tma_problem(3, 250, 300, 136, ta, tb);
+    p.bias = true;
+    check_gemm(mt::sim::gemm_v7_warp_specialized, KernelDType::F16, p);
   }
 }
 
-TEST_CASE("GEMM v6: batched (3-d tensor maps) with bias, ReLU and GELU epilogues", "[gemm][sim]") {
-  for (KernelDType dtype : {KernelDType::F16, KernelDType::BF16}) {
-    INFO(mt::kernels::kernel_dtype_name(dtype));
-    Problem relu = tma_problem(3, 37, 29, 23, false, false);
-    relu.bias = relu.relu = true;
-    check_gemm(mt::sim::gemm_v6_tma_wgmma, dtype, relu);
-    Problem gelu = tma_problem(2, 40, 24, 72, true, true);
-    gelu.bias = true;
-    gelu.gelu = GemmActivation::GeluErf;
-    gelu.store_pre = true;
-    check_gemm(mt::sim::gemm_v6_tma_wgmma, dtype, gelu);
-    check_gemm(mt::sim::gemm_v6_tma_wgmma, dtype, Problem{2, 5, 8, 0, false, false, true, true, 0});  // K = 0
+TEST_CASE("Hopper GEMMs: batched (3-d tensor maps) with bias, ReLU and GELU epilogues", "[gemm][sim]") {
+  for (const auto& v : hopper_versions()) {
+    for (KernelDType dtype : {KernelDType::F16, KernelDType::BF16}) {
+      INFO(v.name << " " << mt::kernels::kernel_dtype_name(dtype));
+      Problem relu = tma_problem(3, 37, 29, 23, false, false);
+      relu.bias = relu.relu = true;
+      check_gemm(v.fn, dtype, relu);
+      Problem gelu = tma_problem(2, 40, 24, 72, true, true);
+      gelu.bias = true;
+      gelu.gelu = GemmActivation::GeluErf;
+      gelu.store_pre = true;
+      check_gemm(v.fn, dtype, gelu);
+      check_gemm(v.fn, dtype, Problem{2, 5, 8, 0, false, false, true, true, 0});  // K = 0
+    }
   }
 }
 
-// Catches: v6 run on operands TMA cannot address (it would read misaligned
-// rows), and gemm_hopper_supports saying yes to them.
-TEST_CASE("GEMM v6 refuses what TMA cannot read", "[gemm][sim]") {
+// Catches: the Hopper rungs run on operands TMA cannot address (they would
+// read misaligned rows), and gemm_hopper_supports saying yes to them.
+TEST_CASE("Hopper GEMMs refuse what TMA cannot read", "[gemm][sim]") {
   DeviceLikeBuffer a(KernelDType::F16, 1024), b(KernelDType::F16, 1024), c(KernelDType::F16, 1024);
   GemmArgs args;
   args.dtype = KernelDType::F16;
@@ -372,7 +397,7 @@ TEST_CASE("GEMM v6 refuses what TMA cannot read", "[gemm][sim]") {
   args.a = a.data(), args.b = b.data(), args.c = c.data();
   args.lda = 12, args.ldb = 16, args.ldc = 16;  // lda not a multiple of 8
   CHECK_FALSE(mt::sim::gemm_hopper_supports(args));
-  CHECK_THROWS_WITH(mt::sim::gemm_v6_tma_wgmma(args, {}), Catch::Contains("TMA"));
+  for (const auto& v : hopper_versions()) CHECK_THROWS_WITH(v.fn(args, {}), Catch::Contains("TMA"));
   args.lda = 16;
   CHECK(mt::sim::gemm_hopper_supports(args));
   args.batch = 2, args.batch_stride_a = 20, args.batch_stride_b = 256, args.batch_stride_c = 256;
@@ -382,15 +407,57 @@ TEST_CASE("GEMM v6 refuses what TMA cannot read", "[gemm][sim]") {
   CHECK_FALSE(mt::sim::gemm_hopper_supports(args));
 }
 
-TEST_CASE("GEMM v6 has no shared-memory races (simulator race checker)", "[gemm][sim][racecheck]") {
+TEST_CASE("Hopper GEMMs have no shared-memory races (simulator race checker)", "[gemm][sim][racecheck]") {
   const bool was_enabled = mt::simulator::racecheck_enabled();
   mt::simulator::set_racecheck_enabled(true);
   (void)mt::simulator::take_race_reports();
-  for (int layout = 0; layout < 4; ++layout) {
-    INFO(layout_name(layout & 1, layout & 2));
-    check_gemm(mt::sim::gemm_v6_tma_wgmma, KernelDType::F16,
-               tma_problem(1, 70, 40, 330, bool(layout & 1), bool(layout & 2)));
-    CHECK(mt::simulator::take_race_reports().empty());
+  for (const auto& v : hopper_versions()) {
+    for (int layout = 0; layout < 4; ++layout) {
+      INFO(v.name << " " << layout_name(layout & 1, layout & 2));
+      check_gemm(v.fn, KernelDType::F16, tma_problem(1, 70, 40, 330, bool(layout & 1), bool(layout & 2)));
+      CHECK(mt::simulator::take_race_reports().empty());
+    }
   }
   mt::simulator::set_racecheck_enabled(was_enabled);
+}
+
+// ---- MT_GEMM=auto: the measured, cached choice per shape ----
+
+#include "kernels/cuda/gemm/gemm_choice.h"
+
+// Catches: the slower back end chosen, a shape measured again on every call,
+// two shapes sharing one verdict, and an own kernel that is fast but wrong
+// being chosen.
+TEST_CASE("GEMM auto choice: the faster back end that agrees with cuBLASLt, measured once per shape", "[gemm]") {
+  mt::kernels::GemmChooser chooser;
+  int measured = 0;
+  double own_ms = 1.0, cublaslt_ms = 2.0;
+  bool agrees = true;
+  const auto measure = [&](GemmBackend backend) {
+    ++measured;
+    return backend == GemmBackend::Own ? own_ms : cublaslt_ms;
+  };
+  const auto own_agrees = [&] { return agrees; };
+  const mt::kernels::GemmShape square{KernelDType::F16, 1, 4096, 4096, 4096, false, true, true};
+  CHECK(chooser.choose(square, measure, own_agrees) == GemmBackend::Own);
+  CHECK(measured == 2);
+  own_ms = 5.0;  // remembered, not measured again
+  CHECK(chooser.choose(square, measure, own_agrees) == GemmBackend::Own);
+  CHECK(measured == 2);
+
+  mt::kernels::GemmShape skinny = square;
+  skinny.m = 64;  // another shape: its own trial
+  CHECK(chooser.choose(skinny, measure, own_agrees) == GemmBackend::CublasLt);
+  CHECK(measured == 4);
+
+  mt::kernels::GemmShape wrong = square;
+  wrong.trans_b = false;
+  own_ms = 0.5;
+  agrees = false;  // fastest, but its output differs from cuBLASLt's
+  CHECK(chooser.choose(wrong, measure, own_agrees) == GemmBackend::CublasLt);
+  const auto trial = chooser.find(wrong);
+  REQUIRE(trial.has_value());
+  CHECK_FALSE(trial->own_agrees);
+  CHECK(trial->own_ms == 0.5);
+  CHECK(chooser.trials().size() == 3);
 }

@@ -15,6 +15,7 @@
 #include "tests/kernels/sim_tensor_util.h"
 
 using namespace mt;
+using mt::kernels::KernelDType;
 
 namespace {
 
@@ -115,6 +116,31 @@ TEST_CASE("sim conv2d with rectangular kernels and a non-square input", "[sim][c
         return conv2d(in[0], in[1], in[2], Size2(2, 1), Size2(1, 0), Size2(1, 2), 2);
       },
       tolerance(kF32), "rectangular");
+}
+
+// Catches: split-K pieces that overlap or leave samples out (piece offsets
+// into dy^T and col), partials written over each other (the batch stride of
+// the f32 partials, the group offset), partials rounded to the dtype before
+// the sum, or the sum skipped.
+TEST_CASE("sim conv2d splits a long weight-gradient reduction over samples", "[sim][conv]") {
+  for (const int64_t groups : {int64_t{1}, int64_t{2}}) {
+    kernels::ConvShape shape;
+    shape.batch = 8, shape.in_channels = 4, shape.in_h = shape.in_w = 16;
+    shape.out_channels = 6, shape.kernel_h = shape.kernel_w = 3, shape.pad_h = shape.pad_w = 1;
+    shape.groups = groups, shape.out_h = shape.out_w = 16;
+    for (DType dtype : {kF32, kF16, kBF16}) {
+      const KernelDType kd = dtype == kF32 ? KernelDType::F32 : dtype == kF16 ? KernelDType::F16 : KernelDType::BF16;
+      REQUIRE(kernels::conv2d_weight_grad_splits(kd, shape) == 2);  // N*L = 2048: two pieces of 1024
+      const Tensor x = random_cpu({8, 4, 16, 16}, dtype, 11);
+      const Tensor w = random_cpu({6, 4 / groups, 3, 3}, dtype, 12, -0.5, 0.5);
+      check_op(
+          {x, w, Tensor()}, [&](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], 1, 1, 1, groups); },
+          tolerance(dtype), fmt::format("{} groups={}", dtype_name(dtype), groups));
+    }
+  }
+  kernels::ConvShape f64 = {};
+  f64.batch = 8, f64.in_channels = 4, f64.out_channels = 6, f64.kernel_h = f64.kernel_w = 3, f64.out_h = f64.out_w = 16;
+  CHECK(kernels::conv2d_weight_grad_splits(KernelDType::F64, f64) == 1);  // f32 partials would lose f64's precision
 }
 
 TEST_CASE("sim max/avg/adaptive pooling forward and backward match the CPU", "[sim][pool]") {

@@ -20,6 +20,7 @@
 //   v4_tensor_core.cu         ldmatrix + mma.sync m16n8k16 (f16/bf16 only)
 //   v5_pipelined.cu           v4 + a 3-stage cp.async shared-memory pipeline
 //   v6_tma_wgmma.cu           Hopper: TMA tile loads on mbarriers + wgmma from shared memory
+//   v7_warp_specialized.cu    v6 + a producer warpgroup, two consumer warpgroups, persistent grid
 //
 // v1-v3 accept every dtype (f64, f32, f16, bf16); v4-v6 only f16/bf16; v6
 // also needs operands TMA can read and, on a GPU, sm_90 (gemm_hopper_supports).
@@ -54,6 +55,10 @@ struct GemmArgs {
   GemmActivation activation = GemmActivation::None;
   void* pre_activation = nullptr;  // Z (bias added, no activation), laid out as C; null for none
   bool allow_tf32 = false;         // f32 only; honoured by the cuBLASLt back end (own kernels stay true FP32)
+  // C stored as f32 whatever the operand dtype: partial sums that a later
+  // pass adds up and rounds once (split-K). f16/bf16/f32 operands only, and
+  // no bias, activation or pre-activation.
+  bool c_is_f32 = false;
 };
 
 // Which implementation gemm() uses. Auto: MT_GEMM from the environment
@@ -70,6 +75,7 @@ MT_CUDA_KERNEL_API(void gemm_v3_register_blocking(const mt::kernels::GemmArgs& a
 MT_CUDA_KERNEL_API(void gemm_v4_tensor_core(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
 MT_CUDA_KERNEL_API(void gemm_v5_pipelined(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
 MT_CUDA_KERNEL_API(void gemm_v6_tma_wgmma(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void gemm_v7_warp_specialized(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
 // True when the Hopper rungs (v6, v7) can run `args` here: f16/bf16, 16-byte
 // aligned operands with leading dimensions and batch strides multiples of 8,
 // and (GPU) an sm_90 device.

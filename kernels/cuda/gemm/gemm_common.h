@@ -32,6 +32,10 @@ inline void check_args(const GemmArgs& args, const char* version) {
   const int64_t need_lda = args.trans_a ? args.m : args.k;
   const int64_t need_ldb = args.trans_b ? args.k : args.n;
   if (args.lda < need_lda || args.ldb < need_ldb || args.ldc < args.n) fail("leading dimension too small");
+  if (args.c_is_f32 && (args.dtype == kernels::KernelDType::F64 || args.bias != nullptr ||
+                        args.activation != kernels::GemmActivation::None || args.pre_activation != nullptr)) {
+    fail("an f32 C (c_is_f32) takes f16/bf16/f32 operands and no bias, activation or pre-activation");
+  }
 }
 
 // Element (i, j) of a stored row-major matrix read as op(X): X^T when `trans`.
@@ -66,8 +70,12 @@ template <typename E>
 __device__ __forceinline__ void store_output(const GemmArgs& args, int batch, int row, int col, typename E::Acc value) {
   using Storage = typename E::Storage;
   if (row >= args.m || col >= args.n) return;
-  if (args.bias != nullptr) value += E::to_acc(static_cast<const Storage*>(args.bias)[col]);
   const int64_t offset = batch * args.batch_stride_c + static_cast<int64_t>(row) * args.ldc + col;
+  if (args.c_is_f32) {  // split-K partials: no epilogue, no rounding to the operand dtype
+    static_cast<float*>(args.c)[offset] = static_cast<float>(value);
+    return;
+  }
+  if (args.bias != nullptr) value += E::to_acc(static_cast<const Storage*>(args.bias)[col]);
   if (args.pre_activation != nullptr) static_cast<Storage*>(args.pre_activation)[offset] = E::from_acc(value);
   static_cast<Storage*>(args.c)[offset] = E::from_acc(activate(args.activation, value));
 }

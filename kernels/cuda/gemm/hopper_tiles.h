@@ -15,8 +15,11 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
+#include <unordered_map>
 
 #include "kernels/cuda/gemm/gemm_common.h"
 #include "kernels/cuda/ptx.h"
@@ -96,6 +99,31 @@ __device__ __forceinline__ void store_fragment(const kernels::GemmArgs& args, in
 
 // ---- host ------------------------------------------------------------------------------
 
+#if !MT_SIM_BUILD
+// The current device's compute capability (major) and SM count, read once
+// per device: production GEMMs ask on every call.
+struct DeviceFacts {
+  int major = 0, sms = 0;
+};
+inline DeviceFacts current_device_facts() {
+  static std::mutex mutex;
+  static std::unordered_map<int, DeviceFacts> known;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return {};
+  const std::lock_guard lock(mutex);
+  auto it = known.find(device);
+  if (it == known.end()) {
+    DeviceFacts facts;
+    if (cudaDeviceGetAttribute(&facts.major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&facts.sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      return {};
+    }
+    it = known.emplace(device, facts).first;
+  }
+  return it->second;
+}
+#endif
+
 // The tensor map of an operand stored row-major as rows x cols (ld, batch
 // stride) whose boxes are 64 columns by box_rows rows (128-byte swizzle).
 inline kernels::TensorMap operand_map(const kernels::GemmArgs& args, const void* base, int rows, int cols, int64_t ld,
@@ -141,11 +169,7 @@ inline bool supports(const kernels::GemmArgs& args) {
   };
   if (!tma_ok(args.a, args.lda, args.batch_stride_a) || !tma_ok(args.b, args.ldb, args.batch_stride_b)) return false;
 #if !MT_SIM_BUILD
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major != 9) {
-    return false;
-  }
+  if (current_device_facts().major != 9) return false;
 #endif
   return true;
 }
