@@ -243,9 +243,20 @@ TEST_CASE("production gemm() picks an own kernel for every dtype on the simulato
   ::setenv("MT_GEMM", "bogus", 1);
   CHECK_THROWS_WITH(mt::sim::gemm_backend_name(GemmBackend::Auto), Catch::Contains("MT_GEMM"));
   ::unsetenv("MT_GEMM");
+  DeviceLikeBuffer one(KernelDType::F32, 1);
   GemmArgs args;
+  args.dtype = KernelDType::F32;
   args.m = args.n = args.k = 1;
+  args.a = args.b = args.c = one.data();
+  args.lda = args.ldb = args.ldc = 1;
   CHECK_THROWS_WITH(mt::sim::gemm(args, GemmBackend::CublasLt, {}), Catch::Contains("GPU"));
+  // Catches: gemm() handing an invalid request to a back end instead of refusing it.
+  args.c = nullptr;
+  CHECK_THROWS_WITH(mt::sim::gemm(args, GemmBackend::Auto, {}), Catch::Contains("null output"));
+  args.c = one.data();
+  args.c_is_f32 = true;
+  args.activation = GemmActivation::Relu;  // an f32 C carries no epilogue
+  CHECK_THROWS_WITH(mt::sim::gemm(args, GemmBackend::Auto, {}), Catch::Contains("c_is_f32"));
 }
 
 // ---- mt::kernels::bmm on the sim device (Tensor level, through autograd) ----
