@@ -449,26 +449,19 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], std::uint64_t de
 #endif
 }
 
-// setmaxnreg: a warpgroup gives registers back (dec) or takes more (inc), so
-// producer warps can run lean while consumer warps hold big accumulators.
-// The simulator has no register file: a no-op there.
-template <int Registers>
-__device__ __forceinline__ void setmaxnreg_increase() {
+// setmaxnreg: a warpgroup gives registers back (Increase = false) or takes
+// more (true), so producer warps can run lean while consumer warps hold big
+// accumulators. The simulator has no register file: a no-op there.
+template <int Registers, bool Increase>
+__device__ __forceinline__ void setmaxnreg() {
   static_assert(Registers % 8 == 0 && Registers >= 24 && Registers <= 256, "setmaxnreg takes 24..256, multiple of 8");
 #if MT_SIM_BUILD
 #elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Registers));
-#elif defined(__CUDA_ARCH__)
-  MT_HOPPER_ONLY_TRAP();
-#endif
-}
-
-template <int Registers>
-__device__ __forceinline__ void setmaxnreg_decrease() {
-  static_assert(Registers % 8 == 0 && Registers >= 24 && Registers <= 256, "setmaxnreg takes 24..256, multiple of 8");
-#if MT_SIM_BUILD
-#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Registers));
+  if constexpr (Increase) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Registers));
+  } else {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Registers));
+  }
 #elif defined(__CUDA_ARCH__)
   MT_HOPPER_ONLY_TRAP();
 #endif

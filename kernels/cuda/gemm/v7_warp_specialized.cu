@@ -142,10 +142,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();  // the last block-wide barrier: from here on only mbarriers
   const int warpgroup = static_cast<int>(threadIdx.x / 128);
   if (warpgroup == 0) {
-    ptx::setmaxnreg_decrease<kProducerRegisters>();
+    ptx::setmaxnreg<kProducerRegisters, false>();
     if (threadIdx.x == 0) produce<TransA, TransB>(stages, full, empty, &map_a, &map_b, p);
   } else {
-    ptx::setmaxnreg_increase<kConsumerRegisters>();
+    ptx::setmaxnreg<kConsumerRegisters, true>();
     consume<E, TransA, TransB>(stages, full, empty, p, warpgroup - 1);
   }
 }
