@@ -471,7 +471,7 @@ void conv2d_cudnn_backward(KernelDType dtype, const void* dy, const void* x, con
   if (dx != nullptr && weight == nullptr) throw std::invalid_argument("conv2d_cudnn_backward: dx needs the weight");
   if (dweight != nullptr && x == nullptr) throw std::invalid_argument("conv2d_cudnn_backward: dweight needs x");
   if (dbias != nullptr) {  // own reduction kernel (conv.cu); needs no workspace
-    conv2d_backward(dtype, dy, nullptr, nullptr, nullptr, nullptr, dbias, s, nullptr, nullptr, stream);
+    conv2d_backward(dtype, dy, nullptr, nullptr, nullptr, nullptr, dbias, s, nullptr, nullptr, nullptr, stream);
   }
   if (dx == nullptr && dweight == nullptr) return;
   CudnnState& state = cudnn_state();

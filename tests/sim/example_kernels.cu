@@ -7,10 +7,13 @@
 //   bulk_copy_scale  Hopper's copy engine: one thread arms an mbarrier with the
 //                 bytes to expect and issues cp.async.bulk; every thread waits
 //                 on the barrier's phase, then reads shared memory
-#include "tests/sim/example_kernels.h"
-
+//   tma_wgmma_tile Hopper's Tensor Core path: two TMA boxes (128-byte
+//                 swizzle) on one mbarrier, then a warpgroup's wgmma
+//                 m64n64k16 x 4 reading them through matrix descriptors
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/ptx.h"
+#include "kernels/cuda/tensor_map.h"
+#include "tests/sim/example_kernels.h"
 
 namespace mt::MT_KERNEL_NS {
 
@@ -98,6 +101,68 @@ __global__ void __launch_bounds__(kBulkTile) bulk_copy_scale_kernel(const float*
 void bulk_copy_scale(const float* in, float* out, float factor, int tiles, Stream stream) {
   launch("bulk_copy_scale_kernel", bulk_copy_scale_kernel, dim3(static_cast<unsigned>(tiles / 2)), dim3(kBulkTile), 0,
          stream, in, out, factor);
+}
+
+// ---- tma_wgmma_tile (sm_90a) ----------------------------------------------------------------
+
+constexpr int kWgTile = 64;  // A, B and C are 64 x 64
+
+// A (m x k, row-major) is K-major for wgmma; B (k x n, row-major) N-major.
+// Each lands as 64 rows of 128 bytes, chunk c of row r at chunk c ^ (r % 8).
+__global__ void __launch_bounds__(128)
+    tma_wgmma_tile_kernel(const __grid_constant__ kernels::TensorMap map_a,
+                          const __grid_constant__ kernels::TensorMap map_b, float* c, std::uint16_t* a_shared) {
+  MT_DYNAMIC_SHARED(unsigned char, raw);
+  // The 128-byte swizzle repeats every 1024 bytes; TMA and wgmma agree on it from a 1024-byte boundary.
+  auto* a_tile =
+      reinterpret_cast<std::uint16_t*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
+  std::uint16_t* b_tile = a_tile + kWgTile * kWgTile;
+  auto* barrier = reinterpret_cast<std::uint64_t*>(b_tile + kWgTile * kWgTile);
+  const unsigned t = threadIdx.x;
+  if (t == 0) ptx::mbarrier_init(barrier, 1);
+  __syncthreads();
+  if (t == 0) {
+    ptx::mbarrier_arrive_expect_tx(barrier, 2 * kWgTile * kWgTile * sizeof(std::uint16_t));
+    ptx::tensor_copy_2d(a_tile, &map_a, 0, 0, barrier);
+    ptx::tensor_copy_2d(b_tile, &map_b, 0, 0, barrier);
+  }
+  ptx::mbarrier_wait(barrier, 0);
+  float acc[32];
+  ptx::wgmma_fence();
+  for (int kk = 0; kk < kWgTile / 16; ++kk) {
+    // K-major A: the k16 step is 32 bytes along the rows; 8-row groups 1024 bytes apart.
+    const std::uint64_t desc_a = ptx::matrix_descriptor(a_tile + kk * 16, 16, 1024, ptx::Swizzle::B128);
+    // N-major B: the k16 step is 16 rows of 128 bytes; 8-row groups 1024 apart (64 n: no second box).
+    const std::uint64_t desc_b = ptx::matrix_descriptor(b_tile + kk * 16 * kWgTile, 8192, 1024, ptx::Swizzle::B128);
+    ptx::wgmma_m64k16<64, false, false, true>(acc, desc_a, desc_b, kk > 0);
+  }
+  ptx::wgmma_commit_group();
+  ptx::wgmma_wait_group<0>();
+  const unsigned warp = t / 32, lane = t % 32;
+  for (unsigned i = 0; i < 8; ++i) {
+    for (unsigned r = 0; r < 4; ++r) {
+      const unsigned row = 16 * warp + lane / 4 + (r >= 2 ? 8 : 0), col = 8 * i + 2 * (lane % 4) + (r & 1u);
+      c[row * kWgTile + col] = acc[4 * i + r];
+    }
+  }
+  for (unsigned i = t; i < kWgTile * kWgTile; i += blockDim.x) a_shared[i] = a_tile[i];
+}
+
+void tma_wgmma_tile(const std::uint16_t* a, const std::uint16_t* b, float* c, std::uint16_t* a_shared, Stream stream) {
+  kernels::TensorMapSpec spec;
+  spec.dtype = kernels::KernelDType::F16;
+  spec.rank = 2;
+  spec.dims[0] = spec.dims[1] = kWgTile;
+  spec.strides[1] = kWgTile;
+  spec.box[0] = spec.box[1] = kWgTile;
+  spec.swizzle_bytes = 128;
+  kernels::TensorMap map_a{}, map_b{};
+  spec.address = a;
+  encode_tensor_map(map_a, spec);
+  spec.address = b;
+  encode_tensor_map(map_b, spec);
+  const std::size_t shared = 2 * kWgTile * kWgTile * sizeof(std::uint16_t) + sizeof(std::uint64_t) + 1024;
+  launch("tma_wgmma_tile_kernel", tma_wgmma_tile_kernel, dim3(1), dim3(128), shared, stream, map_a, map_b, c, a_shared);
 }
 
 // ---- mma_gemm_f16 ---------------------------------------------------------------------------

@@ -24,5 +24,13 @@ MT_CUDA_KERNEL_API(void transpose(const float* in, float* out, int rows, int col
 MT_CUDA_KERNEL_API(void bulk_copy_scale(const float* in, float* out, float factor, int tiles,
                                         mt::kernels::Stream stream));
 
+// c (64 x 64, f32) = a (64 x 64, f16 row-major) * b (64 x 64, f16 row-major)
+// by one warpgroup: TMA loads both tiles (128-byte swizzle) on an mbarrier,
+// four wgmma m64n64k16 read them through matrix descriptors. a_shared gets
+// A's tile as it sat in shared memory (4096 f16, swizzled). Hopper (sm_90a);
+// a, b 16-byte aligned.
+MT_CUDA_KERNEL_API(void tma_wgmma_tile(const std::uint16_t* a, const std::uint16_t* b, float* c,
+                                       std::uint16_t* a_shared, mt::kernels::Stream stream));
+
 MT_CUDA_KERNEL_API(void mma_gemm_f16(const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n, int k,
                                      mt::kernels::Stream stream));
