@@ -2,10 +2,10 @@
 // with cuBLASLt, on the GPU.
 //
 //   gemm_bench [--size N | --mnk M N K] [--dtypes f16,bf16,f32] [--layout NN|NT|TN] [--min-ms 300]
-//              [--rungs 1-7]   (the ladder versions to time, e.g. 5-7 at 8192^3)
+//              [--rungs 1-8]   (the ladder versions to time, e.g. 5-8 at 8192^3)
 //
-// For each dtype it times cuBLASLt (the baseline) and v1..v7 (v4..v7 only for
-// f16/bf16; v6/v7 only on an sm_90 GPU) on C = A @ B, reports TFLOP/s (2*M*N*K flops per GEMM), % of
+// For each dtype it times cuBLASLt (the baseline) and v1..v8 (v4..v8 only for
+// f16/bf16; v6..v8 only on an sm_90 GPU) on C = A @ B, reports TFLOP/s (2*M*N*K flops per GEMM), % of
 // cuBLASLt, and the largest difference from cuBLASLt's result relative to
 // max |C| (so a fast wrong kernel shows up). Exits 1 when a version differs
 // from cuBLASLt by more than the dtype's tolerance (so a small run doubles as
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   int m = 4096, n = 4096, k = 4096;
   std::string dtypes = "f16,bf16,f32", layout = "NN";
   double min_ms = 300;
-  int first_rung = 1, last_rung = 7;
+  int first_rung = 1, last_rung = 8;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--size" && i + 1 < argc) {
@@ -202,7 +202,8 @@ int main(int argc, char** argv) {
                                 {"v4 mma.sync + ldmatrix", mt::cuda::gemm_v4_tensor_core, true},
                                 {"v5 cp.async pipeline", mt::cuda::gemm_v5_pipelined, true},
                                 {"v6 TMA + wgmma", mt::cuda::gemm_v6_tma_wgmma, true, true},
-                                {"v7 warp-specialised, persistent", mt::cuda::gemm_v7_warp_specialized, true, true}};
+                                {"v7 warp-specialised, persistent", mt::cuda::gemm_v7_warp_specialized, true, true},
+                                {"v8 2-block clusters, TMA multicast", mt::cuda::gemm_v8_clusters, true, true}};
     const bool low_precision = dtype == KernelDType::F16 || dtype == KernelDType::BF16;
     for (const Version& v : versions) {
       const int rung = static_cast<int>(&v - versions) + 1;

@@ -161,10 +161,10 @@ if [ "$run_tests" = 1 ]; then
   MT_CONV=own run_suite 150 test_kernels_own_conv "$bin/test_kernels" '[conv]'
   # The own GEMMs on this chip (v7 on Hopper): every nn test with cuBLASLt out
   # of the way (MT_GEMM=auto would quietly prefer cuBLASLt where own disagrees),
-  # and the ladder's rungs 4-7 against cuBLASLt in each layout at a ragged size.
+  # and the ladder's rungs 4-8 against cuBLASLt in each layout at a ragged size.
   MT_GEMM=own run_suite 150 test_nn_own_gemm "$bin/test_nn"
   run_suite 90 gemm_rungs_layouts bash -c 'for layout in NN NT TN; do
-    "$1" --mnk 1000 1032 520 --layout "$layout" --dtypes f16,bf16 --rungs 4-7 --min-ms 1 || exit 1; done' _ "$bin/gemm_bench"
+    "$1" --mnk 1000 1032 520 --layout "$layout" --dtypes f16,bf16 --rungs 4-8 --min-ms 1 || exit 1; done' _ "$bin/gemm_bench"
   run_suite 150 test_sim_examples_gpu "$bin/test_sim_examples_gpu"
   # NCCL at world size 1 and DDP over it: PyTorch's libnccl serves when the machine has no other.
   if [ -z "${MT_NCCL_LIBRARY:-}" ]; then
@@ -307,7 +307,7 @@ if [ "$run_bench" = 1 ]; then
   echo '```' >> "$report"
   section "GEMM ladder, Hopper rungs vs cuBLASLt (8192^3, f16 and bf16)"
   echo '```' >> "$report"
-  timeout 60 "$bin/gemm_bench" --size 8192 --dtypes f16,bf16 --rungs 5-7 --min-ms 200 >> "$report" 2>&1
+  timeout 60 "$bin/gemm_bench" --size 8192 --dtypes f16,bf16 --rungs 5-8 --min-ms 200 >> "$report" 2>&1
   echo '```' >> "$report"
   section "Memory-bound kernels vs device-to-device copy"
   timeout 60 "$bin/bandwidth_bench" --mb 256 >> "$report" 2>&1

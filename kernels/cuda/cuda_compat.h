@@ -30,7 +30,7 @@
 #define MT_SIM_BUILD 0
 
 // All dynamic shared memory is one extern array; each kernel views it as T*.
-#define MT_DYNAMIC_SHARED(T, name)                                   \
+#define MT_DYNAMIC_SHARED(T, name)                                    \
   extern __shared__ __align__(16) unsigned char mt_dynamic_shared_[]; \
   T* name = reinterpret_cast<T*>(mt_dynamic_shared_)
 
@@ -60,8 +60,7 @@
 #define __shared__ static thread_local
 #define __constant__
 
-#define MT_DYNAMIC_SHARED(T, name) \
-  T* name = reinterpret_cast<T*>(::mt::simulator::dynamic_shared_memory())
+#define MT_DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::mt::simulator::dynamic_shared_memory())
 
 // CUDA's names (threadIdx, __syncthreads, __shfl_sync, atomicAdd, __half, ...).
 using namespace ::mt::simulator::cuda_names;

@@ -71,9 +71,11 @@ class ProfiledRegion {
 // captured or deferred (kernels/sim/runtime.h): there the launch, with its
 // converted arguments, becomes a recorded node that runs when the graph is
 // replayed or the deferred stream is waited for.
+// launch() with thread block clusters of `cluster` blocks (sm_90): the
+// blocks of a cluster run together and share their dynamic shared memory.
 template <typename... Params, typename... Args>
-void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 block,
-            std::size_t dynamic_shared_bytes, Stream stream, Args&&... args) {
+void launch_clusters(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster,
+                     std::size_t dynamic_shared_bytes, Stream stream, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "launch: wrong number of kernel arguments");
   // Like a real launch, the arguments are converted and copied once, and
   // every thread receives its own copy of that parameter pack.
@@ -88,6 +90,7 @@ void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 
   description.grid = grid;
   description.block = block;
   description.dynamic_shared_bytes = dynamic_shared_bytes;
+  description.cluster = cluster;
   description.context = context.get();
   description.run_thread = [](const void* erased) {
     const auto& ctx = *static_cast<const Context*>(erased);
@@ -105,6 +108,13 @@ void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 
     return;
   }
   run();
+}
+
+template <typename... Params, typename... Args>
+void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t dynamic_shared_bytes,
+            Stream stream, Args&&... args) {
+  launch_clusters(kernel_name, kernel, grid, block, dim3(1, 1, 1), dynamic_shared_bytes, stream,
+                  std::forward<Args>(args)...);
 }
 
 #else  // nvcc
@@ -143,8 +153,8 @@ class ProfiledRegion {
 };
 
 template <typename... Params, typename... Args>
-void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 block,
-            std::size_t dynamic_shared_bytes, Stream stream, Args&&... args) {
+void launch_clusters(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster,
+                     std::size_t dynamic_shared_bytes, Stream stream, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "launch: wrong number of kernel arguments");
   const auto shape = launch_detail::shape_of(grid, block, dynamic_shared_bytes);
   kernels::detail::check_launch_shape(kernel_name, shape);
@@ -155,10 +165,40 @@ void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 
     if (error != cudaSuccess) kernels::detail::throw_launch_error(kernel_name, shape, cudaGetErrorString(error));
   }
   const ProfiledRegion profiled(kernel_name, stream, launch_detail::blocks_of(grid));
-  kernel<<<grid, block, dynamic_shared_bytes, static_cast<cudaStream_t>(stream.handle)>>>(
-      std::forward<Args>(args)...);
-  const cudaError_t error = cudaGetLastError();
+  cudaError_t error = cudaSuccess;
+  if (cluster.x * cluster.y * cluster.z == 1) {
+    // clang-format reads a .h as C++ and would split the launch brackets.
+    // clang-format off
+    kernel<<<grid, block, dynamic_shared_bytes, static_cast<cudaStream_t>(stream.handle)>>>(std::forward<Args>(args)...);
+    // clang-format on
+    error = cudaGetLastError();
+  } else {
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = cluster.x;
+    attribute.val.clusterDim.y = cluster.y;
+    attribute.val.clusterDim.z = cluster.z;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = dynamic_shared_bytes;
+    config.stream = static_cast<cudaStream_t>(stream.handle);
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    if constexpr (sizeof...(Params) > 0) {  // (its argument array cannot be empty)
+      error = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+    } else {
+      error = cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), nullptr);
+    }
+  }
   if (error != cudaSuccess) kernels::detail::throw_launch_error(kernel_name, shape, cudaGetErrorString(error));
+}
+
+template <typename... Params, typename... Args>
+void launch(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t dynamic_shared_bytes,
+            Stream stream, Args&&... args) {
+  launch_clusters(kernel_name, kernel, grid, block, dim3(1, 1, 1), dynamic_shared_bytes, stream,
+                  std::forward<Args>(args)...);
 }
 
 #endif

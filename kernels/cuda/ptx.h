@@ -47,8 +47,11 @@
 // lane / 4, t = lane % 4, slice i < N/8:
 //   d[4i + 0..1] = D[16w + group][8i + 2t .. +1]   d[4i + 2..3] = D[16w + group + 8][8i + 2t .. +1]
 // The simulator reads the descriptors by the PTX ISA's canonical layouts,
-// element by element (kernels/sim/hopper.cpp). On GPUs before sm_90 these
-// trap; wgmma and setmaxnreg need sm_90a.
+// element by element (kernels/sim/hopper.cpp). Thread block clusters: a
+// block's rank, the cluster barrier, another block's shared memory (mapa),
+// arrivals on its mbarriers, and TMA copies multicast into several blocks;
+// launch them with launch_clusters (kernels/cuda/launch.h). On GPUs before
+// sm_90 these trap; wgmma and setmaxnreg need sm_90a.
 #pragma once
 
 #include <cstdint>
@@ -352,6 +355,112 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 #if MT_SIM_BUILD
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// ---- thread block clusters (sm_90) ------------------------------------------------------
+
+// This block's rank in its cluster (%cluster_ctarank).
+__device__ __forceinline__ unsigned cluster_ctarank() {
+#if MT_SIM_BUILD
+  return ::mt::simulator::cluster_ctarank();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned rank = 0;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+#else
+  return 0;
+#endif
+}
+
+// The generic address of `shared` (this block's shared memory) in the
+// cluster's block `rank`: distributed shared memory (mapa).
+template <typename T>
+__device__ __forceinline__ T* map_shared_rank(T* shared, unsigned rank) {
+#if MT_SIM_BUILD
+  return static_cast<T*>(::mt::simulator::map_shared_rank(shared, rank));
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  std::uint64_t mapped = 0;
+  asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(mapped) : "l"(shared), "r"(rank));
+  return reinterpret_cast<T*>(mapped);
+#else
+  (void)rank;
+  return shared;
+#endif
+}
+
+// Every thread of every block of the cluster arrives, then waits for all
+// (barrier.cluster, release/acquire): blocks see each other's shared writes.
+__device__ __forceinline__ void cluster_sync(MT_PTX_SITE_FIRST) {
+#if MT_SIM_BUILD
+  ::mt::simulator::cluster_sync(site);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// Makes this thread's mbarrier inits visible to the cluster (before the
+// cluster_sync after which other blocks arrive on them or multicast to them).
+__device__ __forceinline__ void fence_mbarrier_init_cluster() {
+#if MT_SIM_BUILD
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// One arrival on the mbarrier at the same shared-memory offset as `barrier`
+// in the cluster's block `rank` (mapa + a cluster-scope release arrive).
+__device__ __forceinline__ void mbarrier_arrive_cluster(std::uint64_t* barrier, unsigned rank) {
+#if MT_SIM_BUILD
+  ::mt::simulator::mbarrier_arrive(::mt::simulator::map_shared_rank(barrier, rank), 0);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+      " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(shared_address(barrier)),
+      "r"(rank)
+      : "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// tensor_copy_2d/3d to every block of the cluster whose bit is set in
+// `cta_mask`: the box lands at the same offset of each one's shared memory
+// and completes on the mbarrier at the same offset of each.
+__device__ __forceinline__ void tensor_copy_2d_multicast(void* shared_dst, const kernels::TensorMap* map, int c0,
+                                                         int c1, std::uint64_t* barrier, std::uint16_t cta_mask) {
+#if MT_SIM_BUILD
+  const std::int32_t coords[3] = {c0, c1, 0};
+  ::mt::simulator::tensor_copy_multicast(shared_dst, map, coords, barrier, cta_mask);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+      "{%2, %3}], [%4], %5;\n" ::"r"(shared_address(shared_dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(shared_address(barrier)), "h"(cta_mask)
+      : "memory");
+#elif defined(__CUDA_ARCH__)
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+__device__ __forceinline__ void tensor_copy_3d_multicast(void* shared_dst, const kernels::TensorMap* map, int c0,
+                                                         int c1, int c2, std::uint64_t* barrier,
+                                                         std::uint16_t cta_mask) {
+#if MT_SIM_BUILD
+  const std::int32_t coords[3] = {c0, c1, c2};
+  ::mt::simulator::tensor_copy_multicast(shared_dst, map, coords, barrier, cta_mask);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+      "{%2, %3, %4}], [%5], %6;\n" ::"r"(shared_address(shared_dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(barrier)), "h"(cta_mask)
+      : "memory");
 #elif defined(__CUDA_ARCH__)
   MT_HOPPER_ONLY_TRAP();
 #endif

@@ -58,6 +58,9 @@ struct KernelLaunch {
   dim3 grid;
   dim3 block;
   std::size_t dynamic_shared_bytes = 0;
+  // Thread block clusters (sm_90): blocks of one cluster run together and
+  // may use each other's dynamic shared memory (see "clusters" below).
+  dim3 cluster;
   // Runs the kernel body once for the calling (simulated) thread.
   void (*run_thread)(const void* context) = nullptr;
   const void* context = nullptr;
@@ -257,6 +260,29 @@ void wgmma_fence();
 void wgmma_mma_async(const WgmmaIssue& issue);
 void wgmma_commit_group();
 void wgmma_wait_group(unsigned groups_left_pending, SourceSite site);
+
+// ---- thread block clusters (sm_90) ----------------------------------------------
+//
+// A launch with cluster dims (1..16 blocks, dividing the grid) runs each
+// cluster's blocks together, interleaved pass by pass on one worker thread.
+// Each block has its own dynamic shared memory, which the others reach
+// through map_shared_rank (PTX mapa): mbarriers there take remote arrivals,
+// and a multicast TMA copy lands in several blocks at once. Static
+// __shared__ variables are per worker thread, so in a cluster launch they
+// would be shared by the cluster's blocks: keep shared state in dynamic
+// shared memory there. The race checker is off for cluster launches.
+unsigned cluster_ctarank();  // this block's rank in its cluster
+unsigned cluster_size();
+// The address of the same offset of `shared` (this block's dynamic shared
+// memory) in the block of rank `rank` of the cluster.
+void* map_shared_rank(const void* shared, unsigned rank);
+// barrier.cluster.arrive + wait: every thread of every block of the cluster.
+void cluster_sync(SourceSite site);
+// cp.async.bulk.tensor ... .multicast::cluster: the box lands at the same
+// offset in every block of `cta_mask` (bit r = rank r) and completes its
+// bytes on the mbarrier at the same offset in each.
+void tensor_copy_multicast(void* shared_dst, const void* map, const std::int32_t* coords, void* barrier,
+                           std::uint16_t cta_mask);
 
 // Tells the race checker about an access the compiler did not instrument
 // (ldmatrix rows, cp.async destinations).

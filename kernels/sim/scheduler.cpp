@@ -168,7 +168,7 @@ Worker& this_worker() {
   return worker;
 }
 
-enum class ThreadState { Runnable, AtBarrier, AtWarpOp, AtActiveMask, AtMbarrier, Finished };
+enum class ThreadState { Runnable, AtBarrier, AtClusterBarrier, AtWarpOp, AtActiveMask, AtMbarrier, Finished };
 
 // The simulator's encoding of an mbarrier's 8 bytes.
 struct MbarrierState {
@@ -195,11 +195,12 @@ void settle_mbarrier(void* barrier, MbarrierState s) {
 }
 
 // A copy by the copy engine (cp.async.bulk, a tensor-map tile): `land`
-// writes shared memory, then `bytes` complete on the barrier.
+// writes shared memory, then `bytes` complete on each of `barriers` (one per
+// destination block: several for a multicast).
 struct PendingBulkCopy {
   std::function<void()> land;
   unsigned bytes;
-  void* barrier;
+  std::vector<void*> barriers;
 };
 
 struct PendingCopy {
@@ -236,6 +237,7 @@ struct SimThread {
 };
 
 class BlockRun;
+class ClusterRun;
 thread_local SimThread* current_thread = nullptr;
 thread_local BlockRun* current_block = nullptr;
 
@@ -255,39 +257,59 @@ bool same_site(const SourceSite& a, const SourceSite& b) {
 
 class BlockRun {
  public:
-  BlockRun(const KernelLaunch& launch, uint3 block_index, Worker& worker)
-      : launch_(launch), block_index_(block_index), threads_(launch.block.count()) {
-    dynamic_shared_ = worker.shared_arena(launch.dynamic_shared_bytes);
+  // `shared` is this block's dynamic shared memory; `cluster` the blocks that
+  // run with it (itself included), `rank` its place among them.
+  BlockRun(const KernelLaunch& launch, uint3 block_index, Worker& worker, std::byte* shared, ClusterRun* cluster,
+           unsigned rank)
+      : launch_(launch), block_index_(block_index), threads_(launch.block.count()), cluster_(cluster), rank_(rank) {
+    dynamic_shared_ = shared;
     // Fresh shared memory is garbage on a GPU; all-ones bytes (NaN, -1) make a
     // read-before-write show up in results instead of reading a lucky zero.
     if (launch.dynamic_shared_bytes > 0) std::memset(dynamic_shared_, 0xff, launch.dynamic_shared_bytes);
-    if (racecheck_enabled()) {
+    // The race checker follows one block's shared memory; a cluster's blocks
+    // also touch each other's, which it cannot see, so clusters go unchecked.
+    if (racecheck_enabled() && launch.cluster.count() == 1) {
       race_checker_.emplace(launch, block_index, dynamic_shared_, launch.dynamic_shared_bytes);
     }
     create_fibers(worker);
   }
 
-  // Runs the block to completion; throws on deadlock or a kernel exception.
-  void run() {
+  // ---- what ClusterRun drives, one step at a time ----
+
+  // Resumes every runnable thread once; rethrows what kernel code threw.
+  void run_pass_and_check() {
     current_block = this;
     blockIdx = block_index_;
     detail::current_race_checker = race_checker_ ? &*race_checker_ : nullptr;
-    struct Reset {
-      ~Reset() {
-        current_block = nullptr;
-        detail::current_race_checker = nullptr;
-      }
-    } reset;
-    for (;;) {
-      run_pass();
-      if (error_) std::rethrow_exception(error_);
-      if (finished_ == threads_.size()) return;
-      if (complete_warp_ops() || resolve_active_masks() || release_mbarrier_waiters()) continue;
-      if (land_bulk_copies()) continue;
-      release_barrier_or_throw();
+    run_pass();
+    if (error_) std::rethrow_exception(error_);
+  }
+  bool finished() const { return finished_ == threads_.size(); }
+  // Completes warp ops, __activemask groups and mbarrier waits that can; true if any.
+  bool complete_waits() { return complete_warp_ops() || resolve_active_masks() || release_mbarrier_waiters(); }
+  bool land_copies() { return land_bulk_copies(); }
+  // Releases a __syncthreads() every thread reached; true if it did.
+  bool release_barrier() {
+    if (!barrier_releasable()) return false;
+    for (SimThread& thread : threads_) thread.state = ThreadState::Runnable;
+    if (race_checker_) race_checker_->on_barrier();
+    return true;
+  }
+  // Every thread of the block is at the cluster barrier or finished.
+  bool at_cluster_barrier() const {
+    return std::all_of(threads_.begin(), threads_.end(), [](const SimThread& t) {
+      return t.state == ThreadState::AtClusterBarrier || t.state == ThreadState::Finished;
+    });
+  }
+  void leave_cluster_barrier() {
+    for (SimThread& thread : threads_) {
+      if (thread.state == ThreadState::AtClusterBarrier) thread.state = ThreadState::Runnable;
     }
   }
+  [[noreturn]] void report_deadlock() { throw_deadlock(); }
 
+  ClusterRun& cluster() const { return *cluster_; }
+  unsigned rank() const { return rank_; }
   std::byte* dynamic_shared() const { return dynamic_shared_; }
   std::size_t dynamic_shared_bytes() const { return launch_.dynamic_shared_bytes; }
   std::size_t thread_count() const { return threads_.size(); }
@@ -452,9 +474,11 @@ class BlockRun {
       // Not reported to the race checker: the copy is no thread's access, and
       // readers are ordered after it by the mbarrier wait, not by __syncthreads.
       copy.land();
-      MbarrierState s = read_mbarrier(copy.barrier);
-      s.tx -= static_cast<std::int32_t>(copy.bytes);
-      settle_mbarrier(copy.barrier, s);
+      for (void* barrier : copy.barriers) {
+        MbarrierState s = read_mbarrier(barrier);
+        s.tx -= static_cast<std::int32_t>(copy.bytes);
+        settle_mbarrier(barrier, s);
+      }
     }
     bulk_copies_.clear();
     return true;
@@ -484,20 +508,13 @@ class BlockRun {
     return progressed;
   }
 
-  void release_barrier_or_throw() {
-    const SimThread* first_waiter = nullptr;
-    bool releasable = finished_ == 0;
+  // Every thread waits at one __syncthreads() (the same line; none finished).
+  bool barrier_releasable() const {
+    if (finished_ != 0) return false;
     for (const SimThread& thread : threads_) {
-      if (thread.state != ThreadState::AtBarrier) {
-        releasable = false;
-        break;
-      }
-      if (first_waiter == nullptr) first_waiter = &thread;
-      if (!same_site(thread.site, first_waiter->site)) releasable = false;
+      if (thread.state != ThreadState::AtBarrier || !same_site(thread.site, threads_.front().site)) return false;
     }
-    if (!releasable) throw_deadlock();
-    for (SimThread& thread : threads_) thread.state = ThreadState::Runnable;
-    if (race_checker_) race_checker_->on_barrier();
+    return true;
   }
 
   static std::string describe_state(const SimThread& thread) {
@@ -507,6 +524,8 @@ class BlockRun {
       case ThreadState::AtWarpOp:
         return fmt::format("wait at {} (mask 0x{:08x}) at {}", thread.op_name, thread.mask, site_text(thread.site));
       case ThreadState::AtActiveMask: return fmt::format("wait at __activemask() at {}", site_text(thread.site));
+      case ThreadState::AtClusterBarrier:
+        return fmt::format("wait at the cluster barrier at {}", site_text(thread.site));
       case ThreadState::AtMbarrier: {
         const MbarrierState s = read_mbarrier(thread.mbarrier);
         return fmt::format("wait for phase parity {} of the mbarrier at {} ({} arrivals and {} tx bytes pending) at {}",
@@ -545,6 +564,8 @@ class BlockRun {
   const KernelLaunch& launch_;
   uint3 block_index_;
   std::vector<SimThread> threads_;
+  ClusterRun* cluster_;
+  unsigned rank_;
   StackBounds scheduler_stack_;  // the OS thread's stack the scheduler runs on
   std::size_t finished_ = 0;
   std::exception_ptr error_;
@@ -558,6 +579,11 @@ SimThread& require_thread(const char* what) {
   return *current_thread;
 }
 
+BlockRun& require_block(const char* what) {
+  require_thread(what);
+  return *current_block;
+}
+
 // ---- running a launch ------------------------------------------------------------
 
 uint3 block_at(const dim3& grid, std::size_t linear) {
@@ -565,27 +591,95 @@ uint3 block_at(const dim3& grid, std::size_t linear) {
           static_cast<unsigned>(linear / (std::size_t{grid.x} * grid.y))};
 }
 
-void run_block(const KernelLaunch& launch, std::size_t linear_block) {
-  const uint3 index = block_at(launch.grid, linear_block);
+// The blocks of one thread block cluster (one block without clusters), run
+// together: their threads interleave pass by pass, so one block can wait on
+// an mbarrier that another's threads or copies complete, and a deadlock is
+// only reported when no block of the cluster can move.
+class ClusterRun {
+ public:
+  ClusterRun(const KernelLaunch& launch, std::size_t linear_cluster, Worker& worker) {
+    const dim3 c = launch.cluster;
+    const dim3 clusters(launch.grid.x / c.x, launch.grid.y / c.y, launch.grid.z / c.z);
+    const uint3 at = block_at(clusters, linear_cluster);
+    // Each block's dynamic shared memory on its own 1024-byte boundary of one arena.
+    const std::size_t stride = (launch.dynamic_shared_bytes + 1023) / 1024 * 1024;
+    std::byte* arena = worker.shared_arena(stride * c.count());
+    blocks_.reserve(c.count());
+    for (unsigned rank = 0; rank < c.count(); ++rank) {
+      const uint3 index{at.x * c.x + rank % c.x, at.y * c.y + (rank / c.x) % c.y, at.z * c.z + rank / (c.x * c.y)};
+      blocks_.push_back(std::make_unique<BlockRun>(launch, index, worker, arena + rank * stride, this, rank));
+    }
+  }
+
+  // Runs the cluster to completion; throws on deadlock or a kernel exception.
+  void run() {
+    struct Reset {
+      ~Reset() {
+        current_block = nullptr;
+        detail::current_race_checker = nullptr;
+      }
+    } reset;
+    for (;;) {
+      for (auto& block : blocks_) block->run_pass_and_check();
+      if (std::all_of(blocks_.begin(), blocks_.end(), [](const auto& b) { return b->finished(); })) return;
+      if (any_block([](BlockRun& b) { return b.complete_waits(); })) continue;
+      if (any_block([](BlockRun& b) { return b.land_copies(); })) continue;
+      if (release_cluster_barrier()) continue;
+      if (any_block([](BlockRun& b) { return b.release_barrier(); })) continue;
+      for (auto& block : blocks_) {
+        if (!block->finished()) block->report_deadlock();
+      }
+    }
+  }
+
+  std::size_t size() const { return blocks_.size(); }
+  BlockRun& block(unsigned rank) { return *blocks_[rank]; }
+
+ private:
+  template <typename Step>
+  bool any_block(Step step) {
+    bool progressed = false;
+    for (auto& block : blocks_) progressed = step(*block) || progressed;
+    return progressed;
+  }
+
+  // barrier.cluster: every thread of every block there (or finished).
+  bool release_cluster_barrier() {
+    if (!std::all_of(blocks_.begin(), blocks_.end(), [](const auto& b) { return b->at_cluster_barrier(); })) {
+      return false;
+    }
+    for (auto& block : blocks_) block->leave_cluster_barrier();
+    return true;
+  }
+
+  std::vector<std::unique_ptr<BlockRun>> blocks_;
+};
+
+void run_cluster(const KernelLaunch& launch, std::size_t linear_cluster) {
+  const dim3 c = launch.cluster;
+  const uint3 first = block_at(dim3(launch.grid.x / c.x, launch.grid.y / c.y, launch.grid.z / c.z), linear_cluster);
+  const uint3 index{first.x * c.x, first.y * c.y, first.z * c.z};
+  const std::string which =
+      c.count() == 1 ? fmt::format("block ({},{},{})", index.x, index.y, index.z)
+                     : fmt::format("cluster of {} blocks from ({},{},{})", c.count(), index.x, index.y, index.z);
   try {
-    BlockRun block(launch, index, this_worker());
-    block.run();
+    ClusterRun cluster(launch, linear_cluster, this_worker());
+    cluster.run();
   } catch (const Error& error) {
     if (std::strncmp(error.what(), "mt::sim:", 8) == 0) throw;
-    fail("mt::sim: kernel '{}', block ({},{},{}): {}", launch.kernel_name, index.x, index.y, index.z, error.what());
+    fail("mt::sim: kernel '{}', {}: {}", launch.kernel_name, which, error.what());
   } catch (const std::exception& error) {
-    fail("mt::sim: kernel '{}', block ({},{},{}) threw: {}", launch.kernel_name, index.x, index.y, index.z,
-         error.what());
+    fail("mt::sim: kernel '{}', {} threw: {}", launch.kernel_name, which, error.what());
   }
 }
 
-// Runs blocks [0, count) on this OS thread; stops at the first failure.
-void run_blocks_here(const KernelLaunch& launch, std::atomic<std::size_t>& next, std::size_t count,
-                     std::atomic<bool>& failed) {
+// Runs clusters [0, count) on this OS thread; stops at the first failure.
+void run_clusters_here(const KernelLaunch& launch, std::atomic<std::size_t>& next, std::size_t count,
+                       std::atomic<bool>& failed) {
   blockDim = launch.block;
   gridDim = launch.grid;
-  for (std::size_t block = next.fetch_add(1); block < count && !failed.load(); block = next.fetch_add(1)) {
-    run_block(launch, block);
+  for (std::size_t cluster = next.fetch_add(1); cluster < count && !failed.load(); cluster = next.fetch_add(1)) {
+    run_cluster(launch, cluster);
   }
 }
 
@@ -617,13 +711,18 @@ void run_kernel(const KernelLaunch& launch) {
   kernels::detail::check_launch_shape(
       launch.kernel_name, {launch.grid.x, launch.grid.y, launch.grid.z, launch.block.x, launch.block.y, launch.block.z,
                            launch.dynamic_shared_bytes});
+  const dim3 c = launch.cluster;
+  MT_CHECK(c.count() >= 1 && c.count() <= 16 && launch.grid.x % c.x == 0 && launch.grid.y % c.y == 0 &&
+               launch.grid.z % c.z == 0,
+           "mt::sim: kernel '{}': cluster ({},{},{}) must hold 1..16 blocks and divide the grid ({},{},{})",
+           launch.kernel_name, c.x, c.y, c.z, launch.grid.x, launch.grid.y, launch.grid.z);
   detail::racecheck_active = racecheck_enabled();
-  const std::size_t blocks = std::size_t{launch.grid.x} * launch.grid.y * launch.grid.z;
+  const std::size_t blocks = std::size_t{launch.grid.x} * launch.grid.y * launch.grid.z / c.count();  // clusters
   const std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(worker_threads()), blocks);
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
   if (workers <= 1) {
-    run_blocks_here(launch, next, blocks, failed);
+    run_clusters_here(launch, next, blocks, failed);
     return;
   }
   std::exception_ptr first_error;
@@ -632,7 +731,7 @@ void run_kernel(const KernelLaunch& launch) {
   for (std::size_t i = 0; i < workers; ++i) {
     pool.emplace_back([&] {
       try {
-        run_blocks_here(launch, next, blocks, failed);
+        run_clusters_here(launch, next, blocks, failed);
       } catch (...) {
         failed = true;
         const std::lock_guard lock(error_mutex);
@@ -766,7 +865,7 @@ void bulk_copy_global_to_shared(void* shared_dst, const void* global_src, unsign
            "cp.async.bulk: {} bytes from {} to {}: sizes and addresses must be multiples of 16", bytes, global_src,
            shared_dst);
   poison_until_landed(shared_dst, bytes);
-  current_block->queue_bulk_copy({[=] { std::memcpy(shared_dst, global_src, bytes); }, bytes, barrier});
+  current_block->queue_bulk_copy({[=] { std::memcpy(shared_dst, global_src, bytes); }, bytes, {barrier}});
 }
 
 // ---- tensor maps, wgmma, fences ---------------------------------------------------
@@ -788,7 +887,53 @@ void tensor_copy_global_to_shared(void* shared_dst, const void* map, const std::
   auto* dst = static_cast<std::byte*>(shared_dst);
   poison_until_landed(dst, hopper::box_bytes(encoding));
   current_block->queue_bulk_copy(
-      {[=] { hopper::land_tensor_tile(dst, encoding, at); }, hopper::box_bytes(encoding), barrier});
+      {[=] { hopper::land_tensor_tile(dst, encoding, at); }, hopper::box_bytes(encoding), {barrier}});
+}
+
+// ---- clusters ----------------------------------------------------------------------
+
+unsigned cluster_ctarank() { return require_block("%cluster_ctarank").rank(); }
+
+unsigned cluster_size() { return static_cast<unsigned>(require_block("%cluster_nctarank").cluster().size()); }
+
+void* map_shared_rank(const void* shared, unsigned rank) {
+  BlockRun& block = require_block("mapa");
+  MT_CHECK(rank < block.cluster().size(), "mapa: rank {} in a cluster of {} blocks", rank, block.cluster().size());
+  const auto* p = static_cast<const std::byte*>(shared);
+  MT_CHECK(p >= block.dynamic_shared() && p < block.dynamic_shared() + block.dynamic_shared_bytes(),
+           "mapa: {} is not in this block's dynamic shared memory (the simulator maps only that)", shared);
+  return block.cluster().block(rank).dynamic_shared() + (p - block.dynamic_shared());
+}
+
+void cluster_sync(SourceSite site) {
+  SimThread& thread = require_thread("barrier.cluster");
+  thread.state = ThreadState::AtClusterBarrier;
+  thread.site = site;
+  BlockRun::wait(thread);
+}
+
+void tensor_copy_multicast(void* shared_dst, const void* map, const std::int32_t* coords, void* barrier,
+                           std::uint16_t cta_mask) {
+  BlockRun& block = require_block("cp.async.bulk.tensor.multicast");
+  const TensorMapEncoding encoding = hopper::read_tensor_map(map);
+  MT_CHECK(reinterpret_cast<std::uintptr_t>(shared_dst) % 128 == 0,
+           "cp.async.bulk.tensor: the shared destination {} is not 128-byte aligned", shared_dst);
+  MT_CHECK(cta_mask != 0 && (cta_mask >> block.cluster().size()) == 0,
+           "cp.async.bulk.tensor.multicast: cta mask 0x{:x} for a cluster of {} blocks", cta_mask,
+           block.cluster().size());
+  const std::int32_t at[3] = {coords[0], encoding.rank > 1 ? coords[1] : 0, encoding.rank > 2 ? coords[2] : 0};
+  std::vector<std::byte*> destinations;
+  std::vector<void*> barriers;
+  for (unsigned rank = 0; rank < block.cluster().size(); ++rank) {
+    if (((cta_mask >> rank) & 1u) == 0) continue;
+    destinations.push_back(static_cast<std::byte*>(map_shared_rank(shared_dst, rank)));
+    barriers.push_back(map_shared_rank(barrier, rank));
+    poison_until_landed(destinations.back(), hopper::box_bytes(encoding));
+  }
+  block.queue_bulk_copy({[=] {
+                           for (std::byte* dst : destinations) hopper::land_tensor_tile(dst, encoding, at);
+                         },
+                         hopper::box_bytes(encoding), barriers});
 }
 
 std::uint32_t shared_window_address(const void* shared) {

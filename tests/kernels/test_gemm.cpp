@@ -331,7 +331,8 @@ Problem tma_problem(int batch, int m, int n, int k, bool ta, bool tb) {
 
 std::vector<Version> hopper_versions() {
   return {{"v6_tma_wgmma", mt::sim::gemm_v6_tma_wgmma, false},
-          {"v7_warp_specialized", mt::sim::gemm_v7_warp_specialized, false}};
+          {"v7_warp_specialized", mt::sim::gemm_v7_warp_specialized, false},
+          {"v8_clusters", mt::sim::gemm_v8_clusters, false}};
 }
 }  // namespace
 
@@ -366,17 +367,25 @@ TEST_CASE("Hopper GEMMs: many K slices cycle every pipeline stage; several block
   }
 }
 
-// Catches: v7's persistent walk skipping or repeating tiles (grouped order,
-// batch boundaries), the stage ring or its parities restarting per tile
-// instead of carrying on, a consumer storing another consumer's rows.
-TEST_CASE("GEMM v7: a persistent block walks several tiles of several batches", "[gemm][sim]") {
-  for (int layout = 0; layout < 4; ++layout) {
-    const bool ta = layout & 1, tb = layout & 2;
-    INFO(layout_name(ta, tb));
-    // 2 x 2 tiles per batch, 3 batches: 12 tiles for the simulator's 2 blocks; 3 slices per tile.
-    Problem p = tma_problem(3, 250, 300, 136, ta, tb);
-    p.bias = true;
-    check_gemm(mt::sim::gemm_v7_warp_specialized, KernelDType::F16, p);
+// Catches: v7's/v8's persistent walk skipping or repeating tiles (grouped
+// order, batch boundaries, v8's pairs of tile-rows and a pair hanging past M),
+// the stage ring or its parities restarting per tile instead of carrying on,
+// a consumer storing another consumer's rows, v8 freeing a stage before the
+// other block's consumers are done with it or multicasting B halves to the
+// wrong offset.
+TEST_CASE("GEMM v7, v8: persistent blocks walk several tiles of several batches", "[gemm][sim]") {
+  const std::vector<Version> rungs = {hopper_versions()[1], hopper_versions()[2]};
+  for (const auto& v : rungs) {
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool ta = layout & 1, tb = layout & 2;
+      INFO(v.name << " " << layout_name(ta, tb));
+      // 2 x 2 tiles per batch, 3 batches: 12 tiles (v8: 6 pairs) for the simulator's 4 blocks; 3 slices per tile.
+      Problem p = tma_problem(3, 250, 300, 136, ta, tb);
+      p.bias = true;
+      check_gemm(v.fn, KernelDType::F16, p);
+      // 3 tile-rows: v8's second pair has a block past M.
+      check_gemm(v.fn, KernelDType::BF16, tma_problem(1, 300, 136, 200, ta, tb));
+    }
   }
 }
 

@@ -70,7 +70,7 @@ Run run_steps(bool offload, bool sgd, DType dtype, bool master_weights, bool sto
       params[i].set_grad(test::random_tensor(params[i].sizes(), dtype, device, 100 + 10 * step + i));
     }
     fill_(found_inf, step == 3 ? 1.0 : 0.0);
-    opt->step({.found_inf = found_inf});
+    opt->step({.inv_scale = Tensor(), .found_inf = found_inf, .lr_factor = Tensor()});
   }
   Run r;
   for (const Tensor& p : params) {

@@ -1,7 +1,6 @@
 // Kernels for bench_switch: as little work as possible between switches.
-#include "tests/sim/bench_kernels.h"
-
 #include "kernels/cuda/launch.h"
+#include "tests/sim/bench_kernels.h"
 
 namespace mt::sim::bench {
 

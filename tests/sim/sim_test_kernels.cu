@@ -402,6 +402,25 @@ void wgmma_interleaved(const std::uint16_t* a, const std::uint16_t* b, float* ea
          early, d, wait);
 }
 
+// ---- thread block clusters ---------------------------------------------------------------------
+
+__global__ void cluster_exchange_kernel(float* out, bool partner_arrives) {
+  MT_DYNAMIC_SHARED(float, mine);
+  auto* barrier = reinterpret_cast<std::uint64_t*>(mine + 32);
+  const unsigned rank = ptx::cluster_ctarank(), other = rank ^ 1u, t = threadIdx.x;
+  if (t == 0) ptx::mbarrier_init(barrier, 32);  // one arrival from each thread of the other block
+  mine[t] = static_cast<float>(rank * 100 + t);
+  ptx::cluster_sync();
+  out[blockIdx.x * 32 + t] = ptx::map_shared_rank(mine, other)[t];  // the other block's shared memory
+  if (partner_arrives || rank == 0) ptx::mbarrier_arrive_cluster(barrier, other);
+  ptx::mbarrier_wait(barrier, 0);
+  ptx::cluster_sync();  // nobody leaves while the other may still read its memory
+}
+void cluster_exchange(float* out, int clusters, bool partner_arrives) {
+  launch_clusters("cluster_exchange_kernel", cluster_exchange_kernel, dim3(2 * clusters), dim3(32), dim3(2),
+                  32 * sizeof(float) + 8, Stream{}, out, partner_arrives);
+}
+
 // ---- printf and launch errors -----------------------------------------------------------------
 
 __global__ void hello_kernel() { printf("hello from thread %u of block %u\n", threadIdx.x, blockIdx.x); }

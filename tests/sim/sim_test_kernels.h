@@ -18,6 +18,12 @@ void bulk_copy_missing_bytes(const float* src, float* out);
 // Two arrivals expected, one made: a deadlock naming the mbarrier wait.
 void mbarrier_missing_arrival();
 
+// Clusters of 2 blocks of 32 threads: each thread writes rank * 100 + t to
+// its block's shared memory, reads the other block's (out[block * 32 + t]),
+// and arrives on the other block's mbarrier (expecting 32); with
+// `partner_arrives` false rank 1 never arrives, so rank 0 waits forever.
+void cluster_exchange(float* out, int clusters, bool partner_arrives);
+
 // TMA: copies the box of `map` at (c0, c1) into shared memory and writes the
 // shared bytes back unchanged (still swizzled) to `raw` (`elements` f16).
 void tensor_copy_raw(const mt::kernels::TensorMap& map, int c0, int c1, std::uint16_t* raw, unsigned elements);

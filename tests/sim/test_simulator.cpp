@@ -472,6 +472,22 @@ TEST_CASE("wgmma m64n64k16 multiplies descriptor-addressed tiles into the docume
                       Catch::Contains("never waited for"));
 }
 
+// Catches: a cluster's blocks run one after another (the first would wait
+// forever for the second's arrivals, or read its shared memory unwritten),
+// blocks of a cluster sharing one shared-memory arena, mapa to the wrong
+// block, a deadlock that spans two blocks going unreported.
+TEST_CASE("thread block clusters: blocks run together and reach each other's shared memory", "[sim]") {
+  std::vector<float> out(4 * 32, -1.0f);
+  test::cluster_exchange(out.data(), 2, true);
+  for (int block = 0; block < 4; ++block) {
+    for (int t = 0; t < 32; ++t) {
+      INFO("block " << block << " thread " << t);
+      CHECK(out[static_cast<size_t>(block * 32 + t)] == static_cast<float>((1 - block % 2) * 100 + t));
+    }
+  }
+  REQUIRE_THROWS_WITH(test::cluster_exchange(out.data(), 1, false), Catch::Contains("deadlock"));
+}
+
 TEST_CASE("printf works from kernel code", "[sim]") {
   test::print_hello(2);
   SUCCEED();

@@ -21,9 +21,10 @@
 //   v5_pipelined.cu           v4 + a 3-stage cp.async shared-memory pipeline
 //   v6_tma_wgmma.cu           Hopper: TMA tile loads on mbarriers + wgmma from shared memory
 //   v7_warp_specialized.cu    v6 + a producer warpgroup, two consumer warpgroups, persistent grid
+//   v8_clusters.cu            v7 in 2-block clusters sharing B by TMA multicast
 //
-// v1-v3 accept every dtype (f64, f32, f16, bf16); v4-v6 only f16/bf16; v6
-// also needs operands TMA can read and, on a GPU, sm_90 (gemm_hopper_supports).
+// v1-v3 accept every dtype (f64, f32, f16, bf16); v4-v8 only f16/bf16; v6-v8
+// also need operands TMA can read and, on a GPU, sm_90 (gemm_hopper_supports).
 // kernels/cuda/matmul.cu picks one per problem (gemm()).
 #pragma once
 
@@ -76,7 +77,8 @@ MT_CUDA_KERNEL_API(void gemm_v4_tensor_core(const mt::kernels::GemmArgs& args, m
 MT_CUDA_KERNEL_API(void gemm_v5_pipelined(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
 MT_CUDA_KERNEL_API(void gemm_v6_tma_wgmma(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
 MT_CUDA_KERNEL_API(void gemm_v7_warp_specialized(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
-// True when the Hopper rungs (v6, v7) can run `args` here: f16/bf16, 16-byte
+MT_CUDA_KERNEL_API(void gemm_v8_clusters(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+// True when the Hopper rungs (v6-v8) can run `args` here: f16/bf16, 16-byte
 // aligned operands with leading dimensions and batch strides multiples of 8,
 // and (GPU) an sm_90 device.
 MT_CUDA_KERNEL_API(bool gemm_hopper_supports(const mt::kernels::GemmArgs& args))

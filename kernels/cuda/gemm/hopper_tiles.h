@@ -65,6 +65,27 @@ __device__ __forceinline__ void load_operand(uint16_t* tile, const kernels::Tens
   }
 }
 
+// load_operand, multicast: the boxes land at the same offset in every block
+// of the cluster named in `cta_mask`, each completing on its own `barrier`.
+template <bool KMajor, int Rows>
+__device__ __forceinline__ void load_operand_multicast(uint16_t* tile, const kernels::TensorMap* map, int row0, int k0,
+                                                       int batch, bool batched, uint64_t* barrier,
+                                                       std::uint16_t cta_mask) {
+  auto copy = [&](uint16_t* dst, int inner, int outer) {
+    if (batched) {
+      ptx::tensor_copy_3d_multicast(dst, map, inner, outer, batch, barrier, cta_mask);
+    } else {
+      ptx::tensor_copy_2d_multicast(dst, map, inner, outer, barrier, cta_mask);
+    }
+  };
+  if constexpr (KMajor) {
+    copy(tile, k0, row0);
+  } else {
+    MT_UNROLL
+    for (int box = 0; box < Rows / 64; ++box) copy(tile + box * kBoxElements, row0 + box * 64, k0);
+  }
+}
+
 // The descriptor of k16 step `kk` of a tile (from its first row). K-major:
 // 8-row groups 1024 bytes apart (SBO), the step moves 32 bytes along the
 // 128-byte rows; LBO is unused with a swizzle (16 by convention). M/N-major:
