@@ -19,7 +19,7 @@
 //   measured trial per shape (gemm_choice.h): the first GEMM of each shape
 //   runs both back ends (a warm-up and 3 timed calls each, then a host
 //   compare of their outputs) and the faster one that agrees with cuBLASLt
-//   serves that shape from then on. A trial synchronises, so none runs while
+//   serves that shape from then on (an own kernel that throws loses). A trial synchronises, so none runs while
 //   a CUDA graph is being captured: an untried shape then takes cuBLASLt.
 //   MT_GEMM=cublaslt in a simulator run falls back to own (there is no
 //   cuBLASLt without a GPU); an explicit GemmBackend::CublasLt there throws.
@@ -42,6 +42,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -351,16 +352,24 @@ GemmBackend choose_by_trial(const GemmArgs& args, Stream stream) {
     return known ? known->winner : GemmBackend::CublasLt;
   }
   std::vector<double> own_output;
+  bool own_failed = false;
   return chooser().choose(
       shape,
       [&](GemmBackend backend) {
-        const double ms = milliseconds_per_call(args, backend, stream);
-        if (backend == GemmBackend::Own) own_output = read_output(args, stream);
-        return ms;
+        if (backend == GemmBackend::CublasLt) return milliseconds_per_call(args, backend, stream);
+        try {  // an own kernel that cannot run here (a launch it refuses) loses, it does not stop training
+          const double ms = milliseconds_per_call(args, backend, stream);
+          own_output = read_output(args, stream);
+          return ms;
+        } catch (const std::exception&) {
+          own_failed = true;
+          return std::numeric_limits<double>::infinity();
+        }
       },
       // cuBLASLt ran last, so C now holds its result, whatever the verdict.
       [&] {
-        return outputs_agree(own_output, read_output(args, stream), args.c_is_f32 ? KernelDType::F32 : args.dtype);
+        return !own_failed &&
+               outputs_agree(own_output, read_output(args, stream), args.c_is_f32 ? KernelDType::F32 : args.dtype);
       });
 }
 
