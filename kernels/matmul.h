@@ -3,8 +3,9 @@
 // transposed view is read in place when it is a plain column-major matrix).
 //
 // CPU tensors run Eigen (kernels/cpu/matmul.cpp). SIM and CUDA tensors run
-// kernels/cuda/matmul.cu's gemm(): the own Tensor Core kernel for f16/bf16
-// (or cuBLASLt on a GPU, MT_GEMM=auto|own|cublaslt), tiled kernels for f32/f64.
+// kernels/cuda/matmul.cu's gemm(): the own Tensor Core kernel for f16/bf16,
+// tiled kernels for f32/f64 — or on a GPU cuBLASLt (MT_GEMM=auto|own|cublaslt;
+// auto keeps the faster of the two per shape, measured once).
 // An operand that is neither row- nor column-major per batch is copied
 // contiguous first; an output that is not row-major gets a scratch buffer.
 #pragma once

@@ -1,6 +1,7 @@
 // MT_PROFILE's kernel table (kernels/cuda/launch_check.h): every CUDA-path
 // launch is counted and timed per kernel name while profiling is on.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
@@ -31,13 +32,17 @@ TEST_CASE("the kernel profile counts each CUDA-path launch while profiling is on
   kernels::profile_reset();
   kernels::set_profiling(true);
   for (int i = 0; i < 3; ++i) add(a, b);
-  if (!test::kCudaPath.is_sim()) matmul(ones({64, 64}, kF32, test::kCudaPath), ones({64, 64}, kF32, test::kCudaPath));
+  if (!test::kCudaPath.is_sim()) {  // cuBLASLt by name: MT_GEMM=auto would first time both back ends
+    ::setenv("MT_GEMM", "cublaslt", 1);
+    matmul(ones({64, 64}, kF32, test::kCudaPath), ones({64, 64}, kF32, test::kCudaPath));
+    ::unsetenv("MT_GEMM");
+  }
   kernels::set_profiling(false);
   add(a, b);  // not counted
   const std::string report = kernels::profile_report();
   INFO(report);
   CHECK(calls_of(report, "binary_kernel") == 3);
-  // On a GPU the cuBLASLt call (MT_GEMM=auto) is a row of its own.
+  // On a GPU the cuBLASLt call is a row of its own.
   if (!test::kCudaPath.is_sim()) CHECK(calls_of(report, "cublasLtMatmul") == 1);
   CHECK(report.find("total ms") != std::string::npos);
   kernels::profile_reset();

@@ -64,8 +64,8 @@ struct GemmArgs {
 
 // Which implementation gemm() uses. Auto: MT_GEMM from the environment
 // (auto|own|cublaslt); auto (or unset) means the own kernels in the simulator
-// and cuBLASLt on a GPU (kernels/cuda/matmul.cu). CublasLt exists only in the
-// GPU build.
+// and, on a GPU, the faster of the two per shape, measured once
+// (kernels/cuda/matmul.cu, gemm_choice.h). CublasLt exists only in the GPU build.
 enum class GemmBackend : int { Auto, Own, CublasLt };
 
 }  // namespace mt::kernels
