@@ -280,11 +280,16 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   Tensor out = empty(shape, autograd::binary_result_type(a, b), a.device());
   kernels::where(broadcast_view(cond, shape), broadcast_view(a, shape), broadcast_view(b, shape), out);
   if (!autograd::needs_grad({a, b})) return out;
+  // Only the operands that need a gradient get one: a mask's fill value (the
+  // -inf of causal attention) would otherwise cost a full-size where and sum.
+  const bool need_a = autograd::needs_grad({a}), need_b = autograd::needs_grad({b});
   return record(in, out,
-                [sc = save(cond), a_shape = a.sizes(), b_shape = b.sizes()](const Tensor& g) -> std::vector<Tensor> {
+                [sc = save(cond), a_shape = a.sizes(), b_shape = b.sizes(), need_a,
+                 need_b](const Tensor& g) -> std::vector<Tensor> {
                   const Tensor zero = zeros({}, g.dtype(), g.device());
                   const Tensor c = sc.get();
-                  return {sum_to_size(where(c, g, zero), a_shape), sum_to_size(where(c, zero, g), b_shape)};
+                  return {need_a ? sum_to_size(where(c, g, zero), a_shape) : Tensor(),
+                          need_b ? sum_to_size(where(c, zero, g), b_shape) : Tensor()};
                 });
 }
 

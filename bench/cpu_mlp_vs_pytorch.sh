@@ -9,7 +9,8 @@ build=${1:-build}
 steps=${2:-400}
 export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive
 
-mixtape_rate=$("$build/mixtape" train --model mlp --precision fp32 --optimizer adamw --batch 128 \
+# --threads 2: fixed, as PyTorch's side is (the default 0 lets the ThreadTuner choose).
+mixtape_rate=$("$build/mixtape" train --model mlp --precision fp32 --optimizer adamw --batch 128 --threads 2 \
   --steps "$steps" --test-limit 1000 --no-progress | sed -n 's/.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1)
 
 torch_rate=$(/usr/bin/python3 "$(dirname "$0")/pytorch_mlp.py" "$steps" fp32 2)

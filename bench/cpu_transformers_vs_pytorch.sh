@@ -19,7 +19,9 @@ mixtape_rate() {  # model dataset batch context precision -> tokens/s
   local log
   log=$(mktemp)
   # The first step is left out of the trainer's throughput (one-time set-up).
-  "$build/mixtape" train --model "$1" --dataset "$2" --batch "$3" --context "$4" --precision "$5" \
+  # --threads 2 as PyTorch's set_num_threads(2): the default (0) would spend
+  # trial steps of this short run on 1 thread (the ThreadTuner).
+  "$build/mixtape" train --model "$1" --dataset "$2" --batch "$3" --context "$4" --precision "$5" --threads 2 \
     --steps "$((steps + 1))" --train-limit "$(($3 * (steps + 2)))" --test-limit 8 --no-progress --log "$log" > /dev/null
   /usr/bin/python3 -c "import json, sys; s = [json.loads(l) for l in open('$log')][-1]['summary']; \
 print(f\"{s['samples_per_s'] * $4:.0f}\")"

@@ -204,25 +204,31 @@ Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, i
 double read_element(const Tensor& t, int64_t storage_offset);
 void write_element(const Tensor& t, int64_t storage_offset, double value);
 
-// Calls fn(first_offset, count, stride) for every run along the innermost
-// dimension, in row-major order: the run's elements sit at first_offset +
-// j * stride for j < count. Kernels loop over a run themselves, so a
-// contiguous innermost dimension (stride 1) is a plain loop the compiler
-// vectorises.
+// Calls fn(first_offset, count, stride) for runs [row_begin, row_end) along
+// the innermost dimension (a run is one innermost row; there are
+// numel / sizes.back() of them), in row-major order: the run's elements sit
+// at first_offset + j * stride for j < count. Kernels loop over a run
+// themselves, so a contiguous innermost dimension (stride 1) is a plain loop
+// the compiler vectorises. A range lets threads split one walk.
 template <typename Fn>
-void for_each_row(const Shape& sizes, const Shape& strides, int64_t offset, Fn&& fn) {
-  const int64_t n = shape_numel(sizes);
-  if (n == 0) return;
+void for_each_row_in(const Shape& sizes, const Shape& strides, int64_t offset, int64_t row_begin, int64_t row_end,
+                     Fn&& fn) {
+  if (shape_numel(sizes) == 0 || row_begin >= row_end) return;
   const size_t nd = sizes.size();
   if (nd == 0) {
     fn(offset, int64_t{1}, int64_t{1});
     return;
   }
   const int64_t inner = sizes[nd - 1], inner_stride = strides[nd - 1];
-  const int64_t rows = n / inner;
   std::vector<int64_t> index(nd - 1, 0);
   int64_t pos = offset;
-  for (int64_t r = 0; r < rows; ++r) {
+  int64_t rest = row_begin;  // unravel row_begin into the outer dims' index
+  for (size_t d = nd - 1; d-- > 0;) {
+    index[d] = rest % sizes[d];
+    rest /= sizes[d];
+    pos += index[d] * strides[d];
+  }
+  for (int64_t r = row_begin; r < row_end; ++r) {
     fn(pos, inner, inner_stride);
     for (size_t d = nd - 1; d-- > 0;) {
       if (++index[d] < sizes[d]) {
@@ -233,6 +239,15 @@ void for_each_row(const Shape& sizes, const Shape& strides, int64_t offset, Fn&&
       index[d] = 0;
     }
   }
+}
+
+// Every run of the tensor: for_each_row_in over all of its rows.
+template <typename Fn>
+void for_each_row(const Shape& sizes, const Shape& strides, int64_t offset, Fn&& fn) {
+  const int64_t n = shape_numel(sizes);
+  if (n == 0) return;
+  const int64_t rows = sizes.empty() ? 1 : n / sizes.back();
+  for_each_row_in(sizes, strides, offset, 0, rows, std::forward<Fn>(fn));
 }
 
 // Calls fn(storage_offset) for every element of t in row-major order.

@@ -44,12 +44,16 @@ void unary_backward_typed(UnaryOp op, const Tensor& grad_out, const Tensor& in, 
 
 template <typename T>
 void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  Loaded<T> va(a), vb(b);
   OutputBuffer<T> y(out);
   T* py = y.data();
-  kernels::visit_binary(op, [&](auto tag) {
-    parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) py[i] = kernels::binary_forward<decltype(tag)::value, T>(va[i], vb[i]);
+  // A scalar operand (x * 0.125, x + 1) stays one value instead of a full-size copy.
+  visit_operand<T>(a, [&](auto va) {
+    visit_operand<T>(b, [&](auto vb) {
+      kernels::visit_binary(op, [&](auto tag) {
+        parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) py[i] = kernels::binary_forward<decltype(tag)::value, T>(va[i], vb[i]);
+        });
+      });
     });
   });
   y.commit();
@@ -96,11 +100,17 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
   auto run = [&](auto zero) {
     using T = decltype(zero);
     Loaded<float> c(cond);
-    Loaded<T> va(a), vb(b);
     OutputBuffer<T> y(out);
     T* py = y.data();
     const int64_t n = out.numel();  // hoisted: numel() walks the shape, and the stores may alias it
-    for (int64_t i = 0; i < n; ++i) py[i] = c[i] != 0.0f ? va[i] : vb[i];
+    // A fill value (the -inf of a mask, the 0 of a gradient) stays one value.
+    visit_operand<T>(a, [&](auto va) {
+      visit_operand<T>(b, [&](auto vb) {
+        parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) py[i] = c[i] != 0.0f ? va[i] : vb[i];
+        });
+      });
+    });
     y.commit();
   };
   if (computes_in_double(out.dtype())) {

@@ -22,16 +22,16 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, do
   std::optional<Loaded<T>> vw, vb;
   if (weight.defined()) vw.emplace(weight);
   if (bias.defined()) vb.emplace(bias);
-  std::vector<T> vy(static_cast<size_t>(x.numel())), vmean(static_cast<size_t>(rows)), vrstd(static_cast<size_t>(rows));
+  OutputBuffer<T> vy(y), vmean(mean), vrstd(rstd);  // the outputs themselves when contiguous T
   parallel_for(rows, 4 * n, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       layer_norm_row(vx.data() + r * n, optional_data(vw), optional_data(vb), vy.data() + r * n, n, static_cast<T>(eps),
-                     &vmean[static_cast<size_t>(r)], &vrstd[static_cast<size_t>(r)]);
+                     vmean.data() + r, vrstd.data() + r);
     }
   });
-  store(vy.data(), y);
-  store(vmean.data(), mean);
-  store(vrstd.data(), rstd);
+  vy.commit();
+  vmean.commit();
+  vrstd.commit();
 }
 
 template <typename T>
@@ -43,14 +43,14 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
   std::optional<Loaded<T>> vw;
   if (weight.defined()) vw.emplace(weight);
   if (dx.defined()) {
-    std::vector<T> vdx(static_cast<size_t>(x.numel()));
+    OutputBuffer<T> vdx(dx);
     parallel_for(rows, 4 * n, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         layer_norm_backward_row(vdy.data() + r * n, vx.data() + r * n, optional_data(vw), vmean[r], vrstd[r],
                                 vdx.data() + r * n, n);
       }
     });
-    store(vdx.data(), dx);
+    vdx.commit();
   }
   // Parameter gradients reduce over rows, accumulated in double.
   if (dweight.defined() || dbias.defined()) {

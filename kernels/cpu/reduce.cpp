@@ -11,8 +11,59 @@
 namespace mt::kernels::cpu {
 namespace {
 
+// The reduction view lists the kept dims (args.rows elements) and then the
+// reduced ones (args.cols). When memory holds the reduced dims outside and
+// the kept ones contiguous inside (a bias gradient: [N, C] summed over N),
+// returns the pointer to element 0: output r sums x[c * rows + r] over c.
+// Walking rows would then read each output's inputs `rows` apart (and copy
+// the transpose first); whole input rows are read in order instead.
+template <typename T>
+const T* outer_reduced_base(const Tensor& view, ReduceArgs args) {
+  if (view.dtype() != dtype_of<T>() || args.rows <= 1 || args.cols <= 1) return nullptr;
+  int64_t kept = 0;
+  for (int64_t product = 1; kept < view.dim() && product != args.rows; ++kept) product *= view.size(kept);
+  // In memory order: reduced dims outer, kept dims inner, densely packed.
+  int64_t expected = 1;
+  auto packed = [&](int64_t d) {
+    if (view.size(d) != 1 && view.stride(d) != expected) return false;
+    expected *= view.size(d);
+    return true;
+  };
+  for (int64_t d = kept; d-- > 0;) {
+    if (!packed(d)) return nullptr;
+  }
+  for (int64_t d = view.dim(); d-- > kept;) {
+    if (!packed(d)) return nullptr;
+  }
+  return static_cast<const T*>(view.data_ptr());
+}
+
+// Sum/Mean over outer dims: each thread owns a range of outputs and adds
+// the input rows into their accumulators in c order, the same order (and
+// double accumulation) as the row walk, so the result is bit-identical to it.
+template <typename T>
+void reduce_outer(ReduceOp op, const T* x, const Tensor& out, ReduceArgs args) {
+  std::vector<T> result(static_cast<size_t>(args.rows));
+  parallel_for(args.rows, args.cols, [&](int64_t begin, int64_t end) {
+    std::vector<double> acc(static_cast<size_t>(end - begin), 0.0);
+    for (int64_t c = 0; c < args.cols; ++c) {
+      const T* row = x + c * args.rows + begin;
+      for (int64_t r = 0; r < end - begin; ++r) acc[static_cast<size_t>(r)] += row[r];
+    }
+    for (int64_t r = begin; r < end; ++r) {
+      double v = acc[static_cast<size_t>(r - begin)];
+      if (op == ReduceOp::Mean) v /= static_cast<double>(args.cols);
+      result[static_cast<size_t>(r)] = static_cast<T>(v);
+    }
+  });
+  store(result.data(), out);
+}
+
 template <typename T>
 void reduce_typed(ReduceOp op, const Tensor& in, const Tensor& out, ReduceArgs args) {
+  if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
+    if (const T* base = outer_reduced_base<T>(in, args)) return reduce_outer(op, base, out, args);
+  }
   Loaded<T> x(in);
   std::vector<T> result(static_cast<size_t>(args.rows));
   parallel_for(args.rows, args.cols, [&](int64_t begin, int64_t end) {

@@ -11,11 +11,11 @@ void forward_typed(const Tensor& in, const Tensor& out, bool log) {
   const int64_t cols = in.dim() == 0 ? 1 : in.size(-1);
   const int64_t rows = cols == 0 ? 0 : in.numel() / cols;
   Loaded<T> x(in);
-  std::vector<T> y(static_cast<size_t>(in.numel()));
+  OutputBuffer<T> y(out);  // out itself when it is contiguous T: no zeroed scratch, no copy after
   parallel_for(rows, 4 * cols, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) softmax_row(x.data() + r * cols, y.data() + r * cols, cols, log);
   });
-  store(y.data(), out);
+  y.commit();
 }
 
 template <typename T>
@@ -23,13 +23,13 @@ void backward_typed(const Tensor& grad_out, const Tensor& out, const Tensor& gra
   const int64_t cols = out.dim() == 0 ? 1 : out.size(-1);
   const int64_t rows = cols == 0 ? 0 : out.numel() / cols;
   Loaded<T> dy(grad_out), y(out);
-  std::vector<T> dx(static_cast<size_t>(out.numel()));
+  OutputBuffer<T> dx(grad_in);
   parallel_for(rows, 4 * cols, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       softmax_backward_row(dy.data() + r * cols, y.data() + r * cols, dx.data() + r * cols, cols, log);
     }
   });
-  store(dx.data(), grad_in);
+  dx.commit();
 }
 
 }  // namespace

@@ -43,6 +43,38 @@ inline To convert(From v) {
   }
 }
 
+// Calls fn(first_offset, count, stride, flat) for every innermost run of
+// t's geometry (flat: the row-major index of the run's first element), the
+// runs split across threads. `parallel` false walks them on this thread.
+template <typename Fn>
+void for_each_run(const Tensor& t, bool parallel, Fn&& fn) {
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  const int64_t inner = t.dim() == 0 ? 1 : t.sizes().back();
+  const int64_t rows = n / inner;
+  auto walk = [&](int64_t begin, int64_t end) {
+    int64_t flat = begin * inner;
+    for_each_row_in(t.sizes(), t.strides(), t.offset(), begin, end, [&](int64_t first, int64_t count, int64_t stride) {
+      fn(first, count, stride, flat);
+      flat += count;
+    });
+  };
+  if (parallel) {
+    parallel_for(rows, inner, walk);
+  } else {
+    walk(0, rows);
+  }
+}
+
+// True when two elements of t share a storage slot (a stride 0 along a
+// dimension of size > 1, as expand makes): writes to it must stay in order.
+bool has_aliased_elements(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) > 1 && t.stride(d) == 0) return true;
+  }
+  return false;
+}
+
 // Converts n elements read at (sizes, strides, offset) from storage type S into dst.
 template <typename T, typename S>
 void gather(const Tensor& t, T* dst) {
@@ -54,15 +86,14 @@ void gather(const Tensor& t, T* dst) {
     });
     return;
   }
-  T* out = dst;
-  for_each_row(t.sizes(), t.strides(), t.offset(), [&](int64_t first, int64_t count, int64_t stride) {
+  for_each_run(t, true, [&](int64_t first, int64_t count, int64_t stride, int64_t flat) {
     const S* src = base + first;
+    T* out = dst + flat;
     if (stride == 1) {
       for (int64_t j = 0; j < count; ++j) out[j] = convert<T>(src[j]);
     } else {
       for (int64_t j = 0; j < count; ++j) out[j] = convert<T>(src[j * stride]);
     }
-    out += count;
   });
 }
 
@@ -76,15 +107,16 @@ void scatter(const T* src, const Tensor& out) {
     });
     return;
   }
-  const T* in = src;
-  for_each_row(out.sizes(), out.strides(), out.offset(), [&](int64_t first, int64_t count, int64_t stride) {
+  // Threads may split the writes only when no two elements share a slot
+  // (then which write lands last would depend on the thread count).
+  for_each_run(out, !has_aliased_elements(out), [&](int64_t first, int64_t count, int64_t stride, int64_t flat) {
     S* dst = base + first;
+    const T* in = src + flat;
     if (stride == 1) {
       for (int64_t j = 0; j < count; ++j) dst[j] = convert<S>(in[j]);
     } else {
       for (int64_t j = 0; j < count; ++j) dst[j * stride] = convert<S>(in[j]);
     }
-    in += count;
   });
 }
 

@@ -32,6 +32,42 @@ class Loaded {
   int64_t size_ = 0;
 };
 
+// True when every element of t is one storage slot: a scalar broadcast to a
+// shape (a 0-dim operand, a mask's fill value), or a single element.
+inline bool is_broadcast_scalar(const Tensor& t) {
+  if (t.numel() == 0) return false;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) > 1 && t.stride(d) != 0) return false;
+  }
+  return true;
+}
+
+// An elementwise kernel's input as it reads it: per element from a Loaded
+// buffer, or, for a broadcast scalar, one value read once (so a scalar
+// operand is never copied out to the output's size). visit_operand calls
+// fn with an accessor of one kind or the other: `v[i]` for element i.
+template <typename T>
+struct Elements {
+  const T* p;
+  T operator[](int64_t i) const { return p[i]; }
+};
+template <typename T>
+struct Repeated {
+  T value;
+  T operator[](int64_t) const { return value; }
+};
+
+template <typename T, typename Fn>
+void visit_operand(const Tensor& t, Fn&& fn) {
+  if (is_broadcast_scalar(t)) {
+    const Loaded<T> one(make_view(t, {}, {}, t.offset()));
+    fn(Repeated<T>{one[0]});
+  } else {
+    const Loaded<T> all(t);
+    fn(Elements<T>{all.data()});
+  }
+}
+
 // Writes n = out.numel() contiguous values into `out` (any dtype, any strides),
 // rounding each once to out's dtype.
 template <typename T>

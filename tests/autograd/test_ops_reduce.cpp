@@ -250,3 +250,32 @@ TEST_CASE("reductions over empty dims", "[ops][reduce]") {
   check_equal(sum(e, {0}), {}, "sum over a non-empty dim of an empty tensor");
   CHECK(sum(e, {0}).sizes() == Shape{0});
 }
+
+// Sums over leading dims of a dense tensor (a bias gradient: [N, C] over N)
+// take a path of their own on the CPU that reads whole input rows in order.
+// Each output must still be the double sum in index order, rounded once.
+// Catches that path reading the wrong stride, splitting dims at the wrong
+// place, accumulating in float, or keeping a thread's partial sums.
+TEST_CASE("f32 sum/mean over leading dims: the double sum in index order, rounded once", "[ops][reduce]") {
+  struct Case {
+    Shape shape;
+    Shape dims;
+  };
+  for (const Case& c : std::vector<Case>{{{2048, 300}, {0}}, {{6, 50, 41}, {0, 1}}, {{7, 1, 3, 50}, {0}}}) {
+    const Tensor x = randn64(c.shape, 77).to(kF32);
+    const std::vector<double> v = x.to_vector();
+    int64_t cols = 1;
+    for (int64_t d : c.dims) cols *= c.shape[static_cast<size_t>(d)];
+    const int64_t rows = x.numel() / cols;
+    std::vector<double> want_sum, want_mean;
+    for (int64_t r = 0; r < rows; ++r) {
+      double acc = 0;
+      for (int64_t k = 0; k < cols; ++k) acc += v[static_cast<size_t>(k * rows + r)];
+      want_sum.push_back(static_cast<float>(acc));
+      want_mean.push_back(static_cast<float>(acc / static_cast<double>(cols)));
+    }
+    INFO("shape " << x.shape_string() << " over " << c.dims.size() << " leading dims");
+    CHECK(sum(x, c.dims).to_vector() == want_sum);
+    CHECK(mean(x, c.dims).to_vector() == want_mean);
+  }
+}

@@ -92,3 +92,41 @@ TEST_CASE("CPU softmax, layer_norm and sums are bit-identical on 1, 2 and 3 thre
     return std::vector<Tensor>{s, n, sum(x, {0}), x.grad(), g.grad()};
   });
 }
+
+// Strided loads (transposes, broadcasts, slices) and stores into strided
+// outputs split their runs across threads. Catches a thread starting its
+// range at the wrong element (the unravelling of its first row) as well as
+// any dependence on the thread count.
+TEST_CASE("CPU strided copies in and out are correct and bit-identical on 1, 2 and 3 threads", "[kernels][threads]") {
+  Generator gen(10);
+  const Tensor base = randn({24, 40, 90}, kF32, kCPU, &gen);
+  const Tensor row = randn({90}, kF32, kCPU, &gen);
+  auto compute = [&] {
+    const Tensor permuted = base.permute({2, 0, 1}).contiguous();      // strided load
+    const Tensor sliced = base.slice(2, 3, 90, 2).contiguous();        // offset and step
+    const Tensor broadcast = add(row.expand({24, 40, 90}), 0.0);       // stride-0 load
+    Tensor into = zeros({90, 24, 40}, kF32, kCPU).permute({1, 2, 0});  // strided store
+    copy_(into, base);
+    return std::vector<Tensor>{permuted, sliced, broadcast, into.contiguous()};
+  };
+  check_same_on_1_2_and_3_threads(compute);
+  const std::vector<Tensor> out = compute();
+  const std::vector<float> b = values(base), r = values(row);
+  const std::vector<float> permuted = values(out[0]), sliced = values(out[1]), broadcast = values(out[2]);
+  const std::vector<float> stored = values(out[3]);
+  int mismatches = 0;
+  for (int64_t i = 0; i < 24; ++i) {
+    for (int64_t j = 0; j < 40; ++j) {
+      for (int64_t k = 0; k < 90; ++k) {
+        const float want = b[static_cast<size_t>((i * 40 + j) * 90 + k)];
+        mismatches += permuted[static_cast<size_t>((k * 24 + i) * 40 + j)] != want;
+        mismatches += broadcast[static_cast<size_t>((i * 40 + j) * 90 + k)] != r[static_cast<size_t>(k)];
+        mismatches += stored[static_cast<size_t>((i * 40 + j) * 90 + k)] != want;
+        if (k >= 3 && (k - 3) % 2 == 0) {
+          mismatches += sliced[static_cast<size_t>((i * 40 + j) * 44 + (k - 3) / 2)] != want;
+        }
+      }
+    }
+  }
+  CHECK(mismatches == 0);
+}
