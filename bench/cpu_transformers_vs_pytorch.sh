@@ -5,7 +5,8 @@
 # length, in fp32 and in bf16 autocast, both on 2 threads. Prints training
 # tokens/s of each and the ratio, as a Markdown table. Run it on an idle
 # machine: anything else running skews both sides.
-# Usage: bench/cpu_transformers_vs_pytorch.sh [build-dir] [steps]
+# Usage: [PRECISIONS="fp32 bf16"] bench/cpu_transformers_vs_pytorch.sh [build-dir] [steps]
+# (PRECISIONS=fp32 skips PyTorch 1.13's CPU bf16, which takes minutes per config.)
 set -euo pipefail
 build=${1:-build}
 steps=${2:-10}
@@ -68,7 +69,7 @@ echo "| model | batch x context | precision | mixtape tokens/s | PyTorch $(/usr/
 echo "|---|---|---|---|---|---|"
 for config in "${configs[@]}"; do
   read -r model dataset batch context <<<"$config"
-  for precision in fp32 bf16; do
+  for precision in ${PRECISIONS:-fp32 bf16}; do
     ours=$(mixtape_rate "$model" "$dataset" "$batch" "$context" "$precision")
     theirs=$(torch_rate "$model" "$batch" "$context" "$precision")
     ratio=$(/usr/bin/python3 -c "print(f'{$ours / $theirs:.2f}x')")
