@@ -34,14 +34,50 @@ Tensor add_grads(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// ---- where a leaf's first gradient goes (hooks.h: register_grad_destination)
+
+struct Destination {
+  uint64_t handle;
+  std::weak_ptr<TensorImpl> leaf;
+  GradDestination fn;
+};
+std::mutex hooks_mutex;  // guards the hook and destination tables
+std::unordered_map<const TensorImpl*, Destination> grad_destinations;
+uint64_t next_hook_handle = 1;
+
+// The tensor registered to receive `leaf`'s gradient, or an undefined one.
+Tensor registered_destination(const std::shared_ptr<TensorImpl>& leaf) {
+  GradDestination fn;
+  {
+    const std::lock_guard lock(hooks_mutex);
+    if (grad_destinations.empty()) return {};
+    auto it = grad_destinations.find(leaf.get());
+    if (it == grad_destinations.end() || it->second.leaf.lock() != leaf) return {};
+    fn = it->second.fn;
+  }
+  Tensor into = fn(Tensor(leaf));
+  if (!into.defined()) return {};
+  MT_CHECK(into.sizes() == leaf->sizes && into.dtype() == leaf->dtype && into.device() == leaf->device &&
+               into.is_contiguous(),
+           "backward: a gradient destination must be contiguous and match its leaf ({} {} on {}), not {} {} on {}",
+           shape_str(leaf->sizes), leaf->dtype, leaf->device.str(), into.shape_string(), into.dtype(),
+           into.device().str());
+  return into;
+}
+
 // `loss_scaled`: the backward started from a GradScaler-scaled loss, so the
 // accumulated gradient is scaled too (TensorImpl::loss_scaled).
-void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad, bool loss_scaled) {
+void accumulate_into_leaf(const std::shared_ptr<TensorImpl>& leaf_ptr, const Tensor& grad, bool loss_scaled) {
+  TensorImpl& leaf = *leaf_ptr;
   if (!leaf.grad) {
-    // A fresh, contiguous tensor the leaf owns: never alias the graph's buffers.
-    Tensor owned = empty(leaf.sizes, leaf.dtype, leaf.device);
+    // A registered destination (a DDP bucket's slice), or a fresh, contiguous
+    // tensor the leaf owns: never alias the graph's buffers.
+    Tensor owned = registered_destination(leaf_ptr);
+    if (!owned.defined()) {
+      owned = empty(leaf.sizes, leaf.dtype, leaf.device);
+      tag_memory(owned, MemoryCategory::Gradients);
+    }
     kernels::copy(grad, owned);
-    tag_memory(owned, MemoryCategory::Gradients);
     leaf.grad = owned.impl_ptr();
     leaf.grad->loss_scaled = loss_scaled;
     return;
@@ -76,9 +112,7 @@ struct LeafHook {
   std::weak_ptr<TensorImpl> leaf;
   GradReadyHook fn;
 };
-std::mutex hooks_mutex;
 std::unordered_map<const TensorImpl*, std::vector<LeafHook>> leaf_hooks;
-uint64_t next_hook_handle = 1;
 
 std::vector<GradReadyHook> hooks_of(const std::shared_ptr<TensorImpl>& leaf) {
   const std::lock_guard lock(hooks_mutex);
@@ -169,8 +203,26 @@ uint64_t register_post_accumulate_grad_hook(const Tensor& leaf, GradReadyHook ho
   return handle;
 }
 
+uint64_t register_grad_destination(const Tensor& leaf, GradDestination destination) {
+  MT_CHECK(leaf.defined() && leaf.requires_grad() && !leaf.grad_fn(),
+           "register_grad_destination: the tensor must be a leaf that requires grad");
+  MT_CHECK(destination != nullptr, "register_grad_destination: empty function");
+  const std::lock_guard lock(hooks_mutex);
+  auto it = grad_destinations.find(leaf.impl());
+  MT_CHECK(it == grad_destinations.end() || it->second.leaf.expired(),
+           "register_grad_destination: this leaf already has a gradient destination (one DDP per parameter)");
+  const uint64_t handle = next_hook_handle++;
+  grad_destinations[leaf.impl()] = {handle, leaf.impl_ptr(), std::move(destination)};
+  return handle;
+}
+
 void remove_hook(uint64_t handle) {
   const std::lock_guard lock(hooks_mutex);
+  for (auto it = grad_destinations.begin(); it != grad_destinations.end(); ++it) {
+    if (it->second.handle != handle) continue;
+    grad_destinations.erase(it);
+    return;
+  }
   for (auto it = leaf_hooks.begin(); it != leaf_hooks.end(); ++it) {
     auto& hooks = it->second;
     const auto found = std::find_if(hooks.begin(), hooks.end(), [&](const LeafHook& h) { return h.handle == handle; });
@@ -332,7 +384,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   const amp::Autocast no_host_autocast(kCPU, kBF16, /*enabled=*/false);
   const amp::Autocast no_device_autocast(kSIM, kF16, /*enabled=*/false);
   if (!root.grad_fn()) {
-    accumulate_into_leaf(*root.impl(), seed, root.impl()->loss_scaled);
+    accumulate_into_leaf(root.impl_ptr(), seed, root.impl()->loss_scaled);
     GradReadyTracker::run_leaf_hooks(root.impl_ptr());
     depth.finish();
     return;
@@ -355,7 +407,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       const Edge& e = node->next_edges()[i];
       if (!grads[i].defined() || !e.connected()) continue;
       if (e.leaf) {
-        accumulate_into_leaf(*e.leaf, grads[i], root.impl()->loss_scaled);
+        accumulate_into_leaf(e.leaf, grads[i], root.impl()->loss_scaled);
         continue;
       }
       auto [slot, inserted] = pending.try_emplace(e.node.get(), grads[i]);

@@ -5,6 +5,10 @@
 //    make to it (PyTorch's Tensor.register_post_accumulate_grad_hook). Data
 //    parallel training uses it to start all-reducing a gradient bucket while
 //    the rest of backward still runs;
+//  * a gradient destination says where a leaf's .grad is to live when
+//    backward finds the leaf without one: backward writes the first
+//    contribution straight into it (PyTorch DDP's gradient_as_bucket_view,
+//    which saves the copy into the bucket and the gradient's own memory);
 //  * queue_callback runs a function when the outermost backward in progress
 //    on this thread finishes (PyTorch's Variable._execution_engine.queue_callback),
 //    so that work a hook started can be waited for before backward() returns.
@@ -24,7 +28,13 @@ using GradReadyHook = std::function<void(const Tensor& leaf)>;
 // `leaf` must require grad and have no grad_fn. Returns a handle for remove_hook.
 // A leaf that gets no gradient in a backward does not call its hooks.
 uint64_t register_post_accumulate_grad_hook(const Tensor& leaf, GradReadyHook hook);
-void remove_hook(uint64_t handle);
+void remove_hook(uint64_t handle);  // a hook's or a destination's handle
+
+// `destination(leaf)` returns a contiguous tensor of the leaf's shape, dtype
+// and device (or an undefined one: a fresh tensor, as without it). One per
+// leaf; returns a handle for remove_hook.
+using GradDestination = std::function<Tensor(const Tensor& leaf)>;
+uint64_t register_grad_destination(const Tensor& leaf, GradDestination destination);
 
 // Only inside a backward (from a hook or a node's backward function).
 void queue_callback(std::function<void()> callback);

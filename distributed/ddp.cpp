@@ -17,11 +17,6 @@ Device device_of(const nn::Module& module) {
   return params.front().device();
 }
 
-// A gradient (or its zeros) as the bucket's flat segment.
-Tensor segment(const Tensor& flat, int64_t offset, const Tensor& param) {
-  return flat.narrow(0, offset, param.numel()).view(param.sizes());
-}
-
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DdpOptions options,
@@ -43,6 +38,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   for (size_t i = 0; i < slots_.size(); ++i) {
     hooks_.push_back(
         autograd::register_post_accumulate_grad_hook(slots_[i].param, [this, i](const Tensor&) { gradient_ready(i); }));
+    if (slots_[i].view) {
+      hooks_.push_back(autograd::register_grad_destination(
+          slots_[i].param, [this, i](const Tensor&) { return bucket_segment(slots_[i]); }));
+    }
   }
 }
 
@@ -114,12 +113,37 @@ void DistributedDataParallel::build_buckets() {
       slots_[s].offset = offset;
       offset += slots_[s].param.numel();
     }
+    for (size_t s : layout[b]) {
+      const Tensor& p = slots_[s].param;
+      slots_[s].view = options_.gradient_as_bucket_view && p.dtype() == options_.reduce_dtype && p.device() == device;
+    }
     const MemoryCategoryScope gradients(MemoryCategory::Gradients);
     bucket.flat = empty({offset}, options_.reduce_dtype, device);
     bucket.slots = layout[b];
     bucket.pending = layout[b].size();
     buckets_.push_back(std::move(bucket));
   }
+}
+
+// The slot's slice of its bucket, shaped as the parameter.
+Tensor DistributedDataParallel::bucket_segment(const Slot& slot) const {
+  return buckets_[slot.bucket].flat.narrow(0, slot.offset, slot.param.numel()).view(slot.param.sizes());
+}
+
+bool DistributedDataParallel::grad_is_bucket_segment(const Slot& slot) const {
+  const Tensor grad = slot.param.grad();
+  const Tensor& flat = buckets_[slot.bucket].flat;
+  return grad.defined() && grad.storage() == flat.storage() &&
+         grad.data_ptr() == static_cast<const char*>(flat.data_ptr()) + slot.offset * element_size(flat.dtype());
+}
+
+// gradient_as_bucket_view: a .grad made elsewhere (assigned by the user, or
+// accumulated before DDP existed) is replaced by the bucket's slice once
+// its values are there.
+void DistributedDataParallel::point_grad_at_bucket(Slot& slot, bool loss_scaled) {
+  Tensor segment = bucket_segment(slot);
+  segment.impl()->loss_scaled = loss_scaled;
+  slot.param.impl()->grad = segment.impl_ptr();
 }
 
 void DistributedDataParallel::broadcast_buffers() {
@@ -151,9 +175,12 @@ void DistributedDataParallel::gradient_ready(size_t index) {
            "both inside and outside a checkpointed segment?)",
            slot.name);
   slot.ready = true;
-  Bucket& bucket = buckets_[slot.bucket];
-  kernels::copy(slot.param.grad(), segment(bucket.flat, slot.offset, slot.param));
-  --bucket.pending;
+  if (!grad_is_bucket_segment(slot)) {
+    const Tensor grad = slot.param.grad();
+    kernels::copy(grad, bucket_segment(slot));
+    if (slot.view) point_grad_at_bucket(slot, grad.impl()->loss_scaled);
+  }
+  --buckets_[slot.bucket].pending;
   launch_ready_buckets();
 }
 
@@ -169,12 +196,20 @@ void DistributedDataParallel::launch_ready_buckets() {
 
 void DistributedDataParallel::finish_backward() {
   in_backward_ = false;
-  // Parameters no gradient reached on this rank contribute zeros (another
-  // rank's batch may have reached them).
+  const bool scaled = autograd::in_loss_scaled_backward();
+  // A parameter this backward did not reach contributes what its .grad
+  // holds from micro-batches under no_sync(), or zeros (another rank's
+  // batch may have reached it).
   for (Bucket& b : buckets_) {
     if (b.pending == 0) continue;
     for (size_t s : b.slots) {
-      if (!slots_[s].ready) kernels::fill(segment(b.flat, slots_[s].offset, slots_[s].param), 0.0);
+      Slot& slot = slots_[s];
+      if (slot.ready || grad_is_bucket_segment(slot)) continue;
+      if (slot.param.grad().defined()) {
+        kernels::copy(slot.param.grad(), bucket_segment(slot));
+      } else {
+        kernels::fill(bucket_segment(slot), 0.0);
+      }
     }
     b.pending = 0;
   }
@@ -189,20 +224,23 @@ void DistributedDataParallel::finish_backward() {
   std::vector<Tensor> sums;
   for (const Bucket& b : buckets_) sums.push_back(b.flat);
   detail::divide_in_place(sums, group_.size());  // the sums become means
-  const bool scaled = autograd::in_loss_scaled_backward();
   for (Bucket& b : buckets_) {
-    const Tensor& mean = b.flat;
     for (size_t s : b.slots) {
       Slot& slot = slots_[s];
+      slot.ready = false;
+      if (grad_is_bucket_segment(slot)) continue;  // already the mean
       TensorImpl& param = *slot.param.impl();
+      if (slot.view) {
+        point_grad_at_bucket(slot, param.grad ? param.grad->loss_scaled || scaled : scaled);
+        continue;
+      }
       if (!param.grad) {
         Tensor zeros_like = empty(param.sizes, param.dtype, param.device);
         tag_memory(zeros_like, MemoryCategory::Gradients);
         param.grad = zeros_like.impl_ptr();
         param.grad->loss_scaled = scaled;
       }
-      kernels::copy(segment(mean, slot.offset, slot.param), Tensor(param.grad));
-      slot.ready = false;
+      kernels::copy(bucket_segment(slot), Tensor(param.grad));
     }
     b.pending = b.slots.size();
   }

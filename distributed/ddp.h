@@ -25,6 +25,12 @@
 // Every rank then holds the same (scaled) gradients, so unscale_ finds the
 // same inf/NaN on every rank and they all skip the step together.
 //
+// gradient_as_bucket_view (as PyTorch's option of that name): each .grad
+// whose dtype is the bucket's is a view of its slice of the bucket, and
+// backward writes it there directly (autograd::register_grad_destination).
+// That saves both copies and one gradient's worth of memory; the gradients
+// then are the bucket, so keep them only until the next backward.
+//
 // no_sync(): inside it backward only accumulates locally (the first K-1
 // micro-batches of a gradient accumulation); the next backward outside it
 // reduces the accumulated gradients once.
@@ -43,6 +49,7 @@ struct DdpOptions {
   int64_t first_bucket_bytes = 1ll << 20;
   DType reduce_dtype = kF32;      // the buckets' dtype: f32, or f16/bf16 to halve the traffic
   bool broadcast_buffers = true;  // rank 0's buffers (norm statistics) before each training forward
+  bool gradient_as_bucket_view = false;  // .grad as views of the buckets (where the dtypes agree)
 };
 
 class DistributedDataParallel final : public nn::Module {
@@ -91,6 +98,7 @@ class DistributedDataParallel final : public nn::Module {
     size_t bucket = 0;
     int64_t offset = 0;  // in the bucket, in elements
     bool ready = false;
+    bool view = false;  // its .grad lives in the bucket (gradient_as_bucket_view)
   };
   struct Bucket {
     Tensor flat;  // reduce_dtype, on the parameters' device
@@ -102,6 +110,9 @@ class DistributedDataParallel final : public nn::Module {
   void broadcast_from_rank0(const std::vector<Tensor>& tensors);
   void check_same_model_everywhere();
   void build_buckets();
+  Tensor bucket_segment(const Slot& slot) const;
+  bool grad_is_bucket_segment(const Slot& slot) const;
+  void point_grad_at_bucket(Slot& slot, bool loss_scaled);
   void gradient_ready(size_t slot);
   void launch_ready_buckets();
   void finish_backward();

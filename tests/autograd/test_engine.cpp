@@ -185,3 +185,42 @@ TEST_CASE("queue_callback runs at the end of the outermost backward, after every
   CHECK_THROWS_WITH(autograd::queue_callback([] {}), Contains("only inside a backward"));
   for (uint64_t h : handles) autograd::remove_hook(h);
 }
+
+// The bugs: backward that still allocates a fresh .grad (DDP's
+// gradient_as_bucket_view would then copy every gradient twice), one that
+// overwrites the destination on a second contribution instead of adding to
+// it, or one that writes into a destination of the wrong shape.
+TEST_CASE("a gradient destination receives a leaf's first contribution, and later ones add to it",
+          "[autograd][hooks]") {
+  Tensor w = vec({2.0, 3.0}).requires_grad_();
+  Tensor bucket = full({5}, -7.0, kF64);  // w's gradient is to live at [1, 3)
+  int asked = 0;
+  const uint64_t h = autograd::register_grad_destination(w, [&](const Tensor&) {
+    ++asked;
+    return bucket.narrow(0, 1, 2);
+  });
+  CHECK_THROWS_WITH(autograd::register_grad_destination(w, [&](const Tensor&) { return Tensor(); }),
+                    Contains("already has a gradient destination"));
+  Tensor x = vec({10.0, 20.0});
+  Tensor late = mul(exp(mul(w, 0.0)), w);  // w reaches the loss three ways: three contributions (x, 1, 0)
+  sum(add(mul(w, x), late)).backward();
+  CHECK(asked == 1);
+  CHECK(w.grad().storage() == bucket.storage());
+  CHECK(bucket.to_vector() == std::vector<double>{-7.0, 11.0, 21.0, -7.0, -7.0});
+  sum(mul(w, x)).backward();  // accumulates in place, asks no more
+  CHECK(asked == 1);
+  CHECK(bucket.to_vector() == std::vector<double>{-7.0, 21.0, 41.0, -7.0, -7.0});
+  w.impl()->grad.reset();  // zero_grad(set_to_none): the next backward asks again
+  sum(w).backward();
+  CHECK(asked == 2);
+  CHECK(bucket.to_vector() == std::vector<double>{-7.0, 1.0, 1.0, -7.0, -7.0});
+  autograd::remove_hook(h);
+  w.impl()->grad.reset();
+  sum(w).backward();
+  CHECK(w.grad().storage() != bucket.storage());  // removed: a fresh tensor again
+
+  Tensor v = vec({1.0, 2.0}).requires_grad_();
+  const uint64_t wrong = autograd::register_grad_destination(v, [&](const Tensor&) { return bucket.narrow(0, 0, 3); });
+  CHECK_THROWS_WITH(sum(v).backward(), Contains("gradient destination must be contiguous and match its leaf"));
+  autograd::remove_hook(wrong);
+}

@@ -12,13 +12,18 @@
 namespace mt::dist_test {
 
 struct Net : nn::Module {
-  std::shared_ptr<nn::Linear> fc1, fc2, unused;
-  explicit Net(bool with_unused = false) {
+  std::shared_ptr<nn::Linear> fc1, fc2, unused, skip;
+  bool use_skip = true;  // the skip connection, when there is one, joins only while this is set
+  explicit Net(bool with_unused = false, bool with_skip = false) {
     fc1 = register_module("fc1", std::make_shared<nn::Linear>(12, 32));
     fc2 = register_module("fc2", std::make_shared<nn::Linear>(32, 5));
     if (with_unused) unused = register_module("unused", std::make_shared<nn::Linear>(3, 3));
+    if (with_skip) skip = register_module("skip", std::make_shared<nn::Linear>(12, 5));
   }
-  Tensor forward(const Tensor& x) override { return fc2->forward(relu(fc1->forward(x))); }
+  Tensor forward(const Tensor& x) override {
+    Tensor out = fc2->forward(relu(fc1->forward(x)));
+    return skip && use_skip ? add(out, skip->forward(x)) : out;
+  }
 };
 
 enum class Mode { Fp32, Fp16, Bf16 };
@@ -46,9 +51,9 @@ struct Trainer {
   std::unique_ptr<amp::GradScaler> scaler;
   Mode mode;
 
-  Trainer(Mode m, uint64_t seed) : mode(m) {
+  Trainer(Mode m, uint64_t seed, bool with_skip = false) : mode(m) {
     manual_seed(seed);
-    net = std::make_shared<Net>();
+    net = std::make_shared<Net>(/*with_unused=*/false, with_skip);
     // SGD, not Adam: Adam's update does not change when every gradient is
     // doubled, so it would hide a DDP that forgets to divide by the world size.
     opt = std::make_unique<optim::SGD>(net->parameters(), optim::SgdOptions{.lr = 0.1, .momentum = 0.9});
@@ -117,6 +122,26 @@ inline bool same_on_every_rank(const nn::Module& m) {
 inline double tolerance(Mode m) { return m == Mode::Fp32 ? 1e-6 : m == Mode::Fp16 ? 2e-3 : 1e-2; }
 
 inline const char* mode_name(Mode m) { return m == Mode::Fp32 ? "fp32" : m == Mode::Fp16 ? "fp16" : "bf16"; }
+
+// True when, in every DDP bucket of several parameters (there must be one),
+// the parameters' .grads are views of one storage, the bucket's
+// (gradient_as_bucket_view), not tensors of their own.
+inline bool grads_live_in_buckets(nn::Module& net, const dist::DistributedDataParallel& ddp) {
+  const auto named = net.named_parameters();
+  int shared_buckets = 0;
+  for (const auto& bucket : ddp.bucket_parameters()) {
+    if (bucket.size() < 2) continue;
+    ++shared_buckets;
+    std::shared_ptr<Storage> storage;
+    for (const std::string& name : bucket) {
+      const auto it = std::find_if(named.begin(), named.end(), [&](const auto& np) { return np.first == name; });
+      const Tensor grad = it->second.grad();
+      if (!grad.defined() || (storage && grad.storage() != storage)) return false;
+      storage = grad.storage();
+    }
+  }
+  return shared_buckets > 0;
+}
 
 // Trains `steps` steps of `reference` on the whole batches of W x kPerRank
 // rows, and, through `train_mine(inputs, targets)` (one backward and step),

@@ -16,21 +16,28 @@ TEST_CASE("DDP with W ranks of batch B follows one process with batch W x B", "[
   const int r = world.rank(), w = world.size();
   const int steps = 6;
   const Data data = make_data(steps * w * kPerRank);
-  for (Mode mode : {Mode::Fp32, Mode::Fp16, Mode::Bf16}) {
-    INFO(mode_name(mode));
-    Trainer reference(mode, 7);
-    Trainer distributed(mode, 7 + static_cast<uint64_t>(r));  // other ranks start elsewhere: DDP broadcasts rank 0's
-    dist::DistributedDataParallel ddp(distributed.net, {.bucket_bytes = 1024, .first_bucket_bytes = 700});
-    CHECK(ddp.bucket_sizes().size() > 2);  // several buckets, so their order matters
-    train_side_by_side(reference, data, steps, [&](const Tensor& x, const Tensor& y) {
-      distributed.backward(ddp, x, y);
-      distributed.step();
-    });
-    const double difference = max_relative_difference(*reference.net, *distributed.net);
-    UNSCOPED_INFO(mode_name(mode) << " world " << w << ": max relative parameter difference " << difference);
-    CHECK(difference <= tolerance(mode));
-    CHECK(same_on_every_rank(*distributed.net));
-    if (mode == Mode::Fp16) CHECK(reference.scaler->get_scale() == distributed.scaler->get_scale());
+  for (bool as_view : {false, true}) {
+    for (Mode mode : {Mode::Fp32, Mode::Fp16, Mode::Bf16}) {
+      INFO(mode_name(mode) << (as_view ? ", gradient_as_bucket_view" : ""));
+      Trainer reference(mode, 7);
+      Trainer distributed(mode, 7 + static_cast<uint64_t>(r));  // other ranks start elsewhere: DDP broadcasts rank 0's
+      dist::DistributedDataParallel ddp(
+          distributed.net, {.bucket_bytes = 1024, .first_bucket_bytes = 700, .gradient_as_bucket_view = as_view});
+      CHECK(ddp.bucket_sizes().size() > 2);  // several buckets, so their order matters
+      bool in_buckets = true;
+      train_side_by_side(reference, data, steps, [&](const Tensor& x, const Tensor& y) {
+        distributed.backward(ddp, x, y);
+        in_buckets = in_buckets && grads_live_in_buckets(*distributed.net, ddp);
+        distributed.step();
+      });
+      CHECK(in_buckets == as_view);
+      const double difference = max_relative_difference(*reference.net, *distributed.net);
+      UNSCOPED_INFO(mode_name(mode) << (as_view ? " (views)" : "") << " world " << w
+                                    << ": max relative parameter difference " << difference);
+      CHECK(difference <= tolerance(mode));
+      CHECK(same_on_every_rank(*distributed.net));
+      if (mode == Mode::Fp16) CHECK(reference.scaler->get_scale() == distributed.scaler->get_scale());
+    }
   }
 }
 
@@ -41,30 +48,71 @@ TEST_CASE("no_sync accumulates K micro-batches locally and reduces once", "[dist
   const int r = world.rank(), w = world.size();
   const int steps = 3, k = 3;
   const Data data = make_data(steps * k * w * kPerRank);
-  Trainer reference(Mode::Fp32, 11), distributed(Mode::Fp32, 11);
-  dist::DistributedDataParallel ddp(distributed.net);
-  for (int s = 0; s < steps; ++s) {
-    const int64_t first = s * k * w * kPerRank;
-    reference.backward(*reference.net, rows(data, first, k * w * kPerRank).inputs,
-                       rows(data, first, k * w * kPerRank).targets);
-    reference.step();
-    for (int m = 0; m < k; ++m) {
-      const Data mine = rows(data, first + (m * w + r) * kPerRank, kPerRank);
-      const int64_t before = ddp.buckets_reduced();
-      if (m < k - 1) {
-        auto guard = ddp.no_sync();
-        distributed.backward(ddp, mine.inputs, mine.targets, k);
-        CHECK(ddp.buckets_reduced() == before);
-      } else {
-        distributed.backward(ddp, mine.inputs, mine.targets, k);
-        CHECK(ddp.buckets_reduced() == before + static_cast<int64_t>(ddp.bucket_sizes().size()));
+  for (bool as_view : {false, true}) {
+    INFO((as_view ? "gradient_as_bucket_view" : "copies"));
+    Trainer reference(Mode::Fp32, 11), distributed(Mode::Fp32, 11);
+    dist::DistributedDataParallel ddp(distributed.net, {.gradient_as_bucket_view = as_view});
+    for (int s = 0; s < steps; ++s) {
+      const int64_t first = s * k * w * kPerRank;
+      reference.backward(*reference.net, rows(data, first, k * w * kPerRank).inputs,
+                         rows(data, first, k * w * kPerRank).targets);
+      reference.step();
+      for (int m = 0; m < k; ++m) {
+        const Data mine = rows(data, first + (m * w + r) * kPerRank, kPerRank);
+        const int64_t before = ddp.buckets_reduced();
+        if (m < k - 1) {
+          auto guard = ddp.no_sync();
+          distributed.backward(ddp, mine.inputs, mine.targets, k);
+          CHECK(ddp.buckets_reduced() == before);
+        } else {
+          distributed.backward(ddp, mine.inputs, mine.targets, k);
+          CHECK(ddp.buckets_reduced() == before + static_cast<int64_t>(ddp.bucket_sizes().size()));
+        }
       }
+      distributed.step();
     }
-    distributed.step();
+    const double difference = max_relative_difference(*reference.net, *distributed.net);
+    UNSCOPED_INFO("no_sync K=3" << (as_view ? " (views)" : "") << " world " << w
+                                << ": max relative parameter difference " << difference);
+    CHECK(difference <= tolerance(Mode::Fp32));
   }
-  const double difference = max_relative_difference(*reference.net, *distributed.net);
-  UNSCOPED_INFO("no_sync K=3 world " << w << ": max relative parameter difference " << difference);
-  CHECK(difference <= tolerance(Mode::Fp32));
+}
+
+// The bug: a parameter that only the micro-batches under no_sync() reached
+// (a skip connection used on some batches) counted as zeros in the reducing
+// backward, so its accumulated gradient was thrown away on every rank.
+TEST_CASE("a gradient accumulated under no_sync is reduced even if the last micro-batch misses it", "[dist][ddp]") {
+  auto& world = dist::world();
+  const int r = world.rank(), w = world.size();
+  const int steps = 3;
+  const Data data = make_data(steps * 2 * w * kPerRank);
+  for (bool as_view : {false, true}) {
+    INFO((as_view ? "gradient_as_bucket_view" : "copies"));
+    Trainer reference(Mode::Fp32, 13, /*with_skip=*/true), distributed(Mode::Fp32, 13, /*with_skip=*/true);
+    dist::DistributedDataParallel ddp(distributed.net, {.gradient_as_bucket_view = as_view});
+    for (int s = 0; s < steps; ++s) {
+      for (int m = 0; m < 2; ++m) {  // the skip joins the first micro-batch only
+        const int64_t first = (2 * s + m) * w * kPerRank;
+        reference.net->use_skip = distributed.net->use_skip = m == 0;
+        reference.backward(*reference.net, rows(data, first, w * kPerRank).inputs,
+                           rows(data, first, w * kPerRank).targets, 2);
+        const Data mine = rows(data, first + r * kPerRank, kPerRank);
+        if (m == 0) {
+          auto guard = ddp.no_sync();
+          distributed.backward(ddp, mine.inputs, mine.targets, 2);
+        } else {
+          distributed.backward(ddp, mine.inputs, mine.targets, 2);
+        }
+      }
+      reference.step();
+      distributed.step();
+    }
+    const double difference = max_relative_difference(*reference.net, *distributed.net);
+    UNSCOPED_INFO("skip under no_sync" << (as_view ? " (views)" : "") << " world " << w
+                                       << ": max relative parameter difference " << difference);
+    CHECK(difference <= tolerance(Mode::Fp32));
+    CHECK(same_on_every_rank(*distributed.net));
+  }
 }
 
 // The bug this design rules out: ranks that decide on their own whether a
