@@ -5,7 +5,8 @@
 #     one process with 2 threads at batch 2B, and `mpirun -np 2` ranks of 1
 #     thread each at batch B per rank (the same 2B per step);
 #  2. bench/ddp_bench under mpirun -np 2: backward with and without DDP's
-#     communication, the buckets all-reduced alone, the share of that
+#     communication (gradients as bucket views, as `mixtape train` has them,
+#     and as copies), the buckets all-reduced alone, the share of that
 #     communication hidden behind backward, and the all-reduce bandwidth of
 #     mixtape's group against MPI_Allreduce called directly on the same bytes.
 # Run it on an idle machine (nothing building).
@@ -39,11 +40,13 @@ for model in mlp cnn; do
   done
 done
 echo
-echo "| model | precision | ranks | batch per rank | buckets | MiB reduced | slowest backward, no_sync (ms) | slowest backward with DDP (ms) | hidden | buckets alone (ms) | MPI_Allreduce (ms) | mixtape MB/s | MPI MB/s |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | precision | gradients | ranks | batch per rank | buckets | MiB reduced | slowest backward, no_sync (ms) | slowest backward with DDP (ms) | hidden | buckets alone (ms) | MPI_Allreduce (ms) | mixtape MB/s | MPI MB/s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for model in mlp cnn; do
   for precision in fp32 bf16; do
-    MT_NUM_THREADS=1 mpirun -np 2 -x MT_NUM_THREADS "$build/bench/ddp_bench" --model "$model" \
-      --precision "$precision" --batch 64 --steps 40 | grep '^|'
+    for views in 1 0; do
+      MT_NUM_THREADS=1 mpirun -np 2 -x MT_NUM_THREADS "$build/bench/ddp_bench" --model "$model" \
+        --precision "$precision" --batch 64 --steps 40 --grad-views "$views" | grep '^|'
+    done
   done
 done

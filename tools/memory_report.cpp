@@ -17,6 +17,8 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int opt
   MemoryTheory t;
   const bool sharded = layout.world > 1 && layout.shard_optimizer;
   const double share = sharded ? 1.0 / layout.world : 1.0;  // of the state this rank keeps
+  // DDP's f32 buckets hold the f32 parameters' gradients themselves.
+  const bool f32_grads_in_buckets = layout.world > 1 && !sharded && layout.gradient_as_bucket_view;
   int64_t elements = 0;
   for (const auto& [name, p] : model.named_parameters()) {
     const int64_t n = p.numel();
@@ -24,7 +26,7 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int opt
     const auto s = static_cast<int64_t>(element_size(p.dtype()));
     const bool has_master = master_weights && is_low_precision(p.dtype());
     t.parameters += n * s;
-    t.gradients += n * s;
+    if (!(f32_grads_in_buckets && p.dtype() == kF32)) t.gradients += n * s;
     if (has_master) t.master_weights += static_cast<int64_t>(4.0 * n * share);
     const int64_t state_size = p.dtype() == kF32 || has_master ? 4 : s;
     t.optimizer_state += static_cast<int64_t>(optimizer_states * n * state_size * share) + 4;

@@ -35,9 +35,11 @@ std::array<MemoryCategory, kMemoryCategories> all_memory_categories();
 // Data parallel over `world` ranks: DDP's f32 buckets (or, with
 // shard_optimizer, ZeRO-1's f32 flat buffer and shard) add to the gradients,
 // and a sharded optimizer keeps 1/world of the master weights and state.
+// With gradient_as_bucket_view the f32 parameters' gradients are the buckets.
 struct DataParallelLayout {
   int world = 1;
   bool shard_optimizer = false;
+  bool gradient_as_bucket_view = false;
 };
 
 // optimizer_states: tensors of per-element state per parameter (2 AdamW, 1 SGD with momentum, 0 plain SGD).

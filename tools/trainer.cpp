@@ -238,6 +238,7 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"checkpoint_activations", c.checkpoint_activations},
           {"offload_optimizer", c.offload_optimizer},
           {"shard_optimizer", c.shard_optimizer},
+          {"drop_uneven", c.drop_uneven},
           {"world_size", dist::world().size()},
           {"threads", c.threads}};
 }
@@ -675,7 +676,12 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   if (c.master_weights) r.model->to(low_precision_dtype(r.precision), /*keep_norms_fp32=*/true);
   MT_CHECK(!c.cuda_graph || (r.world == 1 && !c.shard_optimizer),
            "train: --cuda-graph is not supported with data parallel training or --shard-optimizer yet");
-  if (r.world > 1 && !c.shard_optimizer) r.ddp = std::make_unique<dist::DistributedDataParallel>(r.model);
+  // The gradients live in DDP's buckets: no copies in or out, and no second
+  // copy of them in memory (the training loop keeps them only until the next step).
+  if (r.world > 1 && !c.shard_optimizer) {
+    r.ddp = std::make_unique<dist::DistributedDataParallel>(r.model,
+                                                            dist::DdpOptions{.gradient_as_bucket_view = true});
+  }
 
   // Batches reach the device through the stager's own pinned buffers.
   r.loader = std::make_unique<data::DataLoader>(r.splits.train, data::LoaderOptions{.batch = c.batch,
@@ -684,7 +690,8 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
                                                                                     .seed = c.seed,
                                                                                     .prefetch = c.prefetch,
                                                                                     .shard_rank = r.rank,
-                                                                                    .shard_count = r.world});
+                                                                                    .shard_count = r.world,
+                                                                                    .drop_uneven = c.drop_uneven});
   r.stager = std::make_unique<BatchStager>(r.device, r.splits.train, c.batch);
   r.metrics = std::make_unique<StepMetrics>(r.device);
   MT_CHECK(r.splits.train.size() > 0 && r.splits.test.size() > 0,
@@ -1089,7 +1096,9 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
   note_training_memory(r);
   summary.memory_ledger = r.training_memory;
   summary.memory_theory = memory_theory(*r.model, r.c.master_weights, optimizer_states(r.c),
-                                        {.world = r.world, .shard_optimizer = r.c.shard_optimizer});
+                                        {.world = r.world,
+                                         .shard_optimizer = r.c.shard_optimizer,
+                                         .gradient_as_bucket_view = r.ddp != nullptr});
   summary.host_syncs_per_step =
       r.steady_steps > 0 ? static_cast<double>(r.steady_syncs) / static_cast<double>(r.steady_steps) : 0.0;
   const std::string result =

@@ -70,6 +70,10 @@ struct TrainConfig {
   // optimizer state and master weights; gradients are reduce-scattered and
   // the parameters all-gathered at each step.
   bool shard_optimizer = false;
+  // With N ranks, an epoch whose samples do not divide by N: leave out the
+  // tail (true) or pad the last shards by wrapping around (false, PyTorch's
+  // DistributedSampler default).
+  bool drop_uneven = false;
   bool memory = false;  // print the memory ledger at the training peak beside its theory (--memory)
   // ---- seeing a run (tools/report.h) and the mixed-precision debugging aids
   std::string report;             // write the HTML report of this run here at its end (--report)

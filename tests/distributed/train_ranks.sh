@@ -83,6 +83,34 @@ assert abs(b / a - 0.5) < 0.01, f"optimizer state {a} -> {b} bytes"
 print(f"ZeRO-1 optimizer state per rank: {a} -> {b} bytes ({b / a:.3f})")
 PY
 
+# DDP's gradients are views of its f32 buckets: per rank, the same gradient
+# bytes as one process (not twice them), as the theory says.
+python3 - "$tmp/fp32.1.jsonl" "$tmp/fp32.2.jsonl" <<'PY' || fail "DDP's gradients are not its buckets"
+import json, sys
+def ledger(path):
+    for line in open(path):
+        r = json.loads(line)
+        if "summary" in r: return r["summary"]["memory_ledger"]
+one, two = ledger(sys.argv[1]), ledger(sys.argv[2])
+a, b = one["at_peak"]["gradients"], two["at_peak"]["gradients"]
+theory = two["theory"]["gradients"]
+assert abs(b - theory) <= 0.01 * theory, f"gradients {b} bytes, theory {theory}"
+assert abs(b / a - 1) < 0.01, f"gradients {a} -> {b} bytes"
+print(f"DDP gradients per rank: {a} -> {b} bytes ({b / a:.3f})")
+PY
+
+# --drop-uneven: 2049 samples over 2 ranks leave 1024 each (16 batches of
+# 64) instead of 1025 padded (17 batches).
+for flag in "" --drop-uneven; do
+  "$mpirun" -np 2 "$mixtape" train --model mlp --train-limit 2049 --test-limit 100 --threads 1 --no-progress \
+    --epochs 1 --batch 64 $flag --log "$tmp/uneven$flag.jsonl" >"$tmp/uneven$flag.out" 2>&1 ||
+    { fail "2 ranks ${flag:-padding} failed"; tail -5 "$tmp/uneven$flag.out"; continue; }
+  steps=$(grep '"step"' "$tmp/uneven$flag.jsonl" | grep -vc '"eval"')
+  want=$([ -n "$flag" ] && echo 16 || echo 17)
+  [ "$steps" = "$want" ] || fail "2 ranks ${flag:-padding}: $steps steps, expected $want"
+  echo "2049 samples on 2 ranks ${flag:-padded}: $steps steps"
+done
+
 # ZeRO-1 checkpoints hold the whole optimizer (consolidated), and resume.
 "$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 2 --batch 64 --steps 8 --shard-optimizer \
   --save "$tmp/zero.safetensors" >"$tmp/zero-save.out" 2>&1 || { fail "ZeRO-1 --save failed"; tail -5 "$tmp/zero-save.out"; }
