@@ -71,8 +71,7 @@ int main(int argc, char** argv) {
     const models::ModelInfo info = models::model_info(model_name);
     manual_seed(0);
     auto model = models::make_model(model_name, 10);
-    dist::DistributedDataParallel ddp(model,
-                                      {.bucket_bytes = bucket_mb << 20, .gradient_as_bucket_view = grad_views});
+    dist::DistributedDataParallel ddp(model, {.bucket_bytes = bucket_mb << 20, .gradient_as_bucket_view = grad_views});
     const bool bf16 = precision == "bf16";
     std::vector<double> local_backward, synced_backward, alone, direct, waits;
     const std::vector<int64_t> buckets = ddp.bucket_sizes();
@@ -157,9 +156,9 @@ int main(int argc, char** argv) {
       const double hidden = a > 0 ? std::clamp(1.0 - median(added) / a, 0.0, 1.0) : 0.0;
       std::printf("| %s | %s | %s | %d | %lld | %zu | %.2f | %.2f | %.2f | %.0f%% | %.2f | %.2f | %.0f | %.0f |\n",
                   model_name.c_str(), precision.c_str(), grad_views ? "views" : "copies", world.size(),
-                  static_cast<long long>(batch), buckets.size(),
-                  static_cast<double>(total) / (1 << 20), 1e3 * lb, 1e3 * sb, 100 * hidden, 1e3 * a, 1e3 * d,
-                  static_cast<double>(total) / a / 1e6, static_cast<double>(total) / d / 1e6);
+                  static_cast<long long>(batch), buckets.size(), static_cast<double>(total) / (1 << 20), 1e3 * lb,
+                  1e3 * sb, 100 * hidden, 1e3 * a, 1e3 * d, static_cast<double>(total) / a / 1e6,
+                  static_cast<double>(total) / d / 1e6);
     }
   }
   dist::finalize();

@@ -47,8 +47,8 @@ namespace mt::dist {
 struct DdpOptions {
   int64_t bucket_bytes = 25ll << 20;
   int64_t first_bucket_bytes = 1ll << 20;
-  DType reduce_dtype = kF32;      // the buckets' dtype: f32, or f16/bf16 to halve the traffic
-  bool broadcast_buffers = true;  // rank 0's buffers (norm statistics) before each training forward
+  DType reduce_dtype = kF32;             // the buckets' dtype: f32, or f16/bf16 to halve the traffic
+  bool broadcast_buffers = true;         // rank 0's buffers (norm statistics) before each training forward
   bool gradient_as_bucket_view = false;  // .grad as views of the buckets (where the dtypes agree)
 };
 

@@ -25,6 +25,7 @@
 
 #include "core/half.h"
 #include "distributed/backends.h"
+#include "distributed/watchdog.h"
 
 namespace mt::dist::detail {
 namespace {
@@ -224,10 +225,8 @@ class MpiGroup final : public ProcessGroup {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
       if ((polls & 63) == 0 && Clock::now() > deadline) {
-        std::fprintf(stderr,
-                     "mixtape: rank %d of %d: %s did not complete within %.0f s (MT_DIST_TIMEOUT): another rank "
-                     "has stopped, died or is running a different collective; ending the job\n",
-                     rank_, size_, what, collective_timeout_seconds());
+        std::fprintf(stderr, "%s\n",
+                     collective_timeout_message(rank_, size_, what, collective_timeout_seconds()).c_str());
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 3);
       }

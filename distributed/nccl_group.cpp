@@ -13,16 +13,24 @@
 // Work::wait() makes the caller's current stream wait for the collective.
 // The tensors are kept alive until then, so the caching allocator cannot
 // hand their memory to another stream while NCCL still reads it.
+//
+// Failures: the host never waits for a collective, so a CollectiveWatchdog
+// (distributed/watchdog.h) watches each one. Past MT_DIST_TIMEOUT, or when
+// ncclCommGetAsyncError reports an error, it aborts the communicator (which
+// frees the GPU from the stuck kernel) and ends this process with exit code
+// 3; mpirun then stops the other ranks.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <nccl.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/stream.h"
 #include "distributed/backends.h"
+#include "distributed/watchdog.h"
 
 namespace mt::dist::detail {
 namespace {
@@ -32,6 +40,8 @@ struct NcclApi {
   decltype(&ncclGetUniqueId) get_unique_id = nullptr;
   decltype(&ncclCommInitRank) comm_init_rank = nullptr;
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
+  decltype(&ncclCommAbort) comm_abort = nullptr;
+  decltype(&ncclCommGetAsyncError) comm_get_async_error = nullptr;
   decltype(&ncclAllReduce) all_reduce = nullptr;
   decltype(&ncclBroadcast) broadcast = nullptr;
   decltype(&ncclAllGather) all_gather = nullptr;
@@ -56,6 +66,8 @@ const NcclApi& nccl() {
     load(a.get_unique_id, "ncclGetUniqueId");
     load(a.comm_init_rank, "ncclCommInitRank");
     load(a.comm_destroy, "ncclCommDestroy");
+    load(a.comm_abort, "ncclCommAbort");
+    load(a.comm_get_async_error, "ncclCommGetAsyncError");
     load(a.all_reduce, "ncclAllReduce");
     load(a.broadcast, "ncclBroadcast");
     load(a.all_gather, "ncclAllGather");
@@ -116,9 +128,14 @@ class NcclGroup final : public ProcessGroup {
     std::memcpy(&id, bytes.data_ptr(), sizeof(id));
     MT_CHECK(cudaSetDevice(device.index) == cudaSuccess, "dist: cudaSetDevice({}) failed", device.index);
     check(nccl().comm_init_rank(&comm_, bootstrap.size(), id, bootstrap.rank()), "ncclCommInitRank");
+    watchdog_ = std::make_unique<CollectiveWatchdog>(
+        CollectiveWatchdog::Options{
+            .timeout_seconds = collective_timeout_seconds(), .rank = bootstrap.rank(), .world = bootstrap.size()},
+        [this](const std::string& message) { abort_and_exit(message); }, [this] { return async_error(); });
   }
   ~NcclGroup() override {
     stream_.synchronize();
+    watchdog_.reset();
     nccl().comm_destroy(comm_);
   }
 
@@ -154,6 +171,8 @@ class NcclGroup final : public ProcessGroup {
         break;
     }
     work->done().record(stream_);
+    watchdog_->watch(work, fmt::format("{} of {} {} elements (NCCL, {})", collective_name(what), out.numel(),
+                                       out.dtype(), device_.str()));
     return work;
   }
 
@@ -176,11 +195,29 @@ class NcclGroup final : public ProcessGroup {
     MT_CHECK(error.empty(), "{}", error);
   }
 
+  // An error NCCL found on its own (a peer gone, a network failure), or empty.
+  std::string async_error() const {
+    ncclResult_t state = ncclSuccess;
+    if (nccl().comm_get_async_error(comm_, &state) != ncclSuccess) return {};
+    if (state == ncclSuccess || state == ncclInProgress) return {};
+    return fmt::format("NCCL reported an error on its own: {}", nccl().error_string(state));
+  }
+
+  // From the watchdog's thread: the collective cannot be cancelled, and
+  // the process's other threads may be blocked behind it.
+  [[noreturn]] void abort_and_exit(const std::string& message) {
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::fflush(stderr);
+    nccl().comm_abort(comm_);
+    std::_Exit(3);
+  }
+
   ProcessGroup& bootstrap_;
   Device device_;
   Stream stream_;
   Event ready_;
   ncclComm_t comm_ = nullptr;
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
 };
 
 }  // namespace
