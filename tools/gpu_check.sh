@@ -20,7 +20,8 @@
 # out the own-kernel rows; GPU_CHECK_ACCURACY_RUNS picks accuracy runs by name;
 # GPU_CHECK_PROFILE=0 leaves out the profiled runs that follow the sweep;
 # GPU_CHECK_GRAPH=0 leaves out the eager-vs-CUDA-graph steps/s table
-# (GPU_CHECK_GRAPH_RUNS lists model:batch:steps triples).
+# (GPU_CHECK_GRAPH_RUNS lists model:batch:steps triples); GPU_CHECK_DDP=0 the
+# plain-vs-DDP-over-NCCL table (GPU_CHECK_DDP_RUNS likewise).
 # GPU_CHECK_TRANSFORMERS=0 leaves out the transformer comparison with
 # PyTorch (gpt2-124m, bert-base; up to 4 minutes of the bench stage) and
 # GPU_CHECK_ATTENTION=0 the attention ladder (up to 3 minutes); neither has
@@ -53,6 +54,12 @@ for lib in libcudnn.so.9 libcublasLt.so.13; do
   found=$(find_library "$lib")
   [ -n "$found" ] && export LD_LIBRARY_PATH="$(dirname "$found"):${LD_LIBRARY_PATH:-}"
 done
+
+# NCCL (DDP on CUDA tensors): PyTorch's libnccl serves when the machine has no other.
+if [ -z "${MT_NCCL_LIBRARY:-}" ]; then
+  nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
+  [ -n "$nccl" ] && [ -f "$nccl" ] && export MT_NCCL_LIBRARY="$nccl"
+fi
 
 # Where the executables are: an unpacked pack, or a build directory.
 bin=""
@@ -166,11 +173,7 @@ if [ "$run_tests" = 1 ]; then
   run_suite 90 gemm_rungs_layouts bash -c 'for layout in NN NT TN; do
     "$1" --mnk 1000 1032 520 --layout "$layout" --dtypes f16,bf16 --rungs 4-8 --min-ms 1 || exit 1; done' _ "$bin/gemm_bench"
   run_suite 150 test_sim_examples_gpu "$bin/test_sim_examples_gpu"
-  # NCCL at world size 1 and DDP over it: PyTorch's libnccl serves when the machine has no other.
-  if [ -z "${MT_NCCL_LIBRARY:-}" ]; then
-    nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
-    [ -n "$nccl" ] && [ -f "$nccl" ] && export MT_NCCL_LIBRARY="$nccl"
-  fi
+  # NCCL at world size 1 and DDP over it.
   [ -x "$bin/test_distributed" ] && run_suite 150 test_distributed_nccl "$bin/test_distributed" "[.gpu]"
   run_suite 150 quickstart "$bin/quickstart"
   run_suite 150 cli_contract "$root/tests/tools/cli_errors.sh" "$bin/mixtape"
@@ -271,6 +274,42 @@ PY
   done
   echo >> "$report"
   echo "graph table done at $(elapsed)" >> "$report"
+fi
+
+# ---- data parallel on this one GPU: the same fp16 run plain and through DDP
+# over NCCL at world size 1 (mixtape train --ddp, MT_DIST_BACKEND=nccl). The
+# losses must agree exactly (a world of one averages over one rank); the
+# rates show what DDP's hooks, buckets and NCCL calls cost per step, and the
+# host syncs that they add none.
+if [ "$run_graph" = 1 ] && [ "${GPU_CHECK_DDP:-1}" = 1 ]; then
+  section "DDP over NCCL at world size 1 (fp16, alone on the GPU; MT_NCCL_LIBRARY=${MT_NCCL_LIBRARY:-libnccl.so.2})"
+  echo '| model | batch | steps | mode | samples/s | host syncs/step | final loss | max loss difference vs plain |' >> "$report"
+  echo '| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |' >> "$report"
+  for run in ${GPU_CHECK_DDP_RUNS:-mlp:128:400 cnn:128:300}; do
+    IFS=: read -r model batch steps <<<"$run"
+    for mode in plain ddp; do
+      log="$metrics/ddp_${model}_${batch}_${mode}.jsonl"
+      flag=$([ "$mode" = ddp ] && echo --ddp || echo)
+      MT_DIST_BACKEND=$([ "$mode" = ddp ] && echo nccl || echo local) OMP_NUM_THREADS=8 timeout 120 \
+        "$bin/mixtape" train --model "$model" --batch "$batch" --steps "$steps" --epochs 100 --precision fp16 \
+        --device cuda --no-progress $flag --log "$log" > "$out/ddp_${model}_${batch}_${mode}.out" 2>&1
+      row=$(python3 - "$log" "$metrics/ddp_${model}_${batch}_plain.jsonl" <<'PY' 2>/dev/null
+import json, sys
+def read(path):
+    lines = [json.loads(l) for l in open(path)]
+    return lines, [l["loss"] for l in lines if "loss" in l and "eval" not in l]
+lines, losses = read(sys.argv[1])
+_, plain = read(sys.argv[2])
+s = [l["summary"] for l in lines if "summary" in l][-1]
+diff = max(abs(a - b) for a, b in zip(losses, plain))
+print(f"{s['samples_per_s']:.0f} | {s['host_syncs_per_step']:.2f} | {losses[-1]:.4f} | {diff:.3g}")
+PY
+)
+      echo "| $model | $batch | $steps | $mode | ${row:-failed (see ddp_${model}_${batch}_${mode}.out)} |" >> "$report"
+    done
+  done
+  echo >> "$report"
+  echo "DDP table done at $(elapsed)" >> "$report"
 fi
 
 # ---- where a training step's GPU time goes: short profiled runs (MT_PROFILE;

@@ -204,6 +204,9 @@ void add_train_options(CLI::App* cmd, mt::tools::TrainConfig& c) {
                 "...) beside its theory");
   cmd->add_flag("--shard-optimizer", c.shard_optimizer,
                 "ZeRO stage 1 (with mpirun -np N): each rank keeps 1/N of the optimizer state and master weights");
+  cmd->add_flag("--ddp", c.ddp,
+                "train through DistributedDataParallel even as one process (mpirun -np N > 1 always does); with "
+                "MT_DIST_BACKEND=nccl it runs the NCCL path on one GPU");
   cmd->add_flag("--drop-uneven", c.drop_uneven,
                 "with mpirun -np N: leave out the last training samples of each epoch that do not split evenly "
                 "over the ranks (default: pad the last shards by repeating samples from the epoch's start, as "

@@ -238,6 +238,7 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"checkpoint_activations", c.checkpoint_activations},
           {"offload_optimizer", c.offload_optimizer},
           {"shard_optimizer", c.shard_optimizer},
+          {"ddp", c.ddp},
           {"drop_uneven", c.drop_uneven},
           {"world_size", dist::world().size()},
           {"threads", c.threads}};
@@ -674,11 +675,13 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
            c.model);
   r.model->to(r.device);
   if (c.master_weights) r.model->to(low_precision_dtype(r.precision), /*keep_norms_fp32=*/true);
-  MT_CHECK(!c.cuda_graph || (r.world == 1 && !c.shard_optimizer),
-           "train: --cuda-graph is not supported with data parallel training or --shard-optimizer yet");
+  MT_CHECK(!c.cuda_graph || (r.world == 1 && !c.shard_optimizer && !c.ddp),
+           "train: --cuda-graph is not supported with data parallel training (mpirun, --ddp) or --shard-optimizer yet");
+  MT_CHECK(!(c.ddp && c.shard_optimizer),
+           "train: --ddp and --shard-optimizer are two ways of data parallel training; choose one");
   // The gradients live in DDP's buckets: no copies in or out, and no second
   // copy of them in memory (the training loop keeps them only until the next step).
-  if (r.world > 1 && !c.shard_optimizer) {
+  if ((r.world > 1 || c.ddp) && !c.shard_optimizer) {
     r.ddp = std::make_unique<dist::DistributedDataParallel>(r.model,
                                                             dist::DdpOptions{.gradient_as_bucket_view = true});
   }
@@ -1237,9 +1240,10 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
   const RunThreads threads(r);
   if (!c.tensorboard.empty() && r.rank == 0) r.tensorboard = std::make_unique<TensorBoardWriter>(c.tensorboard);
   const std::string ranks =
-      r.world > 1 ? fmt::format(" per rank x {} ranks ({}{})", r.world, dist::group_for(r.device).backend(),
-                                c.shard_optimizer ? ", optimizer state sharded" : "")
-                  : std::string();
+      r.world > 1 || r.ddp ? fmt::format(" per rank x {} rank{} ({}{}{})", r.world, r.world > 1 ? "s" : "",
+                                         dist::group_for(r.device).backend(), r.ddp ? ", DDP" : "",
+                                         c.shard_optimizer ? ", optimizer state sharded" : "")
+                           : std::string();
   std::fprintf(out, "training %s (%lld parameters) on %s in %s%s, %s, batch %lld x %lld%s, %lld steps per epoch\n",
                c.model.c_str(), static_cast<long long>(r.summary.parameters), r.device.str().c_str(),
                c.precision.c_str(), c.master_weights ? " with f32 master weights" : "", c.optimizer.c_str(),

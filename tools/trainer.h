@@ -74,6 +74,10 @@ struct TrainConfig {
   // tail (true) or pad the last shards by wrapping around (false, PyTorch's
   // DistributedSampler default).
   bool drop_uneven = false;
+  // Train through DistributedDataParallel even in a world of one (mpirun
+  // -np N > 1 always does): with MT_DIST_BACKEND=nccl, checks the data
+  // parallel path, NCCL included, on a machine with one GPU.
+  bool ddp = false;
   bool memory = false;  // print the memory ledger at the training peak beside its theory (--memory)
   // ---- seeing a run (tools/report.h) and the mixed-precision debugging aids
   std::string report;             // write the HTML report of this run here at its end (--report)

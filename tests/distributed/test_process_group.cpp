@@ -167,15 +167,21 @@ TEST_CASE("NCCL collectives and DDP on a GPU", "[.gpu]") {
     check_values(scattered.to(kCPU), [&](int64_t i) { return static_cast<double>(w * (50 * group.rank() + i)); });
     group.broadcast(in, 0)->wait();
   }
-  manual_seed(1);
-  auto a = std::make_shared<nn::Linear>(6, 3);
-  a->to(kCUDA);
-  dist::DistributedDataParallel ddp(a);
-  const Tensor x = randn({4, 6}).to(kCUDA);
-  sum(ddp.forward(x)).backward();
-  const Tensor ddp_grad = a->weight.grad().to(kCPU);
-  a->zero_grad();
-  sum(a->forward(x)).backward();
-  CHECK(ddp_grad.to_vector() == a->weight.grad().to(kCPU).to_vector());
+  for (bool as_view : {false, true}) {
+    INFO((as_view ? "gradient_as_bucket_view" : "copies"));
+    manual_seed(1);
+    auto a = std::make_shared<nn::Linear>(6, 3);
+    a->to(kCUDA);
+    dist::DistributedDataParallel ddp(a, {.gradient_as_bucket_view = as_view});
+    const Tensor x = randn({4, 6}).to(kCUDA);
+    for (int step = 0; step < 2; ++step) {  // the second finds the gradients where the first left them
+      a->zero_grad();
+      sum(ddp.forward(x)).backward();
+    }
+    const Tensor ddp_grad = a->weight.grad().to(kCPU);
+    a->zero_grad();
+    sum(a->forward(x)).backward();
+    CHECK(ddp_grad.to_vector() == a->weight.grad().to(kCPU).to_vector());
+  }
   ::unsetenv("MT_DIST_BACKEND");
 }

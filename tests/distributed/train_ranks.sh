@@ -83,6 +83,14 @@ assert abs(b / a - 0.5) < 0.01, f"optimizer state {a} -> {b} bytes"
 print(f"ZeRO-1 optimizer state per rank: {a} -> {b} bytes ({b / a:.3f})")
 PY
 
+# --ddp in a world of one (how the GPU check runs DDP over NCCL on one GPU):
+# the same losses, bit for bit, as the plain run.
+"$mixtape" train "${common[@]}" --epochs 1 --precision fp16 --batch 128 --ddp --log "$tmp/ddp1.jsonl" \
+  >"$tmp/ddp1.out" 2>&1 || { fail "--ddp in a world of one failed"; tail -3 "$tmp/ddp1.out"; }
+grep -q "x 1 rank (local, DDP)" "$tmp/ddp1.out" || fail "--ddp did not say it trains through DDP"
+report=$(compare "$tmp/fp16.1.jsonl" "$tmp/ddp1.jsonl" 0 2>&1) || fail "--ddp in a world of one: $report"
+echo "--ddp, world of one: $report"
+
 # DDP's gradients are views of its f32 buckets: per rank, the same gradient
 # bytes as one process (not twice them), as the theory says.
 python3 - "$tmp/fp32.1.jsonl" "$tmp/fp32.2.jsonl" <<'PY' || fail "DDP's gradients are not its buckets"
