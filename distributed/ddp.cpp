@@ -213,13 +213,20 @@ void DistributedDataParallel::finish_backward() {
     }
     b.pending = 0;
   }
+  last_comm_ = {.buckets = static_cast<int>(buckets_.size())};
+  for (size_t i = 0; i < next_launch_; ++i) {  // started by the hooks, during backward
+    ++last_comm_.started_during_backward;
+    if (!buckets_[i].work->is_completed()) continue;
+    ++last_comm_.finished_during_backward;
+    last_comm_.bytes_finished_during_backward += static_cast<int64_t>(buckets_[i].flat.nbytes());
+  }
   launch_ready_buckets();
   const auto waiting = std::chrono::steady_clock::now();
   for (Bucket& b : buckets_) {
     b.work->wait();
     b.work.reset();
   }
-  last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting).count();
+  last_comm_.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting).count();
   NoGradGuard no_grad;
   std::vector<Tensor> sums;
   for (const Bucket& b : buckets_) sums.push_back(b.flat);

@@ -85,9 +85,19 @@ class DistributedDataParallel final : public nn::Module {
   // The buckets' sizes in bytes, in launch order, and each one's parameters.
   std::vector<int64_t> bucket_sizes() const;
   std::vector<std::vector<std::string>> bucket_parameters() const;
-  // Seconds the last synchronised backward spent waiting for communication
-  // after its own work was done (what overlap did not hide).
-  double last_wait_seconds() const { return last_wait_seconds_; }
+  // What the last synchronised backward's communication did: how many of
+  // its buckets started while backward still ran (as their last gradient
+  // arrived) and how many of those (and their bytes) had finished by the
+  // time backward's own work ended: the communication overlap took off
+  // backward's path; then how long it waited for the rest.
+  struct BackwardComm {
+    int buckets = 0;
+    int started_during_backward = 0;
+    int finished_during_backward = 0;
+    int64_t bytes_finished_during_backward = 0;
+    double wait_seconds = 0;
+  };
+  const BackwardComm& last_backward_comm() const { return last_comm_; }
   // All-reduces started since construction (one per bucket per synchronised backward).
   int64_t buckets_reduced() const { return buckets_reduced_; }
 
@@ -126,7 +136,7 @@ class DistributedDataParallel final : public nn::Module {
   size_t next_launch_ = 0;
   bool in_backward_ = false;
   bool sync_ = true;
-  double last_wait_seconds_ = 0;
+  BackwardComm last_comm_;
   int64_t buckets_reduced_ = 0;
 };
 
