@@ -12,13 +12,14 @@
 // ended (rank 0's mean), what overlap took off the end of backward.
 // The share of communication hidden = 1 - (synced - no_sync) / alone, with
 // the backward times of each step taken from its slowest rank, the
-// difference taken per step and its median over the timed steps (the other
-// columns are medians too); rank 0 prints a Markdown table.
+// difference taken per step and averaged over the timed steps (with its
+// uncertainty; the other columns are medians); rank 0 prints a Markdown table.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -154,17 +155,26 @@ int main(int argc, char** argv) {
       const double lb = median(local_backward), sb = median(synced_backward), a = median(alone), d = median(direct);
       // What communication added to each step's backward, paired step by
       // step (the two backwards run back to back, so drift in the machine's
-      // speed cancels), against what the same all-reduces take alone.
+      // speed cancels), against what the same all-reduces take alone. The
+      // machine's noise is of the same order as the communication, so the
+      // mean comes with +- 2 standard errors, and the hidden share with the
+      // range those give.
       std::vector<double> added;
       for (size_t i = 0; i < local_backward.size(); ++i) added.push_back(synced_backward[i] - local_backward[i]);
-      const double hidden = a > 0 ? std::clamp(1.0 - median(added) / a, 0.0, 1.0) : 0.0;
+      double mean = 0, variance = 0;
+      for (double x : added) mean += x / static_cast<double>(added.size());
+      for (double x : added) variance += (x - mean) * (x - mean) / static_cast<double>(added.size() - 1);
+      const double margin = 2 * std::sqrt(variance / static_cast<double>(added.size()));
+      const auto hidden_if = [&](double cost) { return 100 * std::clamp(1.0 - cost / a, 0.0, 1.0); };
       double early = 0;  // rank 0's mean
       for (double b : finished_early) early += b / static_cast<double>(finished_early.size());
       std::printf(
-          "| %s | %s | %s | %d | %lld | %zu | %.2f | %.2f | %.2f | %.2f | %.0f%% | %.2f | %.2f | %.0f | %.0f |\n",
+          "| %s | %s | %s | %d | %lld | %zu | %.2f | %.2f | %.2f | %.2f | %.2f +- %.2f | %.0f%% (%.0f-%.0f%%) | %.2f | "
+          "%.2f | %.0f | %.0f |\n",
           model_name.c_str(), precision.c_str(), grad_views ? "views" : "copies", world.size(),
           static_cast<long long>(batch), buckets.size(), static_cast<double>(total) / (1 << 20), early / (1 << 20),
-          1e3 * lb, 1e3 * sb, 100 * hidden, 1e3 * a, 1e3 * d, static_cast<double>(total) / a / 1e6,
+          1e3 * lb, 1e3 * sb, 1e3 * mean, 1e3 * margin, hidden_if(mean), hidden_if(mean + margin),
+          hidden_if(mean - margin), 1e3 * a, 1e3 * d, static_cast<double>(total) / a / 1e6,
           static_cast<double>(total) / d / 1e6);
     }
   }

@@ -81,6 +81,8 @@ expect_failure "offload-optimizer.*on the CPU" train --device cpu --offload-opti
   --test-limit 10
 MT_ATTENTION=flash expect_failure "MT_ATTENTION=.*expected auto, own or math" train --model gpt-tiny --device sim \
   --dataset synthetic-tokens --steps 1 --train-limit 64 --test-limit 8
+expect_failure "ddp and --shard-optimizer.*choose one" train --ddp --shard-optimizer --steps 1 --train-limit 256 \
+  --test-limit 10
 expect_failure "detect-anomaly.*CUDA graph" train --device sim --cuda-graph --detect-anomaly --steps 1 \
   --train-limit 256 --test-limit 10
 "$mixtape" train --model mlp --precision bf16 --steps 2 --train-limit 256 --test-limit 10 --no-progress \
