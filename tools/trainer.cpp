@@ -682,8 +682,7 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   // The gradients live in DDP's buckets: no copies in or out, and no second
   // copy of them in memory (the training loop keeps them only until the next step).
   if ((r.world > 1 || c.ddp) && !c.shard_optimizer) {
-    r.ddp = std::make_unique<dist::DistributedDataParallel>(r.model,
-                                                            dist::DdpOptions{.gradient_as_bucket_view = true});
+    r.ddp = std::make_unique<dist::DistributedDataParallel>(r.model, dist::DdpOptions{.gradient_as_bucket_view = true});
   }
 
   // Batches reach the device through the stager's own pinned buffers.
@@ -1098,10 +1097,9 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
   summary.threads = num_threads();
   note_training_memory(r);
   summary.memory_ledger = r.training_memory;
-  summary.memory_theory = memory_theory(*r.model, r.c.master_weights, optimizer_states(r.c),
-                                        {.world = r.world,
-                                         .shard_optimizer = r.c.shard_optimizer,
-                                         .gradient_as_bucket_view = r.ddp != nullptr});
+  summary.memory_theory = memory_theory(
+      *r.model, r.c.master_weights, optimizer_states(r.c),
+      {.world = r.world, .shard_optimizer = r.c.shard_optimizer, .gradient_as_bucket_view = r.ddp != nullptr});
   summary.host_syncs_per_step =
       r.steady_steps > 0 ? static_cast<double>(r.steady_syncs) / static_cast<double>(r.steady_steps) : 0.0;
   const std::string result =
@@ -1239,11 +1237,11 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
   const AnomalyMode anomaly(c.detect_anomaly);
   const RunThreads threads(r);
   if (!c.tensorboard.empty() && r.rank == 0) r.tensorboard = std::make_unique<TensorBoardWriter>(c.tensorboard);
-  const std::string ranks =
-      r.world > 1 || r.ddp ? fmt::format(" per rank x {} rank{} ({}{}{})", r.world, r.world > 1 ? "s" : "",
-                                         dist::group_for(r.device).backend(), r.ddp ? ", DDP" : "",
-                                         c.shard_optimizer ? ", optimizer state sharded" : "")
-                           : std::string();
+  const std::string ranks = r.world > 1 || r.ddp
+                                ? fmt::format(" per rank x {} rank{} ({}{}{})", r.world, r.world > 1 ? "s" : "",
+                                              dist::group_for(r.device).backend(), r.ddp ? ", DDP" : "",
+                                              c.shard_optimizer ? ", optimizer state sharded" : "")
+                                : std::string();
   std::fprintf(out, "training %s (%lld parameters) on %s in %s%s, %s, batch %lld x %lld%s, %lld steps per epoch\n",
                c.model.c_str(), static_cast<long long>(r.summary.parameters), r.device.str().c_str(),
                c.precision.c_str(), c.master_weights ? " with f32 master weights" : "", c.optimizer.c_str(),

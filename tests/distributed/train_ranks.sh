@@ -68,20 +68,28 @@ equivalent zero-fp32 1e-5 --precision fp32 --batch 128 -- --precision fp32 --bat
 equivalent zero-fp16-masters 2e-3 --precision fp16 --master-weights --batch 128 -- \
   --precision fp16 --master-weights --batch 64 --shard-optimizer
 
-# ZeRO-1's ledger: half of AdamW's state per rank (2 ranks), as its theory says.
-python3 - "$tmp/zero-fp32.1.jsonl" "$tmp/zero-fp32.2.jsonl" <<'PY' || fail "ZeRO-1 did not halve the optimizer state"
+# ledger_ratio <name> <1-process log> <2-rank log> <category> <ratio>: the
+# 2-rank run's ledger at its peak holds <ratio> times the 1-process run's
+# bytes of <category>, and matches its theory.
+ledger_ratio() {
+  python3 - "$2" "$3" "$4" "$5" "$1" <<'PY' || fail "$1: the ledger's $4 is not $5 times one process's"
 import json, sys
 def ledger(path):
     for line in open(path):
         r = json.loads(line)
         if "summary" in r: return r["summary"]["memory_ledger"]
 one, two = ledger(sys.argv[1]), ledger(sys.argv[2])
-a, b = one["at_peak"]["optimizer_state"], two["at_peak"]["optimizer_state"]
-theory = two["theory"]["optimizer_state"]
-assert abs(b - theory) <= 0.01 * theory, f"optimizer state {b} bytes, theory {theory}"
-assert abs(b / a - 0.5) < 0.01, f"optimizer state {a} -> {b} bytes"
-print(f"ZeRO-1 optimizer state per rank: {a} -> {b} bytes ({b / a:.3f})")
+category, ratio, name = sys.argv[3], float(sys.argv[4]), sys.argv[5]
+a, b = one["at_peak"][category], two["at_peak"][category]
+theory = two["theory"][category]
+assert abs(b - theory) <= 0.01 * theory, f"{category} {b} bytes, theory {theory}"
+assert abs(b / a - ratio) < 0.01, f"{category} {a} -> {b} bytes"
+print(f"{name}: {category} per rank {a} -> {b} bytes ({b / a:.3f})")
 PY
+}
+
+# ZeRO-1's ledger: half of AdamW's state per rank (2 ranks), as its theory says.
+ledger_ratio ZeRO-1 "$tmp/zero-fp32.1.jsonl" "$tmp/zero-fp32.2.jsonl" optimizer_state 0.5
 
 # --ddp in a world of one (how the GPU check runs DDP over NCCL on one GPU):
 # the same losses, bit for bit, as the plain run.
@@ -93,19 +101,7 @@ echo "--ddp, world of one: $report"
 
 # DDP's gradients are views of its f32 buckets: per rank, the same gradient
 # bytes as one process (not twice them), as the theory says.
-python3 - "$tmp/fp32.1.jsonl" "$tmp/fp32.2.jsonl" <<'PY' || fail "DDP's gradients are not its buckets"
-import json, sys
-def ledger(path):
-    for line in open(path):
-        r = json.loads(line)
-        if "summary" in r: return r["summary"]["memory_ledger"]
-one, two = ledger(sys.argv[1]), ledger(sys.argv[2])
-a, b = one["at_peak"]["gradients"], two["at_peak"]["gradients"]
-theory = two["theory"]["gradients"]
-assert abs(b - theory) <= 0.01 * theory, f"gradients {b} bytes, theory {theory}"
-assert abs(b / a - 1) < 0.01, f"gradients {a} -> {b} bytes"
-print(f"DDP gradients per rank: {a} -> {b} bytes ({b / a:.3f})")
-PY
+ledger_ratio DDP "$tmp/fp32.1.jsonl" "$tmp/fp32.2.jsonl" gradients 1
 
 # --drop-uneven: 2049 samples over 2 ranks leave 1024 each (16 batches of
 # 64) instead of 1025 padded (17 batches).
