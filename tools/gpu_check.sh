@@ -290,7 +290,7 @@ if [ "$run_graph" = 1 ] && [ "${GPU_CHECK_DDP:-1}" = 1 ]; then
     for mode in plain ddp; do
       log="$metrics/ddp_${model}_${batch}_${mode}.jsonl"
       flag=$([ "$mode" = ddp ] && echo --ddp || echo)
-      MT_DIST_BACKEND=$([ "$mode" = ddp ] && echo nccl || echo local) OMP_NUM_THREADS=8 timeout 120 \
+      MT_DIST_BACKEND=$([ "$mode" = ddp ] && echo nccl || echo local) OMP_NUM_THREADS=8 timeout 60 \
         "$bin/mixtape" train --model "$model" --batch "$batch" --steps "$steps" --epochs 100 --precision fp16 \
         --device cuda --no-progress $flag --log "$log" > "$out/ddp_${model}_${batch}_${mode}.out" 2>&1
       row=$(python3 - "$log" "$metrics/ddp_${model}_${batch}_plain.jsonl" <<'PY' 2>/dev/null
