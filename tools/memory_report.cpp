@@ -15,10 +15,8 @@ std::array<MemoryCategory, kMemoryCategories> all_memory_categories() {
 MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int optimizer_states,
                            DataParallelLayout layout) {
   MemoryTheory t;
-  const bool sharded = layout.world > 1 && layout.shard_optimizer;
+  const bool sharded = layout.shard_optimizer;
   const double share = sharded ? 1.0 / layout.world : 1.0;  // of the state this rank keeps
-  // DDP's f32 buckets hold the f32 parameters' gradients themselves.
-  const bool f32_grads_in_buckets = layout.world > 1 && !sharded && layout.gradient_as_bucket_view;
   int64_t elements = 0;
   for (const auto& [name, p] : model.named_parameters()) {
     const int64_t n = p.numel();
@@ -26,13 +24,13 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int opt
     const auto s = static_cast<int64_t>(element_size(p.dtype()));
     const bool has_master = master_weights && is_low_precision(p.dtype());
     t.parameters += n * s;
-    if (!(f32_grads_in_buckets && p.dtype() == kF32)) t.gradients += n * s;
+    if (!(layout.ddp && p.dtype() == kF32)) t.gradients += n * s;  // else the bucket holds it
     if (has_master) t.master_weights += static_cast<int64_t>(4.0 * n * share);
     const int64_t state_size = p.dtype() == kF32 || has_master ? 4 : s;
     t.optimizer_state += static_cast<int64_t>(optimizer_states * n * state_size * share) + 4;
     if (sharded && p.dtype() != kF32) t.gradients += static_cast<int64_t>(n * s * share);  // the shard's copies
   }
-  if (layout.world > 1) {
+  if (layout.ddp || sharded) {
     t.gradients += 4 * elements;  // DDP's f32 buckets, or ZeRO's f32 flat buffer
     if (sharded) t.gradients += 4 * ((elements + layout.world - 1) / layout.world);  // and its shard
   }

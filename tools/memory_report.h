@@ -32,14 +32,16 @@ struct MemoryTheory {
 // Every category, in the enum's order.
 std::array<MemoryCategory, kMemoryCategories> all_memory_categories();
 
-// Data parallel over `world` ranks: DDP's f32 buckets (or, with
-// shard_optimizer, ZeRO-1's f32 flat buffer and shard) add to the gradients,
-// and a sharded optimizer keeps 1/world of the master weights and state.
-// With gradient_as_bucket_view the f32 parameters' gradients are the buckets.
+// Data parallel over `world` ranks (either way also in a world of one):
+//  * ddp: DDP's f32 buckets add to the gradients, and the f32 parameters'
+//    gradients are views of them (gradient_as_bucket_view, as mixtape train
+//    has it);
+//  * shard_optimizer: ZeRO-1's f32 flat buffer and shard add to the
+//    gradients, and each rank keeps 1/world of the master weights and state.
 struct DataParallelLayout {
   int world = 1;
+  bool ddp = false;
   bool shard_optimizer = false;
-  bool gradient_as_bucket_view = false;
 };
 
 // optimizer_states: tensors of per-element state per parameter (2 AdamW, 1 SGD with momentum, 0 plain SGD).

@@ -1097,9 +1097,9 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
   summary.threads = num_threads();
   note_training_memory(r);
   summary.memory_ledger = r.training_memory;
-  summary.memory_theory = memory_theory(
-      *r.model, r.c.master_weights, optimizer_states(r.c),
-      {.world = r.world, .shard_optimizer = r.c.shard_optimizer, .gradient_as_bucket_view = r.ddp != nullptr});
+  summary.memory_theory =
+      memory_theory(*r.model, r.c.master_weights, optimizer_states(r.c),
+                    {.world = r.world, .ddp = r.ddp != nullptr, .shard_optimizer = r.c.shard_optimizer});
   summary.host_syncs_per_step =
       r.steady_steps > 0 ? static_cast<double>(r.steady_syncs) / static_cast<double>(r.steady_steps) : 0.0;
   const std::string result =

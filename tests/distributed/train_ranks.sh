@@ -99,6 +99,16 @@ grep -q "x 1 rank (local, DDP)" "$tmp/ddp1.out" || fail "--ddp did not say it tr
 report=$(compare "$tmp/fp16.1.jsonl" "$tmp/ddp1.jsonl" 0 2>&1) || fail "--ddp in a world of one: $report"
 echo "--ddp, world of one: $report"
 
+# In a world of one too, DDP's buckets (with f16 gradients beside them under
+# --master-weights) and ZeRO-1's flat buffer and shard are in the ledger's
+# theory. Each run is its own reference: ratio 1, theory checked.
+for flags in "--ddp --precision fp16 --master-weights" "--shard-optimizer --precision fp32"; do
+  log="$tmp/ledger-${flags%% *}.jsonl"
+  "$mixtape" train "${common[@]}" --steps 3 --batch 128 $flags --log "$log" >"$log.out" 2>&1 ||
+    { fail "$flags in a world of one failed"; tail -3 "$log.out"; continue; }
+  ledger_ratio "$flags, world of one" "$log" "$log" gradients 1
+done
+
 # DDP's gradients are views of its f32 buckets: per rank, the same gradient
 # bytes as one process (not twice them), as the theory says.
 ledger_ratio DDP "$tmp/fp32.1.jsonl" "$tmp/fp32.2.jsonl" gradients 1
