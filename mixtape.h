@@ -11,7 +11,7 @@
 #include "autograd/ops.h"
 #include "core/allocator.h"
 #include "core/dtype.h"
-#include "core/error.h"
+#include "runtime/error.h"
 #include "core/generator.h"
 #include "core/graph.h"
 #include "core/tensor.h"

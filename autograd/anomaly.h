@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "runtime/error.h"
 #include "core/tensor.h"
 
 namespace mt {

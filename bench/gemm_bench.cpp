@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "core/half.h"
+#include "runtime/half.h"
 #include "kernels/cuda/gemm/gemm.h"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <new>
 
 #include "core/caching_allocator.h"
-#include "core/error.h"
+#include "runtime/error.h"
 
 namespace mt {
 

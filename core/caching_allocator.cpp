@@ -6,10 +6,10 @@
 #include <sstream>
 #include <vector>
 
-#include "core/error.h"
+#include "runtime/error.h"
 #include "core/host_sync.h"
 #include "core/stream.h"
-#include "kernels/sim/runtime.h"
+#include "runtime/sim/runtime.h"
 
 #if defined(MT_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -404,7 +404,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   if (dst_device.is_cpu() != src_device.is_cpu()) {
     note_host_sync(dst_device.is_cpu() ? src_device : dst_device, what);
   }
-  // Deferred sim streams (kernels/sim/runtime.h) reorder work between
+  // Deferred sim streams (runtime/sim/runtime.h) reorder work between
   // streams, never against the host: held work lands before a blocking copy.
   if (dst_device.is_sim() || src_device.is_sim()) simulator::run_all_deferred();
   if (dst_device.host_accessible() && src_device.host_accessible()) {

@@ -10,7 +10,7 @@
 //
 // Bound: memory bandwidth (a store per element, grid-stride loop).
 // cuda_compat.h (via launch.h) comes first: it defines __host__/__device__ for the simulator build.
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 
 #include "core/device_fill_api.h"
 

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/kernel_api.h"
+#include "runtime/kernel_api.h"
 
 MT_CUDA_KERNEL_API(void fill_bits(void* data, std::int64_t count, int element_bytes, std::uint64_t bits,
                                   mt::kernels::Stream stream))

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/error.h"
-#include "core/half.h"
+#include "runtime/error.h"
+#include "runtime/half.h"
 
 namespace mt {
 

@@ -1,9 +1,9 @@
 #include "core/graph.h"
 
 #include "core/caching_allocator.h"
-#include "core/error.h"
+#include "runtime/error.h"
 #include "core/host_sync.h"
-#include "kernels/sim/runtime.h"
+#include "runtime/sim/runtime.h"
 
 #if defined(MT_WITH_CUDA)
 #include <cuda_runtime.h>

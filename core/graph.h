@@ -4,7 +4,7 @@
 // one from the host costs more than running them. A CUDA graph records the
 // launches once and replays them with a single call. Capture is
 // cudaStreamBeginCapture on a stream of the graph's own; on the sim device the
-// simulator records the launches the same way (kernels/sim/runtime.h), so CI
+// simulator records the launches the same way (runtime/sim/runtime.h), so CI
 // proves the step is capturable without a GPU.
 //
 // What capture requires of the captured code, on both devices:

@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "core/error.h"
+#include "runtime/error.h"
 
 namespace mt {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "core/host_sync.h"
-#include "kernels/sim/runtime.h"
+#include "runtime/sim/runtime.h"
 
 #if defined(MT_WITH_CUDA)
 #include <cuda_runtime.h>

@@ -87,7 +87,7 @@ class Event {
   void* handle_ = nullptr;  // cudaEvent_t on a GPU
   double host_ms_ = -1;     // sim and CPU: the host clock at record()
   // sim, when the simulator defers streams: the stream recorded on and how
-  // much of its work comes before this event (kernels/sim/runtime.h).
+  // much of its work comes before this event (runtime/sim/runtime.h).
   uint64_t sim_stream_ = 0, sim_position_ = 0;
 };
 

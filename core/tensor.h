@@ -20,7 +20,7 @@
 #include "core/allocator.h"
 #include "core/device.h"
 #include "core/dtype.h"
-#include "core/error.h"
+#include "runtime/error.h"
 #include "core/memory_ledger.h"
 
 namespace mt {

@@ -2,7 +2,7 @@
 // layer installs (see core/tensor_methods.h for why).
 #include "core/tensor_methods.h"
 
-#include "core/error.h"
+#include "runtime/error.h"
 
 namespace mt {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/error.h"
+#include "runtime/error.h"
 
 namespace mt {
 

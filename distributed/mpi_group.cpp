@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/half.h"
+#include "runtime/half.h"
 #include "distributed/backends.h"
 #include "distributed/watchdog.h"
 

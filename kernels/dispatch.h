@@ -15,7 +15,7 @@
 //     mark_written(x);  // kernels write through raw pointers: bump the version autograd checks
 //   }
 //
-// kernels/cuda/scale.cu includes kernels/cuda/launch.h FIRST (it defines
+// kernels/cuda/scale.cu includes runtime/launch.h FIRST (it defines
 // __host__/__device__ for the simulator build), then its _api.h, and defines
 // mt::MT_KERNEL_NS::scale: compiled for the simulator as mt::sim::scale and by
 // nvcc as mt::cuda::scale. MT_DEVICE_CALL writes the argument list once and
@@ -25,13 +25,13 @@
 // branch is discarded and the call is a "no CUDA device available" error.
 // MT_CUDA_CALL remains for the few entry points with no simulator twin
 // (cuDNN). Argument checks that need mt::fail live in the dispatcher (nvcc
-// never sees core/error.h); kernels/cuda/elementwise_loop.h has the shared
+// never sees runtime/error.h); kernels/cuda/elementwise_loop.h has the shared
 // dtype load/store and strided-iterator helpers.
 #pragma once
 
 #include "core/stream.h"
 #include "core/tensor.h"
-#include "kernels/cuda/kernel_api.h"
+#include "runtime/kernel_api.h"
 #include "kernels/cuda/tensor_ref.h"
 
 namespace mt::kernels {

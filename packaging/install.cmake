@@ -35,7 +35,7 @@ install(TARGETS ${MT_INSTALL_TARGETS} EXPORT mixtapeTargets
 install(FILES mixtape.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mixtape)
 # Every header of the library's layers, in the tree's layout (the headers
 # include each other as "core/tensor.h", ...).
-install(DIRECTORY core kernels amp autograd nn optim distributed models tools
+install(DIRECTORY runtime core kernels amp autograd nn optim distributed models tools
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mixtape
         FILES_MATCHING PATTERN "*.h")
 

@@ -6,7 +6,7 @@
 #                                  object, and the fuzz targets of tests/fuzz
 #
 # The simulator's race checker normally compiles simulator-built kernels with
-# ThreadSanitizer's instrumentation (kernels/sim/CMakeLists.txt), which cannot
+# ThreadSanitizer's instrumentation (runtime/sim/CMakeLists.txt), which cannot
 # share an object with ASan. Under MT_SANITIZE those kernels get ASan
 # instead, so an out-of-bounds access in kernel code is reported, and the
 # race check (tests tagged [racecheck]) runs in the default build only.

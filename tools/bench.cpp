@@ -6,7 +6,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "core/error.h"
+#include "runtime/error.h"
 #include "models/registry.h"
 #include "tools/machine.h"
 #include "tools/trainer.h"

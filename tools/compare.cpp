@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "core/error.h"
+#include "runtime/error.h"
 #include "tools/machine.h"
 #include "tools/report.h"
 

@@ -12,7 +12,7 @@
 
 #include "autograd/anomaly.h"
 #include "distributed/process_group.h"
-#include "kernels/cuda/launch_check.h"
+#include "runtime/launch_check.h"
 #include "mixtape.h"
 #include "models/registry.h"
 #include "tools/bench.h"
@@ -33,7 +33,7 @@ constexpr int kExitError = 1;
 constexpr int kExitNonFiniteLoss = 3;
 
 // With MT_PROFILE=1: the CUDA-path kernels and library calls of the run,
-// slowest total first (kernels/cuda/launch_check.h).
+// slowest total first (runtime/launch_check.h).
 void print_profile() {
   if (mt::kernels::profiling())
     std::fprintf(stderr, "\nkernel profile (MT_PROFILE)\n%s", mt::kernels::profile_report().c_str());

@@ -13,7 +13,7 @@
 #include <map>
 #include <sstream>
 
-#include "core/error.h"
+#include "runtime/error.h"
 
 namespace mt::tools {
 

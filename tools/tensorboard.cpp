@@ -5,7 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/error.h"
+#include "runtime/error.h"
 
 namespace mt::tools {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/macros.h"
+#include "runtime/macros.h"
 
 namespace mt::kernels {
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "core/macros.h"
+#include "runtime/macros.h"
 
 namespace mt::kernels {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/macros.h"
+#include "runtime/macros.h"
 
 namespace mt::kernels {
 

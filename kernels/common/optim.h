@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/half.h"
-#include "core/macros.h"
+#include "runtime/half.h"
+#include "runtime/macros.h"
 #include "core/philox.h"
 
 namespace mt::kernels {

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "core/macros.h"
+#include "runtime/macros.h"
 
 namespace mt::kernels {
 

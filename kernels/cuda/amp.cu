@@ -21,7 +21,7 @@
 //
 // Bound: memory bandwidth (one read + one write per element). Measured speed:
 // not yet measured on a GPU.
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 
 #include "kernels/cuda/elementwise_loop.h"
 #include "kernels/cuda/multi_tensor.h"

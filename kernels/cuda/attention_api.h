@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/kernel_api.h"
+#include "runtime/kernel_api.h"
 #include "kernels/cuda/kernel_dtype.h"
 
 namespace mt::kernels {

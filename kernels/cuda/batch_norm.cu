@@ -36,7 +36,7 @@
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/cnn_api.h"
 #include "kernels/cuda/element.h"
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 
 namespace mt::MT_KERNEL_NS {
 namespace {

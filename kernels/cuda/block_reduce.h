@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "kernels/cuda/cuda_compat.h"
+#include "runtime/cuda_compat.h"
 
 namespace mt::MT_KERNEL_NS::rowwise {
 

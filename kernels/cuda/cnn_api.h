@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cuda/kernel_api.h"
+#include "runtime/kernel_api.h"
 #include "kernels/cuda/kernel_dtype.h"
 
 namespace mt::kernels {

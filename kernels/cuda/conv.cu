@@ -46,7 +46,7 @@
 #include "kernels/cuda/cnn_api.h"
 #include "kernels/cuda/element.h"
 #include "kernels/cuda/gemm/gemm.h"
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 
 namespace mt::MT_KERNEL_NS {
 namespace {

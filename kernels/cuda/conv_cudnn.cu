@@ -46,7 +46,7 @@
 
 #include "kernels/cuda/cnn_api.h"
 #include "kernels/cuda/element.h"
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 
 #if !MT_SIM_BUILD && defined(MT_WITH_CUDNN) && MT_WITH_CUDNN
 #define MT_CONV_HAS_CUDNN 1

@@ -17,7 +17,7 @@
 //
 // Bound: memory bandwidth (Philox costs ~40 integer ops per 4 elements,
 // well under the byte budget). Measured speed: not yet measured on a GPU.
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 
 #include "core/philox.h"
 #include "kernels/cuda/dropout_api.h"

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/kernel_api.h"
+#include "runtime/kernel_api.h"
 #include "kernels/cuda/tensor_ref.h"
 
 // mask: contiguous u8 with in's element count.

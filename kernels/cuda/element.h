@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/cuda_compat.h"
+#include "runtime/cuda_compat.h"
 #include "kernels/cuda/kernel_dtype.h"
 
 // Fully unroll a loop with a compile-time trip count, so small arrays indexed by

@@ -29,7 +29,7 @@
 // switch (uniform across the grid, so no divergence) — not per dtype
 // combination, which would multiply nvcc's work by 16.
 // cuda_compat.h (via launch.h) comes first: it defines __host__/__device__ for the simulator build.
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 
 #include "kernels/cuda/elementwise_api.h"
 #include "kernels/cuda/elementwise_loop.h"

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "kernels/common/elementwise.h"
-#include "kernels/cuda/kernel_api.h"
+#include "runtime/kernel_api.h"
 #include "kernels/cuda/tensor_ref.h"
 
 MT_CUDA_KERNEL_API(void unary(mt::kernels::UnaryOp op, const mt::kernels::TensorRef& in,

@@ -3,15 +3,15 @@
 // strided N-operand iterator with coalesced dims, and the grid-stride loop
 // with a 128-bit vector path.
 //
-// Include after kernels/cuda/launch.h, from .cu files only.
+// Include after runtime/launch.h, from .cu files only.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
-#include "core/half.h"
-#include "kernels/cuda/launch.h"
+#include "runtime/half.h"
+#include "runtime/launch.h"
 #include "kernels/cuda/tensor_ref.h"
 
 #if defined(__CUDACC__)
@@ -27,7 +27,7 @@ using kernels::kMaxDims;
 using kernels::TensorRef;
 
 // ---- 16-bit floats: the hardware conversions on the GPU, the bit-exact
-// software ones (core/half.h, identical results) in the simulator.
+// software ones (runtime/half.h, identical results) in the simulator.
 
 __device__ __forceinline__ float f16_to_float(std::uint16_t bits) {
 #if defined(__CUDA_ARCH__)

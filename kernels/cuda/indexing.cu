@@ -30,7 +30,7 @@
 // Out-of-range indices: the sim dispatcher checks them on the host first (an
 // mt::Error like the CPU's); on a GPU the kernel traps (the next CUDA call
 // reports an error) instead of reading or writing out of bounds.
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 
 #include "kernels/cuda/elementwise_loop.h"
 #include "kernels/cuda/indexing_api.h"

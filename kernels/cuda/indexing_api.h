@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cuda/kernel_api.h"
+#include "runtime/kernel_api.h"
 #include "kernels/cuda/tensor_ref.h"
 
 // out[o, j, k] = in[o, index[j], k], seen as [outer, mid, inner] / [outer, n, inner].

@@ -24,7 +24,7 @@
 //   forward 51% of copy bandwidth in f32, 27% in f16/bf16.
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/element.h"
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 #include "kernels/cuda/rowwise.h"
 
 namespace mt::MT_KERNEL_NS {

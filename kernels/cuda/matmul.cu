@@ -35,7 +35,7 @@
 #include "kernels/cuda/gemm/gemm.h"
 #include "kernels/cuda/gemm/gemm_choice.h"
 #include "kernels/cuda/gemm/gemm_common.h"
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 
 #if !MT_SIM_BUILD
 #include <cublasLt.h>
@@ -46,7 +46,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/half.h"
+#include "runtime/half.h"
 #endif
 
 namespace mt::MT_KERNEL_NS {

@@ -9,7 +9,7 @@
 // (a struct by value, under CUDA's 4 KiB parameter limit), so no host-to-
 // device copy of the table is needed. Longer lists take a few launches.
 //
-// Include after kernels/cuda/launch.h, from .cu files only.
+// Include after runtime/launch.h, from .cu files only.
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,7 @@
 
 #include "kernels/common/lr_schedule.h"
 #include "kernels/common/optim.h"
-#include "kernels/cuda/kernel_api.h"
+#include "runtime/kernel_api.h"
 #include "kernels/cuda/tensor_ref.h"
 
 namespace mt::kernels {

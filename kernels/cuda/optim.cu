@@ -25,7 +25,7 @@
 // Bound: memory bandwidth — AdamW with f32 master, two f32 moments and
 // bf16 param/grad moves 16 bytes read + 14 written per parameter. Measured
 // speed: not yet measured on a GPU.
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 
 #include "core/philox.h"
 #include "kernels/common/optim.h"

@@ -2,7 +2,7 @@
 //
 // This is the only place mixtape kernels use inline PTX. On the GPU each
 // wrapper is the PTX instruction; in the simulator it follows the PTX ISA's
-// documented per-lane fragment layout (kernels/sim/warp_ops.cpp), so a kernel
+// documented per-lane fragment layout (runtime/sim/warp_ops.cpp), so a kernel
 // that puts an element in the wrong register gets wrong numbers in CI, not
 // just on a GPU.
 //
@@ -33,7 +33,7 @@
 // flipping when both reach zero — and cp.async.bulk, a copy of a contiguous
 // run of bytes from global to shared memory by the copy engine, completing
 // its bytes on an mbarrier. The simulator follows the same rules
-// (kernels/sim/runtime.h) and lands bulk copies as late as it can.
+// (runtime/sim/runtime.h) and lands bulk copies as late as it can.
 //
 // Hopper's TMA: cp.async.bulk.tensor copies a box (tile) of a tensor that a
 // tensor map (kernels/cuda/tensor_map.h) describes, zero-filling what lies
@@ -47,16 +47,16 @@
 // lane / 4, t = lane % 4, slice i < N/8:
 //   d[4i + 0..1] = D[16w + group][8i + 2t .. +1]   d[4i + 2..3] = D[16w + group + 8][8i + 2t .. +1]
 // The simulator reads the descriptors by the PTX ISA's canonical layouts,
-// element by element (kernels/sim/hopper.cpp). Thread block clusters: a
+// element by element (runtime/sim/hopper.cpp). Thread block clusters: a
 // block's rank, the cluster barrier, another block's shared memory (mapa),
 // arrivals on its mbarriers, and TMA copies multicast into several blocks;
-// launch them with launch_clusters (kernels/cuda/launch.h). On GPUs before
+// launch them with launch_clusters (runtime/launch.h). On GPUs before
 // sm_90 these trap; wgmma and setmaxnreg need sm_90a.
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/cuda/cuda_compat.h"
+#include "runtime/cuda_compat.h"
 #include "kernels/cuda/element.h"
 #include "kernels/cuda/tensor_map.h"
 #if !MT_SIM_BUILD

@@ -28,7 +28,7 @@
 // Bound: memory bandwidth for long rows. The block size follows the row
 // length (32..256 threads), so short rows do not idle 256 threads. Measured
 // speed: not yet measured on a GPU.
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 
 #include "kernels/cuda/elementwise_loop.h"
 #include "kernels/cuda/reduce_api.h"

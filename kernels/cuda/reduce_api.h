@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/kernel_api.h"
+#include "runtime/kernel_api.h"
 #include "kernels/cuda/tensor_ref.h"
 
 namespace mt::kernels {

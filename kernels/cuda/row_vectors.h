@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "kernels/cuda/cuda_compat.h"
+#include "runtime/cuda_compat.h"
 
 namespace mt::MT_KERNEL_NS::rowwise {
 

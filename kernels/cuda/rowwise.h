@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/kernel_api.h"
+#include "runtime/kernel_api.h"
 #include "kernels/cuda/kernel_dtype.h"
 
 MT_CUDA_KERNEL_API(void softmax_forward(mt::kernels::KernelDType dtype, const void* in, void* out, int64_t rows,

@@ -24,7 +24,7 @@
 //   are the missing piece.
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/element.h"
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 #include "kernels/cuda/rowwise.h"
 
 namespace mt::MT_KERNEL_NS {

@@ -30,7 +30,7 @@
 
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/element.h"
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 #include "kernels/cuda/row_vectors.h"
 #include "kernels/cuda/rowwise.h"
 

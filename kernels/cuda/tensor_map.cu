@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/cuda_compat.h"
+#include "runtime/cuda_compat.h"
 #include "kernels/cuda/tensor_map.h"
 
 #if !MT_SIM_BUILD

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/half.h"
+#include "runtime/half.h"
 #include "mixtape.h"
 
 using mt::bf16_bits_to_f32;

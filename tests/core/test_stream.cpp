@@ -4,7 +4,7 @@
 
 #include "core/caching_allocator.h"
 #include "core/stream.h"
-#include "kernels/sim/runtime.h"
+#include "runtime/sim/runtime.h"
 #include "mixtape.h"
 
 using namespace mt;

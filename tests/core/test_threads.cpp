@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <functional>
 
-#include "core/error.h"
+#include "runtime/error.h"
 #include "core/threads.h"
 
 using namespace mt;

@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <string>
 
-#include "core/error.h"
+#include "runtime/error.h"
 
 namespace mt::fuzz {
 

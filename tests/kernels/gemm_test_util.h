@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "core/half.h"
+#include "runtime/half.h"
 #include "kernels/cuda/kernel_dtype.h"
 
 namespace mt::test {

@@ -302,7 +302,7 @@ TEST_CASE("kernels::bmm on the sim device copies strided operands and writes str
 
 // ---- shared-memory hazards: the simulator's race checker over the ladder ----
 
-#include "kernels/sim/runtime.h"
+#include "runtime/sim/runtime.h"
 
 TEST_CASE("GEMM versions have no shared-memory races (simulator race checker)", "[gemm][sim][racecheck]") {
   const bool was_enabled = mt::simulator::racecheck_enabled();

@@ -1,11 +1,11 @@
-// MT_PROFILE's kernel table (kernels/cuda/launch_check.h): every CUDA-path
+// MT_PROFILE's kernel table (runtime/launch_check.h): every CUDA-path
 // launch is counted and timed per kernel name while profiling is on.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <sstream>
 #include <string>
 
-#include "kernels/cuda/launch_check.h"
+#include "runtime/launch_check.h"
 #include "mixtape.h"
 #include "tests/kernels/sim_tensor_util.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
-#include "kernels/cuda/launch_check.h"
+#include "runtime/launch_check.h"
 #include "mixtape.h"
 #include "test_util.h"
 #include "tests/kernels/sim_tensor_util.h"

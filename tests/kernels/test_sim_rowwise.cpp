@@ -501,7 +501,7 @@ TEST_CASE("relu keeps a NaN and passes its gradient on the CUDA path", "[sim][el
   }
 }
 
-#include "kernels/sim/runtime.h"
+#include "runtime/sim/runtime.h"
 
 TEST_CASE("row-wise kernels have no shared-memory races (simulator race checker)", "[sim][racecheck][softmax]") {
   const bool was_enabled = mt::simulator::racecheck_enabled();

@@ -7,7 +7,7 @@
 
 #include "core/memory_ledger.h"
 #include "core/stream.h"
-#include "kernels/sim/runtime.h"
+#include "runtime/sim/runtime.h"
 #include "mixtape.h"
 #include "tests/kernels/sim_tensor_util.h"
 #include "tools/trainer.h"

@@ -1,5 +1,5 @@
 // Kernels for bench_switch: as little work as possible between switches.
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 #include "tests/sim/bench_kernels.h"
 
 namespace mt::sim::bench {

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "kernels/sim/runtime.h"
+#include "runtime/sim/runtime.h"
 #include "tests/sim/bench_kernels.h"
 
 int main(int argc, char** argv) {

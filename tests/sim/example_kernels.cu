@@ -10,7 +10,7 @@
 //   tma_wgmma_tile Hopper's Tensor Core path: two TMA boxes (128-byte
 //                 swizzle) on one mbarrier, then a warpgroup's wgmma
 //                 m64n64k16 x 4 reading them through matrix descriptors
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 #include "kernels/cuda/ptx.h"
 #include "kernels/cuda/tensor_map.h"
 #include "tests/sim/example_kernels.h"

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/kernel_api.h"
+#include "runtime/kernel_api.h"
 
 // *out += sum(in[0..n)); block-level tree reduction in shared memory, finished
 // by warp shuffles, one atomicAdd per block. *out must be initialised.

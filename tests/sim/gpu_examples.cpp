@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/sim/half.h"
+#include "runtime/sim/half.h"
 #include "tests/sim/example_kernels.h"
 
 namespace {

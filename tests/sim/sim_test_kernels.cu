@@ -1,6 +1,6 @@
 // Kernels that exercise one simulator feature each. Built for the simulator
 // only (SIM_ONLY): several are broken on purpose.
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 #include "kernels/cuda/ptx.h"
 #include "tests/sim/sim_test_kernels.h"
 

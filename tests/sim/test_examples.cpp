@@ -6,8 +6,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/sim/half.h"
-#include "kernels/sim/runtime.h"
+#include "runtime/sim/half.h"
+#include "runtime/sim/runtime.h"
 #include "tests/sim/example_kernels.h"
 
 TEST_CASE("block_sum reduces across blocks", "[sim][examples]") {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "kernels/sim/half.h"
-#include "kernels/sim/runtime.h"
+#include "runtime/error.h"
+#include "runtime/sim/half.h"
+#include "runtime/sim/runtime.h"
 #include "tests/sim/sim_test_kernels.h"
 
 namespace test = mt::sim::test;

@@ -19,7 +19,9 @@ probe() {  # probe <layer> <header> <expect: found|refused>
     failures=$((failures + 1))
   fi
 }
-probe core core/half.h found
+probe runtime runtime/launch.h found
+probe runtime core/tensor.h refused
+probe core runtime/half.h found
 probe core kernels/dispatch.h refused
 probe kernels core/tensor.h found
 probe kernels amp/autocast.h refused

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "core/allocator.h"
-#include "core/error.h"
+#include "runtime/error.h"
 #include "tools/bench.h"
 #include "tools/trainer.h"
 

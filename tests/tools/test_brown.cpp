@@ -7,7 +7,7 @@
 #include <fstream>
 #include <map>
 
-#include "core/error.h"
+#include "runtime/error.h"
 #include "tools/data/brown.h"
 
 using namespace mt;

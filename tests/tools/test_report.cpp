@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/error.h"
+#include "runtime/error.h"
 #include "tools/data/check.h"
 #include "tools/report.h"
 #include "tools/trainer.h"

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "core/error.h"
+#include "runtime/error.h"
 #include "tools/tensorboard.h"
 
 using namespace mt;

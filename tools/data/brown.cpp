@@ -5,7 +5,7 @@
 #include <set>
 #include <sstream>
 
-#include "core/error.h"
+#include "runtime/error.h"
 
 namespace mt::data {
 namespace {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "core/error.h"
+#include "runtime/error.h"
 
 namespace mt::data {
 namespace {

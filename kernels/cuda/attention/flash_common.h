@@ -8,7 +8,7 @@
 #include "core/philox.h"
 #include "kernels/cuda/attention_api.h"
 #include "kernels/cuda/element.h"
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 
 namespace mt::MT_KERNEL_NS::attention {
 

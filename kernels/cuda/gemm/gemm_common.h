@@ -10,7 +10,7 @@
 #include "kernels/common/elementwise.h"
 #include "kernels/cuda/element.h"
 #include "kernels/cuda/gemm/gemm.h"
-#include "kernels/cuda/launch.h"
+#include "runtime/launch.h"
 
 namespace mt::MT_KERNEL_NS::gemm_detail {
 

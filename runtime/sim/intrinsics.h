@@ -15,10 +15,10 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/sim/half.h"
-#include "kernels/sim/runtime.h"
-#include "kernels/sim/source_site.h"
-#include "kernels/sim/warp_ops.h"
+#include "runtime/sim/half.h"
+#include "runtime/sim/runtime.h"
+#include "runtime/sim/source_site.h"
+#include "runtime/sim/warp_ops.h"
 
 namespace mt::simulator::cuda_names {
 

@@ -7,7 +7,7 @@
 // headers — declares both with one macro in the family header:
 //
 //   // kernels/reduce.h
-//   #include "kernels/cuda/kernel_api.h"
+//   #include "runtime/kernel_api.h"
 //   MT_CUDA_KERNEL_API(void block_sum(const float* in, float* out, int n, mt::kernels::Stream stream));
 //
 // and calls mt::sim::block_sum(...) for Device SIM, or mt::cuda::block_sum(...)

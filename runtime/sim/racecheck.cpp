@@ -7,7 +7,7 @@
 // When MT_SIM_RACECHECK is off they return after one branch; when it is on
 // they forward shared-memory accesses to the RaceChecker of the running block.
 // (So never link a target that uses these hooks with real -fsanitize=thread.)
-#include "kernels/sim/racecheck.h"
+#include "runtime/sim/racecheck.h"
 
 #include <link.h>
 

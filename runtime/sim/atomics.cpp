@@ -3,7 +3,7 @@
 // (MT_SIM_THREADS), so these are real atomic read-modify-writes.
 #include <atomic>
 
-#include "kernels/sim/intrinsics.h"
+#include "runtime/sim/intrinsics.h"
 
 namespace mt::simulator::cuda_names {
 

@@ -6,7 +6,7 @@
 //     MT_KERNEL_NS is `cuda`, so the file's kernels land in mt::cuda;
 //   * by the host C++ compiler against the SIMT simulator (MT_SIM defined by
 //     mt_add_cuda_kernels): CUDA's keywords and built-ins map onto
-//     kernels/sim, and MT_KERNEL_NS is `sim`, so the same kernels land in
+//     runtime/sim, and MT_KERNEL_NS is `sim`, so the same kernels land in
 //     mt::sim.
 //
 // Both copies end up in one library, so everything a .cu file defines goes
@@ -17,7 +17,7 @@
 //     `extern __shared__ float tile[];`
 //   * Tensor Core / cp.async instructions: only through kernels/cuda/ptx.h.
 //
-// Start kernels only through kernels/cuda/launch.h.
+// Start kernels only through runtime/launch.h.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -38,7 +38,7 @@
 
 #include <cstdio>
 
-#include "kernels/sim/intrinsics.h"
+#include "runtime/sim/intrinsics.h"
 
 #define MT_KERNEL_NS sim
 #define MT_SIM_BUILD 1
@@ -66,7 +66,7 @@
 using namespace ::mt::simulator::cuda_names;
 
 #else
-#error "kernels/cuda/cuda_compat.h: compile with nvcc, or with the host compiler and -DMT_SIM (see mt_add_cuda_kernels)"
+#error "runtime/cuda_compat.h: compile with nvcc, or with the host compiler and -DMT_SIM (see mt_add_cuda_kernels)"
 #endif
 
 // Element math shared with the CPU kernels (kernels/common) is marked MT_HD.

@@ -21,11 +21,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/half.h"
+#include "runtime/half.h"
 
 namespace mt::simulator {
 
-// ---- bit-level conversions: core/half.h's, the one converter CPU kernels,
+// ---- bit-level conversions: runtime/half.h's, the one converter CPU kernels,
 // core and the simulator share (round to nearest even, canonical NaN).
 
 inline std::uint16_t float_to_half_bits(float value) { return ::mt::f32_to_f16_bits(value); }

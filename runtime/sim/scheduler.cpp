@@ -24,11 +24,11 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
-#include "kernels/cuda/launch_check.h"
-#include "kernels/sim/hopper.h"
-#include "kernels/sim/racecheck.h"
-#include "kernels/sim/runtime.h"
+#include "runtime/error.h"
+#include "runtime/launch_check.h"
+#include "runtime/sim/hopper.h"
+#include "runtime/sim/racecheck.h"
+#include "runtime/sim/runtime.h"
 
 // Built with AddressSanitizer (GCC says __SANITIZE_ADDRESS__, clang __has_feature).
 #if defined(__SANITIZE_ADDRESS__)

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/sim/runtime.h"
+#include "runtime/sim/runtime.h"
 
 namespace mt::simulator::warp_ops {
 

@@ -1,10 +1,10 @@
-#include "kernels/sim/hopper.h"
+#include "runtime/sim/hopper.h"
 
 #include <bit>
 #include <cstring>
 
-#include "core/error.h"
-#include "kernels/sim/half.h"
+#include "runtime/error.h"
+#include "runtime/sim/half.h"
 
 namespace mt::simulator::hopper {
 

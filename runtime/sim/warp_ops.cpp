@@ -1,9 +1,9 @@
-#include "kernels/sim/warp_ops.h"
+#include "runtime/sim/warp_ops.h"
 
 #include <cstring>
 
-#include "core/error.h"
-#include "kernels/sim/half.h"
+#include "runtime/error.h"
+#include "runtime/sim/half.h"
 
 namespace mt::simulator::warp_ops {
 

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/macros.h"
+#include "runtime/macros.h"
 
 namespace mt {
 

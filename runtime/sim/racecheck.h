@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/sim/runtime.h"
+#include "runtime/sim/runtime.h"
 
 namespace mt::simulator::detail {
 

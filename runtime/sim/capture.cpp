@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
-#include "kernels/sim/runtime.h"
+#include "runtime/error.h"
+#include "runtime/sim/runtime.h"
 
 namespace mt::simulator {
 namespace {

@@ -25,9 +25,9 @@
 #include <tuple>
 #include <utility>
 
-#include "kernels/cuda/cuda_compat.h"
-#include "kernels/cuda/kernel_api.h"
-#include "kernels/cuda/launch_check.h"
+#include "runtime/cuda_compat.h"
+#include "runtime/kernel_api.h"
+#include "runtime/launch_check.h"
 
 namespace mt::MT_KERNEL_NS {
 
@@ -68,7 +68,7 @@ class ProfiledRegion {
 };
 
 // The simulator runs each launch before returning, except on a stream being
-// captured or deferred (kernels/sim/runtime.h): there the launch, with its
+// captured or deferred (runtime/sim/runtime.h): there the launch, with its
 // converted arguments, becomes a recorded node that runs when the graph is
 // replayed or the deferred stream is waited for.
 // launch() with thread block clusters of `cluster` blocks (sm_90): the

@@ -9,7 +9,7 @@
 #include <deque>
 #include <vector>
 
-#include "kernels/sim/runtime.h"
+#include "runtime/sim/runtime.h"
 
 namespace mt::simulator::hopper {
 

@@ -17,7 +17,7 @@
 // copy (the HIP-CPU approach). Dynamic shared memory is a per-worker arena.
 //
 // Kernel code never includes this file directly: it includes
-// kernels/cuda/cuda_compat.h, which maps CUDA's names onto these functions.
+// runtime/cuda_compat.h, which maps CUDA's names onto these functions.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/sim/source_site.h"
+#include "runtime/sim/source_site.h"
 
 namespace mt::simulator {
 

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
-#include "kernels/cuda/launch_check.h"
+#include "runtime/error.h"
+#include "runtime/launch_check.h"
 
 namespace mt::kernels::detail {
 
