@@ -1,7 +1,7 @@
 // The one header a mixtape user includes.
 #pragma once
 
-#include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "amp/grad_scaler.h"
 #include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"

@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/generator.h"

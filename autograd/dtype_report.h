@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "core/tensor.h"
 
 namespace mt::autograd {

@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "autograd/anomaly.h"
 #include "autograd/dtype_report.h"
 #include "autograd/grad_mode.h"

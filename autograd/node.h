@@ -91,7 +91,7 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 // `saves_tensors = false` marks closures that hold only shapes/dtypes (see Node).
 // Only ops that compute nothing (views, reshapes, dtype and device moves),
 // which autocast never casts, call this directly; computing ops record
-// through their autocast decision (autograd/autocast_cast.h).
+// through their autocast decision (autograd/autocast.h).
 Tensor record_node(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn,
                    bool saves_tensors = true);
 

@@ -15,8 +15,7 @@
 #include <string>
 #include <tuple>
 
-#include "amp/autocast.h"
-#include "autograd/autocast_cast.h"
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 #include "core/graph.h"

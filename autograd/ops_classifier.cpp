@@ -19,8 +19,7 @@
 // GEMM dtype once (f16/bf16 only; a single chunk is the unfused result).
 #include <algorithm>
 
-#include "amp/autocast.h"
-#include "autograd/autocast_cast.h"
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 #include "kernels/cross_entropy.h"

@@ -1,7 +1,7 @@
 // Convolution, pooling and batch norm: conv2d, max_pool2d, avg_pool2d,
 // adaptive_avg_pool2d, batch_norm. Forward and backward of each sit together;
 // the kernels are in kernels/cpu/{conv,pool,batch_norm}.cpp.
-#include "autograd/autocast_cast.h"
+#include "autograd/autocast.h"
 #include "autograd/op_helpers.h"
 #include "kernels/batch_norm.h"
 #include "kernels/conv.h"

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/autocast_cast.h"
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 #include "kernels/elementwise.h"

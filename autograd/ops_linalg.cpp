@@ -3,7 +3,7 @@
 // epilogue and its own rule.
 #include <optional>
 
-#include "autograd/autocast_cast.h"
+#include "autograd/autocast.h"
 #include "autograd/op_helpers.h"
 #include "kernels/elementwise.h"
 #include "kernels/matmul.h"

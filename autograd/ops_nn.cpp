@@ -1,6 +1,6 @@
 // Neural-network functions: softmax/log_softmax, layer_norm, cross_entropy,
 // mse_loss, embedding, dropout. Forward and backward of each sit together.
-#include "autograd/autocast_cast.h"
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 #include "core/graph.h"

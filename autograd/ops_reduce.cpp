@@ -3,7 +3,7 @@
 // Every reduction permutes its input to [kept dims..., reduced dims...] so the
 // kernel sees independent rows; backward expands the gradient back over the
 // reduced dims.
-#include "autograd/autocast_cast.h"
+#include "autograd/autocast.h"
 #include "autograd/op_helpers.h"
 #include "kernels/indexing.h"
 #include "kernels/reduce.h"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "autograd/autocast_cast.h"
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 #include "autograd/tensor_methods.h"

@@ -15,8 +15,8 @@ include(CMakePackageConfigHelpers)
 # Layer targets keep their names in this tree (mt_core, ...); users see mixtape::core, ...
 set(MT_EXPORTED_TARGETS
     mt_settings:settings mt_fmt:fmt mt_spdlog:spdlog mixtape_sim:sim mt_core:core mt_kernels:kernels
-    mt_amp_autocast:autocast mt_autograd:autograd mt_autograd_tensor_methods:tensor_methods mt_nn:nn
-    mt_optim:optim mt_amp_scaler:scaler mt_distributed:distributed mt_models:models mixtape:mixtape
+    mt_autograd:autograd mt_autograd_tensor_methods:tensor_methods mt_nn:nn
+    mt_optim:optim mt_amp:amp mt_distributed:distributed mt_models:models mixtape:mixtape
     mixtape_tools:tools)
 set(MT_INSTALL_TARGETS "")
 foreach(pair IN LISTS MT_EXPORTED_TARGETS)

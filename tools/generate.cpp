@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/philox.h"

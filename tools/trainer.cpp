@@ -20,7 +20,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "amp/grad_scaler.h"
 #include "autograd/anomaly.h"
 #include "autograd/dtype_report.h"
