@@ -9,7 +9,7 @@ CMAKE_ARGS ?=
 .PHONY: train test sanitize setup configure build clean
 
 setup:
-	@tools/setup.sh
+	@tools/scripts/setup.sh
 
 configure: setup
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) > $(BUILD).configure.log 2>&1 || \
@@ -31,7 +31,7 @@ train: configure
 # passively. The tests time nothing, so this changes no result.
 # The HTML report's browser test needs Chromium: only the test run installs it.
 test: build
-	@tools/setup.sh --browser
+	@tools/scripts/setup.sh --browser
 	@cd $(BUILD) && OMP_WAIT_POLICY=passive ctest --output-on-failure -j $(JOBS)
 
 # The sanitizer and fuzzing stage of CI (.ci/run runs it after `make test`):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side by side on this machine's CPU: mixtape vs PyTorch (Debian's
 # python3-torch) training gpt-small and bert-tiny, the same model shapes (the
-# twins in tools/load_in_pytorch.py), AdamW, the same batch and sequence
+# twins in tools/scripts/load_in_pytorch.py), AdamW, the same batch and sequence
 # length, in fp32 and in bf16 autocast, both on 2 threads. Prints training
 # tokens/s of each and the ratio, as a Markdown table. Run it on an idle
 # machine: anything else running skews both sides.
@@ -30,7 +30,7 @@ print(f\"{s['samples_per_s'] * $4:.0f}\")"
 }
 
 torch_rate() {  # model batch context precision -> tokens/s
-  /usr/bin/python3 - "$@" "$steps" "$here/../tools" <<'PY'
+  /usr/bin/python3 - "$@" "$steps" "$here/../tools/scripts" <<'PY'
 import sys, time, torch
 model_name, batch, context, precision, steps, tools = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
     sys.argv[4], int(sys.argv[5]), sys.argv[6]

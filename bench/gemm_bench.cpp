@@ -10,7 +10,7 @@
 // max |C| (so a fast wrong kernel shows up). Exits 1 when a version differs
 // from cuBLASLt by more than the dtype's tolerance (so a small run doubles as
 // the GPU correctness test of both back ends), 77 without a GPU, so CTest
-// (and tools/gpu_check.sh) report it skipped.
+// (and tools/scripts/gpu_check.sh) report it skipped.
 #include <cuda_runtime.h>
 
 #include <algorithm>

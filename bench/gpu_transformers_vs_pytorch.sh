@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Side by side on one GPU: mixtape vs PyTorch (the GPU machine's own, 2.x)
-# training the same GPT shape (the twin in tools/load_in_pytorch.py) with
+# training the same GPT shape (the twin in tools/scripts/load_in_pytorch.py) with
 # AdamW at the same batch and context, in bf16 and fp16 autocast (fp16 with a
 # GradScaler): PyTorch eager with fused AdamW, and torch.compile for bf16.
 # Then `mixtape bench` on bert-base: FP32, AMP, and AMP at the largest batch
-# that fits FP32's memory. Prints Markdown tables; tools/gpu_check.sh runs it.
+# that fits FP32's memory. Prints Markdown tables; tools/scripts/gpu_check.sh runs it.
 #
 # Usage: bench/gpu_transformers_vs_pytorch.sh path/to/mixtape [steps]
 # Environment (for a small smoke run elsewhere): MODEL (gpt2-124m), BATCH (16),
@@ -31,7 +31,7 @@ print(f\"{s['samples_per_s'] * $context:.0f}\")"
 }
 
 torch_rate() {  # precision compile -> tokens/s
-  "$python" - "$model" "$batch" "$context" "$1" "$2" "$steps" "$device" "$here/../tools" <<'PY' 2>/dev/null || echo failed
+  "$python" - "$model" "$batch" "$context" "$1" "$2" "$steps" "$device" "$here/../tools/scripts" <<'PY' 2>/dev/null || echo failed
 import sys, time, torch
 name, batch, context, precision, compile_it, steps, device, tools = sys.argv[1], int(sys.argv[2]), \
     int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1", int(sys.argv[6]), sys.argv[7], sys.argv[8]

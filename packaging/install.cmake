@@ -16,8 +16,8 @@ include(CMakePackageConfigHelpers)
 set(MT_EXPORTED_TARGETS
     mt_settings:settings mt_fmt:fmt mt_spdlog:spdlog mixtape_sim:sim mt_core:core mt_kernels:kernels
     mt_autograd:autograd mt_autograd_tensor_methods:tensor_methods mt_nn:nn
-    mt_optim:optim mt_amp:amp mt_distributed:distributed mt_models:models mixtape:mixtape
-    mixtape_tools:tools)
+    mt_optim:optim mt_amp:amp mt_distributed:distributed mt_models:models mt_library_link:library_link
+    mixtape:mixtape mt_tools_data:tools_data mt_tools_train:tools_train mixtape_tools:tools)
 set(MT_INSTALL_TARGETS "")
 foreach(pair IN LISTS MT_EXPORTED_TARGETS)
   string(REPLACE ":" ";" pair "${pair}")
@@ -26,7 +26,7 @@ foreach(pair IN LISTS MT_EXPORTED_TARGETS)
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${exported})
   list(APPEND MT_INSTALL_TARGETS ${target})
 endforeach()
-target_include_directories(mixtape_tools PUBLIC $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/mixtape>)
+target_include_directories(mixtape_tools INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/mixtape>)
 
 install(TARGETS ${MT_INSTALL_TARGETS} EXPORT mixtapeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -1,4 +1,4 @@
-# Every dependency is a system package (tools/setup.sh installs them on Debian).
+# Every dependency is a system package (tools/scripts/setup.sh installs them on Debian).
 # This file only finds them; no third-party source is vendored.
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(Threads REQUIRED)
@@ -6,7 +6,7 @@ find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 # fmt and spdlog header-only, Boost.Context static: mixtape's binaries then
 # need no third-party shared library, so a build made here runs on a GPU
-# machine that has none of these packages (tools/gpu_check.sh).
+# machine that has none of these packages (tools/scripts/gpu_check.sh).
 add_library(mt_fmt INTERFACE)
 target_link_libraries(mt_fmt INTERFACE fmt::fmt-header-only)
 add_library(mt_spdlog INTERFACE)

@@ -12,8 +12,8 @@
 #include "core/caching_allocator.h"
 #include "core/device.h"
 #include "tests/fuzz/fuzz_input.h"
-#include "tools/bench.h"
-#include "tools/trainer.h"
+#include "tools/train/bench.h"
+#include "tools/train/trainer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -9,7 +9,7 @@
 #include "nn/layers.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
-#include "tools/trainer.h"
+#include "tools/train/trainer.h"
 
 namespace mt::fuzz {
 

@@ -10,7 +10,7 @@
 #include "runtime/sim/runtime.h"
 #include "mixtape.h"
 #include "tests/kernels/sim_tensor_util.h"
-#include "tools/trainer.h"
+#include "tools/train/trainer.h"
 
 using namespace mt;
 

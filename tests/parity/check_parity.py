@@ -422,8 +422,8 @@ def check(record):
 
 # ---------------------------------------------------------------- the reference models
 # The PyTorch twins written out in models/*.h (same names and shapes), from
-# tools/load_in_pytorch.py, loaded with mixtape's initial parameters.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+# tools/scripts/load_in_pytorch.py, loaded with mixtape's initial parameters.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "scripts"))
 from load_in_pytorch import CNN, GPT, MLP, ResNet  # noqa: E402
 
 

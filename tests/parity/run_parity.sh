@@ -8,7 +8,7 @@ dump="$1"
 work="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
 if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  echo "parity_with_pytorch: SKIPPED, /usr/bin/python3 cannot import torch (tools/setup.sh installs python3-torch)"
+  echo "parity_with_pytorch: SKIPPED, /usr/bin/python3 cannot import torch (tools/scripts/setup.sh installs python3-torch)"
   exit 77
 fi
 mkdir -p "$work"

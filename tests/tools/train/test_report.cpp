@@ -1,0 +1,187 @@
+// The HTML report's reader and page (tools/train/report.h), check-data's scan
+// (tools/data/check.h) and the trainer's debugging aids end to end. The page
+// itself is loaded in Chromium by tests/tools/cli/report_in_browser.sh.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/error.h"
+#include "tools/data/check.h"
+#include "tools/train/report.h"
+#include "tools/train/trainer.h"
+
+using namespace mt;
+using Catch::Contains;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("mixtape_report_test_" + name)).string();
+}
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+const char* const kLog =
+    R"({"step":1,"epoch":0,"batch":0,"loss":2.5,"lr":0.001,"scale":65536,"samples_per_s":100,"memory_bytes":10,"peak_memory_bytes":20,"skipped":true}
+{"step":2,"epoch":0,"batch":1,"loss":2.25,"lr":0.001,"scale":32768,"samples_per_s":110,"memory_bytes":10,"peak_memory_bytes":20,"skipped":false,"grad_norm":1.5}
+{"eval":{"step":2,"loss":2.0,"accuracy":0.25}}
+{"summary":{"steps":2,"skipped_steps":1,"test_accuracy":0.25,"samples_per_s":123.456789,"peak_memory_bytes":4096,"final_scale":32768,"config":{"precision":"fp16","model":"mlp","device":"cpu"},"command":"mixtape train --label '<script>alert(1)</script>'"}}
+)";
+
+}  // namespace
+
+TEST_CASE("a metrics log is read into steps, evaluations and the summary, labelled by its precision", "[report]") {
+  const std::string path = temp_path("ok.jsonl");
+  write_text(path, kLog);
+  const tools::RunRecord run = tools::read_metrics_log(path);
+  CHECK(run.steps.size() == 2);
+  CHECK(run.evals.size() == 1);
+  CHECK(run.summary.is_object());
+  CHECK(run.label == "fp16");
+  CHECK(run.problem.empty());
+  std::remove(path.c_str());
+}
+
+// Bug caught: a cut or corrupt log made the whole report fail (or drew garbage)
+// instead of drawing what came before and saying where it stopped.
+TEST_CASE("a log cut off mid-line or holding a non-JSON line is drawn up to there, and says where", "[report]") {
+  const std::string log = kLog;
+  const std::string cut = temp_path("cut.jsonl");
+  write_text(cut, log.substr(0, log.find("{\"eval\"") + 10));  // the eval line cut after 10 bytes
+  const tools::RunRecord a = tools::read_metrics_log(cut);
+  CHECK(a.steps.size() == 2);
+  CHECK_FALSE(a.summary.is_object());
+  CHECK_THAT(a.problem, Contains("line 3 is cut off mid-line") && Contains("2 line(s) before it"));
+
+  const std::string bad = temp_path("bad.jsonl");
+  write_text(bad, log.substr(0, log.find("{\"eval\"")) + "loss went up\n" + log.substr(log.find("{\"eval\"")));
+  const tools::RunRecord b = tools::read_metrics_log(bad);
+  CHECK(b.steps.size() == 2);
+  CHECK_THAT(b.problem, Contains("line 3 is not JSON"));
+  // The page still renders, with the problem on it.
+  tools::ReportPage page;
+  page.runs = {b};
+  CHECK_THAT(tools::render_report_html(page), Contains("class=\"problem\"") && Contains("plot-loss"));
+  std::remove(cut.c_str());
+  std::remove(bad.c_str());
+}
+
+TEST_CASE("a missing, empty, foreign or non-regular metrics file is a clear error", "[report][errors]") {
+  CHECK_THROWS_WITH(tools::read_metrics_log(temp_path("missing.jsonl")), Contains("does not exist"));
+  const std::string empty = temp_path("empty.jsonl");
+  write_text(empty, "");
+  CHECK_THROWS_WITH(tools::read_metrics_log(empty), Contains("holds no mixtape metrics"));
+  const std::string foreign = temp_path("foreign.jsonl");
+  write_text(foreign, "{\"hello\": 1}\n");
+  CHECK_THROWS_WITH(tools::read_metrics_log(foreign), Contains("not a mixtape metrics record"));
+  CHECK_THROWS_WITH(tools::read_metrics_log(std::filesystem::temp_directory_path().string()),
+                    Contains("not a regular file"));
+  std::remove(empty.c_str());
+  std::remove(foreign.c_str());
+}
+
+// Bugs caught: a rounded number in data-value (the browser test compares it
+// with the log), markup from a log or a command line landing in the page
+// unescaped, skipped steps not marked on the scale plot.
+TEST_CASE("the page carries exact values, escapes what it quotes and marks skipped steps", "[report]") {
+  const std::string path = temp_path("page.jsonl");
+  write_text(path, kLog);
+  tools::ReportPage page;
+  page.runs = {tools::read_metrics_log(path)};
+  page.commands = {"mixtape report <x> & 'y'"};
+  const std::string html = tools::render_report_html(page);
+  CHECK_THAT(html, Contains("data-metric=\"samples_per_s\" data-value=\"123.456789\""));
+  CHECK_THAT(html, Contains("data-metric=\"final_loss\" data-value=\"2.25\""));
+  CHECK_THAT(html, Contains("data-run=\"fp16\""));
+  CHECK(html.find("<script>alert") == std::string::npos);
+  CHECK_THAT(html, Contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+  CHECK_THAT(html, Contains("mixtape report &lt;x&gt; &amp; &#39;y&#39;"));
+  CHECK_THAT(html, Contains("class=\"skip\""));
+  for (const char* id :
+       {"plot-loss", "plot-scale", "plot-grad-norm", "plot-lr", "plot-eval", "plot-throughput", "plot-memory"}) {
+    CHECK_THAT(html, Contains(std::string("id=\"") + id + "\""));
+  }
+  // The only address in the page is the SVG namespace, which is never fetched.
+  std::string rest = html;
+  for (size_t at; (at = rest.find("http://www.w3.org/2000/svg")) != std::string::npos;) rest.erase(at, 26);
+  CHECK(rest.find("http") == std::string::npos);
+  CHECK(html.find("src=") == std::string::npos);  // nothing fetched
+  std::remove(path.c_str());
+}
+
+// Bugs caught: a NaN pixel or an out-of-range label passing unnoticed, the
+// first-index lists pointing at the wrong samples.
+TEST_CASE("check-data counts non-finite inputs, out-of-range targets and empty samples with their indices",
+          "[report][data]") {
+  data::Dataset d;
+  std::vector<float> x(10 * 4);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7);
+  x[3 * 4 + 1] = NAN;
+  x[3 * 4 + 2] = INFINITY;
+  for (int i = 0; i < 4; ++i) x[7 * 4 + i] = 0.5f;  // sample 7 is blank
+  d.inputs = from_vector(x, {10, 4});
+  d.targets = from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 12, 6, 7, -1, 9}, {10});
+  d.classes = 10;
+  const data::DataCheck c = data::check_dataset(d);
+  CHECK(c.samples == 10);
+  CHECK(c.nonfinite_values == 2);
+  CHECK(c.nonfinite_samples == 1);
+  CHECK(c.first_nonfinite == std::vector<int64_t>{3});
+  CHECK(c.bad_targets == 2);
+  CHECK(c.first_bad_targets == std::vector<int64_t>{5, 8});
+  CHECK(c.empty_samples == 1);
+  CHECK(c.first_empty == std::vector<int64_t>{7});
+  CHECK_FALSE(c.clean());
+  CHECK_THAT(data::describe(c, 10), Contains("2 targets outside 0..9") && Contains("first bad targets: samples 5, 8"));
+  // The padding targets of text (ignore_index) are not out of range.
+  d.targets = from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, -100, 9}, {10});
+  CHECK(data::check_dataset(d).bad_targets == 0);
+}
+
+// Bug caught: --report writing nothing when training stopped early, or a
+// run whose page lacks its own numbers.
+TEST_CASE("train --report writes the page of the run, with the gradient norm measured without clipping",
+          "[report][e2e]") {
+  tools::TrainConfig c;
+  c.model = "mlp";
+  c.dataset = "synthetic";
+  c.precision = "fp16";
+  c.max_steps = 6;
+  c.batch = 64;
+  c.train_limit = 512;
+  c.test_limit = 64;
+  c.progress = false;
+  c.report = temp_path("run.html");
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  const tools::TrainSummary s = tools::train(c, sink);
+  std::fclose(sink);
+  std::ifstream in(c.report);
+  const std::string html{std::istreambuf_iterator<char>(in), {}};
+  CHECK_THAT(html, Contains("plot-grad-norm") && Contains("plot-scale") && Contains("plot-ledger"));
+  CHECK_THAT(html, Contains(fmt::format("data-metric=\"steps\" data-value=\"{}\"", s.steps)));
+  size_t norms = 0;
+  for (const nlohmann::json& r : s.records) norms += r.contains("grad_norm") && r["grad_norm"].get<double>() > 0;
+  CHECK(norms == static_cast<size_t>(s.steps - s.skipped_steps));
+  CHECK(norms >= 1);
+  std::remove(c.report.c_str());
+}
+
+// Bug caught: a log someone else wrote, with fields of the wrong type (a
+// number where the page expects text, a string for "skipped", a config that
+// is not an object), made nlohmann's value() throw its own type_error out of
+// `mixtape report` instead of drawing what is valid.
+TEST_CASE("fields of the wrong type in a log are drawn as unknown, never thrown", "[report][errors]") {
+  const std::string path = temp_path("types.jsonl");
+  write_text(path,
+             R"({"step":1,"loss":2.5,"scale":"big","skipped":"yes"}
+{"dtype_report":[{"module":5,"op":["linear"],"calls":"many","flag":null}, 7]}
+{"summary":{"steps":"one","config":"fp16","device":3,"memory_ledger":{"at_peak":[1,2],"theory":"none"}}}
+)");
+  tools::ReportPage page;
+  page.runs = {tools::read_metrics_log(path)};
+  std::string html;
+  REQUIRE_NOTHROW(html = tools::render_report_html(page));
+  CHECK_THAT(html, Contains("plot-loss") && Contains("class=\"dtypes\""));
+  std::remove(path.c_str());
+}

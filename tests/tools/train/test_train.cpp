@@ -1,0 +1,577 @@
+// End to end on real data: the trainer behind `mixtape train`.
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "amp/grad_scaler.h"
+#include "core/safetensors.h"
+#include "core/threads.h"
+#include "tools/data/loader.h"
+#include "tools/train/trainer.h"
+
+using namespace mt;
+using Catch::Contains;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("mixtape_train_test_" + name)).string();
+}
+
+tools::TrainConfig quick_config() {
+  tools::TrainConfig c;
+  c.model = "mlp";
+  c.progress = false;
+  c.train_limit = 2048;
+  c.test_limit = 500;
+  c.epochs = 1;
+  return c;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+}  // namespace
+
+TEST_CASE("mlp reaches 87% on Fashion-MNIST in fp32, fp16 and bf16, within 0.5 points", "[e2e][slow]") {
+  std::map<std::string, double> accuracy;
+  for (const char* precision : {"fp32", "fp16", "bf16"}) {
+    tools::TrainConfig c;
+    c.model = "mlp";
+    c.precision = precision;
+    c.epochs = 4;
+    c.progress = false;
+    std::FILE* sink = std::fopen("/dev/null", "w");
+    const tools::TrainSummary s = tools::train(c, sink);
+    std::fclose(sink);
+    accuracy[precision] = s.test_accuracy;
+    WARN(precision << ": test accuracy " << 100 * s.test_accuracy << "%, " << s.samples_per_second
+                   << " samples/s, skipped steps " << s.skipped_steps);
+  }
+  for (const auto& [p, a] : accuracy) {
+    INFO(p);
+    CHECK(a >= 0.87);
+  }
+  CHECK(std::fabs(accuracy["fp16"] - accuracy["fp32"]) <= 0.005);
+  CHECK(std::fabs(accuracy["bf16"] - accuracy["fp32"]) <= 0.005);
+}
+
+TEST_CASE("a resumed run continues bit-identically, mid-epoch and across precisions", "[e2e][checkpoint]") {
+  for (const char* precision : {"fp32", "fp16"}) {
+    INFO(precision);
+    const std::string ckpt = temp_path(std::string("resume_") + precision + ".safetensors");
+    tools::TrainConfig straight = quick_config();
+    straight.precision = precision;
+    straight.epochs = 2;
+    straight.clip = 1.0;
+    std::FILE* sink = std::fopen("/dev/null", "w");
+    const auto full = tools::train(straight, sink);
+
+    tools::TrainConfig first = straight;
+    first.max_steps = 21;  // stops mid-epoch (16 steps per epoch)
+    first.save = ckpt;
+    tools::train(first, sink);
+    tools::TrainConfig second = straight;
+    second.resume = ckpt;
+    const auto resumed = tools::train(second, sink);
+    std::fclose(sink);
+    REQUIRE(resumed.losses.size() == full.losses.size() - 21);
+    CHECK(std::vector<double>(full.losses.begin() + 21, full.losses.end()) == resumed.losses);
+    CHECK(resumed.test_accuracy == full.test_accuracy);
+    std::filesystem::remove(ckpt);
+  }
+}
+
+TEST_CASE("checkpoints carry PyTorch's names, the optimizer, the scaler and the config", "[checkpoint]") {
+  const std::string ckpt = temp_path("contents.safetensors");
+  tools::TrainConfig c = quick_config();
+  c.precision = "fp16";
+  c.master_weights = true;
+  c.max_steps = 3;
+  c.save = ckpt;
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  tools::train(c, sink);
+  std::fclose(sink);
+  const SafetensorsFile f = load_safetensors(ckpt);
+  CHECK(f.tensors.at("fc1.weight").sizes() == Shape{256, 784});
+  CHECK(f.tensors.at("fc1.weight").dtype() == kF16);                // the model as it trains: f16
+  CHECK(f.tensors.at("optimizer.state.0.master").dtype() == kF32);  // with its f32 master
+  CHECK(f.tensors.count("optimizer.state.0.exp_avg") == 1);
+  CHECK(f.tensors.at("scaler.scale").item<double>() > 0);
+  CHECK(f.metadata.at("model") == "mlp");
+  CHECK(f.metadata.at("step") == "3");
+  CHECK(f.metadata.at("config").find("\"precision\":\"fp16\"") != std::string::npos);
+  const auto r = tools::evaluate_checkpoint(ckpt, "", "cpu");
+  CHECK(r.evaluation.accuracy > 0.3);
+  CHECK(r.model == "mlp");
+  std::filesystem::remove(ckpt);
+}
+
+TEST_CASE("a diverging run stops at the first non-finite loss and keeps the last good checkpoint", "[e2e][errors]") {
+  const std::string ckpt = temp_path("good.safetensors");
+  tools::TrainConfig c = quick_config();
+  c.train_limit = 512;
+  c.save = ckpt;
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  tools::train(c, sink);
+  const std::string saved = read_file(ckpt);
+
+  tools::TrainConfig diverge = c;
+  diverge.resume = ckpt;
+  diverge.epochs = 3;
+  diverge.lr = 1e30;  // AdamW moves each weight by about lr per step: logits overflow f32
+  diverge.schedule = "constant";
+  try {
+    tools::train(diverge, sink);
+    FAIL("training should have stopped");
+  } catch (const tools::NonFiniteLoss& e) {
+    const std::string m = e.what();
+    CHECK_THAT(m, Contains("at step") && Contains("Recent loss scales") && Contains("Last finite losses") &&
+                      Contains("last good checkpoint"));
+  }
+  std::fclose(sink);
+  CHECK(read_file(ckpt) == saved);  // untouched
+  std::filesystem::remove(ckpt);
+}
+
+TEST_CASE("bad input: missing dataset, mismatched checkpoint, non-finite samples, corrupt IDX", "[errors]") {
+  tools::TrainConfig c = quick_config();
+  c.data = "/nonexistent/fashion";
+  REQUIRE_THROWS_WITH(tools::train(c), Contains("Fashion-MNIST not found") && Contains("dataset-fashion-mnist"));
+
+  const std::string ckpt = temp_path("mlp.safetensors");
+  tools::TrainConfig save = quick_config();
+  save.max_steps = 1;
+  save.save = ckpt;
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  tools::train(save, sink);
+  tools::TrainConfig wrong = quick_config();
+  wrong.model = "cnn";
+  wrong.resume = ckpt;
+  REQUIRE_THROWS_WITH(tools::train(wrong, sink), Contains("holds a 'mlp' model but --model is 'cnn'"));
+  tools::TrainConfig wrong_opt = quick_config();
+  wrong_opt.resume = ckpt;
+  wrong_opt.optimizer = "sgd";
+  REQUIRE_THROWS_WITH(tools::train(wrong_opt, sink), Contains("does not match this run"));
+  std::fclose(sink);
+  std::filesystem::remove(ckpt);
+
+  data::Dataset d = data::synthetic_images(8, 2, 4, 4, 1);
+  d.inputs.data<float>()[5 * 16 + 3] = NAN;
+  data::DataLoader loader(d, {.batch = 8, .shuffle = false, .prefetch = false});
+  REQUIRE_THROWS_WITH(loader.next(), Contains("sample 5") && Contains("non-finite"));
+
+  const std::string images = temp_path("images.gz"), labels = temp_path("labels.gz");
+  auto write_gz = [](const std::string& path, const std::vector<uint8_t>& bytes) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+    gzclose(f);
+  };
+  write_gz(images, {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3});  // 2 images of 2x2 need 8 bytes
+  write_gz(labels, {0, 0, 8, 1, 0, 0, 0, 2, 1, 3});
+  REQUIRE_THROWS_WITH(data::load_idx(images, labels), Contains("truncated"));
+  write_gz(images, {0, 0, 8, 1, 0, 0, 0, 2});
+  REQUIRE_THROWS_WITH(data::load_idx(images, labels), Contains("not an IDX image file"));
+  std::filesystem::remove(images);
+  std::filesystem::remove(labels);
+}
+
+TEST_CASE("shuffling is seeded per epoch and augmentation is reproducible", "[data]") {
+  const data::Dataset d = data::synthetic_images(64, 4, 6, 6, 3);
+  data::DataLoader a(d, {.batch = 16, .augment = true, .seed = 5});
+  data::DataLoader b(d, {.batch = 16, .augment = true, .seed = 5});
+  const auto first = a.next()->targets.to_vector();
+  CHECK(first == b.next()->targets.to_vector());
+  a.start_epoch(1);
+  CHECK(a.next()->targets.to_vector() != first);
+  a.start_epoch(0, /*skip_batches=*/1);
+  b.start_epoch(0);
+  b.next();
+  CHECK(a.next()->inputs.to_vector() == b.next()->inputs.to_vector());
+  CHECK(a.batches_per_epoch() == 4);
+}
+
+// The bugs: ranks that read overlapping samples (or miss some), shards of
+// different lengths (the ranks' step counts then differ and the job hangs),
+// or a union per step that is not one process's batch of shard_count x B.
+TEST_CASE("sharded loaders split each epoch into disjoint, equal rank shards", "[data][dist]") {
+  data::Dataset d;
+  std::vector<int64_t> index(10);
+  for (int64_t i = 0; i < 10; ++i) index[static_cast<size_t>(i)] = i;
+  d.inputs = from_vector(index, {10, 1}).to(kF32);
+  d.targets = from_vector(index, {10});
+  d.classes = 10;
+  data::DataLoader whole(d, {.batch = 6, .seed = 3, .prefetch = false});
+  const std::vector<double> first_batch = whole.next()->targets.to_vector();
+  for (bool drop : {false, true}) {
+    std::vector<double> seen;
+    std::vector<double> first_batches;
+    for (int64_t rank = 0; rank < 3; ++rank) {
+      data::DataLoader mine(
+          d, {.batch = 2, .seed = 3, .prefetch = false, .shard_rank = rank, .shard_count = 3, .drop_uneven = drop});
+      CHECK(mine.samples_per_epoch() == (drop ? 3 : 4));
+      CHECK(mine.batches_per_epoch() == 2);
+      bool first = true;
+      while (auto b = mine.next()) {
+        const std::vector<double> targets = b->targets.to_vector();
+        seen.insert(seen.end(), targets.begin(), targets.end());
+        if (first) first_batches.insert(first_batches.end(), targets.begin(), targets.end());
+        first = false;
+      }
+    }
+    std::sort(seen.begin(), seen.end());
+    std::sort(first_batches.begin(), first_batches.end());
+    std::vector<double> expected_first = first_batch;
+    std::sort(expected_first.begin(), expected_first.end());
+    CHECK(first_batches == expected_first);  // the ranks' batch 0 is one process's batch 0 of 3 x 2
+    if (drop) {
+      CHECK(seen.size() == 9);
+      CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());  // nothing twice
+    } else {
+      CHECK(seen.size() == 12);  // 10 samples, 2 repeated to pad the last shard
+      CHECK(std::unique(seen.begin(), seen.end()) - seen.begin() == 10);
+    }
+  }
+  CHECK_THROWS_WITH(data::DataLoader(d, {.shard_rank = 3, .shard_count = 3}), Contains("does not exist"));
+}
+
+// Catches a kernel whose result depends on the thread count (the tuner
+// changes it mid-run, so runs of one seed would differ) and a tuner that
+// leaves its count behind after train() returns.
+TEST_CASE("training gives the same losses on 1 thread, 2 threads and under the thread tuner", "[e2e][threads]") {
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  for (const char* model : {"mlp", "cnn"}) {
+    for (const char* precision : {"fp32", "bf16"}) {
+      INFO(model << " " << precision);
+      tools::TrainConfig c = quick_config();
+      c.model = model;
+      c.precision = precision;
+      c.train_limit = std::string(model) == "cnn" ? 256 : 2048;
+      c.batch = std::string(model) == "cnn" ? 32 : 128;
+      c.test_limit = 100;
+      c.threads = 1;
+      const int before = num_threads();
+      const auto one = tools::train(c, sink);
+      CHECK(one.threads == 1);
+      c.threads = 2;
+      const auto two = tools::train(c, sink);
+      CHECK(two.threads == 2);
+      c.threads = 0;
+      const auto tuned = tools::train(c, sink);
+      CHECK(num_threads() == before);
+      CHECK(one.losses == two.losses);
+      CHECK(one.losses == tuned.losses);
+      CHECK(one.test_accuracy == tuned.test_accuracy);
+    }
+  }
+  tools::TrainConfig c = quick_config();
+  c.threads = -1;
+  CHECK_THROWS_WITH(tools::train(c, sink), Contains("--threads"));
+  std::fclose(sink);
+}
+
+// The bugs: ZeRO-1's flat layout losing or doubling a slice of a parameter,
+// its shard optimizer stepping views that do not alias the parameters, or a
+// consolidated checkpoint that resumes elsewhere. In a world of one the
+// sharded optimizer holds every element, so the run must match the plain one
+// bit for bit, including a resume from its checkpoint without sharding.
+TEST_CASE("ZeRO-1 (train --shard-optimizer) in a world of one trains and checkpoints exactly as without it",
+          "[e2e][dist][zero]") {
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  for (const char* precision : {"fp32", "fp16"}) {
+    INFO(precision);
+    tools::TrainConfig c = quick_config();
+    c.precision = precision;
+    c.max_steps = 6;
+    c.epochs = 2;
+    c.threads = 1;
+    c.master_weights = std::string(precision) == "fp16";
+    c.clip = c.master_weights ? 0.0 : 0.5;  // the global norm over the shards (unscale_ refuses f16 gradients)
+    const auto plain = tools::train(c, sink);
+    c.shard_optimizer = true;
+    const std::string ckpt = temp_path("zero.safetensors");
+    c.save = ckpt;
+    const auto sharded = tools::train(c, sink);
+    CHECK(plain.losses == sharded.losses);
+    CHECK(plain.memory_ledger.at_peak[static_cast<size_t>(MemoryCategory::OptimizerState)] ==
+          sharded.memory_ledger.at_peak[static_cast<size_t>(MemoryCategory::OptimizerState)]);
+    // Its checkpoint is an unsharded optimizer's: it resumes without --shard-optimizer.
+    tools::TrainConfig resumed = c;
+    resumed.shard_optimizer = false;
+    resumed.save.clear();
+    resumed.resume = ckpt;
+    resumed.max_steps = 8;
+    const auto after = tools::train(resumed, sink);
+    CHECK(after.steps == 8);
+    tools::TrainConfig straight = c;
+    straight.shard_optimizer = false;
+    straight.save.clear();
+    straight.max_steps = 8;
+    const auto reference = tools::train(straight, sink);
+    REQUIRE(reference.losses.size() == 8);
+    CHECK(after.losses == std::vector<double>(reference.losses.begin() + 6, reference.losses.end()));
+    std::filesystem::remove(ckpt);
+  }
+  std::fclose(sink);
+}
+
+TEST_CASE("a few training steps on the sim device match the CPU run's losses", "[e2e][sim]") {
+  // The same run through the CUDA kernels (on the simulator) and the CPU
+  // kernels: losses agree within the precision's tolerance.
+  struct Case {
+    const char* model;
+    const char* precision;
+    double tolerance;
+  };
+  for (const Case& k : {Case{"mlp", "fp32", 1e-4}, Case{"mlp", "fp16", 2e-2}, Case{"mlp", "bf16", 5e-2},
+                        Case{"cnn", "fp32", 1e-4}, Case{"cnn", "fp16", 2e-2}}) {
+    INFO(k.model << " " << k.precision);
+    tools::TrainConfig c = quick_config();
+    c.model = k.model;
+    c.precision = k.precision;
+    const bool small = std::string(k.model) == "cnn";  // convolutions are slow on the simulator
+    c.batch = small ? 8 : 32;
+    c.max_steps = small ? 2 : 3;
+    c.train_limit = 256;
+    c.test_limit = small ? 16 : 64;
+    std::FILE* sink = std::fopen("/dev/null", "w");
+    c.device = "cpu";
+    const auto cpu = tools::train(c, sink);
+    c.device = "sim";
+    const auto sim = tools::train(c, sink);
+    std::fclose(sink);
+    REQUIRE(sim.losses.size() == cpu.losses.size());
+    for (size_t i = 0; i < cpu.losses.size(); ++i) CHECK(sim.losses[i] == Approx(cpu.losses[i]).epsilon(k.tolerance));
+  }
+}
+
+// Catches: any host sync left in the training step (an item() per
+// micro-batch, the skip flag read for the scheduler, the scale read for the
+// progress line, targets counted on the host, a blocking batch upload, a
+// host-built constant copied over, --explain-skips' per-parameter flags or
+// --report's gradient norm read back eagerly). The sim device runs the CUDA
+// code path, so a sync there is a sync on a GPU.
+TEST_CASE("training steps on the sim device never make the host wait", "[e2e][sim][host_sync]") {
+  struct Case {
+    const char* precision;
+    double clip;
+    int64_t grad_accum;
+    const char* optimizer;
+    bool diagnostics = false;  // --explain-skips 1 and the measured gradient norm (--report)
+  };
+  for (const Case& k : {Case{"fp32", 0, 1, "adamw"}, Case{"fp16", 1.0, 1, "adamw"}, Case{"bf16", 0, 1, "sgd"},
+                        Case{"fp16", 0.5, 2, "adamw"}, Case{"fp16", 0, 1, "adamw", true}}) {
+    INFO(k.precision << " clip " << k.clip << " grad_accum " << k.grad_accum << " " << k.optimizer << " diagnostics "
+                     << k.diagnostics);
+    tools::TrainConfig c = quick_config();
+    c.device = "sim";
+    c.precision = k.precision;
+    c.clip = k.clip;
+    c.grad_accum = k.grad_accum;
+    c.optimizer = k.optimizer;
+    c.explain_skips = k.diagnostics ? 1 : 0;
+    c.record_grad_norm = k.diagnostics;
+    c.batch = 16;
+    c.max_steps = 5;
+    c.train_limit = 256;
+    c.test_limit = 32;
+    std::FILE* sink = std::fopen("/dev/null", "w");
+    const auto summary = tools::train(c, sink);
+    std::fclose(sink);
+    CHECK(summary.steps == 5);
+    CHECK(summary.losses.size() == 5);
+    CHECK(summary.host_syncs_per_step == 0.0);
+  }
+}
+
+// Catches: a step that cannot be captured (a host sync inside it fails the
+// capture), state that is not updated in place (the loss scale, the step
+// counters, BN's running statistics: replays would keep using the values
+// seen at capture, and the losses drift from the eager run's), scalars baked
+// into the graph that should change per step (the lr), a replay that reads
+// inputs from the address of the captured step's batch instead of the static
+// buffer, and an epoch's short last batch replayed through full-batch
+// buffers. The sim device is deterministic, so the losses must be identical.
+TEST_CASE("training with --cuda-graph on the sim device gives the eager run's losses, without host syncs",
+          "[e2e][sim][graph]") {
+  struct Case {
+    const char* model;
+    const char* precision;
+    double clip;
+    int64_t grad_accum;
+    const char* optimizer;
+    int64_t train_limit, batch, epochs;
+  };
+  for (const Case& k : {Case{"mlp", "fp16", 1.0, 2, "adamw", 200, 16, 2}, Case{"mlp", "bf16", 0, 1, "sgd", 72, 16, 2},
+                        Case{"cnn", "fp16", 0, 1, "adamw", 32, 8, 1}}) {
+    INFO(k.model << " " << k.precision << " clip " << k.clip << " grad_accum " << k.grad_accum << " " << k.optimizer);
+    tools::TrainConfig c = quick_config();
+    c.device = "sim";
+    c.model = k.model;
+    c.precision = k.precision;
+    c.clip = k.clip;
+    c.grad_accum = k.grad_accum;
+    c.optimizer = k.optimizer;
+    c.batch = k.batch;
+    c.epochs = k.epochs;
+    c.train_limit = k.train_limit;
+    c.test_limit = 16;
+    std::FILE* sink = std::fopen("/dev/null", "w");
+    const auto eager = tools::train(c, sink);
+    c.cuda_graph = true;
+    const auto graphed = tools::train(c, sink);
+    std::fclose(sink);
+    REQUIRE(graphed.losses.size() == eager.losses.size());
+    CHECK(eager.losses.size() >= 4);
+    for (size_t i = 0; i < eager.losses.size(); ++i) CHECK(graphed.losses[i] == eager.losses[i]);
+    CHECK(graphed.epoch_accuracies == eager.epoch_accuracies);
+    CHECK(graphed.host_syncs_per_step == 0.0);
+  }
+}
+
+TEST_CASE("training with --cuda-graph needs a device with graphs", "[graph][errors]") {
+  tools::TrainConfig c = quick_config();
+  c.device = "cpu";
+  c.cuda_graph = true;
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  CHECK_THROWS_WITH(tools::train(c, sink), Contains("--cuda-graph"));
+  std::fclose(sink);
+}
+
+// Catches: a resumed run that trusts its checkpoint (issue 14): a loss scale
+// of 0/NaN/inf or a negative one (every weight becomes NaN, exit 0), NaN
+// weights trained on and written back, negative second moments, positions
+// and counters that are negative, past the epoch or read leniently ("12abc"),
+// parameters of another dtype converted silently, unknown optimizer keys
+// ignored, and a missing per-parameter step restarting Adam's moments.
+TEST_CASE("resume refuses poisoned checkpoints with a clear error", "[checkpoint][errors][hardening]") {
+  const std::string good = temp_path("poison_source.safetensors"), bad = temp_path("poisoned.safetensors");
+  tools::TrainConfig c = quick_config();
+  c.precision = "fp16";
+  c.max_steps = 2;
+  c.save = good;
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  tools::train(c, sink);
+  const SafetensorsFile f = load_safetensors(good);
+  auto resume_from = [&](std::map<std::string, Tensor> tensors, std::map<std::string, std::string> metadata) {
+    save_safetensors(bad, tensors, metadata);
+    tools::TrainConfig r = quick_config();
+    r.precision = "fp16";
+    r.max_steps = 3;
+    r.resume = bad;
+    return tools::train(r, sink);
+  };
+  auto with_tensor = [&](const std::string& name, const Tensor& value) {
+    auto tensors = f.tensors;
+    tensors[name] = value;
+    return tensors;
+  };
+  auto with_metadata = [&](const std::string& key, const std::string& value) {
+    auto metadata = f.metadata;
+    metadata[key] = value;
+    return metadata;
+  };
+  for (const double scale : {0.0, -1.0, double(NAN), double(INFINITY)}) {
+    INFO("scale " << scale);
+    CHECK_THROWS_WITH(resume_from(with_tensor("scaler.scale", scalar_tensor(scale, kF32)), f.metadata),
+                      Contains("scale must be finite and positive") || Contains("'scaler.scale' holds non-finite"));
+    // The scaler refuses it on its own too (a state dict that is not from a file).
+    amp::GradScaler scaler;
+    optim::StateDict state = scaler.state_dict();
+    state["scale"] = scalar_tensor(scale, kF32);
+    CHECK_THROWS_WITH(scaler.load_state_dict(state), Contains("scale must be finite and positive"));
+  }
+  Tensor weights = f.tensors.at("fc1.weight").clone();
+  weights.data<float>()[7] = NAN;
+  CHECK_THROWS_WITH(resume_from(with_tensor("fc1.weight", weights), f.metadata),
+                    Contains("'fc1.weight' holds non-finite values"));
+  CHECK_THROWS_WITH(resume_from(with_tensor("optimizer.state.0.exp_avg_sq",
+                                            full(f.tensors.at("optimizer.state.0.exp_avg_sq").sizes(), -1.0)),
+                                f.metadata),
+                    Contains("negative second moments"));
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{{"batch_in_epoch", "-3"},
+                                                                                   {"batch_in_epoch", "100000"},
+                                                                                   {"step", "12abc"},
+                                                                                   {"epoch", "-1"},
+                                                                                   {"scheduler_step", "-5"},
+                                                                                   {"scheduler_step", "999"},
+                                                                                   {"rng_offset", "-1"},
+                                                                                   {"step", ""}}) {
+    INFO(key << " = '" << value << "'");
+    CHECK_THROWS_WITH(resume_from(f.tensors, with_metadata(key, value)),
+                      Contains("'" + key + "'") && (Contains("outside") || Contains("not a whole number")));
+  }
+  // A parameter of another dtype (load_state_dict would convert it silently).
+  CHECK_THROWS_WITH(resume_from(with_tensor("fc1.weight", f.tensors.at("fc1.weight").to(kF16)), f.metadata),
+                    Contains("'fc1.weight' is stored as") && Contains("--precision"));
+  // An optimizer key nobody reads, and a moment whose parameter has no step.
+  CHECK_THROWS_WITH(resume_from(with_tensor("optimizer.state.0.velocity", full({3}, 1.0)), f.metadata),
+                    Contains("unknown key 'state.0.velocity'"));
+  auto stepless = f.tensors;
+  stepless.erase("optimizer.state.1.step");
+  CHECK_THROWS_WITH(resume_from(stepless, f.metadata), Contains("'state.1.exp_avg") && Contains("no 'state.1.step'"));
+  // The untouched checkpoint still resumes.
+  CHECK(resume_from(f.tensors, f.metadata).steps == 3);
+  std::fclose(sink);
+  std::filesystem::remove(good);
+  std::filesystem::remove(bad);
+}
+
+// Catches: runs that do nothing or nonsense yet exit 0 (issue 14): no
+// optimizer step at all, a NaN clip norm, a --save folder that is missing
+// found only after the first epoch has trained.
+TEST_CASE("train refuses flags that would make the run do nothing or fail late", "[errors][hardening]") {
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  tools::TrainConfig c = quick_config();
+  c.train_limit = 256;
+  c.batch = 128;
+  c.grad_accum = 3;  // 2 batches per epoch
+  CHECK_THROWS_WITH(tools::train(c, sink), Contains("--grad-accum 3") && Contains("no optimizer step"));
+  c = quick_config();
+  c.clip = NAN;
+  CHECK_THROWS_WITH(tools::train(c, sink), Contains("--clip"));
+  c = quick_config();
+  c.save = temp_path("no_such_folder/ckpt.safetensors");
+  CHECK_THROWS_WITH(tools::train(c, sink), Contains("does not exist") && Contains("before training"));
+  std::fclose(sink);
+}
+
+// Catches (issue 14): a FIFO or /dev/zero given as a dataset file hanging or
+// exhausting memory, a gzip bomb decompressed without bound, and an IDX
+// header whose sizes multiply past int64 read as "out of memory".
+TEST_CASE("hostile dataset files are refused with a clear error", "[data][errors][hardening]") {
+  const std::string fifo = temp_path("fifo.gz"), labels = temp_path("hostile_labels.gz"),
+                    images = temp_path("hostile_images.gz");
+  auto write_gz = [](const std::string& path, const std::vector<uint8_t>& bytes, size_t zeros = 0) {
+    gzFile f = gzopen(path.c_str(), "wb1");
+    gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+    const std::vector<uint8_t> block(1 << 20, 0);
+    for (size_t i = 0; i < zeros; i += block.size()) gzwrite(f, block.data(), static_cast<unsigned>(block.size()));
+    gzclose(f);
+  };
+  write_gz(labels, {0, 0, 8, 1, 0, 0, 0, 1, 3});
+  std::filesystem::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(data::load_idx(fifo, labels), Contains("not a regular file"));
+  CHECK_THROWS_WITH(data::load_idx("/dev/zero", labels), Contains("not a regular file"));
+  std::filesystem::remove(fifo);
+  // 2^32 - 1 images of (2^32 - 1)^2 pixels: the product overflows int64.
+  const std::string many_labels = temp_path("hostile_many_labels.gz");
+  write_gz(many_labels, {0, 0, 8, 1, 255, 255, 255, 255});
+  write_gz(images, {0, 0, 8, 3, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255});
+  CHECK_THROWS_WITH(data::load_idx(images, many_labels), Contains("more than 2^63"));
+  std::filesystem::remove(many_labels);
+  // A bomb: a few MB of gzip that decompress past the 1 GiB bound.
+  write_gz(images, {0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 28, 0, 0, 0, 28}, (size_t{1} << 30) + (1 << 20));
+  CHECK(std::filesystem::file_size(images) < (size_t{8} << 20));
+  CHECK_THROWS_WITH(data::load_idx(images, labels), Contains("gzip bomb"));
+  std::filesystem::remove(images);
+  std::filesystem::remove(labels);
+}

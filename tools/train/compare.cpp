@@ -1,0 +1,94 @@
+#include "tools/train/compare.h"
+
+#include <filesystem>
+
+#include "runtime/error.h"
+#include "tools/train/machine.h"
+#include "tools/train/report.h"
+
+namespace mt::tools {
+
+std::string train_command_line(const TrainConfig& c) {
+  const TrainConfig defaults;
+  std::string line = "mixtape train";
+  auto flag = [&](const char* name, const auto& value, const auto& fallback) {
+    if (value != fallback) line += fmt::format(" --{} {}", name, value);
+  };
+  flag("model", c.model, defaults.model);
+  flag("precision", c.precision, defaults.precision);
+  flag("device", c.device, defaults.device);
+  flag("dataset", c.dataset, defaults.dataset);
+  if (!c.data.empty()) line += " --data '" + c.data + "'";
+  flag("epochs", c.epochs, defaults.epochs);
+  flag("steps", c.max_steps, defaults.max_steps);
+  flag("batch", c.batch, defaults.batch);
+  flag("lr", c.lr, defaults.lr);
+  flag("optimizer", c.optimizer, defaults.optimizer);
+  flag("schedule", c.schedule, defaults.schedule);
+  flag("warmup", c.warmup, defaults.warmup);
+  flag("grad-accum", c.grad_accum, defaults.grad_accum);
+  flag("clip", c.clip, defaults.clip);
+  flag("init-scale", c.init_scale, defaults.init_scale);
+  flag("seed", c.seed, defaults.seed);
+  flag("context", c.context, defaults.context);
+  flag("train-limit", c.train_limit, defaults.train_limit);
+  flag("test-limit", c.test_limit, defaults.test_limit);
+  flag("threads", c.threads, defaults.threads);
+  if (c.master_weights) line += " --master-weights";
+  if (c.dtype_report) line += " --dtype-report";
+  if (c.explain_skips > 0) line += fmt::format(" --explain-skips {}", c.explain_skips);
+  if (c.detect_anomaly) line += " --detect-anomaly";
+  return line;
+}
+
+std::vector<TrainSummary> run_compare(const CompareOptions& options, std::FILE* out) {
+  MT_CHECK(!options.out.empty(), "compare: --out (the HTML report to write) is required");
+  MT_CHECK(!options.precisions.empty(), "compare: no precision to train");
+  check_output_folder("compare: --out", options.out);
+  if (!options.log_dir.empty()) {
+    MT_CHECK(std::filesystem::is_directory(options.log_dir), "compare: --log-dir '{}' is not a folder",
+             options.log_dir);
+  }
+  ReportPage page;
+  std::vector<TrainSummary> summaries;
+  for (const std::string& precision : options.precisions) {
+    TrainConfig c = options.base;
+    c.precision = precision;
+    c.record_grad_norm = true;
+    c.keep_records = true;
+    c.dtype_report = true;
+    if (!options.log_dir.empty()) c.log = options.log_dir + "/compare-" + precision + ".jsonl";
+    c.command = train_command_line(c);
+    std::fprintf(out, "\n== %s: %s\n", precision.c_str(), c.command.c_str());
+    summaries.push_back(train(c, out));
+    RunRecord run = run_from_records(summaries.back().records, precision);
+    if (!c.log.empty()) run.source = c.log;
+    page.runs.push_back(std::move(run));
+  }
+  const TrainConfig& first = options.base;
+  page.title = fmt::format("mixtape compare: {} in {}", first.model, fmt::join(options.precisions, " vs "));
+  page.machine = machine_json(resolve_device(first.device));
+  page.commit = source_commit();
+  if (!options.command.empty()) page.commands.push_back(options.command);
+  write_report(options.out, page);
+
+  // Memory is the training steps' peak: the dataset held in memory is the same for every run.
+  std::fprintf(out, "\n%-6s %10s %22s %12s %16s %8s\n", "run", "final loss", "held-out", "samples/s", "training MiB",
+               "skipped");
+  const double base_speed = summaries.front().samples_per_second;
+  const double base_peak = static_cast<double>(summaries.front().training_peak_bytes());
+  for (size_t i = 0; i < summaries.size(); ++i) {
+    const TrainSummary& s = summaries[i];
+    const std::string held_out = s.language_model ? fmt::format("val loss {:.4f}", s.validation_loss)
+                                                  : fmt::format("accuracy {:.2f}%", 100 * s.test_accuracy);
+    std::fprintf(out, "%-6s %10.4f %22s %12.0f %16.2f %8lld   (%.2fx speed, %.0f%% memory vs %s)\n",
+                 options.precisions[i].c_str(), s.losses.empty() ? NAN : s.losses.back(), held_out.c_str(),
+                 s.samples_per_second, static_cast<double>(s.training_peak_bytes()) / (1 << 20),
+                 static_cast<long long>(s.skipped_steps), s.samples_per_second / base_speed,
+                 100.0 * static_cast<double>(s.training_peak_bytes()) / base_peak, options.precisions.front().c_str());
+  }
+  std::fprintf(out, "report written to %s\n", options.out.c_str());
+  return summaries;
+}
+
+}  // namespace mt::tools

@@ -1,0 +1,93 @@
+#include "tools/train/memory_report.h"
+
+#include <fmt/format.h>
+
+#include <array>
+
+namespace mt::tools {
+
+std::array<MemoryCategory, kMemoryCategories> all_memory_categories() {
+  std::array<MemoryCategory, kMemoryCategories> all{};
+  for (int i = 0; i < kMemoryCategories; ++i) all[static_cast<size_t>(i)] = static_cast<MemoryCategory>(i);
+  return all;
+}
+
+MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int optimizer_states,
+                           DataParallelLayout layout) {
+  MemoryTheory t;
+  const bool sharded = layout.shard_optimizer;
+  const double share = sharded ? 1.0 / layout.world : 1.0;  // of the state this rank keeps
+  int64_t elements = 0;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const int64_t n = p.numel();
+    elements += n;
+    const auto s = static_cast<int64_t>(element_size(p.dtype()));
+    const bool has_master = master_weights && is_low_precision(p.dtype());
+    t.parameters += n * s;
+    if (!(layout.ddp && p.dtype() == kF32)) t.gradients += n * s;  // else the bucket holds it
+    if (has_master) t.master_weights += static_cast<int64_t>(4.0 * n * share);
+    const int64_t state_size = p.dtype() == kF32 || has_master ? 4 : s;
+    t.optimizer_state += static_cast<int64_t>(optimizer_states * n * state_size * share) + 4;
+    if (sharded && p.dtype() != kF32) t.gradients += static_cast<int64_t>(n * s * share);  // the shard's copies
+  }
+  if (layout.ddp || sharded) {
+    t.gradients += 4 * elements;  // DDP's f32 buckets, or ZeRO's f32 flat buffer
+    if (sharded) t.gradients += 4 * ((elements + layout.world - 1) / layout.world);  // and its shard
+  }
+  for (const auto& [name, b] : model.named_buffers()) {
+    t.parameters += b.numel() * static_cast<int64_t>(element_size(b.dtype()));
+  }
+  return t;
+}
+
+int64_t theory_bytes(const MemoryTheory& theory, MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::Parameters: return theory.parameters;
+    case MemoryCategory::Gradients: return theory.gradients;
+    case MemoryCategory::MasterWeights: return theory.master_weights;
+    case MemoryCategory::OptimizerState: return theory.optimizer_state;
+    default: return -1;
+  }
+}
+
+namespace {
+
+std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+
+}  // namespace
+
+void print_memory_report(std::FILE* out, const MemoryLedger& ledger, const MemoryTheory& theory,
+                         const std::string& device) {
+  std::fprintf(out, "memory on %s at its peak (%s in tensors):\n", device.c_str(), mib(ledger.total_peak).c_str());
+  std::fprintf(out, "  %-16s %12s %8s %12s %12s\n", "category", "at the peak", "share", "own peak", "theory");
+  for (MemoryCategory c : all_memory_categories()) {
+    const auto i = static_cast<size_t>(c);
+    const int64_t theory_figure = theory_bytes(theory, c);
+    const double share = ledger.total_peak > 0
+                             ? 100.0 * static_cast<double>(ledger.at_peak[i]) / static_cast<double>(ledger.total_peak)
+                             : 0.0;
+    std::fprintf(out, "  %-16s %12s %7.1f%% %12s %12s\n", memory_category_name(c), mib(ledger.at_peak[i]).c_str(),
+                 share, mib(ledger.peak[i]).c_str(), theory_figure < 0 ? "-" : mib(theory_figure).c_str());
+  }
+  if (ledger.reserved_unused > 0) {
+    std::fprintf(out, "  and %s reserved by the caching allocator but held by no tensor (now)\n",
+                 mib(ledger.reserved_unused).c_str());
+  }
+}
+
+nlohmann::json memory_report_json(const MemoryLedger& ledger, const MemoryTheory& theory) {
+  nlohmann::json at_peak, peak, predicted;
+  for (MemoryCategory c : all_memory_categories()) {
+    const auto i = static_cast<size_t>(c);
+    at_peak[memory_category_name(c)] = ledger.at_peak[i];
+    peak[memory_category_name(c)] = ledger.peak[i];
+    if (const int64_t t = theory_bytes(theory, c); t >= 0) predicted[memory_category_name(c)] = t;
+  }
+  return {{"total_peak", ledger.total_peak},
+          {"reserved_unused", ledger.reserved_unused},
+          {"at_peak", at_peak},
+          {"peak", peak},
+          {"theory", predicted}};
+}
+
+}  // namespace mt::tools
