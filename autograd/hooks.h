@@ -18,6 +18,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <unordered_map>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -39,4 +42,38 @@ uint64_t register_grad_destination(const Tensor& leaf, GradDestination destinati
 // Only inside a backward (from a hook or a node's backward function).
 void queue_callback(std::function<void()> callback);
 
+class Node;
+
+// What the engine (engine.cpp) asks of the hook tables while it walks the tape.
+namespace detail {
+
+// The tensor registered to receive `leaf`'s first gradient, or an undefined one.
+Tensor registered_grad_destination(const std::shared_ptr<TensorImpl>& leaf);
+
+// Counts, for each hooked leaf, the edges into it from the nodes this
+// backward will visit; the leaf's gradient is complete when the last of
+// those nodes has run (or been passed over for lack of a gradient).
+class GradReadyTracker {
+ public:
+  explicit GradReadyTracker(const std::vector<Node*>& order);
+  void node_done(const Node& n);
+  static void run_leaf_hooks(const std::shared_ptr<TensorImpl>& leaf);
+
+ private:
+  std::unordered_map<TensorImpl*, int64_t> uses_;
+};
+
+// The outermost backward on a thread runs the queued callbacks as it ends
+// normally (finish()); one that throws drops them.
+class BackwardDepth {
+ public:
+  BackwardDepth();
+  ~BackwardDepth();
+  BackwardDepth(const BackwardDepth&) = delete;
+  BackwardDepth& operator=(const BackwardDepth&) = delete;
+  bool outermost() const;
+  void finish();
+};
+
+}  // namespace detail
 }  // namespace mt::autograd

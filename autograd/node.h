@@ -2,7 +2,8 @@
 // a Node: its name, a backward function (a closure holding the saved
 // tensors), the dtypes its inputs had when it ran, and edges to the nodes
 // (or leaf tensors) that produced its inputs. Nodes are numbered in record
-// order; backward() runs them in reverse record order.
+// order; backward() runs them in reverse record order (engine.cpp). The
+// records themselves are implemented in node.cpp.
 #pragma once
 
 #include <atomic>
@@ -94,6 +95,10 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 // through their autocast decision (autograd/autocast.h).
 Tensor record_node(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn,
                    bool saves_tensors = true);
+
+// `t` as `dtype` (itself when it has it): gradients go back in the dtype
+// each input ran in.
+Tensor cast_to_dtype(const Tensor& t, DType dtype);
 
 // Runs reverse-mode autodiff from `root` (engine.cpp).
 void backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
