@@ -6,7 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
-#include "kernels/amp.h"
+#include "kernels/amp/amp.h"
 
 namespace mt::amp {
 

@@ -8,7 +8,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/module_path.h"
 #include "autograd/node.h"
-#include "kernels/amp.h"
+#include "kernels/amp/amp.h"
 
 namespace mt {
 namespace {

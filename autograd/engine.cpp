@@ -12,7 +12,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/hooks.h"
 #include "autograd/node.h"
-#include "kernels/elementwise.h"
+#include "kernels/elementwise/elementwise.h"
 
 namespace mt::autograd {
 namespace {

@@ -10,7 +10,7 @@
 #include "autograd/dtype_report.h"
 #include "autograd/grad_mode.h"
 #include "autograd/module_path.h"
-#include "kernels/elementwise.h"
+#include "kernels/elementwise/elementwise.h"
 
 namespace mt::autograd {
 namespace {

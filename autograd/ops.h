@@ -3,8 +3,8 @@
 // in autograd, records a tape node with its backward rule.
 //
 // Where to find an op: forward and backward of each family sit together in
-// autograd/ops_<family>.cpp; the per-element math in kernels/common/; the CPU
-// kernels in kernels/cpu/<family>.cpp.
+// autograd/ops_<family>.cpp; the kernels, CPU and CUDA, with their shared
+// per-element math, in kernels/<family>/ (kernels/README.md).
 #pragma once
 
 #include <optional>

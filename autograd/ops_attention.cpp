@@ -3,7 +3,7 @@
 //   step an existing differentiable op, so its backward is theirs. It runs on
 //   the CPU, for f64, and for whatever the fused kernels do not take (saying
 //   so once in the log); the fused kernels are tested against it.
-// - the fused kernels (kernels/attention.h, kernels/cuda/attention/) on SIM
+// - the fused kernels (kernels/attention/attention.h, kernels/attention/ladder/) on SIM
 //   and CUDA tensors: the T x T scores are never stored, only out and each
 //   row's log-sum-exp are saved for backward. MT_ATTENTION=math turns them off.
 #include <spdlog/spdlog.h>
@@ -19,7 +19,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 #include "core/graph.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 
 namespace mt {
 

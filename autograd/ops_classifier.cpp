@@ -22,7 +22,7 @@
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
-#include "kernels/cross_entropy.h"
+#include "kernels/cross_entropy/cross_entropy.h"
 
 namespace mt {
 namespace {

@@ -1,11 +1,11 @@
 // Convolution, pooling and batch norm: conv2d, max_pool2d, avg_pool2d,
 // adaptive_avg_pool2d, batch_norm. Forward and backward of each sit together;
-// the kernels are in kernels/cpu/{conv,pool,batch_norm}.cpp.
+// the kernels are in kernels/{conv,pool,batch_norm}/cpu.cpp.
 #include "autograd/autocast.h"
 #include "autograd/op_helpers.h"
-#include "kernels/batch_norm.h"
-#include "kernels/conv.h"
-#include "kernels/pool.h"
+#include "kernels/batch_norm/batch_norm.h"
+#include "kernels/conv/conv.h"
+#include "kernels/pool/pool.h"
 
 namespace mt {
 

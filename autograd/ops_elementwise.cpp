@@ -1,11 +1,11 @@
-// Elementwise ops: forward through kernels/elementwise.h, backward rules here.
+// Elementwise ops: forward through kernels/elementwise/elementwise.h, backward rules here.
 #include <cmath>
 #include <limits>
 
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
-#include "kernels/elementwise.h"
+#include "kernels/elementwise/elementwise.h"
 
 namespace mt {
 

@@ -5,8 +5,8 @@
 
 #include "autograd/autocast.h"
 #include "autograd/op_helpers.h"
-#include "kernels/elementwise.h"
-#include "kernels/matmul.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/gemm/matmul.h"
 
 namespace mt {
 

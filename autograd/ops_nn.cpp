@@ -4,10 +4,10 @@
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 #include "core/graph.h"
-#include "kernels/cross_entropy.h"
-#include "kernels/dropout.h"
-#include "kernels/layer_norm.h"
-#include "kernels/softmax.h"
+#include "kernels/cross_entropy/cross_entropy.h"
+#include "kernels/dropout/dropout.h"
+#include "kernels/layer_norm/layer_norm.h"
+#include "kernels/softmax/softmax.h"
 
 namespace mt {
 

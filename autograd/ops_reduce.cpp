@@ -5,8 +5,8 @@
 // reduced dims.
 #include "autograd/autocast.h"
 #include "autograd/op_helpers.h"
-#include "kernels/indexing.h"
-#include "kernels/reduce.h"
+#include "kernels/indexing/indexing.h"
+#include "kernels/reduce/reduce.h"
 
 namespace mt {
 

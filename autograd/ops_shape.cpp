@@ -9,8 +9,8 @@
 #include "autograd/op_helpers.h"
 #include "autograd/tensor_methods.h"
 #include "core/caching_allocator.h"
-#include "kernels/elementwise.h"
-#include "kernels/indexing.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/indexing/indexing.h"
 
 namespace mt {
 

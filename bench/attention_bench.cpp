@@ -1,4 +1,4 @@
-// The attention ladder benchmark: every rung of kernels/cuda/attention side
+// The attention ladder benchmark: every rung of kernels/attention/ladder side
 // by side on the GPU.
 //
 //   attention_bench [--batch 8 --heads 16 --seq 1024 --dim 64] [--causal] [--min-ms 200]
@@ -21,7 +21,7 @@
 #include <cstring>
 #include <functional>
 
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "mixtape.h"
 #include "timing.h"
 

@@ -16,8 +16,10 @@
 #include <functional>
 #include <string>
 
-#include "kernels/cuda/dispatch_helpers.h"
-#include "kernels/cuda/rowwise.h"
+#include "kernels/common/dispatch_helpers.h"
+#include "kernels/cross_entropy/api.h"
+#include "kernels/layer_norm/api.h"
+#include "kernels/softmax/api.h"
 #include "mixtape.h"
 #include "timing.h"
 
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
     report(("add" + tag).c_str(), 3.0 * n * elsize, time_ms([&] { add(a, b); }, min_ms), copy_gbs);
     report(("gelu" + tag).c_str(), 2.0 * n * elsize, time_ms([&] { gelu(a); }, min_ms), copy_gbs);
     report(("softmax rows of 1024" + tag).c_str(), 2.0 * n * elsize, time_ms([&] { softmax(a, 1); }, min_ms), copy_gbs);
-    // The softmax ladder (kernels/cuda/softmax_ladder.cu), rung by rung, on the same rows.
+    // The softmax ladder (kernels/softmax/ladder/ladder.cu), rung by rung, on the same rows.
     const Tensor y = empty_like(a);
     for (const auto rung : {kernels::SoftmaxRung::V1ThreadPerRow, kernels::SoftmaxRung::V2WarpPerRow,
                             kernels::SoftmaxRung::V3VectorLoads, kernels::SoftmaxRung::V4BlockPerRow}) {
@@ -83,7 +85,7 @@ int main(int argc, char** argv) {
     const Tensor w = ones({1024}, dtype, kCUDA), bias = zeros({1024}, dtype, kCUDA);
     report(("layer_norm rows of 1024" + tag).c_str(), 2.0 * n * elsize,
            time_ms([&] { layer_norm(a, {1024}, w, bias); }, min_ms), copy_gbs);
-    // The layer_norm ladder (kernels/cuda/layer_norm_ladder.cu), rung by rung, on the same rows.
+    // The layer_norm ladder (kernels/layer_norm/ladder/ladder.cu), rung by rung, on the same rows.
     const Tensor mean = empty({n / 1024}, kF32, kCUDA), rstd = empty({n / 1024}, kF32, kCUDA);
     for (const auto rung : {kernels::LayerNormRung::V1ThreadPerRow, kernels::LayerNormRung::V2WarpPerRow,
                             kernels::LayerNormRung::V3VectorLoads, kernels::LayerNormRung::V4BlockPerRow}) {

@@ -1,4 +1,4 @@
-// The GEMM ladder benchmark: every version of kernels/cuda/gemm side by side
+// The GEMM ladder benchmark: every version of kernels/gemm/ladder side by side
 // with cuBLASLt, on the GPU.
 //
 //   gemm_bench [--size N | --mnk M N K] [--dtypes f16,bf16,f32] [--layout NN|NT|TN] [--min-ms 300]
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "runtime/half.h"
-#include "kernels/cuda/gemm/gemm.h"
+#include "kernels/gemm/api.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include "autograd/hooks.h"
 #include "autograd/node.h"
 #include "distributed/backends.h"
-#include "kernels/elementwise.h"
+#include "kernels/elementwise/elementwise.h"
 
 namespace mt::dist {
 namespace {

@@ -10,8 +10,8 @@
 #include <mutex>
 
 #include "distributed/backends.h"
-#include "kernels/amp.h"
-#include "kernels/elementwise.h"
+#include "kernels/amp/amp.h"
+#include "kernels/elementwise/elementwise.h"
 
 namespace mt::dist {
 

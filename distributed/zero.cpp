@@ -9,8 +9,8 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "distributed/backends.h"
-#include "kernels/elementwise.h"
-#include "kernels/optim.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/optim/optim.h"
 
 namespace mt::dist {
 namespace {

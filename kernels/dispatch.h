@@ -1,38 +1,14 @@
-// Device dispatch for kernel families. Each kernels/<family>.h declares the
-// family's per-device implementations and a dispatching entry point; op code
-// (autograd/) calls only the entry point.
-//
-// The pattern (copy it for a new family):
-//
-//   // kernels/cuda/scale_api.h — nvcc-safe: plain types and TensorRef only
-//   MT_CUDA_KERNEL_API(void scale(const mt::kernels::TensorRef& x, float factor, mt::kernels::Stream stream))
-//
-//   // kernels/scale.h — the dispatcher
-//   inline void scale(const Tensor& x, double factor) {
-//     const Backend backend = backend_for(x.device(), "scale");
-//     if (backend == Backend::Cpu) return cpu::scale(x, factor);
-//     MT_DEVICE_CALL(backend, scale, tensor_ref(x), float(factor), launch_stream(x.device()));
-//     mark_written(x);  // kernels write through raw pointers: bump the version autograd checks
-//   }
-//
-// kernels/cuda/scale.cu includes runtime/launch.h FIRST (it defines
-// __host__/__device__ for the simulator build), then its _api.h, and defines
-// mt::MT_KERNEL_NS::scale: compiled for the simulator as mt::sim::scale and by
-// nvcc as mt::cuda::scale. MT_DEVICE_CALL writes the argument list once and
-// calls whichever of the two the backend names; both calls are compiled in
-// every build (the CUDA declarations always exist), so a wrong argument is a
-// compile error on a CPU-only build too; without nvcc-built kernels the CUDA
-// branch is discarded and the call is a "no CUDA device available" error.
-// MT_CUDA_CALL remains for the few entry points with no simulator twin
-// (cuDNN). Argument checks that need mt::fail live in the dispatcher (nvcc
-// never sees runtime/error.h); kernels/cuda/elementwise_loop.h has the shared
-// dtype load/store and strided-iterator helpers.
+// Device dispatch for kernel families: each kernels/<family>/<family>.h
+// picks the back end for the output's device (backend_for) and calls the CPU
+// function or the CUDA/sim entry point (MT_DEVICE_CALL); op code (autograd/)
+// calls only the dispatcher. The recipe for a family is kernels/README.md.
+// MT_CUDA_CALL remains for the few entry points with no simulator twin (cuDNN).
 #pragma once
 
 #include "core/stream.h"
 #include "core/tensor.h"
 #include "runtime/kernel_api.h"
-#include "kernels/cuda/tensor_ref.h"
+#include "kernels/common/tensor_ref.h"
 
 namespace mt::kernels {
 

@@ -1,5 +1,5 @@
 // Learning-rate schedules. Each scheduler sets every param group's lr to
-// base_lr * factor(step); the formulas are kernels/common/lr_schedule.h.
+// base_lr * factor(step); the formulas are kernels/optim/lr_schedule.h.
 //
 // Two ways to step:
 //   step()                the host counts; call it once per optimizer step
@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/common/lr_schedule.h"
+#include "kernels/optim/lr_schedule.h"
 #include "optim/optimizer.h"
 
 namespace mt::optim {

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/stream.h"
-#include "kernels/optim.h"
+#include "kernels/optim/optim.h"
 
 namespace mt::optim {
 

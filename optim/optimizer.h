@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/optim.h"
+#include "kernels/optim/optim.h"
 
 namespace mt::optim {
 

@@ -3,24 +3,15 @@
 // A kernel .cu file defines, next to its kernels, a host function that picks
 // the launch shape and calls mt::MT_KERNEL_NS::launch. That function exists
 // twice: mt::cuda::name (nvcc build, only when CUDA is enabled) and
-// mt::sim::name (always). Op code — ordinary C++ that never includes CUDA
-// headers — declares both with one macro in the family header:
-//
-//   // kernels/reduce.h
-//   #include "runtime/kernel_api.h"
-//   MT_CUDA_KERNEL_API(void block_sum(const float* in, float* out, int n, mt::kernels::Stream stream));
-//
-// and calls mt::sim::block_sum(...) for Device SIM, or mt::cuda::block_sum(...)
-// for a GPU (guard the latter with MT_WITH_CUDA_KERNELS, which
-// mt_add_cuda_kernels defines when the nvcc copy is built). Keep entry-point
-// signatures to plain host types: pointers to float / std::uint16_t (for
-// f16/bf16 storage), integers, mt::kernels::Stream.
+// mt::sim::name (always). MT_CUDA_KERNEL_API(signature) in a family's api.h
+// declares both; the recipe for a whole family is kernels/README.md.
 #pragma once
 
 namespace mt::kernels {
 
 // A CUDA stream, without dragging cuda_runtime.h into host code. Null is the
-// default stream; the simulator runs every launch synchronously and ignores it.
+// default stream. The simulator runs a launch at once, unless the stream's
+// work is being captured or deferred (runtime/sim/runtime.h).
 struct Stream {
   void* handle = nullptr;
 };

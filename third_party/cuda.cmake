@@ -29,7 +29,7 @@ if(NOT MT_CUDA STREQUAL "OFF")
 endif()
 
 # cuDNN is optional, and only looked for when CUDA is enabled: it is the
-# second back end of the CUDA-path conv2d (kernels/cuda/conv_cudnn.cu,
+# second back end of the CUDA-path conv2d (kernels/conv/cudnn.cu,
 # MT_CONV=auto|own|cudnn). MT_CUDNN=AUTO uses it when found (cuDNN 8 or newer:
 # the legacy convolution API with CUDNN_FMA_MATH), ON requires it, OFF leaves
 # it out. Without it the own kernels run and MT_WITH_CUDNN is 0.

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "kernels/amp.h"
+#include "kernels/amp/amp.h"
 #include "mixtape.h"
 #include "tests/kernels/sim_tensor_util.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/half.h"
-#include "kernels/cuda/kernel_dtype.h"
+#include "kernels/common/kernel_dtype.h"
 
 namespace mt::test {
 

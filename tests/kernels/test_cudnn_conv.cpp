@@ -1,6 +1,6 @@
-// The two back ends of the CUDA-path conv2d (kernels/conv.h): cuDNN
-// (kernels/cuda/conv_cudnn.cu) and the own im2col + GEMM kernels
-// (kernels/cuda/conv.cu), chosen by MT_CONV=auto|own|cudnn.
+// The two back ends of the CUDA-path conv2d (kernels/conv/conv.h): cuDNN
+// (kernels/conv/cudnn.cu) and the own im2col + GEMM kernels
+// (kernels/conv/cuda.cu), chosen by MT_CONV=auto|own|cudnn.
 //
 // On a GPU built with cuDNN, every case runs under MT_CONV=cudnn and
 // MT_CONV=own, forward and backward in f32 / f16 / bf16, and both must agree
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/conv.h"
+#include "kernels/conv/conv.h"
 #include "mixtape.h"
 #include "tests/kernels/sim_tensor_util.h"
 

@@ -1,4 +1,4 @@
-// The GEMM ladder (kernels/cuda/gemm) and the production gemm() entry, run on
+// The GEMM ladder (kernels/gemm/ladder) and the production gemm() entry, run on
 // the SIMT simulator and compared with a double-precision CPU reference.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "kernels/cuda/gemm/gemm.h"
+#include "kernels/gemm/api.h"
 #include "tests/kernels/gemm_test_util.h"
 
 namespace {
@@ -261,7 +261,7 @@ TEST_CASE("production gemm() picks an own kernel for every dtype on the simulato
 
 // ---- mt::kernels::bmm on the sim device (Tensor level, through autograd) ----
 
-#include "kernels/matmul.h"
+#include "kernels/gemm/matmul.h"
 #include "tests/kernels/sim_tensor_util.h"
 
 TEST_CASE("matmul on the sim device matches the CPU for every dtype, transposed views and batches", "[gemm][sim]") {
@@ -443,7 +443,7 @@ TEST_CASE("Hopper GEMMs have no shared-memory races (simulator race checker)", "
 
 // ---- MT_GEMM=auto: the measured, cached choice per shape ----
 
-#include "kernels/cuda/gemm/gemm_choice.h"
+#include "kernels/gemm/gemm_choice.h"
 
 // Catches: the slower back end chosen, a shape measured again on every call,
 // two shapes sharing one verdict, and an own kernel that is fast but wrong

@@ -1,4 +1,4 @@
-// The fused attention kernels (kernels/cuda/attention/: v2 scalar, v3 Tensor
+// The fused attention kernels (kernels/attention/ladder/: v2 scalar, v3 Tensor
 // Core) on the CUDA path (sim without a GPU) against the reference path in
 // f64 on the CPU, forward and backward, with every mask they take; the op
 // choosing them, falling back, and MT_ATTENTION.
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "runtime/launch_check.h"
 #include "mixtape.h"
 #include "test_util.h"

@@ -1,5 +1,5 @@
 // conv2d, max/avg/adaptive pooling and batch norm CUDA kernels
-// (kernels/cuda/{conv,pool,batch_norm}.cu) run on the `sim` device through
+// (kernels/{conv,pool,batch_norm}/cuda.cu) run on the `sim` device through
 // the autograd API and compared with the CPU backend: forward and backward,
 // F32 / F16 / BF16 (and F64), strides, padding, dilation and groups; then two
 // AdamW steps of the `cnn` reference model on both devices.
@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/cnn_api.h"
+#include "kernels/batch_norm/api.h"
+#include "kernels/conv/api.h"
+#include "kernels/pool/api.h"
 #include "mixtape.h"
 #include "models/registry.h"
 #include "tests/kernels/sim_tensor_util.h"

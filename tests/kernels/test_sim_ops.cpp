@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/amp.h"
-#include "kernels/indexing.h"
-#include "kernels/reduce.h"
-#include "kernels/optim.h"
+#include "kernels/amp/amp.h"
+#include "kernels/indexing/indexing.h"
+#include "kernels/reduce/reduce.h"
+#include "kernels/optim/optim.h"
 #include "mixtape.h"
 #include "tests/kernels/sim_tensor_util.h"
 

@@ -1,5 +1,5 @@
 // softmax / log_softmax, layer_norm and cross_entropy CUDA kernels
-// (kernels/cuda/{softmax,layer_norm,cross_entropy}.cu) run on the SIMT
+// (kernels/{softmax,layer_norm,cross_entropy}/cuda.cu) run on the SIMT
 // simulator and compared with a double reference built on the same per-row
 // math the CPU backend uses (kernels/common).
 #include <catch2/catch.hpp>
@@ -7,9 +7,11 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/common/layer_norm.h"
-#include "kernels/common/softmax.h"
-#include "kernels/cuda/rowwise.h"
+#include "kernels/layer_norm/math.h"
+#include "kernels/softmax/math.h"
+#include "kernels/cross_entropy/api.h"
+#include "kernels/layer_norm/api.h"
+#include "kernels/softmax/api.h"
 #include "tests/kernels/gemm_test_util.h"
 
 namespace {

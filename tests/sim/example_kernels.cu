@@ -11,8 +11,8 @@
 //                 swizzle) on one mbarrier, then a warpgroup's wgmma
 //                 m64n64k16 x 4 reading them through matrix descriptors
 #include "runtime/launch.h"
-#include "kernels/cuda/ptx.h"
-#include "kernels/cuda/tensor_map.h"
+#include "kernels/common/ptx.h"
+#include "kernels/common/tensor_map.h"
 #include "tests/sim/example_kernels.h"
 
 namespace mt::MT_KERNEL_NS {

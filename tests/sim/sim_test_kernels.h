@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cuda/tensor_map.h"
+#include "kernels/common/tensor_map.h"
 
 namespace mt::sim::test {
 

@@ -1,0 +1,145 @@
+// Fused attention (flash-attention style) for SIM and CUDA tensors: the
+// kernels of kernels/attention/ladder/ (the ladder and its speeds are in that
+// folder's README). The op, scaled_dot_product_attention
+// (autograd/ops_attention.cpp), decides when they run; everywhere else it
+// runs the reference path (matmul -> softmax -> matmul), which is also the
+// CPU's implementation.
+//
+// Tensors are [B, H, T, D] of one dtype (f32, f16 or bf16) on one device;
+// they are made contiguous here. lse is f32 [B, H, Tq].
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+
+#include "kernels/attention/api.h"
+#include "kernels/common/dispatch_helpers.h"
+#include "kernels/dispatch.h"
+
+namespace mt::kernels {
+
+// Which implementation scaled_dot_product_attention uses on SIM and CUDA
+// tensors, from MT_ATTENTION: auto (or unset) and own run the fused kernels
+// where they apply; math always runs the reference path.
+enum class AttentionBackend { Own, Math };
+
+inline AttentionBackend attention_backend_from_env() {
+  const char* value = std::getenv("MT_ATTENTION");
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0 || std::strcmp(value, "own") == 0) {
+    return AttentionBackend::Own;
+  }
+  if (std::strcmp(value, "math") == 0) return AttentionBackend::Math;
+  fail("MT_ATTENTION='{}': expected auto, own or math", value);
+}
+
+// The problem of [B, H, T, D] tensors q, k, v (the mask pointer is filled in by attention_forward).
+inline AttentionProblem attention_problem(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                          bool causal) {
+  AttentionProblem p;
+  p.batch = q.size(0);
+  p.heads = q.size(1);
+  p.q_len = q.size(2);
+  p.k_len = k.size(2);
+  p.head_dim = q.size(3);
+  p.value_dim = v.size(3);
+  p.scale = static_cast<float>(scale);
+  p.causal = causal;
+  return p;
+}
+
+// The fastest rung that takes this problem, forward and backward: v3
+// (Tensor Cores) for f16/bf16 with D == Dv in {64, 128}, else v2.
+inline AttentionKernel best_attention_kernel(DType dtype, const AttentionProblem& p) {
+  const bool tensor_core_shape = p.head_dim == p.value_dim && (p.head_dim == 64 || p.head_dim == 128);
+  return (dtype == kF16 || dtype == kBF16) && tensor_core_shape ? AttentionKernel::V3TensorCore
+                                                                : AttentionKernel::V2Scalar;
+}
+
+namespace detail {
+
+// The operands of one fused call as the kernels read them (contiguous, one
+// dtype; the attn_mask as given: a [B, H, Tq, Tk] view, bool or f32), kept
+// alive for the call; points the problem at the masks.
+struct AttentionOperands {
+  Tensor q, k, v, padding, mask;
+};
+inline AttentionOperands attention_operands(const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const Tensor& key_padding, const Tensor& attn_mask,
+                                            AttentionProblem& problem) {
+  using device_buffers::contiguous_as;
+  AttentionOperands in{contiguous_as(q, q.dtype()), contiguous_as(k, q.dtype()), contiguous_as(v, q.dtype()),
+                       key_padding.defined() ? key_padding.contiguous() : Tensor(), attn_mask};
+  problem.key_padding = in.padding.defined() ? static_cast<const bool*>(in.padding.data_ptr()) : nullptr;
+  problem.keep_mask = nullptr;
+  problem.bias_mask = nullptr;
+  if (attn_mask.defined()) {
+    MT_CHECK(attn_mask.dim() == 4 && (attn_mask.dtype() == kBool || attn_mask.dtype() == kF32),
+             "attention: the fused kernels take an attn_mask as a bool or f32 [B, H, Tq, Tk] view, got {} {}",
+             attn_mask.dtype(), attn_mask.shape_string());
+    if (attn_mask.dtype() == kBool) {
+      problem.keep_mask = static_cast<const bool*>(attn_mask.data_ptr());
+    } else {
+      problem.bias_mask = static_cast<const float*>(attn_mask.data_ptr());
+    }
+    for (int d = 0; d < 4; ++d) problem.mask_strides[d] = attn_mask.stride(d);
+  }
+  return in;
+}
+
+// v3 moves 16-byte chunks; a view that starts off that alignment takes v2.
+inline bool sixteen_byte_aligned(std::initializer_list<Tensor> tensors) {
+  for (const Tensor& t : tensors) {
+    if (reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace detail
+
+// out [B, H, Tq, Dv] and lse [B, H, Tq] (f32) from q, k, v; key_padding is
+// bool [B, Tk], attn_mask a bool or f32 view [B, H, Tq, Tk] (strides 0 along
+// broadcast dims); either may be undefined.
+inline void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding,
+                              const Tensor& attn_mask, AttentionProblem problem, AttentionKernel kernel,
+                              const Tensor& out, const Tensor& lse) {
+  const Backend backend = backend_for(out.device(), "attention_forward");
+  MT_CHECK(backend != Backend::Cpu, "attention_forward: the fused kernels run on sim or CUDA tensors");
+  using namespace device_buffers;
+  const DType dtype = q.dtype();
+  const KernelDType kd = kernel_dtype(dtype, "attention_forward");
+  const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, attn_mask, problem);
+  const Tensor vout = output_buffer(out, dtype), vlse = output_buffer(lse, kF32);
+  if (!detail::sixteen_byte_aligned({in.q, in.k, in.v})) kernel = AttentionKernel::V2Scalar;
+  MT_DEVICE_CALL(backend, attention_forward, kd, problem, kernel, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(),
+                 vout.data_ptr(), static_cast<float*>(vlse.data_ptr()), launch_stream(out.device()));
+  finish_output(vout, out);
+  finish_output(vlse, lse);
+}
+
+// grad_q, grad_k, grad_v (each shaped and typed as its input) from grad_out.
+inline void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding,
+                               const Tensor& attn_mask, const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                               AttentionProblem problem, AttentionKernel kernel, const Tensor& grad_q,
+                               const Tensor& grad_k, const Tensor& grad_v) {
+  const Backend backend = backend_for(grad_q.device(), "attention_backward");
+  MT_CHECK(backend != Backend::Cpu, "attention_backward: the fused kernels run on sim or CUDA tensors");
+  using namespace device_buffers;
+  const DType dtype = q.dtype();
+  const KernelDType kd = kernel_dtype(dtype, "attention_backward");
+  const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, attn_mask, problem);
+  const Tensor cout = contiguous_as(out, dtype), cdo = contiguous_as(grad_out, dtype), clse = contiguous_as(lse, kF32);
+  const Tensor delta = empty({problem.batch, problem.heads, problem.q_len}, kF32, q.device());
+  const Tensor dq = output_buffer(grad_q, dtype), dk = output_buffer(grad_k, dtype), dv = output_buffer(grad_v, dtype);
+  if (!detail::sixteen_byte_aligned({in.q, in.k, in.v, cdo})) kernel = AttentionKernel::V2Scalar;
+  MT_DEVICE_CALL(backend, attention_backward, kd, problem, kernel, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(),
+                 cout.data_ptr(), cdo.data_ptr(), static_cast<const float*>(clse.data_ptr()),
+                 static_cast<float*>(delta.data_ptr()), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
+                 launch_stream(grad_q.device()));
+  finish_output(dq, grad_q);
+  finish_output(dk, grad_k);
+  finish_output(dv, grad_v);
+}
+
+}  // namespace mt::kernels

@@ -1,0 +1,194 @@
+// CPU batch norm over x seen as [N, C, S]. Per-channel sums accumulate in
+// double (a channel can hold N*S ~ 1e5 values); everything else computes in
+// f32 (f64 for f64 inputs) and is rounded once on store. OpenMP runs over
+// channels for the statistics and over (n, c) rows for the elementwise parts.
+#include "kernels/batch_norm/cpu.h"
+
+#include <cmath>
+#include <optional>
+
+#include "kernels/common/strided.h"
+
+namespace mt::kernels::cpu {
+namespace {
+
+struct Layout {
+  int64_t n, c, s;
+  int64_t count() const { return n * s; }  // values per channel
+};
+
+Layout layout_of(const Tensor& x) {
+  MT_CHECK(x.dim() >= 2, "batch_norm kernel: expected [N, C, ...], got {}", x.shape_string());
+  const int64_t n = x.size(0), c = x.size(1);
+  return {n, c, n * c == 0 ? 0 : x.numel() / (n * c)};
+}
+
+template <typename T>
+T value_or(const std::optional<Loaded<T>>& v, int64_t i, T fallback) {
+  return v ? (*v)[i] : fallback;
+}
+
+template <typename T>
+void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                   const Tensor& running_var, const BatchNormArgs& args, const Tensor& y, const Tensor& save_mean,
+                   const Tensor& save_invstd) {
+  const Layout L = layout_of(x);
+  const Loaded<T> vx(x);
+  std::optional<Loaded<T>> vw, vb;
+  if (weight.defined()) vw.emplace(weight);
+  if (bias.defined()) vb.emplace(bias);
+  std::vector<T> mean(static_cast<size_t>(L.c)), invstd(static_cast<size_t>(L.c));
+
+  if (args.training) {
+    std::vector<double> var_unbiased(static_cast<size_t>(L.c));
+    parallel_for(L.c, 2 * L.count(), [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        double sum = 0;
+        for (int64_t n = 0; n < L.n; ++n) {
+          const T* p = vx.data() + (n * L.c + c) * L.s;
+          for (int64_t s = 0; s < L.s; ++s) sum += p[s];
+        }
+        const double m = sum / static_cast<double>(L.count());
+        double sq = 0;
+        for (int64_t n = 0; n < L.n; ++n) {
+          const T* p = vx.data() + (n * L.c + c) * L.s;
+          for (int64_t s = 0; s < L.s; ++s) sq += (p[s] - m) * (p[s] - m);
+        }
+        const double var = sq / static_cast<double>(L.count());
+        mean[static_cast<size_t>(c)] = static_cast<T>(m);
+        invstd[static_cast<size_t>(c)] = static_cast<T>(1.0 / std::sqrt(var + args.eps));
+        var_unbiased[static_cast<size_t>(c)] = L.count() > 1 ? sq / static_cast<double>(L.count() - 1) : var;
+      }
+    });
+    // running = (1 - momentum) * running + momentum * batch statistic, as
+    // PyTorch.
+    auto update = [&](const Tensor& running, auto&& batch_stat) {
+      if (!running.defined()) return;
+      const Loaded<double> old(running);
+      std::vector<double> next(static_cast<size_t>(L.c));
+      for (int64_t c = 0; c < L.c; ++c) {
+        next[static_cast<size_t>(c)] = (1 - args.momentum) * old[c] + args.momentum * batch_stat(c);
+      }
+      store(next.data(), running);
+    };
+    update(running_mean, [&](int64_t c) { return static_cast<double>(mean[static_cast<size_t>(c)]); });
+    update(running_var, [&](int64_t c) { return var_unbiased[static_cast<size_t>(c)]; });
+  } else {
+    const Loaded<double> rm(running_mean), rv(running_var);
+    for (int64_t c = 0; c < L.c; ++c) {
+      mean[static_cast<size_t>(c)] = static_cast<T>(rm[c]);
+      invstd[static_cast<size_t>(c)] = static_cast<T>(1.0 / std::sqrt(rv[c] + args.eps));
+    }
+  }
+
+  T* out = direct_output<T>(y);
+  std::vector<T> scratch;
+  if (out == nullptr) {
+    scratch.resize(static_cast<size_t>(y.numel()));
+    out = scratch.data();
+  }
+  parallel_for(L.n * L.c, L.s, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t c = row % L.c;
+      const T scale = invstd[static_cast<size_t>(c)] * value_or(vw, c, T(1));
+      const T shift = value_or(vb, c, T(0)) - mean[static_cast<size_t>(c)] * scale;
+      const T* p = vx.data() + row * L.s;
+      T* q = out + row * L.s;
+      for (int64_t s = 0; s < L.s; ++s) q[s] = p[s] * scale + shift;
+    }
+  });
+  if (scratch.empty()) {
+    y.storage()->bump_version();
+  } else {
+    store(out, y);
+  }
+  store(mean.data(), save_mean);
+  store(invstd.data(), save_invstd);
+}
+
+template <typename T>
+void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& save_mean,
+                    const Tensor& save_invstd, bool training, const Tensor& dx, const Tensor& dweight,
+                    const Tensor& dbias) {
+  const Layout L = layout_of(x);
+  const Loaded<T> vdy(dy), vx(x), vmean(save_mean), vinvstd(save_invstd);
+  std::optional<Loaded<T>> vw;
+  if (weight.defined()) vw.emplace(weight);
+  // Per channel: sum(dy) and sum(dy * xhat), the gradients of bias and weight.
+  std::vector<T> sum_dy(static_cast<size_t>(L.c)), sum_dy_xhat(static_cast<size_t>(L.c));
+  parallel_for(L.c, 2 * L.count(), [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      double a = 0, b = 0;
+      const double m = vmean[c];
+      for (int64_t n = 0; n < L.n; ++n) {
+        const T* g = vdy.data() + (n * L.c + c) * L.s;
+        const T* p = vx.data() + (n * L.c + c) * L.s;
+        for (int64_t s = 0; s < L.s; ++s) {
+          a += g[s];
+          b += g[s] * (p[s] - m);
+        }
+      }
+      sum_dy[static_cast<size_t>(c)] = static_cast<T>(a);
+      sum_dy_xhat[static_cast<size_t>(c)] = static_cast<T>(b * vinvstd[c]);
+    }
+  });
+  if (dweight.defined()) store(sum_dy_xhat.data(), dweight);
+  if (dbias.defined()) store(sum_dy.data(), dbias);
+  if (!dx.defined()) return;
+
+  T* out = direct_output<T>(dx);
+  std::vector<T> scratch;
+  if (out == nullptr) {
+    scratch.resize(static_cast<size_t>(dx.numel()));
+    out = scratch.data();
+  }
+  const T inv_count = L.count() > 0 ? T(1) / static_cast<T>(L.count()) : T(0);
+  parallel_for(L.n * L.c, L.s, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t c = row % L.c;
+      const T invstd = vinvstd[c];
+      const T scale = invstd * value_or(vw, c, T(1));
+      const T* g = vdy.data() + row * L.s;
+      T* q = out + row * L.s;
+      if (!training) {  // the statistics are constants
+        for (int64_t s = 0; s < L.s; ++s) q[s] = g[s] * scale;
+        continue;
+      }
+      // dx = w * invstd * (dy - mean(dy) - xhat * mean(dy * xhat))
+      const T m = vmean[c];
+      const T mean_dy = sum_dy[static_cast<size_t>(c)] * inv_count;
+      const T mean_dy_xhat = sum_dy_xhat[static_cast<size_t>(c)] * inv_count;
+      const T* p = vx.data() + row * L.s;
+      for (int64_t s = 0; s < L.s; ++s) q[s] = scale * (g[s] - mean_dy - (p[s] - m) * invstd * mean_dy_xhat);
+    }
+  });
+  if (scratch.empty()) {
+    dx.storage()->bump_version();
+  } else {
+    store(out, dx);
+  }
+}
+
+}  // namespace
+
+void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                        const Tensor& running_var, const BatchNormArgs& args, const Tensor& y, const Tensor& save_mean,
+                        const Tensor& save_invstd) {
+  if (x.dtype() == kF64) {
+    forward_typed<double>(x, weight, bias, running_mean, running_var, args, y, save_mean, save_invstd);
+  } else {
+    forward_typed<float>(x, weight, bias, running_mean, running_var, args, y, save_mean, save_invstd);
+  }
+}
+
+void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& save_mean,
+                         const Tensor& save_invstd, bool training, const Tensor& dx, const Tensor& dweight,
+                         const Tensor& dbias) {
+  if (x.dtype() == kF64) {
+    backward_typed<double>(dy, x, weight, save_mean, save_invstd, training, dx, dweight, dbias);
+  } else {
+    backward_typed<float>(dy, x, weight, save_mean, save_invstd, training, dx, dweight, dbias);
+  }
+}
+
+}  // namespace mt::kernels::cpu

@@ -1,0 +1,92 @@
+// The GEMM ladder's host entry points (plain C++: op code, tests and the
+// benchmark include this without any CUDA header).
+//
+//   Z[b] = op(A[b]) @ op(B[b])  (+ bias[n] on every row)
+//   C[b] = act(Z[b])            (act: none, ReLU, GELU erf or tanh form)
+//
+// for b < batch, where op(A) is M x K and op(B) is K x N. Every matrix is
+// row-major with a leading dimension; `trans_a` means A is stored as its
+// transpose (K x M, element (i, k) at a[k * lda + i]), likewise `trans_b`
+// (B stored N x K). So NN, NT, TN (and TT) all read their operands in place.
+// F16/BF16 operands are std::uint16_t bit patterns; C and bias have the same
+// dtype as A and B. Products accumulate in f32 (f64 for f64) and C is rounded
+// once. When `pre_activation` is set, Z is stored there too (same layout as
+// C): GELU's backward reads it, so a Linear + GELU layer keeps Z, as the
+// unfused pair would, but writes it in the same pass. Each version lives in its own file next to this header:
+//
+//   v1_naive.cu               one thread per output, operands from global memory
+//   v2_shared_tiles.cu        16x16 tiles staged through shared memory
+//   v3_register_blocking.cu   64x64 block tile, 4x4 outputs per thread
+//   v4_tensor_core.cu         ldmatrix + mma.sync m16n8k16 (f16/bf16 only)
+//   v5_pipelined.cu           v4 + a 3-stage cp.async shared-memory pipeline
+//   v6_tma_wgmma.cu           Hopper: TMA tile loads on mbarriers + wgmma from shared memory
+//   v7_warp_specialized.cu    v6 + a producer warpgroup, two consumer warpgroups, persistent grid
+//   v8_clusters.cu            v7 in 2-block clusters sharing B by TMA multicast
+//
+// v1-v3 accept every dtype (f64, f32, f16, bf16); v4-v8 only f16/bf16; v6-v8
+// also need operands TMA can read and, on a GPU, sm_90 (gemm_hopper_supports).
+// kernels/gemm/cuda.cu picks one per problem (gemm()).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/kernel_api.h"
+#include "kernels/common/kernel_dtype.h"
+
+namespace mt::kernels {
+
+// The activation applied to each product in the epilogue, in the accumulator
+// type, before the one rounding into C. The formulas are those of the
+// elementwise ops (kernels/elementwise/math.h), so a fused layer computes
+// exactly what the separate op would from an unrounded input.
+enum class GemmActivation : uint8_t { None, Relu, GeluErf, GeluTanh };
+
+struct GemmArgs {
+  KernelDType dtype = KernelDType::F32;
+  int batch = 1, m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  int64_t lda = 0, batch_stride_a = 0;
+  bool trans_a = false;
+  const void* b = nullptr;
+  int64_t ldb = 0, batch_stride_b = 0;
+  bool trans_b = false;
+  void* c = nullptr;
+  int64_t ldc = 0, batch_stride_c = 0;
+  const void* bias = nullptr;  // [n], dtype of C; null for none
+  GemmActivation activation = GemmActivation::None;
+  void* pre_activation = nullptr;  // Z (bias added, no activation), laid out as C; null for none
+  bool allow_tf32 = false;         // f32 only; honoured by the cuBLASLt back end (own kernels stay true FP32)
+  // C stored as f32 whatever the operand dtype: partial sums that a later
+  // pass adds up and rounds once (split-K). f16/bf16/f32 operands only, and
+  // no bias, activation or pre-activation.
+  bool c_is_f32 = false;
+};
+
+// Which implementation gemm() uses. Auto: MT_GEMM from the environment
+// (auto|own|cublaslt); auto (or unset) means the own kernels in the simulator
+// and, on a GPU, the faster of the two per shape, measured once
+// (kernels/gemm/cuda.cu, gemm_choice.h). CublasLt exists only in the GPU build.
+enum class GemmBackend : int { Auto, Own, CublasLt };
+
+}  // namespace mt::kernels
+
+MT_CUDA_KERNEL_API(void gemm_v1_naive(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void gemm_v2_shared_tiles(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void gemm_v3_register_blocking(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void gemm_v4_tensor_core(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void gemm_v5_pipelined(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void gemm_v6_tma_wgmma(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void gemm_v7_warp_specialized(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void gemm_v8_clusters(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+// True when the Hopper rungs (v6-v8) can run `args` here: f16/bf16, 16-byte
+// aligned operands with leading dimensions and batch strides multiples of 8,
+// and (GPU) an sm_90 device.
+MT_CUDA_KERNEL_API(bool gemm_hopper_supports(const mt::kernels::GemmArgs& args))
+// Production entry (kernels/gemm/cuda.cu): the best own kernel for the
+// dtype (v5 for f16/bf16, v3 for f32, v2 for f64) or cuBLASLt.
+MT_CUDA_KERNEL_API(void gemm(const mt::kernels::GemmArgs& args, mt::kernels::GemmBackend backend,
+                             mt::kernels::Stream stream))
+// Name of the back end gemm() would use for `backend` ("own" or "cublaslt").
+MT_CUDA_KERNEL_API(const char* gemm_backend_name(mt::kernels::GemmBackend backend))
+// cuBLASLt directly (throws in the simulator build); for the benchmark.
+MT_CUDA_KERNEL_API(void gemm_cublaslt(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))

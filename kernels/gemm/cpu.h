@@ -1,0 +1,26 @@
+// The gemm family's CPU back end (cpu.cpp), as the dispatcher
+// (kernels/gemm/matmul.h) calls it.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "kernels/gemm/api.h"
+
+namespace mt::kernels {
+
+// Applied to each product before its one rounding into out's dtype (in the
+// accumulator type): + bias[n] on every row, then the activation; the
+// pre-activation (bias added) is also stored when `pre_activation` is given.
+// This is what makes a Linear layer (and Linear + ReLU / GELU) one GEMM.
+struct GemmEpilogue {
+  Tensor bias;  // [N], or undefined
+  GemmActivation activation = GemmActivation::None;
+  Tensor pre_activation;  // out's shape and dtype, contiguous (as out then must be); or undefined
+};
+
+namespace cpu {
+void bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue = {});
+}  // namespace cpu
+
+}  // namespace mt::kernels

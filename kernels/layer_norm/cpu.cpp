@@ -1,0 +1,90 @@
+#include "kernels/layer_norm/cpu.h"
+
+#include <optional>
+
+#include "kernels/layer_norm/math.h"
+#include "kernels/common/strided.h"
+
+namespace mt::kernels::cpu {
+namespace {
+
+template <typename T>
+const T* optional_data(const std::optional<Loaded<T>>& v) {
+  return v ? v->data() : nullptr;
+}
+
+template <typename T>
+void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                   const Tensor& mean, const Tensor& rstd) {
+  const int64_t rows = mean.numel();
+  const int64_t n = rows == 0 ? 0 : x.numel() / rows;
+  Loaded<T> vx(x);
+  std::optional<Loaded<T>> vw, vb;
+  if (weight.defined()) vw.emplace(weight);
+  if (bias.defined()) vb.emplace(bias);
+  OutputBuffer<T> vy(y), vmean(mean), vrstd(rstd);  // the outputs themselves when contiguous T
+  parallel_for(rows, 4 * n, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      layer_norm_row(vx.data() + r * n, optional_data(vw), optional_data(vb), vy.data() + r * n, n, static_cast<T>(eps),
+                     vmean.data() + r, vrstd.data() + r);
+    }
+  });
+  vy.commit();
+  vmean.commit();
+  vrstd.commit();
+}
+
+template <typename T>
+void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                    const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  const int64_t rows = mean.numel();
+  const int64_t n = rows == 0 ? 0 : x.numel() / rows;
+  Loaded<T> vdy(dy), vx(x), vmean(mean), vrstd(rstd);
+  std::optional<Loaded<T>> vw;
+  if (weight.defined()) vw.emplace(weight);
+  if (dx.defined()) {
+    OutputBuffer<T> vdx(dx);
+    parallel_for(rows, 4 * n, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        layer_norm_backward_row(vdy.data() + r * n, vx.data() + r * n, optional_data(vw), vmean[r], vrstd[r],
+                                vdx.data() + r * n, n);
+      }
+    });
+    vdx.commit();
+  }
+  // Parameter gradients reduce over rows, accumulated in double.
+  if (dweight.defined() || dbias.defined()) {
+    std::vector<double> gw(static_cast<size_t>(n), 0.0), gb(static_cast<size_t>(n), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double g = vdy[r * n + i];
+        gw[static_cast<size_t>(i)] += g * (vx[r * n + i] - vmean[r]) * vrstd[r];
+        gb[static_cast<size_t>(i)] += g;
+      }
+    }
+    if (dweight.defined()) store(gw.data(), dweight);
+    if (dbias.defined()) store(gb.data(), dbias);
+  }
+}
+
+}  // namespace
+
+void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                        const Tensor& mean, const Tensor& rstd) {
+  if (x.dtype() == kF64) {
+    forward_typed<double>(x, weight, bias, eps, y, mean, rstd);
+  } else {
+    forward_typed<float>(x, weight, bias, eps, y, mean, rstd);
+  }
+}
+
+void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                         const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  if (x.dtype() == kF64) {
+    backward_typed<double>(dy, x, weight, mean, rstd, dx, dweight, dbias);
+  } else {
+    backward_typed<float>(dy, x, weight, mean, rstd, dx, dweight, dbias);
+  }
+}
+
+}  // namespace mt::kernels::cpu

@@ -1,0 +1,51 @@
+// The optim family's CUDA/sim entry points (cuda.cu): fused multi-tensor
+// AdamW and SGD steps, the device-side LR schedule, and the gradient-norm
+// clip. Every tensor is contiguous; device scalars (found_inf, inv_scale,
+// step, ...) are f32 unless noted and are read only by the kernels, never by
+// the host.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/kernel_api.h"
+#include "kernels/common/multi_tensor_api.h"
+#include "kernels/optim/lr_schedule.h"
+#include "kernels/optim/math.h"
+
+namespace mt::kernels {
+
+// One parameter of a fused optimizer step (pointers to contiguous data).
+struct OptimSlotRef {
+  void* param = nullptr;  // written only when `master` is set
+  DTypeCode param_dtype = DTypeCode::F32;
+  const void* grad = nullptr;
+  DTypeCode grad_dtype = DTypeCode::F32;
+  float* master = nullptr;  // f32 master weights, or null: the update reads and writes `param`
+  void* state1 = nullptr;   // exp_avg / momentum buffer (null: SGD without momentum)
+  void* state2 = nullptr;   // exp_avg_sq
+  // f32, or the parameter's f16/bf16 for a pure low-precision optimizer (no
+  // master weights: the state lives in the parameter's dtype, as in PyTorch).
+  DTypeCode state_dtype = DTypeCode::F32;
+  float* step = nullptr;  // f32 [1]
+  std::int64_t numel = 0;
+  bool stochastic_bf16 = false;    // write param from master by stochastic rounding
+  std::uint64_t philox_block = 0;  // first Philox block of this parameter's rounding bits
+};
+
+}  // namespace mt::kernels
+
+MT_CUDA_KERNEL_API(void adamw_step(const mt::kernels::OptimSlotRef* slots, int count,
+                                   const mt::kernels::AdamWArgs& args, const float* inv_scale, const float* found_inf,
+                                   const double* lr_factor, std::uint64_t rounding_seed, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void sgd_step(const mt::kernels::OptimSlotRef* slots, int count, const mt::kernels::SgdArgs& args,
+                                 const float* inv_scale, const float* found_inf, const double* lr_factor,
+                                 std::uint64_t rounding_seed, mt::kernels::Stream stream))
+// The device-side LR schedule: unless *found_inf, ++*step_count; then
+// *factor = the schedule's multiplier at *step_count (one thread).
+MT_CUDA_KERNEL_API(void advance_lr_schedule(const mt::kernels::LrSchedule& schedule, long long* step_count,
+                                            const float* found_inf, double* factor, mt::kernels::Stream stream))
+// partials: scratch of (total chunks) floats on the device; out: f32 [1].
+MT_CUDA_KERNEL_API(void sum_of_squares(const mt::kernels::TensorRef* tensors, int count, float* partials, float* out,
+                                       mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void scale_by_clip_coefficient(const mt::kernels::TensorRef* tensors, int count,
+                                                  const float* total_norm, double max_norm, mt::kernels::Stream stream))

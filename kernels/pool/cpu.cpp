@@ -1,0 +1,206 @@
+// CPU pooling. Tensors are seen as [planes, H, W] (planes = every leading dim),
+// loaded into contiguous compute buffers (f32 for f32/f16/bf16, f64 for f64);
+// OpenMP runs over the planes, which never share an output element.
+#include "kernels/pool/cpu.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/common/strided.h"
+
+namespace mt::kernels::cpu {
+namespace {
+
+struct Planes {
+  int64_t count, h, w;
+};
+
+Planes planes_of(const Tensor& t) {
+  MT_CHECK(t.dim() >= 2, "pool kernel: expected [..., H, W], got {}", t.shape_string());
+  const int64_t h = t.size(-2), w = t.size(-1);
+  return {h * w == 0 ? 0 : t.numel() / (h * w), h, w};
+}
+
+// The input rows [start, end) of pooling window o along one dim, before
+// clipping.
+struct Span {
+  int64_t start, end;
+};
+
+template <typename T>
+void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const Tensor& indices) {
+  const Planes in = planes_of(x), out = planes_of(y);
+  const Loaded<T> vx(x);
+  OutputBuffer<T> vy(y);
+  OutputBuffer<int64_t> vi(indices);
+  T* py = vy.data();
+  int64_t* pi = vi.data();
+  parallel_for(in.count, 4 * out.h * out.w, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const T* xp = vx.data() + p * in.h * in.w;
+      for (int64_t oy = 0; oy < out.h; ++oy) {
+        const int64_t h0 = std::max<int64_t>(oy * k.stride_h - k.pad_h, 0);
+        const int64_t h1 = std::min(oy * k.stride_h - k.pad_h + k.kernel_h, in.h);
+        for (int64_t ox = 0; ox < out.w; ++ox) {
+          const int64_t w0 = std::max<int64_t>(ox * k.stride_w - k.pad_w, 0);
+          const int64_t w1 = std::min(ox * k.stride_w - k.pad_w + k.kernel_w, in.w);
+          T best = -std::numeric_limits<T>::infinity();
+          int64_t best_index = h0 * in.w + w0;
+          for (int64_t ih = h0; ih < h1; ++ih) {
+            for (int64_t iw = w0; iw < w1; ++iw) {
+              const T v = xp[ih * in.w + iw];
+              // Strictly greater keeps the first of equal values; NaN
+              // propagates (as PyTorch).
+              if (v > best || std::isnan(v)) {
+                best = v;
+                best_index = ih * in.w + iw;
+                if (std::isnan(v)) break;
+              }
+            }
+            if (std::isnan(best)) break;
+          }
+          const int64_t o = (p * out.h + oy) * out.w + ox;
+          py[o] = best;
+          pi[o] = best_index;
+        }
+      }
+    }
+  });
+  vy.commit();
+  vi.commit();
+}
+
+template <typename T>
+void max_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx) {
+  const Planes in = planes_of(dx), out = planes_of(dy);
+  const Loaded<T> vdy(dy);
+  const Loaded<int64_t> vi(indices);
+  OutputBuffer<T> vdx(dx);
+  T* pdx = vdx.data();
+  std::fill(pdx, pdx + dx.numel(), T(0));
+  const int64_t per_plane = out.h * out.w;
+  parallel_for(in.count, 4 * out.h * out.w, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      T* dxp = pdx + p * in.h * in.w;
+      for (int64_t o = p * per_plane; o < (p + 1) * per_plane; ++o) dxp[vi[o]] += vdy[o];
+    }
+  });
+  vdx.commit();
+}
+
+// Calls fn(out_index, h0, h1, w0, w1, divisor) for every average-pooling window
+// of a plane.
+template <typename Fn>
+void for_each_avg_window(const Planes& in, const Planes& out, const Pool2dWindow& k, Fn&& fn) {
+  for (int64_t oy = 0; oy < out.h; ++oy) {
+    int64_t h0 = oy * k.stride_h - k.pad_h;
+    int64_t h1 = std::min(h0 + k.kernel_h, in.h + k.pad_h);
+    const int64_t padded_h = h1 - h0;
+    h0 = std::max<int64_t>(h0, 0);
+    h1 = std::min(h1, in.h);
+    for (int64_t ox = 0; ox < out.w; ++ox) {
+      int64_t w0 = ox * k.stride_w - k.pad_w;
+      int64_t w1 = std::min(w0 + k.kernel_w, in.w + k.pad_w);
+      const int64_t padded_w = w1 - w0;
+      w0 = std::max<int64_t>(w0, 0);
+      w1 = std::min(w1, in.w);
+      const int64_t divisor = k.count_include_pad ? padded_h * padded_w : (h1 - h0) * (w1 - w0);
+      fn(oy * out.w + ox, h0, h1, w0, w1, divisor);
+    }
+  }
+}
+
+// Adaptive window i of n over size: [floor(i*size/n), ceil((i+1)*size/n)).
+inline Span adaptive_span(int64_t i, int64_t size, int64_t n) { return {i * size / n, ((i + 1) * size + n - 1) / n}; }
+
+// Adaptive pooling's windows, in the same form as for_each_avg_window's.
+template <typename Fn>
+void for_each_adaptive_window(const Planes& in, const Planes& out, Fn&& fn) {
+  for (int64_t oy = 0; oy < out.h; ++oy) {
+    const Span sh = adaptive_span(oy, in.h, out.h);
+    for (int64_t ox = 0; ox < out.w; ++ox) {
+      const Span sw = adaptive_span(ox, in.w, out.w);
+      fn(oy * out.w + ox, sh.start, sh.end, sw.start, sw.end, (sh.end - sh.start) * (sw.end - sw.start));
+    }
+  }
+}
+
+// Average and adaptive-average pooling share one forward and one backward:
+// the mean over each window, with for_each_window(in, out, fn) naming the windows.
+template <typename T, typename Windows>
+void mean_pool_forward(const Tensor& x, const Tensor& y, Windows&& for_each_window) {
+  const Planes in = planes_of(x), out = planes_of(y);
+  const Loaded<T> vx(x);
+  OutputBuffer<T> vy(y);
+  T* py = vy.data();
+  parallel_for(in.count, 4 * out.h * out.w, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const T* xp = vx.data() + p * in.h * in.w;
+      T* yp = py + p * out.h * out.w;
+      for_each_window(in, out, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1, int64_t div) {
+        T s = 0;
+        for (int64_t ih = h0; ih < h1; ++ih) {
+          for (int64_t iw = w0; iw < w1; ++iw) s += xp[ih * in.w + iw];
+        }
+        yp[o] = div > 0 ? s / static_cast<T>(div) : T(0);
+      });
+    }
+  });
+  vy.commit();
+}
+
+template <typename T, typename Windows>
+void mean_pool_backward(const Tensor& dy, const Tensor& dx, Windows&& for_each_window) {
+  const Planes in = planes_of(dx), out = planes_of(dy);
+  const Loaded<T> vdy(dy);
+  OutputBuffer<T> vdx(dx);
+  T* pdx = vdx.data();
+  std::fill(pdx, pdx + dx.numel(), T(0));
+  parallel_for(in.count, 4 * out.h * out.w, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      T* dxp = pdx + p * in.h * in.w;
+      const T* dyp = vdy.data() + p * out.h * out.w;
+      for_each_window(in, out, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1, int64_t div) {
+        if (div == 0) return;
+        const T g = dyp[o] / static_cast<T>(div);
+        for (int64_t ih = h0; ih < h1; ++ih) {
+          for (int64_t iw = w0; iw < w1; ++iw) dxp[ih * in.w + iw] += g;
+        }
+      });
+    }
+  });
+  vdx.commit();
+}
+
+}  // namespace
+
+void max_pool2d_forward(const Tensor& x, const Pool2dWindow& window, const Tensor& y, const Tensor& indices) {
+  if (x.dtype() == kF64) return max_forward<double>(x, window, y, indices);
+  max_forward<float>(x, window, y, indices);
+}
+void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx) {
+  if (dx.dtype() == kF64) return max_backward<double>(dy, indices, dx);
+  max_backward<float>(dy, indices, dx);
+}
+void avg_pool2d_forward(const Tensor& x, const Pool2dWindow& window, const Tensor& y) {
+  auto windows = [&](const Planes& in, const Planes& out, auto&& fn) { for_each_avg_window(in, out, window, fn); };
+  if (x.dtype() == kF64) return mean_pool_forward<double>(x, y, windows);
+  mean_pool_forward<float>(x, y, windows);
+}
+void avg_pool2d_backward(const Tensor& dy, const Pool2dWindow& window, const Tensor& dx) {
+  auto windows = [&](const Planes& in, const Planes& out, auto&& fn) { for_each_avg_window(in, out, window, fn); };
+  if (dx.dtype() == kF64) return mean_pool_backward<double>(dy, dx, windows);
+  mean_pool_backward<float>(dy, dx, windows);
+}
+void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
+  auto windows = [](const Planes& in, const Planes& out, auto&& fn) { for_each_adaptive_window(in, out, fn); };
+  if (x.dtype() == kF64) return mean_pool_forward<double>(x, y, windows);
+  mean_pool_forward<float>(x, y, windows);
+}
+void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) {
+  auto windows = [](const Planes& in, const Planes& out, auto&& fn) { for_each_adaptive_window(in, out, fn); };
+  if (dx.dtype() == kF64) return mean_pool_backward<double>(dy, dx, windows);
+  mean_pool_backward<float>(dy, dx, windows);
+}
+
+}  // namespace mt::kernels::cpu
