@@ -1,0 +1,217 @@
+#include "tools/train/checkpoint.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+
+#include "autograd/grad_mode.h"
+#include "core/generator.h"
+#include "distributed/process_group.h"
+#include "models/registry.h"
+
+namespace mt::tools {
+
+namespace {
+
+// A whole decimal integer within [low, high]: "12abc", "", "1e3" and
+// out-of-range values are refused, never read leniently.
+template <typename Int = int64_t>
+Int metadata_int(const SafetensorsFile& f, const std::string& key, const std::string& path,
+                 Int low = std::numeric_limits<Int>::min(), Int high = std::numeric_limits<Int>::max()) {
+  auto it = f.metadata.find(key);
+  MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no '{}' in its metadata (not a mixtape checkpoint?)", path,
+           key);
+  const std::string& text = it->second;
+  Int value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  MT_CHECK(error == std::errc() && end == text.data() + text.size() && !text.empty(),
+           "checkpoint '{}': metadata '{}' = '{}' is not a whole number", path, key, text);
+  MT_CHECK(value >= low && value <= high, "checkpoint '{}': metadata '{}' = {} is outside [{}, {}]", path, key, value,
+           low, high);
+  return value;
+}
+
+// Every floating-point tensor of a checkpoint finite, and Adam's second
+// moments not negative: a poisoned file is refused before it is trained on
+// (and written back).
+template <typename T>
+bool all_finite_and_at_least(const T* values, int64_t n, double low) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(values[i]) || values[i] < low) return false;
+  }
+  return true;
+}
+
+void check_checkpoint_values(const SafetensorsFile& f, const std::string& path) {
+  NoGradGuard no_grad;
+  for (const auto& [name, t] : f.tensors) {
+    if (!is_floating(t.dtype()) || t.numel() == 0) continue;
+    const bool second_moment = name.size() >= 10 && name.compare(name.size() - 10, 10, "exp_avg_sq") == 0;
+    const double low = second_moment ? 0.0 : -std::numeric_limits<double>::infinity();
+    // f16/bf16 widen to f32 exactly; f32 and f64 are read where they are.
+    const Tensor values = t.dtype() == kF64 ? t.contiguous() : t.to(kF32).contiguous();
+    const bool ok = values.dtype() == kF64 ? all_finite_and_at_least(values.data<double>(), values.numel(), low)
+                                           : all_finite_and_at_least(values.data<float>(), values.numel(), low);
+    MT_CHECK(ok, "checkpoint '{}': '{}' holds {}; refusing to resume from it", path, name,
+             second_moment ? "non-finite or negative second moments" : "non-finite values (NaN or inf)");
+  }
+}
+
+std::map<std::string, Tensor> with_prefix(const SafetensorsFile& f, const std::string& prefix, bool strip) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [k, v] : f.tensors) {
+    const bool has = k.rfind(prefix, 0) == 0;
+    if (strip && has) out[k.substr(prefix.size())] = v;
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> model_tensors(const SafetensorsFile& f) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [k, v] : f.tensors) {
+    if (k.rfind("optimizer.", 0) != 0 && k.rfind("scaler.", 0) != 0) out[k] = v;
+  }
+  return out;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
+                     const optim::StateDict& optimizer_state, const amp::GradScaler& scaler,
+                     const optim::LrScheduler& sched, const CheckpointPosition& pos) {
+  std::map<std::string, Tensor> tensors = model.state_dict();
+  for (const auto& [k, v] : optimizer_state) tensors["optimizer." + k] = v;
+  for (const auto& [k, v] : scaler.state_dict()) tensors["scaler." + k] = v;
+  const GeneratorState rng = default_generator().state();
+  save_safetensors(path, tensors,
+                   {{"format", "mixtape-checkpoint-1"},
+                    {"config", config_json(c).dump()},
+                    {"model", c.model},
+                    {"precision", c.precision},
+                    {"epoch", std::to_string(pos.epoch)},
+                    {"batch_in_epoch", std::to_string(pos.batch_in_epoch)},
+                    {"step", std::to_string(pos.step)},
+                    {"scheduler_step", std::to_string(sched.last_step())},
+                    {"rng_seed", std::to_string(rng.seed)},
+                    {"rng_offset", std::to_string(rng.offset)},
+                    {"world_size", std::to_string(dist::world().size())}});
+}
+
+CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches, nn::Module& model,
+                                   const LoadOptimizerState& load_optimizer, amp::GradScaler& scaler,
+                                   optim::LrScheduler& sched) {
+  const SafetensorsFile f = load_safetensors(path);
+  auto it = f.metadata.find("model");
+  MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no model name in its metadata (not a mixtape checkpoint?)",
+           path);
+  MT_CHECK(it->second == c.model, "checkpoint '{}' holds a '{}' model but --model is '{}'", path, it->second, c.model);
+  check_checkpoint_values(f, path);
+  // load_state_dict would convert a tensor of another dtype silently, and the
+  // run would then continue from different numbers than it saved.
+  const auto stored = model_tensors(f);
+  for (const auto& [name, t] : model.state_dict()) {
+    auto at = stored.find(name);
+    MT_CHECK(at == stored.end() || at->second.dtype() == t.dtype(),
+             "checkpoint '{}': '{}' is stored as {} but this run keeps it in {} (a checkpoint of another --precision "
+             "or --master-weights setting?)",
+             path, name, at->second.dtype(), t.dtype());
+  }
+  try {
+    model.load_state_dict(stored);
+    load_optimizer(with_prefix(f, "optimizer.", true));
+    scaler.load_state_dict(with_prefix(f, "scaler.", true));
+  } catch (const Error& e) {
+    fail("checkpoint '{}' does not match this run: {}", path, e.what());
+  }
+  default_generator().set_state(
+      {metadata_int<uint64_t>(f, "rng_seed", path), metadata_int<uint64_t>(f, "rng_offset", path)});
+  const CheckpointPosition pos{metadata_int(f, "epoch", path, int64_t{0}, c.epochs),
+                               metadata_int(f, "batch_in_epoch", path, int64_t{0}, batches),
+                               metadata_int(f, "step", path, int64_t{0})};
+  sched.set_step(metadata_int(f, "scheduler_step", path, int64_t{0}, pos.step));
+  // The position counts this world's batches per rank: another world size
+  // would resume at another sample.
+  const int64_t saved_world = f.metadata.count("world_size") ? metadata_int(f, "world_size", path, int64_t{1}) : 1;
+  MT_CHECK(saved_world == dist::world().size(),
+           "checkpoint '{}' was written by a run of {} rank(s); resume it with the same number (this run has {})", path,
+           saved_world, dist::world().size());
+  return pos;
+}
+
+// ---------------------------------------------------------------- reading a checkpoint back
+
+namespace {
+
+std::string metadata_text(const SafetensorsFile& f, const std::string& key, const std::string& path) {
+  auto it = f.metadata.find(key);
+  MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no '{}' in its metadata (not a mixtape checkpoint?)", path,
+           key);
+  return it->second;
+}
+
+// The model a checkpoint names, in the dtype its parameters were stored in
+// (a master-weight run stores f16/bf16 parameters).
+std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::string& path, Device device) {
+  const std::string name = metadata_text(f, "model", path);
+  const auto state = model_tensors(f);
+  // A text classifier has as many outputs as its dataset had classes: read them off its head.
+  int64_t classes = 10;
+  if (models::model_info(name).task == models::ModelTask::TextClassification) {
+    auto head = state.find("classifier.bias");
+    MT_CHECK(head != state.end() && head->second.dim() == 1 && head->second.size(0) > 0,
+             "checkpoint '{}' holds a '{}' model without a classifier.bias [classes]", path, name);
+    classes = head->second.size(0);
+  }
+  std::shared_ptr<nn::Module> model = models::make_model(name, classes);
+  for (const auto& [param_name, p] : model->named_parameters()) {
+    auto it = state.find(param_name);
+    if (it != state.end() && it->second.dtype() != p.dtype()) {
+      model->to(it->second.dtype());
+      break;
+    }
+  }
+  try {
+    model->load_state_dict(state);
+  } catch (const Error& e) {
+    fail("checkpoint '{}' does not fit a '{}' model: {}", path, name, e.what());
+  }
+  model->to(device);
+  return model;
+}
+
+}  // namespace
+
+TrainConfig checkpoint_config(const SafetensorsFile& f, const std::string& path) {
+  TrainConfig c;
+  c.model = metadata_text(f, "model", path);
+  c.precision = metadata_text(f, "precision", path);
+  auto it = f.metadata.find("config");
+  if (it == f.metadata.end()) return c;
+  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  MT_CHECK(j.is_object(), "checkpoint '{}': its 'config' metadata is not a JSON object", path);
+  auto read = [&](const char* key, auto& field) {
+    using Field = std::decay_t<decltype(field)>;
+    if (!j.contains(key)) return;
+    const nlohmann::json& v = j[key];
+    const bool fits = std::is_same_v<Field, std::string> ? v.is_string() : v.is_number_integer();
+    MT_CHECK(fits, "checkpoint '{}': config '{}' has the wrong type ({})", path, key, v.dump());
+    field = v.get<Field>();
+  };
+  read("dataset", c.dataset);
+  read("context", c.context);
+  return c;
+}
+
+std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpoint, const std::string& path,
+                                                  Device device) {
+  return model_from(checkpoint, path, device);
+}
+
+int64_t checkpoint_step(const SafetensorsFile& checkpoint, const std::string& path) {
+  return metadata_int(checkpoint, "step", path);
+}
+
+}  // namespace mt::tools

@@ -1,0 +1,61 @@
+// Training checkpoints: what train() saves with --save and restores with
+// --resume (safetensors: the model, the optimizer's and the scaler's state
+// under "optimizer." and "scaler.", the position and configuration in the
+// metadata), and the model and configuration `mixtape eval` and `generate`
+// read back from one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "amp/grad_scaler.h"
+#include "core/safetensors.h"
+#include "nn/module.h"
+#include "optim/lr_scheduler.h"
+#include "tools/train/config.h"
+
+namespace mt::tools {
+
+// Where a run stood when it saved.
+struct CheckpointPosition {
+  int64_t epoch = 0;           // epoch in progress
+  int64_t batch_in_epoch = 0;  // next batch to train on
+  int64_t step = 0;            // optimizer steps done
+};
+
+// The model's state, `optimizer_state` (an unsharded optimizer's
+// state_dict: ZeRO's consolidated one), the scaler's and the schedule's
+// state, the position, the RNG and the run's configuration, written
+// atomically to `path` (safetensors).
+void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
+                     const optim::StateDict& optimizer_state, const amp::GradScaler& scaler,
+                     const optim::LrScheduler& sched, const CheckpointPosition& pos);
+
+// Restores a checkpoint into a run of configuration `c` whose epochs have
+// `batches` batches, refusing (mt::Error naming the file and the field)
+// anything that does not fit: another model, another dtype, non-finite
+// weights or optimizer state, negative second moments, metadata that is not
+// a whole number in range, another world size. The file is another person's
+// until it has been checked: the fuzzer (tests/fuzz) feeds it garbage.
+using LoadOptimizerState = std::function<void(const optim::StateDict&)>;
+CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches, nn::Module& model,
+                                   const LoadOptimizerState& load_optimizer, amp::GradScaler& scaler,
+                                   optim::LrScheduler& sched);
+
+// The model of a checkpoint written by train() (the model named in its
+// metadata, in the stored dtype), on `device`.
+std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpoint, const std::string& path,
+                                                  Device device);
+
+// The run configuration a checkpoint's metadata records (the model,
+// precision, dataset and context; older checkpoints: the defaults), its
+// types checked.
+TrainConfig checkpoint_config(const SafetensorsFile& checkpoint, const std::string& path);
+
+// The optimizer steps a checkpoint had done (its "step" metadata, a whole
+// number checked like every other).
+int64_t checkpoint_step(const SafetensorsFile& checkpoint, const std::string& path);
+
+}  // namespace mt::tools

@@ -1,0 +1,148 @@
+#include "tools/train/evaluate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "distributed/process_group.h"
+#include "tools/train/checkpoint.h"
+#include "tools/train/run.h"
+
+namespace mt::tools {
+
+double Evaluation::perplexity() const { return std::exp(loss); }
+
+namespace {
+
+struct EvaluationSums {
+  double correct = 0, loss = 0, targets = 0;
+  Evaluation mean() const { return targets > 0 ? Evaluation{correct / targets, loss / targets} : Evaluation{}; }
+};
+
+EvaluationSums evaluation_sums(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
+                               int64_t targets_per_batch) {
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  const int64_t targets_per_sample = data.size() > 0 ? data.targets.numel() / data.size() : 1;
+  const int64_t batch = std::max<int64_t>(1, targets_per_batch / targets_per_sample);
+  int64_t correct = 0;
+  double loss_sum = 0;
+  for (int64_t begin = 0; begin < data.size(); begin += batch) {
+    const int64_t n = std::min(batch, data.size() - begin);
+    const Tensor x = data.inputs.narrow(0, begin, n).to(device);
+    const Tensor targets = data.targets.narrow(0, begin, n).to(device);
+    Tensor logits;
+    {
+      amp::Autocast guard(device, low_precision_dtype(precision), precision != Precision::Fp32);
+      logits = model.forward(x);
+    }
+    loss_sum += task_loss(logits, targets, {.reduction = Reduction::Sum}).item<double>();
+    correct += static_cast<int64_t>(sum(eq(argmax(logits, -1), targets).to(kI64)).item<double>());
+  }
+  model.train(was_training);
+  return {static_cast<double>(correct), loss_sum, static_cast<double>(data.targets.numel())};
+}
+
+}  // namespace
+
+Evaluation evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
+                    int64_t targets_per_batch) {
+  return evaluation_sums(model, data, precision, device, targets_per_batch).mean();
+}
+
+// ---------------------------------------------------------------- evaluation during training
+
+namespace {
+
+// Each rank evaluates its share of the held-out split (every sample once)
+// with rank 0's buffers, and the sums are added up over the ranks.
+Evaluation evaluate_across_ranks(TrainingRun& r) {
+  std::vector<std::shared_ptr<dist::Work>> buffers;
+  for (auto& [name, b] : r.model->named_buffers()) buffers.push_back(dist::group_for(r.device).broadcast(b, 0));
+  for (auto& w : buffers) w->wait();
+  const data::Dataset& test = r.splits.test;
+  const int64_t n = test.size(), begin = n * r.rank / r.world, end = n * (r.rank + 1) / r.world;
+  data::Dataset mine = test;
+  mine.inputs = test.inputs.narrow(0, begin, end - begin);
+  mine.targets = test.targets.narrow(0, begin, end - begin);
+  const EvaluationSums local =
+      end > begin ? evaluation_sums(*r.model, mine, r.precision, r.device, 32768) : EvaluationSums{};
+  Tensor sums = from_vector(std::vector<double>{local.correct, local.loss, local.targets}, {3}, kF64);
+  dist::world().all_reduce(sums)->wait();
+  const std::vector<double> total = sums.to_vector();
+  return EvaluationSums{total[0], total[1], total[2]}.mean();
+}
+
+}  // namespace
+
+// Evaluates on the held-out split, prints and logs the result, and keeps it
+// in the summary; its time is not training time.
+void evaluate_and_report(TrainingRun& r, const std::string& when, Reporter& reporter, Throughput& throughput) {
+  note_training_memory(r);
+  const auto start = Clock::now();
+  const Evaluation e =
+      r.world > 1 ? evaluate_across_ranks(r) : evaluate(*r.model, r.splits.test, r.precision, r.device);
+  nlohmann::json record = {{"step", r.pos.step}, {"loss", e.loss}};
+  if (r.summary.language_model) {
+    r.summary.validation_losses.push_back(e.loss);
+    r.summary.validation_loss = e.loss;
+    r.summary.perplexity = e.perplexity();
+    record["perplexity"] = e.perplexity();
+    std::fprintf(reporter.out, "%s: validation loss %.4f nats/token (perplexity %.2f)\n", when.c_str(), e.loss,
+                 e.perplexity());
+  } else {
+    r.summary.epoch_accuracies.push_back(e.accuracy);
+    r.summary.test_accuracy = e.accuracy;
+    record["accuracy"] = e.accuracy;
+    std::fprintf(reporter.out, "%s: test accuracy %.2f%%\n", when.c_str(), 100.0 * e.accuracy);
+  }
+  reporter.record(nlohmann::json{{"eval", record}});
+  throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - start).count());
+  restart_step_clock(r);
+  reset_memory_ledger_peak(r.device);
+}
+
+// ---------------------------------------------------------------- mixtape eval
+
+EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_dir, const std::string& device_text,
+                               int64_t test_limit, bool half) {
+  const SafetensorsFile f = load_safetensors(path);
+  const Device device = resolve_device(device_text);
+  TrainConfig c = resolve_defaults(checkpoint_config(f, path), device);
+  c.data = data_dir;
+  MT_CHECK(test_limit >= 0, "eval: --test-limit must not be negative, got {}", test_limit);
+  c.test_limit = test_limit;
+  const models::ModelInfo info = models::model_info(c.model);
+  std::shared_ptr<nn::Module> model = load_model_checkpoint(f, path, device);
+  const Splits splits = load_data(c, info);
+  EvalResult r;
+  r.evaluation = evaluate(*model, splits.test, parse_precision(c.precision), device);
+  r.language_model = info.task == models::ModelTask::LanguageModel;
+  r.model = c.model;
+  r.precision = c.precision;
+  r.dataset = c.dataset;
+  r.step = checkpoint_step(f, path);
+  if (half) {
+    const Precision low = device.is_cpu() ? Precision::Bf16 : Precision::Fp16;
+    r.half = true;
+    r.half_dtype = low == Precision::Bf16 ? "bf16" : "fp16";
+    std::shared_ptr<nn::Module> f32_model = load_model_checkpoint(f, path, device);
+    f32_model->to(kF32, /*keep_norms_fp32=*/true);  // a master-weights checkpoint stores f16/bf16
+    r.autocast_evaluation = evaluate(*f32_model, splits.test, low, device);
+    model.reset();
+    r.parameter_bytes = memory_ledger(device)[MemoryCategory::Parameters];
+    f32_model->to(low_precision_dtype(low), /*keep_norms_fp32=*/true);
+    r.half_parameter_bytes = memory_ledger(device)[MemoryCategory::Parameters];
+    r.half_evaluation = evaluate(*f32_model, splits.test, low, device);
+  }
+  return r;
+}
+
+}  // namespace mt::tools

@@ -1,0 +1,278 @@
+#include "tools/train/run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/allocator.h"
+#if MT_WITH_CUDA
+#include "core/device_info.h"
+#endif
+#include "distributed/process_group.h"
+
+namespace mt::tools {
+
+namespace {
+
+// ---------------------------------------------------------------- the optimizer and its schedule
+
+// Weight decay on weight matrices and kernels only: biases and norm
+// parameters (1-D) get none, the usual recipe.
+std::vector<optim::ParamGroup> param_groups(const nn::Module& model, double lr, double weight_decay) {
+  optim::ParamGroup decayed{{}, lr, weight_decay}, plain{{}, lr, 0.0};
+  for (const auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decayed : plain).params.push_back(p);
+  std::vector<optim::ParamGroup> groups;
+  if (!decayed.params.empty()) groups.push_back(decayed);
+  if (!plain.params.empty()) groups.push_back(plain);
+  return groups;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<optim::ParamGroup> groups,
+                                                 const optim::PrecisionOptions& precision) {
+  if (c.optimizer == "adamw") return std::make_unique<optim::AdamW>(groups, optim::AdamWOptions{.lr = c.lr}, precision);
+  if (c.optimizer == "sgd") {
+    return std::make_unique<optim::SGD>(groups, optim::SgdOptions{.lr = c.lr, .momentum = c.momentum}, precision);
+  }
+  fail("unknown optimizer '{}': expected adamw or sgd", c.optimizer);
+}
+
+std::unique_ptr<optim::LrScheduler> make_scheduler(const TrainConfig& c, optim::Optimizer& opt, int64_t total) {
+  if (c.schedule == "cosine") return std::make_unique<optim::WarmupCosineLr>(opt, std::min(c.warmup, total), total);
+  if (c.schedule == "constant") return std::make_unique<optim::ConstantLr>(opt, c.warmup);
+  if (c.schedule == "step") return std::make_unique<optim::StepLr>(opt, std::max<int64_t>(total / 3, 1), 0.1, c.warmup);
+  fail("unknown schedule '{}': expected cosine, constant or step", c.schedule);
+}
+
+int visible_gpus() {
+#if MT_WITH_CUDA
+  return std::max(1, cuda::query_devices().count);
+#else
+  return 1;
+#endif
+}
+
+}  // namespace
+
+// Per-element state tensors the optimizer keeps per parameter (the memory theory).
+int optimizer_states(const TrainConfig& c) {
+  if (c.optimizer == "adamw") return 2;
+  return c.momentum > 0 ? 1 : 0;
+}
+
+// Work that is not a step (evaluation, checkpoints) has happened: neither the
+// step times nor the thread tuner count it.
+void restart_step_clock(TrainingRun& r) {
+  r.last_step_end = Clock::now();
+  if (r.tuner) r.tuner->pause();
+}
+
+// Keeps the ledger if this stretch of training peaked higher than any before;
+// called before evaluating or saving, whose memory is not a training step's.
+void note_training_memory(TrainingRun& r) {
+  const MemoryLedger now = memory_ledger(r.device);
+  if (now.total_peak >= r.training_memory.total_peak) r.training_memory = now;
+}
+
+RunThreads::RunThreads(TrainingRun& r) : previous_(num_threads()) {
+  MT_CHECK(r.c.threads >= 0 && r.c.threads <= 4096, "train: --threads must be 0 (auto) to 4096, got {}", r.c.threads);
+  if (r.c.threads > 0) {
+    set_num_threads(static_cast<int>(r.c.threads));
+  } else if (r.device.type == DeviceType::CPU) {
+    r.tuner = std::make_unique<ThreadTuner>();
+  }
+}
+
+// ---------------------------------------------------------------- building a run, step by step
+
+namespace {
+
+// Where this process trains: its rank, the world, its device (one GPU per
+// rank, by its rank on the machine), and the configuration resolved for it.
+void place_run(TrainingRun& r, const TrainConfig& requested) {
+  r.rank = dist::world().rank();
+  r.world = dist::world().size();
+  r.device = resolve_device(requested.device);
+  // One GPU per rank, by its rank on the machine.
+  if (r.world > 1 && r.device.is_cuda() && requested.device.find(':') == std::string::npos)
+    r.device = Device{DeviceType::CUDA, dist::local_rank() % visible_gpus()};
+  r.c = resolve_defaults(requested, r.device);
+  if (!r.c.report.empty()) r.c.record_grad_norm = true;  // the page plots the gradient norm
+  r.precision = parse_precision(r.c.precision);
+}
+
+// The numbers and output folders of the configuration, refused before anything is built.
+void check_config(const TrainingRun& r) {
+  const TrainConfig& c = r.c;
+  MT_CHECK(c.epochs > 0 && c.batch > 0 && c.grad_accum > 0, "train: epochs, batch and grad-accum must be positive");
+  MT_CHECK(c.lr > 0 && std::isfinite(c.lr), "train: the learning rate must be positive, got {}", c.lr);
+  MT_CHECK(c.clip >= 0 && std::isfinite(c.clip), "train: --clip must be a finite norm (0 = off), got {}", c.clip);
+  MT_CHECK(c.init_scale > 0 && c.init_scale < 3.4e38, "train: --init-scale must be positive and finite in f32, got {}",
+           c.init_scale);
+  MT_CHECK(c.weight_decay >= 0 && std::isfinite(c.weight_decay), "train: the weight decay must be finite and >= 0");
+  // Checked before training, not when the first file is written.
+  if (!c.save.empty()) check_output_folder("train: --save", c.save);
+  if (!c.report.empty()) check_output_folder("train: --report", c.report);
+  MT_CHECK(!c.master_weights || r.precision != Precision::Fp32,
+           "train: --master-weights needs --precision fp16 or bf16");
+
+  MT_CHECK(c.eval_every >= 0, "train: --eval-every must not be negative");
+}
+
+// The model's description and the dataset's splits.
+void build_data(TrainingRun& r) {
+  r.model_info = models::model_info(r.c.model);
+  r.splits = load_data(r.c, r.model_info);
+  const bool language_model = r.model_info.task == models::ModelTask::LanguageModel;
+  r.summary.language_model = language_model;
+  if (r.model_info.task != models::ModelTask::ImageClassification) r.tokens_per_sample = r.splits.train.inputs.size(1);
+}
+
+// The model, seeded, on its device (f16/bf16 under --master-weights), and
+// wrapped for DDP when the run is data parallel.
+void build_model(TrainingRun& r) {
+  const TrainConfig& c = r.c;
+  manual_seed(c.seed);
+  r.model = models::make_model(c.model, r.splits.train.classes);
+  MT_CHECK(!c.checkpoint_activations || r.model->enable_activation_checkpointing(),
+           "train: --checkpoint-activations applies to cnn, resnet and the transformers (they have stages or blocks "
+           "to recompute), not {}",
+           c.model);
+  r.model->to(r.device);
+  if (c.master_weights) r.model->to(low_precision_dtype(r.precision), /*keep_norms_fp32=*/true);
+  MT_CHECK(!c.cuda_graph || (r.world == 1 && !c.shard_optimizer && !c.ddp),
+           "train: --cuda-graph is not supported with data parallel training (mpirun, --ddp) or --shard-optimizer yet");
+  MT_CHECK(!(c.ddp && c.shard_optimizer),
+           "train: --ddp and --shard-optimizer are two ways of data parallel training; choose one");
+  // The gradients live in DDP's buckets: no copies in or out, and no second
+  // copy of them in memory (the training loop keeps them only until the next step).
+  if ((r.world > 1 || c.ddp) && !c.shard_optimizer) {
+    r.ddp = std::make_unique<dist::DistributedDataParallel>(r.model, dist::DdpOptions{.gradient_as_bucket_view = true});
+  }
+}
+
+// The loader (this rank's shard of each epoch), the stager that moves its
+// batches to the device, the metrics' read-back ring, and the epoch's length.
+void build_loader(TrainingRun& r) {
+  const TrainConfig& c = r.c;
+  // Batches reach the device through the stager's own pinned buffers.
+  r.loader = std::make_unique<data::DataLoader>(r.splits.train, data::LoaderOptions{.batch = c.batch,
+                                                                                    .shuffle = true,
+                                                                                    .augment = c.augment,
+                                                                                    .seed = c.seed,
+                                                                                    .prefetch = c.prefetch,
+                                                                                    .shard_rank = r.rank,
+                                                                                    .shard_count = r.world,
+                                                                                    .drop_uneven = c.drop_uneven});
+  r.stager = std::make_unique<BatchStager>(r.device, r.splits.train, c.batch);
+  r.metrics = std::make_unique<StepMetrics>(r.device);
+  MT_CHECK(r.splits.train.size() > 0 && r.splits.test.size() > 0,
+           "train: the dataset has {} training and {} held-out samples; both must be non-empty", r.splits.train.size(),
+           r.splits.test.size());
+  r.batches = r.loader->batches_per_epoch();
+  MT_CHECK(r.batches >= c.grad_accum,
+           "train: --grad-accum {} needs {} batches per epoch, but {} samples make {} batches of {}: no optimizer step "
+           "would run",
+           c.grad_accum, c.grad_accum, r.splits.train.size(), r.batches, c.batch);
+  r.steps_per_epoch = std::max<int64_t>(r.batches / c.grad_accum, 1);
+}
+
+// The optimizer (or ZeRO-1's shard of it) and its schedule.
+void build_optimizer(TrainingRun& r) {
+  const TrainConfig& c = r.c;
+  // The schedule spans --epochs; --steps only stops the run early (so a run
+  // stopped by --steps and resumed without it keeps the same schedule).
+  const int64_t total_steps = c.epochs * r.steps_per_epoch;
+
+  MT_CHECK(!c.offload_optimizer || !r.device.is_cpu(),
+           "train: --offload-optimizer moves optimizer state from the device to host memory; on the CPU it is "
+           "there already (use --device sim or cuda)");
+  MT_CHECK(!c.offload_optimizer || !c.cuda_graph,
+           "train: --offload-optimizer is not supported with --cuda-graph yet (its copies are not captured)");
+  const optim::PrecisionOptions precision{
+      .master_weights = c.master_weights, .seed = c.seed, .offload_state = c.offload_optimizer};
+  if (c.shard_optimizer) {
+    r.zero = std::make_unique<dist::ShardedOptimizer>(
+        param_groups(*r.model, c.lr, c.weight_decay),
+        [&](std::vector<optim::ParamGroup> groups) { return make_optimizer(c, std::move(groups), precision); });
+    r.opt = &r.zero->shard();
+  } else {
+    r.owned_opt = make_optimizer(c, param_groups(*r.model, c.lr, c.weight_decay), precision);
+    r.opt = r.owned_opt.get();
+  }
+  r.scheduler = make_scheduler(c, *r.opt, total_steps);
+  // The schedule counts on the device, so a skipped f16 step holds it back
+  // without the host reading the skip flag.
+  r.scheduler->use_device_counter(r.device);
+}
+
+// The GradScaler: f16 needs loss scaling; bf16 keeps f32's exponent range
+// and needs none.
+void build_scaler(TrainingRun& r) {
+  // The collapse warning comes from the trainer's asynchronous metrics instead
+  // of the scaler's own periodic read.
+  r.scaler = std::make_unique<amp::GradScaler>(amp::GradScalerOptions{
+      .init_scale = r.c.init_scale, .enabled = r.precision == Precision::Fp16, .collapse_check_interval = 0});
+  if (r.zero && r.world > 1) {
+    // Each rank checks its own shard's gradients: all of them skip if any found an inf.
+    r.scaler->sync_found_inf([](const Tensor& found_inf) {
+      dist::group_for(found_inf.device()).all_reduce(found_inf, dist::ReduceOp::Max)->wait();
+    });
+  }
+}
+
+// --resume: the model, optimizer, scaler and schedule as the checkpoint left them.
+void resume_run(TrainingRun& r) {
+  const LoadOptimizerState load_optimizer = [&](const optim::StateDict& state) {
+    if (r.zero) {
+      r.zero->load_consolidated_state_dict(state);
+    } else {
+      r.opt->load_state_dict(state);
+    }
+  };
+  r.pos = load_checkpoint(r.c.resume, r.c, r.batches, *r.model, load_optimizer, *r.scaler, *r.scheduler);
+}
+
+// --explain-skips: the scaler flags each parameter whose gradient held an
+// inf/NaN, and the run keeps the parameters' names to print them by.
+void watch_nonfinite_gradients(TrainingRun& r) {
+  MT_CHECK(r.c.explain_skips >= 0, "train: --explain-skips must be 0 (off) or a positive N, got {}", r.c.explain_skips);
+  if (r.c.explain_skips == 0 || !r.scaler->is_enabled()) return;
+  r.scaler->track_nonfinite_gradients(true);
+  std::map<const TensorImpl*, std::string> names;
+  for (const auto& [name, p] : r.model->named_parameters()) names[p.impl()] = name;
+  for (const Tensor& p : r.opt->parameters()) {
+    auto it = names.find(p.impl());
+    r.nonfinite_names.push_back(it != names.end() ? it->second : fmt::format("a {} shard", p.shape_string()));
+  }
+}
+
+// --cuda-graph: the graph the step is captured in (step.cpp).
+void prepare_cuda_graph(TrainingRun& r) {
+  MT_CHECK(!r.c.cuda_graph || !r.c.detect_anomaly,
+           "train: --detect-anomaly reads every op's result back on the host, which a CUDA graph cannot capture; "
+           "drop --cuda-graph while debugging");
+  if (!r.c.cuda_graph) return;
+  MT_CHECK(!r.device.is_cpu(), "train: --cuda-graph needs --device cuda or sim (the CPU has no graphs)");
+  r.graphed = std::make_unique<GraphedStep>();
+  r.graphed->graph = std::make_unique<CudaGraph>(r.device);
+}
+
+}  // namespace
+
+// Built in the order PyTorch's AMP recipe uses: data, model, loader,
+// optimizer, schedule, scaler, checkpoint.
+void setup_run(TrainingRun& r, const TrainConfig& requested) {
+  place_run(r, requested);
+  check_config(r);
+  build_data(r);
+  build_model(r);
+  build_loader(r);
+  build_optimizer(r);
+  build_scaler(r);
+  if (!r.c.resume.empty()) resume_run(r);
+  r.summary.parameters = r.model->parameter_count();
+  watch_nonfinite_gradients(r);
+  prepare_cuda_graph(r);
+}
+
+}  // namespace mt::tools
