@@ -16,9 +16,13 @@ struct BenchArgs {
   tools::BenchOptions options;
   std::string budget, json;
   bool ladder = false;
+  CLI::Option* old_warmup = nullptr;  // the spelling --warmup-steps replaced
 };
 
 int run_bench(BenchArgs& a) {
+  MT_CHECK(a.old_warmup->count() == 0,
+           "bench: --warmup is now --warmup-steps (the untimed steps before timing); use --warmup-steps N "
+           "(--warmup in train and compare is the learning-rate warmup)");
   if (!a.budget.empty()) a.options.mem_budget = tools::parse_bytes(a.budget);
   const auto result = a.ladder ? tools::run_ladder(a.options) : tools::run_bench(a.options);
   if (!a.json.empty()) {
@@ -40,7 +44,9 @@ Subcommand add_bench(CLI::App& app) {
   add_model_option(cmd, o.model, "the model to measure (default " + o.model + ")", /*with_auto=*/false);
   add_device_option(cmd, o.device);
   cmd->add_option("--steps", o.steps, "timed steps per configuration (default 50)")->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", o.warmup, "untimed steps first (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup-steps", o.warmup, "untimed steps first (default 5)")->check(CLI::PositiveNumber);
+  // Hidden: refused with a message that names --warmup-steps (train's --warmup is the LR warmup).
+  a->old_warmup = cmd->add_option("--warmup")->type_name("N")->group("");
   cmd->add_option("--batch", o.batch, "batch size B of the first three rows (default 128)")->check(CLI::PositiveNumber);
   cmd->add_option("--mem-budget", a->budget,
                   "memory the last row's batch must fit in, e.g. 8GiB or 300MiB (default: the FP32 row's peak)");
