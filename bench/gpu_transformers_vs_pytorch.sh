@@ -87,7 +87,7 @@ if [ "${BERT:-1}" = 1 ]; then
   echo
   echo "bert-base (Brown genre passages of 512 bytes): FP32 vs AMP vs AMP at the batch FP32's memory allows"
   echo '```'
-  "$mixtape" bench --model bert-base --dataset brown-genre --device "$device" --batch 32 --steps 10 --warmup 2 \
+  "$mixtape" bench --model bert-base --dataset brown-genre --device "$device" --batch 32 --steps 10 --warmup-steps 2 \
     --train-limit 2048 --no-progress 2>&1 | tail -12
   echo '```'
 fi

@@ -30,7 +30,9 @@ expect_failure "threads" train --threads -2 --steps 1
 MT_NUM_THREADS=many expect_failure "MT_NUM_THREADS" train --steps 1 --train-limit 256 --test-limit 10
 MT_CPU_MEMORY_LIMIT=lots expect_failure "MT_CPU_MEMORY_LIMIT" train --steps 1 --train-limit 256 --test-limit 10
 expect_failure "unknown unit" bench --mem-budget 12abc
-expect_failure "too small.*batch 1" bench --mem-budget 1KiB --steps 5 --warmup 1 --train-limit 512 --no-progress
+expect_failure "too small.*batch 1" bench --mem-budget 1KiB --steps 5 --warmup-steps 1 --train-limit 512 \
+  --no-progress
+expect_failure "^error: bench: --warmup is now --warmup-steps.*use --warmup-steps N" bench --warmup 1 --steps 1
 head -c 100 /dev/urandom > "$tmp/corrupt.safetensors"
 expect_failure "corrupt|header|truncated|too short" eval --checkpoint "$tmp/corrupt.safetensors"
 expect_failure "corrupt|header|truncated|too short" train --resume "$tmp/corrupt.safetensors" --steps 1

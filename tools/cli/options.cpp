@@ -1,0 +1,116 @@
+#include "tools/cli/options.h"
+
+#include <charconv>
+#include <cstdio>
+#include <exception>
+#include <new>
+
+#include "autograd/anomaly.h"
+#include "distributed/process_group.h"
+#include "models/registry.h"
+#include "runtime/launch_check.h"
+#include "tools/data/registry.h"
+
+namespace mt::cli {
+
+CLI::Option* add_model_option(CLI::App* cmd, std::string& model, const std::string& help, bool with_auto) {
+  std::vector<std::string> names;
+  for (const auto& m : models::model_list()) names.push_back(m.name);
+  if (with_auto) names.push_back("auto");
+  return cmd->add_option("--model", model, help)->check(CLI::IsMember(names));
+}
+
+std::string model_names_help() {
+  std::string help;
+  for (const auto& m : models::model_list()) help += (help.empty() ? "" : " | ") + m.name;
+  return help;
+}
+
+CLI::Option* add_dataset_option(CLI::App* cmd, std::string& dataset, const std::string& help) {
+  std::vector<std::string> names = data::dataset_names();
+  names.insert(names.begin(), "auto");
+  return cmd->add_option("--dataset", dataset, help)->check(CLI::IsMember(names));
+}
+
+std::string dataset_names_help() {
+  std::string help;
+  for (const auto& d : data::dataset_list()) help += (help.empty() ? "" : " | ") + d.name + " (" + d.help + ")";
+  return help;
+}
+
+CLI::Option* add_device_option(CLI::App* cmd, std::string& device) {
+  return cmd->add_option("--device", device, "auto | cpu | cuda | sim");
+}
+
+CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed, const std::string& help) {
+  return cmd->add_option_function<std::string>(
+      "--seed",
+      [&seed](const std::string& text) {
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seed);
+        if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
+          throw CLI::ValidationError("--seed", "'" + text + "' is not a whole number from 0 to 2^64 - 1");
+        }
+      },
+      help);
+}
+
+void add_diagnostic_options(CLI::App* cmd, tools::TrainConfig& c) {
+  cmd->add_flag("--detect-anomaly", c.detect_anomaly,
+                "stop at the first NaN/inf an op produces in forward or backward and name the op, its module, dtype "
+                "and input ranges (slow: reads every result back)");
+  cmd->add_flag("--dtype-report", c.dtype_report,
+                "list the dtype autocast chose per module and op (first step) and flag activations left in f32");
+  cmd->add_option("--explain-skips", c.explain_skips,
+                  "when the GradScaler skips a step, name the parameters whose gradients held inf/NaN: at the first "
+                  "skip and every Nth after it (N = the value, e.g. 1 for every skip; 0 = off)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+std::string quoted_command_line(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = i == 0 ? std::string("mixtape") : std::string(argv[i]);
+    const bool plain =
+        !arg.empty() &&
+        arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@%") ==
+            std::string::npos;
+    if (!plain) {
+      std::string q = "'";
+      for (const char ch : arg) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+      arg = q + "'";
+    }
+    line += (i == 0 ? "" : " ") + arg;
+  }
+  return line;
+}
+
+void print_profile() {
+  if (kernels::profiling())
+    std::fprintf(stderr, "\nkernel profile (MT_PROFILE)\n%s", kernels::profile_report().c_str());
+}
+
+int with_error_exit_codes(const std::function<int()>& command) {
+  const std::string rank = dist::is_distributed()
+                               ? fmt::format(" (rank {} of {})", dist::world().rank(), dist::world().size())
+                               : std::string();
+  try {
+    return command();
+  } catch (const AnomalyError& e) {
+    std::fprintf(stderr, "\nerror%s: %s\n", rank.c_str(), e.what());
+    return kExitNonFiniteLoss;
+  } catch (const tools::NonFiniteLoss& e) {
+    std::fprintf(stderr, "\nerror%s: %s\n", rank.c_str(), e.what());
+    return kExitNonFiniteLoss;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "\nerror%s: %s\n", rank.c_str(), e.what());
+    return kExitError;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "\nerror%s: out of memory (an input asked for more than this machine has)\n", rank.c_str());
+    return kExitError;
+  } catch (const std::exception& e) {  // nlohmann, filesystem, ...: a bug to report, but never a crash
+    std::fprintf(stderr, "\nerror%s: %s\n", rank.c_str(), e.what());
+    return kExitError;
+  }
+}
+
+}  // namespace mt::cli

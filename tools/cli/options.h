@@ -1,0 +1,51 @@
+// What the subcommands share, written once: the options several of them take
+// (--model, --dataset, --device, --seed, the debugging aids), the command line
+// as logs record it, and the wrapper that turns a command's errors into an
+// `error:` line on stderr and an exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "tools/train/trainer.h"
+
+namespace mt::cli {
+
+inline constexpr int kExitError = 1;
+inline constexpr int kExitNonFiniteLoss = 3;
+
+// --model, one of models/registry.h's names (or "auto" when `with_auto`).
+CLI::Option* add_model_option(CLI::App* cmd, std::string& model, const std::string& help, bool with_auto);
+// "mlp | cnn | ... | bert-base": the registry's models for a help text.
+std::string model_names_help();
+// What --model auto picks (tools/train's resolve_defaults), for help texts.
+inline constexpr const char* kAutoModelHelp = "mlp on a CPU, cnn on a GPU";
+
+// --dataset, "auto" or one of tools/data/registry.h's names.
+CLI::Option* add_dataset_option(CLI::App* cmd, std::string& dataset, const std::string& help);
+// "fashion-mnist (...) | synthetic (...) | ...": the registry's datasets for a help text.
+std::string dataset_names_help();
+
+// --device: auto | cpu | cuda | sim.
+CLI::Option* add_device_option(CLI::App* cmd, std::string& device);
+
+// A seed option read as a whole decimal number that fits 64 bits: CLI11
+// would wrap "-1" and an overflowing value without a word.
+CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed, const std::string& help);
+
+// The mixed-precision debugging aids, shared by train and compare.
+void add_diagnostic_options(CLI::App* cmd, tools::TrainConfig& c);
+
+// The command line as a shell would take it back (for logs and reports).
+std::string quoted_command_line(int argc, char** argv);
+
+// With MT_PROFILE=1: the CUDA-path kernels and library calls of the run,
+// slowest total first (runtime/launch_check.h).
+void print_profile();
+
+// Runs a command; its errors become a message on stderr and an exit code.
+int with_error_exit_codes(const std::function<int()>& command);
+
+}  // namespace mt::cli
