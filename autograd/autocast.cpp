@@ -11,54 +11,9 @@ namespace mt::amp {
 namespace {
 
 constexpr PolicyEntry kPolicy[] = {
-    {Op::MatMul, "matmul", CastPolicy::LowerPrecision},
-    {Op::Bmm, "bmm", CastPolicy::LowerPrecision},
-    {Op::Linear, "linear", CastPolicy::LowerPrecision},
-    {Op::Conv2d, "conv2d", CastPolicy::LowerPrecision},
-    {Op::ScaledDotProductAttention, "scaled_dot_product_attention", CastPolicy::LowerPrecision},
-    {Op::LinearCrossEntropy, "linear_cross_entropy", CastPolicy::LowerPrecision},
-    {Op::Exp, "exp", CastPolicy::Fp32},
-    {Op::Log, "log", CastPolicy::Fp32},
-    {Op::Pow, "pow", CastPolicy::Fp32},
-    {Op::Reciprocal, "reciprocal", CastPolicy::Fp32},
-    {Op::Rsqrt, "rsqrt", CastPolicy::Fp32},
-    {Op::Softmax, "softmax", CastPolicy::Fp32},
-    {Op::LogSoftmax, "log_softmax", CastPolicy::Fp32},
-    {Op::LayerNorm, "layer_norm", CastPolicy::Fp32},
-    {Op::CrossEntropy, "cross_entropy", CastPolicy::Fp32},
-    {Op::MseLoss, "mse_loss", CastPolicy::Fp32},
-    {Op::Sum, "sum", CastPolicy::Fp32},
-    {Op::Mean, "mean", CastPolicy::Fp32},
-    {Op::Var, "var", CastPolicy::Fp32},
-    {Op::Add, "add", CastPolicy::Promote},
-    {Op::Sub, "sub", CastPolicy::Promote},
-    {Op::Rsub, "rsub", CastPolicy::Promote},
-    {Op::Mul, "mul", CastPolicy::Promote},
-    {Op::Div, "div", CastPolicy::Promote},
-    {Op::Where, "where", CastPolicy::Promote},
-    {Op::Cat, "cat", CastPolicy::Promote},
-    {Op::Maximum, "maximum", CastPolicy::Promote},
-    {Op::Minimum, "minimum", CastPolicy::Promote},
-    {Op::BatchNorm, "batch_norm", CastPolicy::InputDType},
-    {Op::Neg, "neg", CastPolicy::InputDType},
-    {Op::Sqrt, "sqrt", CastPolicy::InputDType},
-    {Op::Abs, "abs", CastPolicy::InputDType},
-    {Op::Sign, "sign", CastPolicy::InputDType},
-    {Op::Square, "square", CastPolicy::InputDType},
-    {Op::Relu, "relu", CastPolicy::InputDType},
-    {Op::Silu, "silu", CastPolicy::InputDType},
-    {Op::Tanh, "tanh", CastPolicy::InputDType},
-    {Op::Sigmoid, "sigmoid", CastPolicy::InputDType},
-    {Op::Gelu, "gelu", CastPolicy::InputDType},
-    {Op::Clamp, "clamp", CastPolicy::InputDType},
-    {Op::Max, "max", CastPolicy::InputDType},
-    {Op::Min, "min", CastPolicy::InputDType},
-    {Op::MaxPool2d, "max_pool2d", CastPolicy::InputDType},
-    {Op::AvgPool2d, "avg_pool2d", CastPolicy::InputDType},
-    {Op::AdaptiveAvgPool2d, "adaptive_avg_pool2d", CastPolicy::InputDType},
-    {Op::Dropout, "dropout", CastPolicy::InputDType},
-    {Op::IndexSelect, "index_select", CastPolicy::InputDType},
-    {Op::Gather, "gather", CastPolicy::InputDType},
+#define MT_OP_ROW(op, name, policy, saves) {Op::op, name, CastPolicy::policy, saves},
+    MT_AUTOGRAD_OPS(MT_OP_ROW)
+#undef MT_OP_ROW
 };
 
 const PolicyEntry& entry(Op op) {
@@ -101,6 +56,7 @@ int slot_of(Device d) { return d.is_cpu() ? 0 : 1; }
 std::span<const PolicyEntry> autocast_policy_table() { return kPolicy; }
 CastPolicy autocast_policy(Op op) { return entry(op).policy; }
 std::string_view op_name(Op op) { return entry(op).name; }
+std::string_view saved_for_backward(Op op) { return entry(op).saves; }
 
 Autocast::Autocast(Device device, DType dtype, bool enabled, bool cache_enabled) : slot_(slot_of(device)) {
   MT_CHECK(!enabled || is_low_precision(dtype), "Autocast: dtype must be f16 or bf16, got {}", dtype);

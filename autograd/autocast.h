@@ -9,7 +9,8 @@
 // its floating inputs should be cast to; the op casts, runs, and its tape node
 // keeps the dtypes it ran in, so backward never re-decides.
 //
-// The policy mirrors PyTorch's lists (see autocast_policy_table()), and every
+// The policy mirrors PyTorch's lists (autocast_policy_table(), one row per op of
+// autograd/op_list.h, which also says what each op saves for backward), and every
 // differentiable op that computes has a row: an op records its tape node only
 // through the inputs autocast decided for it (autograd/autocast.h), so
 // an op cannot exist without a policy entry.
@@ -40,77 +41,34 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "autograd/op_list.h"
 #include "core/tensor.h"
 
 namespace mt::amp {
 
 enum class CastPolicy { LowerPrecision, Fp32, Promote, InputDType };
 
+// One id per row of autograd/op_list.h, in its order.
 enum class Op {
-  // lower precision
-  MatMul,
-  Bmm,
-  Linear,
-  Conv2d,
-  ScaledDotProductAttention,
-  LinearCrossEntropy,  // the GEMMs; the loss inside is f32 (as softmax statistics are in attention)
-  // fp32
-  Exp,
-  Log,
-  Pow,
-  Reciprocal,
-  Rsqrt,
-  Softmax,
-  LogSoftmax,
-  LayerNorm,
-  CrossEntropy,
-  MseLoss,
-  Sum,
-  Mean,
-  Var,
-  // promote
-  Add,
-  Sub,
-  Rsub,
-  Mul,
-  Div,
-  Where,
-  Cat,
-  Maximum,
-  Minimum,
-  // the input's dtype (batch_norm: f32 statistics inside)
-  BatchNorm,
-  Neg,
-  Sqrt,
-  Abs,
-  Sign,
-  Square,
-  Relu,
-  Silu,
-  Tanh,
-  Sigmoid,
-  Gelu,
-  Clamp,
-  Max,
-  Min,
-  MaxPool2d,
-  AvgPool2d,
-  AdaptiveAvgPool2d,
-  Dropout,
-  IndexSelect,
-  Gather,
+#define MT_OP_ENUM(op, name, policy, saves) op,
+  MT_AUTOGRAD_OPS(MT_OP_ENUM)
+#undef MT_OP_ENUM
 };
 
 struct PolicyEntry {
   Op op;
   std::string_view name;
   CastPolicy policy;
+  std::string_view saves;  // what the op's backward keeps alive (op_list.h's last column)
 };
 
-// The whole policy, one row per op, in one readable table (autocast.cpp).
+// The whole policy, one row per op, generated from autograd/op_list.h.
 std::span<const PolicyEntry> autocast_policy_table();
 CastPolicy autocast_policy(Op op);
 std::string_view op_name(Op op);
+// The saved-reads table: the tensors op's backward rule keeps alive, in words
+// ("output (f32)", "input, weight (compute dtype)", "nothing (input shape only)").
+std::string_view saved_for_backward(Op op);
 
 // RAII autocast region for one device type (SIM counts as CUDA: it runs the
 // CUDA code path). Low-precision dtype: F16 or BF16.

@@ -87,7 +87,7 @@ Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
     wants_grad.push_back(t.defined() && (t.requires_grad() || t.grad_fn() != nullptr));
   }
   // A meta-op: the ops inside made their own autocast decisions, so the node
-  // is recorded directly.
+  // is recorded directly. saves: the inputs (the segment is recomputed in backward).
   return autograd::record_node("checkpoint", out, inputs,
                                [fn, saved, wants_grad, autocast, rng](const Tensor& g) -> std::vector<Tensor> {
                                  std::vector<Tensor> again;

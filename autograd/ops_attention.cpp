@@ -163,9 +163,10 @@ Tensor fused_attention(const autograd::CastInputs& in, const Tensor& mask, const
   out_shape.back() = problem.value_dim;
   const Tensor result = out.reshape(out_shape);
   if (!autograd::needs_grad({q, k, v})) return result;
-  // Saves q, k, v, out and lse: O(T) per head beyond the inputs, where the
-  // reference path keeps the T x T probabilities (and the attn_mask when
-  // there is one: the caller's, or its f32 copy for a 16-bit float mask).
+  // saves: q, k, v, output (compute dtype), lse (f32 per row), the masks given
+  // (the caller's attn_mask, or its f32 copy for a 16-bit float mask): O(T)
+  // per head beyond the inputs, where the reference path keeps the T x T
+  // probabilities.
   return record(
       in, result,
       [sq = save(q4), sk = save(k4), sv = save(v4), so = save(out), slse = save(lse), padding, mask4, problem, kernel,

@@ -90,8 +90,8 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
     }
   }
   if (!autograd::needs_grad({hidden, weight})) return out;
-  // Saves hidden, weight, the targets, each row's statistics and (for a mean)
-  // the device-side count: O(N + V) beyond the inputs, not O(N V).
+  // saves: hidden, weight (compute dtype), target, stats (f32 max, lse per row),
+  // count (mean only, on the device): O(N + V) beyond the inputs, not O(N V)
   return autograd::record(
       in, out,
       [sh = autograd::save(hidden), sw = autograd::save(weight), st = autograd::save(target),

@@ -90,7 +90,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   const bool need_w = autograd::needs_grad({weight});
   const bool need_b = bias.defined() && autograd::needs_grad({bias});
   if (!need_x && !need_w && !need_b) return y;
-  // x is needed only for dW and the weight only for dx: save just those.
+  // saves: input, weight (compute dtype): x only for dW, the weight only for dx
   return record(in, y,
                 [sx = save(need_w ? x : Tensor()), sw = save(need_x ? weight : Tensor()), g, need_x, need_w, need_b,
                  xshape = x.sizes(), wshape = weight.sizes(), dtype = x.dtype()](const Tensor& gy) {
@@ -144,6 +144,7 @@ Tensor max_pool2d(const Tensor& x_in, Size2 kernel, Size2 stride, Size2 padding)
   Tensor indices = empty(out_shape, kI64, x.device());
   kernels::max_pool2d_forward(x, make_window(kernel, stride, padding, true), y, indices);
   if (!autograd::needs_grad({x})) return y;
+  // saves: indices (i64)
   return record(in, y, [si = save(indices), xshape = x.sizes(), dtype = x.dtype()](const Tensor& gy) {
     Tensor dx = empty(xshape, dtype, gy.device());
     kernels::max_pool2d_backward(gy, si.get(), dx);
@@ -159,6 +160,7 @@ Tensor avg_pool2d(const Tensor& x_in, Size2 kernel, Size2 stride, Size2 padding,
   Tensor y = empty(out_shape, x.dtype(), x.device());
   kernels::avg_pool2d_forward(x, window, y);
   if (!autograd::needs_grad({x})) return y;
+  // saves: nothing (window and input shape only)
   return record(
       in, y,
       [window, xshape = x.sizes(), dtype = x.dtype()](const Tensor& gy) {
@@ -185,6 +187,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
   Tensor y = empty(out_shape, x.dtype(), x.device());
   kernels::adaptive_avg_pool2d_forward(x, y);
   if (!autograd::needs_grad({x})) return y;
+  // saves: nothing (input shape only)
   return record(
       in, y,
       [xshape = x.sizes(), dtype = x.dtype()](const Tensor& gy) {
@@ -235,6 +238,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   const bool need_w = weight.defined() && autograd::needs_grad({weight});
   const bool need_b = bias.defined() && autograd::needs_grad({bias});
   if (!need_x && !need_w && !need_b) return y;
+  // saves: input, weight (their dtypes), mean, invstd (f32, one per channel)
   return record(in, y,
                 [sx = save(x), sw = save(weight), smean = save(save_mean), sinvstd = save(save_invstd), training,
                  need_x, need_w, need_b, wdtype = weight.defined() ? weight.dtype() : x.dtype(),

@@ -52,6 +52,7 @@ Tensor binary_differentiable(BinaryOp op, amp::Op policy, const Tensor& a_in, co
   if (!autograd::needs_grad({a, b})) return out;
   const bool need_a = autograd::needs_grad({a}), need_b = autograd::needs_grad({b});
   const BinarySaves keep = saves(need_a, need_b);
+  // saves: what the op's saves(need_a, need_b) names of a, b and the output (each op's row below)
   return record(
       in, out,
       [sa = save(keep.a ? a : Tensor()), sb = save(keep.b ? b : Tensor()), so = save(keep.out ? out : Tensor()),
@@ -82,6 +83,7 @@ Tensor unary_differentiable(UnaryOp op, amp::Op policy, const Tensor& x_in, Unar
   kernels::unary(op, x, out, args);
   if (!autograd::needs_grad({x})) return out;
   const kernels::UnaryBackwardReads reads = kernels::unary_backward_reads(op);
+  // saves: input and/or output, as unary_backward_reads(op) says (nothing for neg, sign)
   return record(
       in, out,
       [op, args, sx = save(reads.input ? x : Tensor()), sy = save(reads.output ? out : Tensor()), x_shape = x.sizes(),
@@ -100,7 +102,7 @@ Tensor unary_differentiable(UnaryOp op, amp::Op policy, const Tensor& x_in, Unar
 // ---------------------------------------------------------------- binary arithmetic
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  // Saves nothing: the gradient passes to both sides (summed over broadcast dims).
+  // saves: nothing (the gradient passes to both sides, summed over broadcast dims)
   return binary_differentiable(
       BinaryOp::Add, amp::Op::Add, a, b, [](bool, bool) { return BinarySaves{}; },
       [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&, bool, bool) {
@@ -109,7 +111,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  // Saves nothing.
+  // saves: nothing
   return binary_differentiable(
       BinaryOp::Sub, amp::Op::Sub, a, b, [](bool, bool) { return BinarySaves{}; },
       [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&, bool, bool need_b) {
@@ -118,7 +120,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  // Saves b when a needs a gradient, a when b does.
+  // saves: b when a needs a gradient, a when b does
   return binary_differentiable(
       BinaryOp::Mul, amp::Op::Mul, a, b,
       [](bool need_a, bool need_b) {
@@ -130,7 +132,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  // Saves b, and the output when b needs a gradient: d(a/b)/db = -(a/b)/b.
+  // saves: b, and the output when b needs a gradient (d(a/b)/db = -(a/b)/b)
   return binary_differentiable(
       BinaryOp::Div, amp::Op::Div, a, b,
       [](bool, bool need_b) {
@@ -143,7 +145,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
-  // Saves a, b and the output.
+  // saves: a, b, output
   return binary_differentiable(
       BinaryOp::Pow, amp::Op::Pow, a, b,
       [](bool, bool) {
@@ -159,7 +161,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  // Saves a and b (which side won, and the ties).
+  // saves: a, b (which side won, and the ties)
   return binary_differentiable(
       BinaryOp::Maximum, amp::Op::Maximum, a, b,
       [](bool, bool) {
@@ -174,7 +176,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  // Saves a and b.
+  // saves: a, b
   return binary_differentiable(
       BinaryOp::Minimum, amp::Op::Minimum, a, b,
       [](bool, bool) {
@@ -202,6 +204,7 @@ Tensor binary_with_scalar(BinaryOp op, amp::Op policy, const Tensor& a_in, doubl
   const Tensor s = autograd::scalar_operand(b, a);
   Tensor out = scalar_first ? run_binary(op, name, s, a, dtype) : run_binary(op, name, a, s, dtype);
   if (!autograd::needs_grad({a})) return out;
+  // saves: nothing (the scalar only)
   return record(in, out, [op, b, scalar_first](const Tensor& g) -> std::vector<Tensor> {
     switch (op) {
       case BinaryOp::Add: return {g};
@@ -283,6 +286,7 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   // Only the operands that need a gradient get one: a mask's fill value (the
   // -inf of causal attention) would otherwise cost a full-size where and sum.
   const bool need_a = autograd::needs_grad({a}), need_b = autograd::needs_grad({b});
+  // saves: condition
   return record(in, out,
                 [sc = save(cond), a_shape = a.sizes(), b_shape = b.sizes(), need_a,
                  need_b](const Tensor& g) -> std::vector<Tensor> {

@@ -29,6 +29,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, a.dtype(), a.device());
   kernels::bmm(a, b, out);
   if (!autograd::needs_grad({a, b})) return out;
+  // saves: a, b (compute dtype)
   return record(in, out,
                 [sa = save(a), sb = save(b), need_a = autograd::needs_grad({a}),
                  need_b = autograd::needs_grad({b})](const Tensor& g) -> std::vector<Tensor> {
@@ -40,6 +41,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  // saves: nothing of its own (records no node: views around one bmm, which saves a, b)
   const auto in = autograd::autocast_inputs(amp::Op::MatMul, {a_in, b_in});
   const Tensor& a = in[0];
   const Tensor& b = in[1];
@@ -135,8 +137,8 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
                {bias.defined() ? bias.detach() : Tensor(), fused, pre2.defined() ? pre2.unsqueeze(0) : Tensor()});
   const Tensor out = out2.reshape(out_shape);
   if (!grad) return out;
-  // Saves x (as [M, K]) and the weight; the output for a fused ReLU, the
-  // pre-activation for a fused GELU.
+  // saves: input (as [M, K]), weight (compute dtype); + output for a fused ReLU,
+  // pre-activation for a fused GELU
   const bool relu = activation == LinearActivation::Relu;
   return record(in, out,
                 [sx = save(x2), sw = save(weight), sy = save(relu ? out2 : Tensor()), sz = save(pre2),

@@ -31,6 +31,7 @@ Tensor softmax_impl(const autograd::CastInputs& in, int64_t dim, bool log) {
   kernels::softmax_forward(xt, yt, log);
   Tensor y = x.dim() == 0 ? yt : yt.transpose(d, last);
   if (!autograd::needs_grad({x})) return y;
+  // saves: output (f32 by policy)
   return record(in, y, [syt = save(yt), d, last, log, scalar = x.dim() == 0](const Tensor& g) {
     const Tensor yt_ = syt.get();
     const Tensor gt = scalar ? g : g.transpose(d, last);
@@ -76,6 +77,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   Tensor rstd = empty({rows}, stats_dtype, x.device());
   kernels::layer_norm_forward(x, weight, bias, eps, y, mean, rstd);
   if (!autograd::needs_grad({x, weight, bias})) return y;
+  // saves: input, weight, mean, rstd (f32 by policy; mean and rstd one per row)
   return record(in, y,
                 [sx = save(x), sw = save(weight), smean = save(mean), srstd = save(rstd), nshape = normalized_shape,
                  bias_dtype = bias.defined() ? bias.dtype() : x.dtype(),
@@ -133,8 +135,7 @@ Tensor cross_entropy(const Tensor& logits_uncast, const Tensor& target_in, const
     }
   }
   if (!autograd::needs_grad({logits_in})) return out;
-  // Saves the logits (in the dtype the op ran in), the targets, each row's
-  // softmax statistics and, for a mean, the device-side count.
+  // saves: logits (f32 by policy), target, stats (max, lse per row), count (mean only, on the device)
   return record(in, out,
                 [sl = save(logits), st = save(target), sstats = save(row_stats), args, reduction = options.reduction,
                  sc = save(counted), n, in_shape = logits_in.sizes()](const Tensor& g) -> std::vector<Tensor> {
@@ -153,6 +154,7 @@ Tensor cross_entropy(const Tensor& logits_uncast, const Tensor& target_in, const
 }
 
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  // saves: nothing of its own (records no node: sub saves nothing, square the difference, sum/mean nothing)
   const auto in = autograd::autocast_inputs(amp::Op::MseLoss, {input_in, target_in});
   const Tensor& input = in[0];
   const Tensor& target = in[1];
@@ -196,6 +198,7 @@ Tensor dropout(const Tensor& x_in, double p, bool training, Generator* generator
   Tensor mask = empty(x.sizes(), kU8, x.device());
   kernels::dropout_forward(x, out, mask, {p, s.seed, s.offset});
   if (!autograd::needs_grad({x})) return out;
+  // saves: mask (u8)
   return record(in, out, [smask = save(mask), p](const Tensor& g) -> std::vector<Tensor> {
     const Tensor m = smask.get();
     Tensor gx = empty(g.sizes(), g.dtype(), g.device());

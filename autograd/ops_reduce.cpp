@@ -72,6 +72,7 @@ Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim) {
   const ReductionPlan p = plan_reduction(x, dims, keepdim, "sum");
   Tensor out = reduce(ReduceOp::Sum, x, p, sum_result_type(x.dtype()));
   if (!autograd::needs_grad({x})) return out;
+  // saves: nothing (input shape only)
   return record(in, out, [kd = p.keepdim_shape, shape = x.sizes()](const Tensor& g) -> std::vector<Tensor> {
     return {expand_grad(g, kd, shape)};
   });
@@ -86,6 +87,7 @@ Tensor mean(const Tensor& x_in, const Shape& dims, bool keepdim) {
   const ReductionPlan p = plan_reduction(x, dims, keepdim, "mean");
   Tensor out = reduce(ReduceOp::Mean, x, p, x.dtype());
   if (!autograd::needs_grad({x})) return out;
+  // saves: nothing (input shape and count only)
   return record(in, out, [kd = p.keepdim_shape, shape = x.sizes(), n = p.cols](const Tensor& g) -> std::vector<Tensor> {
     return {expand_grad(div(g, static_cast<double>(n)), kd, shape)};
   });
@@ -100,6 +102,7 @@ Tensor var(const Tensor& x_in, const Shape& dims, double correction, bool keepdi
   const ReductionPlan p = plan_reduction(x, dims, keepdim, "var");
   Tensor out = reduce(ReduceOp::Var, x, p, x.dtype(), correction);
   if (!autograd::needs_grad({x})) return out;
+  // saves: input (f32 by policy)
   return record(in, out,
                 [sx = save(x), kd = p.keepdim_shape, reduced = p.reduced, n = p.cols,
                  correction](const Tensor& g) -> std::vector<Tensor> {
@@ -125,6 +128,7 @@ ValuesIndices extreme(ReduceOp op, amp::Op policy, const Tensor& x_in, int64_t d
   Tensor indices = empty(p.out_shape, kI64, x.device());
   kernels::reduce_rows_with_index(op, p.rows_view, values, indices, {p.rows, p.cols});
   if (autograd::needs_grad({x})) {
+    // saves: indices (i64)
     record(in, values,
            [si = save(indices), kd = p.keepdim_shape, shape = x.sizes(), dtype = x.dtype(),
             d](const Tensor& g) -> std::vector<Tensor> {
@@ -158,6 +162,7 @@ Tensor extreme_of_all(ReduceOp op, amp::Op policy, const Tensor& x_in) {
   MT_CHECK(x.numel() > 0, "{}: cannot take the {} of an empty tensor", in.name(), in.name());
   const Tensor value = extreme(op, policy, x.detach().reshape({x.numel()}), 0, false).values;
   if (!autograd::needs_grad({x})) return value;
+  // saves: input, output (every element equal to the result shares the gradient)
   return record(in, value, [sx = save(x), sv = save(value)](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x_ = sx.get(), v = sv.get();
     const DType dtype = g.dtype();

@@ -19,7 +19,8 @@ using autograd::save;
 
 namespace {
 
-// Records a view op whose backward is `rule(g)`.
+// Records a view op whose backward is `rule(g)`. saves: nothing (each view's
+// rule holds shapes, dims or a dtype only; views have no op_list.h row).
 template <typename Rule>
 Tensor record_view(const char* name, const Tensor& input, const Tensor& view, Rule rule) {
   if (!autograd::needs_grad({input})) return view;
@@ -295,6 +296,7 @@ Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim) {
     at += t.size(d);
   }
   if (!autograd::needs_grad(tensors)) return out;
+  // saves: nothing (split lengths only)
   return record(in, out, [lengths, d](const Tensor& g) { return split(g, lengths, d); });
 }
 
@@ -353,6 +355,7 @@ Tensor index_select(const Tensor& x_in, int64_t dim, const Tensor& index) {
   Tensor out = empty(shape, x.dtype(), x.device());
   kernels::index_select(x, d, index, out);
   if (!autograd::needs_grad({x})) return out;
+  // saves: index
   return record(in, out,
                 [si = save(index), d, in = x.sizes(), dtype = x.dtype()](const Tensor& g) -> std::vector<Tensor> {
                   Tensor gx = zeros(in, dtype, g.device());
@@ -376,6 +379,7 @@ Tensor gather(const Tensor& x_in, int64_t dim, const Tensor& index) {
   Tensor out = empty(index.sizes(), x.dtype(), x.device());
   kernels::gather(x, d, index, out);
   if (!autograd::needs_grad({x})) return out;
+  // saves: index
   return record(in, out,
                 [si = save(index), d, in = x.sizes(), dtype = x.dtype()](const Tensor& g) -> std::vector<Tensor> {
                   Tensor gx = zeros(in, dtype, g.device());

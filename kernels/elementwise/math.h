@@ -3,6 +3,11 @@
 // Each op's forward and backward formula lives here once, as __host__
 // __device__ templates over the compute type (float for f32/f16/bf16, double
 // for f64), so the CPU tests check the very formulas the GPU runs.
+//
+// The op lists below name each op once: they generate enum class UnaryOp /
+// BinaryOp, visit_unary / visit_binary's cases and unary_backward_reads().
+// A new unary op is a row of MT_UNARY_OPS (with what its derivative reads)
+// plus its formulas in unary_forward and unary_backward.
 #pragma once
 
 #include <cmath>
@@ -13,27 +18,56 @@
 
 namespace mt::kernels {
 
+// X(Op, what unary_backward<Op> reads: Nothing, Input or Output). The order
+// is the enum's.
+// clang-format off
+#define MT_UNARY_OPS(X)                     \
+  X(Neg, Nothing)                           \
+  X(Exp, Output)                            \
+  X(Log, Input)                             \
+  X(Sqrt, Output)                           \
+  X(Rsqrt, Output)                          \
+  X(Abs, Input)                             \
+  X(Sign, Nothing)                          \
+  X(Reciprocal, Output)                     \
+  X(Square, Input)                          \
+  X(Relu, Output)                           \
+  X(GeluTanh, Input)                        \
+  X(GeluErf, Input)                         \
+  X(Silu, Input)                            \
+  X(Tanh, Output)                           \
+  X(Sigmoid, Output)                        \
+  X(PowScalar, Input)   /* x^a */           \
+  X(Clamp, Input)       /* clamp(x, a, b) */
+
+// X(Op); the comparisons come last (is_comparison).
+#define MT_BINARY_OPS(X) \
+  X(Add)                 \
+  X(Sub)                 \
+  X(Mul)                 \
+  X(Div)                 \
+  X(Pow)                 \
+  X(Maximum)             \
+  X(Minimum)             \
+  X(Eq)                  \
+  X(Ne)                  \
+  X(Lt)                  \
+  X(Le)                  \
+  X(Gt)                  \
+  X(Ge)
+// clang-format on
+
 enum class UnaryOp : uint8_t {
-  Neg,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Abs,
-  Sign,
-  Reciprocal,
-  Square,
-  Relu,
-  GeluTanh,
-  GeluErf,
-  Silu,
-  Tanh,
-  Sigmoid,
-  PowScalar,  // x^a
-  Clamp,      // clamp(x, a, b)
+#define MT_UNARY_ENUM(name, reads) name,
+  MT_UNARY_OPS(MT_UNARY_ENUM)
+#undef MT_UNARY_ENUM
 };
 
-enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
+enum class BinaryOp : uint8_t {
+#define MT_BINARY_ENUM(name) name,
+  MT_BINARY_OPS(MT_BINARY_ENUM)
+#undef MT_BINARY_ENUM
+};
 
 // Scalar arguments of parameterised unary ops.
 struct UnaryArgs {
@@ -85,25 +119,15 @@ MT_HOST_DEVICE inline T unary_forward(T x, T a, T b) {
 struct UnaryBackwardReads {
   bool input = false, output = false;
 };
+inline constexpr UnaryBackwardReads kUnaryReadsNothing{false, false};
+inline constexpr UnaryBackwardReads kUnaryReadsInput{true, false};
+inline constexpr UnaryBackwardReads kUnaryReadsOutput{false, true};
 constexpr UnaryBackwardReads unary_backward_reads(UnaryOp op) {
   switch (op) {
-    case UnaryOp::Neg:
-    case UnaryOp::Sign: return {false, false};
-    case UnaryOp::Exp:
-    case UnaryOp::Sqrt:
-    case UnaryOp::Rsqrt:
-    case UnaryOp::Reciprocal:
-    case UnaryOp::Relu:
-    case UnaryOp::Tanh:
-    case UnaryOp::Sigmoid: return {false, true};
-    case UnaryOp::Log:
-    case UnaryOp::Abs:
-    case UnaryOp::Square:
-    case UnaryOp::GeluTanh:
-    case UnaryOp::GeluErf:
-    case UnaryOp::Silu:
-    case UnaryOp::PowScalar:
-    case UnaryOp::Clamp: return {true, false};
+#define MT_UNARY_READS(name, reads) \
+  case UnaryOp::name: return kUnaryReads##reads;
+    MT_UNARY_OPS(MT_UNARY_READS)
+#undef MT_UNARY_READS
   }
   return {true, true};
 }
@@ -175,14 +199,9 @@ constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 template <typename Fn>
 inline void visit_unary(UnaryOp op, Fn&& fn) {
   switch (op) {
-#define MT_UNARY_CASE(name) \
+#define MT_UNARY_CASE(name, reads) \
   case UnaryOp::name: return fn(std::integral_constant<UnaryOp, UnaryOp::name>{});
-    MT_UNARY_CASE(Neg)
-    MT_UNARY_CASE(Exp)
-    MT_UNARY_CASE(Log) MT_UNARY_CASE(Sqrt) MT_UNARY_CASE(Rsqrt) MT_UNARY_CASE(Abs) MT_UNARY_CASE(Sign)
-        MT_UNARY_CASE(Reciprocal) MT_UNARY_CASE(Square) MT_UNARY_CASE(Relu) MT_UNARY_CASE(GeluTanh)
-            MT_UNARY_CASE(GeluErf) MT_UNARY_CASE(Silu) MT_UNARY_CASE(Tanh) MT_UNARY_CASE(Sigmoid)
-                MT_UNARY_CASE(PowScalar) MT_UNARY_CASE(Clamp)
+    MT_UNARY_OPS(MT_UNARY_CASE)
 #undef MT_UNARY_CASE
   }
 }
@@ -193,11 +212,7 @@ inline void visit_binary(BinaryOp op, Fn&& fn) {
   switch (op) {
 #define MT_BINARY_CASE(name) \
   case BinaryOp::name: return fn(std::integral_constant<BinaryOp, BinaryOp::name>{});
-    MT_BINARY_CASE(Add)
-    MT_BINARY_CASE(Sub)
-    MT_BINARY_CASE(Mul) MT_BINARY_CASE(Div) MT_BINARY_CASE(Pow) MT_BINARY_CASE(Maximum) MT_BINARY_CASE(Minimum)
-        MT_BINARY_CASE(Eq) MT_BINARY_CASE(Ne) MT_BINARY_CASE(Lt) MT_BINARY_CASE(Le) MT_BINARY_CASE(Gt)
-            MT_BINARY_CASE(Ge)
+    MT_BINARY_OPS(MT_BINARY_CASE)
 #undef MT_BINARY_CASE
   }
 }
