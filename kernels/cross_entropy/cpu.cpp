@@ -1,14 +1,10 @@
-// Cross-entropy with label smoothing eps over C classes:
-//   q = (1 - eps) * onehot(target) + eps / C
-//   loss_row = -sum_c q_c * log_softmax(x)_c
-//            = (1 - eps) (log_sum - (x_t - max)) + eps/C * sum_c (log_sum + max - x_c)
-//   dloss/dx_c = softmax(x)_c - q_c = exp((x_c - max) - log_sum) - q_c
-// with max and log_sum = log sum_c exp(x_c - max) the row's statistics
-// (saved [N, 2] for backward): every term is formed from x - max, so a shared
-// offset of 1e4 in the logits costs no precision. Rows whose target is
-// ignore_index contribute 0 loss and 0 gradient.
+// Cross-entropy with label smoothing over C classes: the formulas are in
+// kernels/cross_entropy/math.h (shared with cuda.cu); the row's statistics
+// (max, log_sum), saved [N, 2] for backward, come from kernels/softmax/math.h.
+// Rows whose target is ignore_index contribute 0 loss and 0 gradient.
 #include "kernels/cross_entropy/cpu.h"
 
+#include "kernels/cross_entropy/math.h"
 #include "kernels/softmax/math.h"
 #include "kernels/common/strided.h"
 
@@ -35,11 +31,11 @@ void forward_typed(const Tensor& logits, const Tensor& target, const Tensor& los
       continue;
     }
     MT_CHECK(label >= 0 && label < c, "cross_entropy: target {} at row {} is out of range for {} classes", label, r, c);
-    T value = (T(1) - eps) * (log_sum - (row[label] - stats.max));
+    T value = cross_entropy_target_loss(row[label] - stats.max, log_sum, eps);
     if (eps != T(0)) {
       T sum = 0;
       for (int64_t k = 0; k < c; ++k) sum += log_sum - (row[k] - stats.max);
-      value += eps / static_cast<T>(c) * sum;
+      value += cross_entropy_smoothing_loss(sum, eps, static_cast<T>(c));
     }
     vloss[static_cast<size_t>(r)] = value;
   }
@@ -64,8 +60,8 @@ void backward_typed(const Tensor& logits, const Tensor& target, const Tensor& ro
         continue;
       }
       for (int64_t k = 0; k < c; ++k) {
-        const T q = (k == label ? T(1) - eps : T(0)) + eps / static_cast<T>(c);
-        drow[k] = g[r] * (std::exp((x[r * c + k] - stats[2 * r]) - stats[2 * r + 1]) - q);
+        const T q = cross_entropy_target_probability(k == label, eps, static_cast<T>(c));
+        drow[k] = cross_entropy_logit_grad(g[r], x[r * c + k] - stats[2 * r], stats[2 * r + 1], q);
       }
     }
   });

@@ -6,8 +6,8 @@
 //            = (1 - eps)(log_sum - (x_t - max)) + eps/C * sum_c (log_sum + max - x_c)
 //     dloss/dx_rc = grad_r * (softmax(x_r)_c - q_c)
 //   Rows whose target is ignore_index get loss 0 and gradient 0 (the caller
-//   divides by the count of the others for a mean). Same semantics as
-//   kernels/cross_entropy/cpu.cpp.
+//   divides by the count of the others for a mean). The per-element formulas
+//   are kernels/cross_entropy/math.h's, which cpu.cpp calls too.
 // Algorithm: one block per row. Forward never materialises log_softmax: one
 //   read of the row gives the online (max, sum exp) pair and the sum of
 //   x_c - x_0 (for smoothing), reduced with warp shuffles + shared memory;
@@ -32,6 +32,7 @@
 #include "kernels/common/element.h"
 #include "runtime/launch.h"
 #include "kernels/cross_entropy/api.h"
+#include "kernels/cross_entropy/math.h"
 
 namespace mt::MT_KERNEL_NS {
 namespace {
@@ -69,10 +70,11 @@ __global__ void cross_entropy_forward_kernel(const typename E::Storage* logits, 
     loss[row] = static_cast<Acc>(NAN);  // the CPU backend throws; a kernel can only poison the result
   } else {
     // Every term from x - max: (1 - eps)(log_sum - (x_t - max)) + eps/C sum_c (log_sum + max - x_c).
-    Acc value = (Acc(1) - smoothing) * (log_sum - (E::to_acc(x[label]) - stats.max));
+    Acc value = kernels::cross_entropy_target_loss(E::to_acc(x[label]) - stats.max, log_sum, smoothing);
     if (smoothing != Acc(0)) {
+      // sum_c (log_sum - (x_c - max)) from the sum of x_c - x_0.
       const Acc n = static_cast<Acc>(classes);
-      value += smoothing / n * (n * (log_sum + (stats.max - shift)) - shifted_sum);
+      value += kernels::cross_entropy_smoothing_loss(n * (log_sum + (stats.max - shift)) - shifted_sum, smoothing, n);
     }
     loss[row] = value;
   }
@@ -95,10 +97,9 @@ __global__ void cross_entropy_backward_kernel(const typename E::Storage* logits,
   const bool valid = label >= 0 && label < classes;
   const Acc grad = valid ? grad_loss[row * grad_loss_stride] : static_cast<Acc>(NAN);
   const Acc max = row_stats[2 * row], log_sum = row_stats[2 * row + 1];
-  const Acc uniform = smoothing / static_cast<Acc>(classes);
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    const Acc q = (c == label ? Acc(1) - smoothing : Acc(0)) + uniform;
-    dx[c] = E::from_acc(grad * (acc_exp((E::to_acc(x[c]) - max) - log_sum) - q));
+    const Acc q = kernels::cross_entropy_target_probability(c == label, smoothing, static_cast<Acc>(classes));
+    dx[c] = E::from_acc(kernels::cross_entropy_logit_grad(grad, E::to_acc(x[c]) - max, log_sum, q));
   }
 }
 

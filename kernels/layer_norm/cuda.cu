@@ -3,7 +3,8 @@
 // What: forward  y = (x - mean) * rstd * w + b, saving mean and rstd per row;
 //   backward dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w,
 //   xhat = (x - mean) * rstd; dw = sum over rows of dy * xhat; db = sum of dy
-//   (the math of kernels/layer_norm/math.h, which the CPU backend runs).
+//   (the per-element formulas of kernels/layer_norm/math.h, which the CPU
+//   back end calls too).
 // Algorithm: forward — one block per row, three sweeps over the row: sum ->
 //   mean, sum of squared deviations -> biased variance (two-pass, so no
 //   catastrophic cancellation from E[x^2] - E[x]^2), then normalise and apply
@@ -26,6 +27,7 @@
 #include "kernels/common/element.h"
 #include "runtime/launch.h"
 #include "kernels/layer_norm/api.h"
+#include "kernels/layer_norm/math.h"
 
 namespace mt::MT_KERNEL_NS {
 namespace {
@@ -56,9 +58,9 @@ __global__ void layer_norm_forward_kernel(const typename E::Storage* x, const ty
     squares += d * d;
   }
   const Acc variance = block_sum(squares, scratch) / static_cast<Acc>(cols);  // biased, as LayerNorm defines it
-  const Acc rstd = acc_rsqrt(variance + eps);
+  const Acc rstd = kernels::layer_norm_rstd(variance, eps);
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    Acc v = ((cache_row ? row_cache[c] : E::to_acc(x[c])) - mean) * rstd;
+    Acc v = kernels::layer_norm_normalize(cache_row ? row_cache[c] : E::to_acc(x[c]), mean, rstd);
     if (weight != nullptr) v *= E::to_acc(weight[c]);
     if (bias != nullptr) v += E::to_acc(bias[c]);
     y[c] = E::from_acc(v);
@@ -84,15 +86,15 @@ __global__ void layer_norm_backward_dx_kernel(const typename E::Storage* dy, con
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     const Acc g = weight != nullptr ? E::to_acc(dy[c]) * E::to_acc(weight[c]) : E::to_acc(dy[c]);
     sum_g += g;
-    sum_g_xhat += g * (E::to_acc(x[c]) - mean) * rstd;
+    sum_g_xhat += g * kernels::layer_norm_normalize(E::to_acc(x[c]), mean, rstd);
   }
   const Acc inv_n = Acc(1) / static_cast<Acc>(cols);
   const Acc mean_g = block_sum(sum_g, scratch) * inv_n;
   const Acc mean_g_xhat = block_sum(sum_g_xhat, scratch) * inv_n;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     const Acc g = weight != nullptr ? E::to_acc(dy[c]) * E::to_acc(weight[c]) : E::to_acc(dy[c]);
-    const Acc xhat = (E::to_acc(x[c]) - mean) * rstd;
-    dx[c] = E::from_acc(rstd * (g - mean_g - xhat * mean_g_xhat));
+    const Acc xhat = kernels::layer_norm_normalize(E::to_acc(x[c]), mean, rstd);
+    dx[c] = E::from_acc(kernels::layer_norm_input_grad(g, xhat, rstd, mean_g, mean_g_xhat));
   }
 }
 
@@ -112,7 +114,7 @@ __global__ void layer_norm_backward_params_kernel(const typename E::Storage* dy,
   if (col < cols) {
     for (int64_t r = ty; r < rows; r += kParamRowLanes) {  // fixed order: deterministic
       const Acc g = E::to_acc(dy[r * cols + col]);
-      gw += g * (E::to_acc(x[r * cols + col]) - mean_in[r]) * rstd_in[r];
+      gw += g * kernels::layer_norm_normalize(E::to_acc(x[r * cols + col]), mean_in[r], rstd_in[r]);
       gb += g;
     }
   }

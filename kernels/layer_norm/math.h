@@ -9,6 +9,27 @@
 
 namespace mt::kernels {
 
+// The per-element formulas both back ends compute (cuda.cu reduces each
+// row's sums across a block, the loops below in order).
+
+// 1/std from the biased variance, as LayerNorm defines it.
+template <typename T>
+MT_HOST_DEVICE inline T layer_norm_rstd(T variance, T eps) {
+  return T(1) / std::sqrt(variance + eps);
+}
+
+// xhat = (x - mean) * rstd.
+template <typename T>
+MT_HOST_DEVICE inline T layer_norm_normalize(T x, T mean, T rstd) {
+  return (x - mean) * rstd;
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w.
+template <typename T>
+MT_HOST_DEVICE inline T layer_norm_input_grad(T g, T xhat, T rstd, T mean_g, T mean_g_xhat) {
+  return rstd * (g - mean_g - xhat * mean_g_xhat);
+}
+
 // y = (x - mean) * rstd * w + b over one row; returns (mean, rstd).
 template <typename T>
 MT_HOST_DEVICE inline void layer_norm_row(const T* x, const T* w, const T* b, T* y, int64_t n, T eps, T* mean_out,
@@ -18,10 +39,10 @@ MT_HOST_DEVICE inline void layer_norm_row(const T* x, const T* w, const T* b, T*
   mean /= static_cast<T>(n);
   T var = 0;
   for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
-  var /= static_cast<T>(n);  // biased variance, as LayerNorm defines it
-  const T rstd = T(1) / std::sqrt(var + eps);
+  var /= static_cast<T>(n);
+  const T rstd = layer_norm_rstd(var, eps);
   for (int64_t i = 0; i < n; ++i) {
-    T v = (x[i] - mean) * rstd;
+    T v = layer_norm_normalize(x[i], mean, rstd);
     if (w != nullptr) v *= w[i];
     if (b != nullptr) v += b[i];
     y[i] = v;
@@ -30,22 +51,21 @@ MT_HOST_DEVICE inline void layer_norm_row(const T* x, const T* w, const T* b, T*
   *rstd_out = rstd;
 }
 
-// dx for one row: rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w.
+// dx for one row.
 template <typename T>
 MT_HOST_DEVICE inline void layer_norm_backward_row(const T* dy, const T* x, const T* w, T mean, T rstd, T* dx,
                                                    int64_t n) {
   T sum_g = 0, sum_g_xhat = 0;
   for (int64_t i = 0; i < n; ++i) {
     const T g = w != nullptr ? dy[i] * w[i] : dy[i];
-    const T xhat = (x[i] - mean) * rstd;
     sum_g += g;
-    sum_g_xhat += g * xhat;
+    sum_g_xhat += g * layer_norm_normalize(x[i], mean, rstd);
   }
   const T inv_n = T(1) / static_cast<T>(n);
+  const T mean_g = sum_g * inv_n, mean_g_xhat = sum_g_xhat * inv_n;
   for (int64_t i = 0; i < n; ++i) {
     const T g = w != nullptr ? dy[i] * w[i] : dy[i];
-    const T xhat = (x[i] - mean) * rstd;
-    dx[i] = rstd * (g - sum_g * inv_n - xhat * sum_g_xhat * inv_n);
+    dx[i] = layer_norm_input_grad(g, layer_norm_normalize(x[i], mean, rstd), rstd, mean_g, mean_g_xhat);
   }
 }
 

@@ -3,8 +3,8 @@
 // What: y = softmax(x) or log_softmax(x) per row of a contiguous [rows, cols]
 //   buffer (kernels/softmax/softmax.h moves the softmax dim last); and the backward
 //   dx = y * (dy - sum(dy * y))   for softmax,
-//   dx = dy - exp(y) * sum(dy)    for log_softmax (the formulas of
-//   kernels/softmax/math.h, which the CPU backend runs).
+//   dx = dy - exp(y) * sum(dy)    for log_softmax: the per-element formulas
+//   of kernels/softmax/math.h, which the CPU back end calls too.
 // Algorithm: one thread block per row. Forward is the one-pass "online
 //   softmax": each thread keeps a running (max, sum of exp(x - max)) over its
 //   strided elements, rescaling the sum whenever the max grows; the pairs are
@@ -26,6 +26,7 @@
 #include "kernels/common/element.h"
 #include "runtime/launch.h"
 #include "kernels/softmax/api.h"
+#include "kernels/softmax/math.h"
 
 namespace mt::MT_KERNEL_NS {
 namespace {
@@ -48,12 +49,10 @@ __global__ void softmax_forward_kernel(const typename E::Storage* in, typename E
     accumulate(stats, x);
   }
   stats = block_max_sum(stats, scratch_max, scratch_sum);
-  // exp(x - max) / sum rather than exp(x - lse): x - max is exact, while
-  // max + log(sum) would lose log(sum)'s low bits next to a large max.
   const Acc log_sum = acc_log(stats.sum), inv_sum = Acc(1) / stats.sum;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     const Acc shifted = (cache_row ? row_cache[c] : E::to_acc(in[c])) - stats.max;
-    out[c] = E::from_acc(log ? shifted - log_sum : acc_exp(shifted) * inv_sum);
+    out[c] = E::from_acc(kernels::softmax_from_shifted(shifted, log_sum, inv_sum, log));
   }
 }
 
@@ -68,13 +67,12 @@ __global__ void softmax_backward_kernel(const typename E::Storage* grad_out, con
   grad_in += offset;
   Acc dot = 0;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    const Acc dy = E::to_acc(grad_out[c]);
-    dot += log ? dy : dy * E::to_acc(out[c]);
+    const Acc y = log ? Acc(0) : E::to_acc(out[c]);  // log_softmax's sum needs dy alone: y is not read
+    dot += kernels::softmax_backward_dot_term(E::to_acc(grad_out[c]), y, log);
   }
   dot = block_sum(dot, scratch);
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    const Acc dy = E::to_acc(grad_out[c]), y = E::to_acc(out[c]);
-    grad_in[c] = E::from_acc(log ? dy - acc_exp(y) * dot : y * (dy - dot));
+    grad_in[c] = E::from_acc(kernels::softmax_backward_from_dot(E::to_acc(grad_out[c]), E::to_acc(out[c]), dot, log));
   }
 }
 
