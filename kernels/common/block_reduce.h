@@ -1,4 +1,4 @@
-// Block-wide reductions for the row-wise kernels (private to kernels/cuda):
+// Block-wide reductions for the row-wise kernels (shared by the CUDA kernels of several families):
 // warp shuffles inside a warp, one shared slot per warp across warps. Every
 // thread of the block must call them (they contain __syncthreads) and gets
 // the block's result. blockDim.x must be a multiple of 32, at most 1024.

@@ -1,4 +1,4 @@
-// Device-side view of mixtape's floating element types (private to kernels/cuda).
+// Device-side view of mixtape's floating element types (shared by the CUDA kernels).
 //
 // Each tag names how an element is stored and in which type it is computed:
 // f16 and bf16 are stored as 16-bit bit patterns and widened to float, f32

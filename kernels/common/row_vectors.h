@@ -1,5 +1,5 @@
-// 16-byte vector loads and stores of a row's elements (private to
-// kernels/cuda): the v3 rungs of the softmax and layer_norm ladders read and
+// 16-byte vector loads and stores of a row's elements (CUDA kernels
+// only): the v3 rungs of the softmax and layer_norm ladders read and
 // write 8 f16/bf16 or 4 f32 values per instruction through these. The
 // caller makes sure the address is 16-byte aligned.
 #pragma once
