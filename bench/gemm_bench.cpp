@@ -113,34 +113,209 @@ KernelDType parse_dtype(const std::string& s) {
   std::exit(2);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   int m = 4096, n = 4096, k = 4096;
   std::string dtypes = "f16,bf16,f32", layout = "NN";
   double min_ms = 300;
   int first_rung = 1, last_rung = 8;
+};
+
+// Reads the flags; false, after printing the usage, on anything else.
+bool parse_options(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--size" && i + 1 < argc) {
-      m = n = k = std::atoi(argv[++i]);
+      o.m = o.n = o.k = std::atoi(argv[++i]);
     } else if (arg == "--mnk" && i + 3 < argc) {
-      m = std::atoi(argv[++i]), n = std::atoi(argv[++i]), k = std::atoi(argv[++i]);
+      o.m = std::atoi(argv[++i]), o.n = std::atoi(argv[++i]), o.k = std::atoi(argv[++i]);
     } else if (arg == "--dtypes" && i + 1 < argc) {
-      dtypes = argv[++i];
+      o.dtypes = argv[++i];
     } else if (arg == "--layout" && i + 1 < argc) {
-      layout = argv[++i];
+      o.layout = argv[++i];
     } else if (arg == "--min-ms" && i + 1 < argc) {
-      min_ms = std::atof(argv[++i]);
-    } else if (arg == "--rungs" && i + 1 < argc && std::sscanf(argv[i + 1], "%d-%d", &first_rung, &last_rung) == 2) {
+      o.min_ms = std::atof(argv[++i]);
+    } else if (arg == "--rungs" && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%d-%d", &o.first_rung, &o.last_rung) == 2) {
       ++i;
     } else {
       std::fprintf(stderr,
                    "usage: gemm_bench [--size N | --mnk M N K] [--dtypes f16,bf16,f32] [--layout NN|NT|TN] "
                    "[--min-ms MS] [--rungs FIRST-LAST]\n");
-      return 2;
+      return false;
     }
   }
+  return true;
+}
+
+// The comma-separated dtype names, empty ones dropped.
+std::vector<std::string> dtype_names(const std::string& dtypes) {
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= dtypes.size()) {
+    const size_t comma = dtypes.find(',', start);
+    const std::string name = dtypes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? dtypes.size() + 1 : comma + 1;
+    if (name.empty()) continue;
+    names.push_back(name);
+  }
+  return names;
+}
+
+void print_header(const cudaDeviceProp& prop, const Options& o) {
+  std::printf("# GEMM ladder: %s, M=%d N=%d K=%d, layout %s, C = A @ B, f32 accumulation\n\n", prop.name, o.m, o.n, o.k,
+              o.layout.c_str());
+  std::printf("| dtype | version | ms | TFLOP/s | %% of cuBLASLt | max rel. diff vs cuBLASLt |\n");
+  std::printf("|---|---|---:|---:|---:|---:|\n");
+}
+
+// One dtype's operands on the device: A and B random, C for the versions,
+// C_ref for cuBLASLt.
+struct Operands {
+  size_t bytes = 0, a_count = 0, b_count = 0, c_count = 0;
+  void *a = nullptr, *b = nullptr, *c = nullptr, *c_ref = nullptr;
+};
+
+Operands allocate_operands(const Options& o, KernelDType dtype) {
+  Operands p;
+  p.bytes = element_bytes(dtype);
+  p.a_count = static_cast<size_t>(o.m) * o.k, p.b_count = static_cast<size_t>(o.k) * o.n,
+  p.c_count = static_cast<size_t>(o.m) * o.n;
+  check(cudaMalloc(&p.a, p.a_count * p.bytes), "cudaMalloc A");
+  check(cudaMalloc(&p.b, p.b_count * p.bytes), "cudaMalloc B");
+  check(cudaMalloc(&p.c, p.c_count * p.bytes), "cudaMalloc C");
+  check(cudaMalloc(&p.c_ref, p.c_count * p.bytes), "cudaMalloc C_ref");
+  check(cudaMemcpy(p.a, random_host(dtype, p.a_count, 1).data(), p.a_count * p.bytes, cudaMemcpyHostToDevice),
+        "copy A");
+  check(cudaMemcpy(p.b, random_host(dtype, p.b_count, 2).data(), p.b_count * p.bytes, cudaMemcpyHostToDevice),
+        "copy B");
+  return p;
+}
+
+void free_operands(const Operands& p) {
+  cudaFree(p.a);
+  cudaFree(p.b);
+  cudaFree(p.c);
+  cudaFree(p.c_ref);
+}
+
+// C = A @ B in the chosen layout; args.c is set by whoever runs it.
+GemmArgs gemm_args(const Options& o, KernelDType dtype, const Operands& p) {
+  const bool trans_a = o.layout == "TN", trans_b = o.layout == "NT";
+  GemmArgs args;
+  args.dtype = dtype;
+  args.m = o.m, args.n = o.n, args.k = o.k;
+  args.a = p.a, args.lda = trans_a ? o.m : o.k, args.trans_a = trans_a;
+  args.b = p.b, args.ldb = trans_b ? o.k : o.n, args.trans_b = trans_b;
+  args.ldc = o.n;
+  return args;
+}
+
+// One dtype's GEMM problem.
+struct Problem {
+  std::string name;
+  KernelDType dtype;
+  Operands operands;
+  GemmArgs args;
+  double flops;
+};
+
+// A result matrix copied back to the host, as doubles.
+std::vector<double> read_back(const Problem& pb, const void* c, const char* what) {
+  const Operands& p = pb.operands;
+  std::vector<unsigned char> bytes(p.c_count * p.bytes);
+  check(cudaMemcpy(bytes.data(), c, p.c_count * p.bytes, cudaMemcpyDeviceToHost), what);
+  return to_doubles(pb.dtype, bytes);
+}
+
+// cuBLASLt's time and result: the baseline of every version.
+struct Reference {
+  double ms = 0;
+  std::vector<double> values;
+  double max_abs = 0;
+};
+
+Reference run_cublaslt(const Problem& pb, double min_ms) {
+  GemmArgs args = pb.args;
+  args.c = pb.operands.c_ref;
+  Reference ref;
+  ref.ms = time_ms([&] { mt::cuda::gemm_cublaslt(args, {}); }, min_ms);
+  ref.values = read_back(pb, pb.operands.c_ref, "copy C_ref");
+  for (double v : ref.values) ref.max_abs = std::max(ref.max_abs, std::abs(v));
+  std::printf("| %s | cuBLASLt | %.3f | %.1f | 100.0 | 0 |\n", pb.name.c_str(), ref.ms, pb.flops / ref.ms / 1e9);
+  return ref;
+}
+
+struct Version {
+  const char* name;
+  void (*fn)(const GemmArgs&, mt::kernels::Stream);
+  bool tensor_core;
+  bool hopper = false;
+};
+const Version kVersions[] = {{"v1 naive", mt::cuda::gemm_v1_naive, false},
+                             {"v2 shared tiles", mt::cuda::gemm_v2_shared_tiles, false},
+                             {"v3 register blocking", mt::cuda::gemm_v3_register_blocking, false},
+                             {"v4 mma.sync + ldmatrix", mt::cuda::gemm_v4_tensor_core, true},
+                             {"v5 cp.async pipeline", mt::cuda::gemm_v5_pipelined, true},
+                             {"v6 TMA + wgmma", mt::cuda::gemm_v6_tma_wgmma, true, true},
+                             {"v7 warp-specialised, persistent", mt::cuda::gemm_v7_warp_specialized, true, true},
+                             {"v8 2-block clusters, TMA multicast", mt::cuda::gemm_v8_clusters, true, true}};
+
+// One version's row; false when it differs from cuBLASLt beyond the dtype's tolerance.
+bool time_version(const Version& v, const GemmArgs& args, const Problem& pb, const Reference& ref, double min_ms) {
+  const Operands& p = pb.operands;
+  check(cudaMemset(p.c, 0, p.c_count * p.bytes), "memset C");
+  const double ms = time_ms([&] { v.fn(args, {}); }, min_ms);
+  const std::vector<double> out = read_back(pb, p.c, "copy C");
+  double diff = 0;
+  for (size_t i = 0; i < out.size(); ++i) diff = std::max(diff, std::abs(out[i] - ref.values[i]));
+  if (std::isnan(diff)) diff = INFINITY;
+  const double relative = diff / std::max(ref.max_abs, 1e-30);
+  const KernelDType dtype = pb.dtype;
+  const double tolerance = dtype == KernelDType::BF16 ? 2e-2 : dtype == KernelDType::F16 ? 4e-3 : 1e-4;
+  const bool close = relative <= tolerance;
+  std::printf("| %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", pb.name.c_str(), v.name, ms, pb.flops / ms / 1e9,
+              100.0 * ref.ms / ms, relative, close ? "" : " MISMATCH");
+  return close;
+}
+
+// The chosen rungs of the ladder; false when one differs from cuBLASLt.
+bool time_versions(const Problem& pb, const Reference& ref, const Options& o) {
+  const bool low_precision = pb.dtype == KernelDType::F16 || pb.dtype == KernelDType::BF16;
+  bool all_close = true;
+  for (const Version& v : kVersions) {
+    const int rung = static_cast<int>(&v - kVersions) + 1;
+    if (rung < o.first_rung || rung > o.last_rung) continue;
+    if (v.tensor_core && !low_precision) continue;
+    GemmArgs args = pb.args;
+    args.c = pb.operands.c;
+    if (v.hopper && !mt::cuda::gemm_hopper_supports(args)) {
+      std::printf("| %s | %s | - | - | - | skipped: needs an sm_90 GPU |\n", pb.name.c_str(), v.name);
+      continue;
+    }
+    all_close = time_version(v, args, pb, ref, o.min_ms) && all_close;
+  }
+  return all_close;
+}
+
+// One dtype's rows: cuBLASLt, then each version; false on a mismatch.
+bool bench_dtype(const Options& o, const std::string& name) {
+  Problem pb;
+  pb.name = name;
+  pb.dtype = parse_dtype(name);
+  pb.operands = allocate_operands(o, pb.dtype);
+  pb.args = gemm_args(o, pb.dtype, pb.operands);
+  pb.flops = 2.0 * o.m * o.n * o.k;
+  const Reference ref = run_cublaslt(pb, o.min_ms);
+  const bool all_close = time_versions(pb, ref, o);
+  free_operands(pb.operands);
+  return all_close;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  if (!parse_options(argc, argv, options)) return 2;
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("gemm_bench: no CUDA device available; skipping\n");
@@ -148,92 +323,10 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "device properties");
-  const bool trans_a = layout == "TN", trans_b = layout == "NT";
-  std::printf("# GEMM ladder: %s, M=%d N=%d K=%d, layout %s, C = A @ B, f32 accumulation\n\n", prop.name, m, n, k,
-              layout.c_str());
-  std::printf("| dtype | version | ms | TFLOP/s | %% of cuBLASLt | max rel. diff vs cuBLASLt |\n");
-  std::printf("|---|---|---:|---:|---:|---:|\n");
+  print_header(prop, options);
 
   bool all_close = true;
-  size_t start = 0;
-  while (start <= dtypes.size()) {
-    const size_t comma = dtypes.find(',', start);
-    const std::string name = dtypes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    start = comma == std::string::npos ? dtypes.size() + 1 : comma + 1;
-    if (name.empty()) continue;
-    const KernelDType dtype = parse_dtype(name);
-    const size_t bytes = element_bytes(dtype);
-    const size_t a_count = static_cast<size_t>(m) * k, b_count = static_cast<size_t>(k) * n,
-                 c_count = static_cast<size_t>(m) * n;
-    void *a = nullptr, *b = nullptr, *c = nullptr, *c_ref = nullptr;
-    check(cudaMalloc(&a, a_count * bytes), "cudaMalloc A");
-    check(cudaMalloc(&b, b_count * bytes), "cudaMalloc B");
-    check(cudaMalloc(&c, c_count * bytes), "cudaMalloc C");
-    check(cudaMalloc(&c_ref, c_count * bytes), "cudaMalloc C_ref");
-    check(cudaMemcpy(a, random_host(dtype, a_count, 1).data(), a_count * bytes, cudaMemcpyHostToDevice), "copy A");
-    check(cudaMemcpy(b, random_host(dtype, b_count, 2).data(), b_count * bytes, cudaMemcpyHostToDevice), "copy B");
-
-    GemmArgs args;
-    args.dtype = dtype;
-    args.m = m, args.n = n, args.k = k;
-    args.a = a, args.lda = trans_a ? m : k, args.trans_a = trans_a;
-    args.b = b, args.ldb = trans_b ? k : n, args.trans_b = trans_b;
-    args.ldc = n;
-    const double flops = 2.0 * m * n * k;
-
-    args.c = c_ref;
-    const double lt_ms = time_ms([&] { mt::cuda::gemm_cublaslt(args, {}); }, min_ms);
-    std::vector<unsigned char> ref_bytes(c_count * bytes);
-    check(cudaMemcpy(ref_bytes.data(), c_ref, c_count * bytes, cudaMemcpyDeviceToHost), "copy C_ref");
-    const std::vector<double> ref = to_doubles(dtype, ref_bytes);
-    double ref_max = 0;
-    for (double v : ref) ref_max = std::max(ref_max, std::abs(v));
-    std::printf("| %s | cuBLASLt | %.3f | %.1f | 100.0 | 0 |\n", name.c_str(), lt_ms, flops / lt_ms / 1e9);
-
-    struct Version {
-      const char* name;
-      void (*fn)(const GemmArgs&, mt::kernels::Stream);
-      bool tensor_core;
-      bool hopper = false;
-    };
-    const Version versions[] = {{"v1 naive", mt::cuda::gemm_v1_naive, false},
-                                {"v2 shared tiles", mt::cuda::gemm_v2_shared_tiles, false},
-                                {"v3 register blocking", mt::cuda::gemm_v3_register_blocking, false},
-                                {"v4 mma.sync + ldmatrix", mt::cuda::gemm_v4_tensor_core, true},
-                                {"v5 cp.async pipeline", mt::cuda::gemm_v5_pipelined, true},
-                                {"v6 TMA + wgmma", mt::cuda::gemm_v6_tma_wgmma, true, true},
-                                {"v7 warp-specialised, persistent", mt::cuda::gemm_v7_warp_specialized, true, true},
-                                {"v8 2-block clusters, TMA multicast", mt::cuda::gemm_v8_clusters, true, true}};
-    const bool low_precision = dtype == KernelDType::F16 || dtype == KernelDType::BF16;
-    for (const Version& v : versions) {
-      const int rung = static_cast<int>(&v - versions) + 1;
-      if (rung < first_rung || rung > last_rung) continue;
-      if (v.tensor_core && !low_precision) continue;
-      args.c = c;
-      if (v.hopper && !mt::cuda::gemm_hopper_supports(args)) {
-        std::printf("| %s | %s | - | - | - | skipped: needs an sm_90 GPU |\n", name.c_str(), v.name);
-        continue;
-      }
-      check(cudaMemset(c, 0, c_count * bytes), "memset C");
-      const double ms = time_ms([&] { v.fn(args, {}); }, min_ms);
-      std::vector<unsigned char> out_bytes(c_count * bytes);
-      check(cudaMemcpy(out_bytes.data(), c, c_count * bytes, cudaMemcpyDeviceToHost), "copy C");
-      const std::vector<double> out = to_doubles(dtype, out_bytes);
-      double diff = 0;
-      for (size_t i = 0; i < out.size(); ++i) diff = std::max(diff, std::abs(out[i] - ref[i]));
-      if (std::isnan(diff)) diff = INFINITY;
-      const double relative = diff / std::max(ref_max, 1e-30);
-      const double tolerance = dtype == KernelDType::BF16 ? 2e-2 : dtype == KernelDType::F16 ? 4e-3 : 1e-4;
-      const bool close = relative <= tolerance;
-      all_close = all_close && close;
-      std::printf("| %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", name.c_str(), v.name, ms, flops / ms / 1e9,
-                  100.0 * lt_ms / ms, relative, close ? "" : " MISMATCH");
-    }
-    cudaFree(a);
-    cudaFree(b);
-    cudaFree(c);
-    cudaFree(c_ref);
-  }
+  for (const std::string& name : dtype_names(options.dtypes)) all_close = bench_dtype(options, name) && all_close;
   if (!all_close) std::printf("\ngemm_bench: some version differs from cuBLASLt beyond its dtype's tolerance\n");
   return all_close ? 0 : 1;
 }

@@ -148,9 +148,15 @@ struct TopLevelKeys : nlohmann::json_sax<nlohmann::json> {
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override { throw e; }
 };
 
-}  // namespace
+// The file, checked to be a regular file long enough for the header it
+// declares, and that header's text.
+struct OpenedFile {
+  std::ifstream in;
+  uint64_t file_size = 0, header_size = 0;
+  std::string header_text;
+};
 
-SafetensorsFile load_safetensors(const std::string& path) {
+OpenedFile open_and_read_header(const std::string& path) {
   std::error_code ec;
   // A FIFO or a device would block the open or never end: regular files only.
   MT_CHECK(std::filesystem::exists(path, ec), "load_safetensors: cannot open '{}': it does not exist", path);
@@ -167,11 +173,14 @@ SafetensorsFile load_safetensors(const std::string& path) {
            path, header_size, file_size);
   std::string text(header_size, '\0');
   in.read(text.data(), static_cast<std::streamsize>(header_size));
+  return {std::move(in), file_size, header_size, std::move(text)};
+}
 
-  // Parse, rejecting duplicate tensor names (the parser would keep the last).
-  // Two linear passes: nlohmann's callback parser would find them in one,
-  // but it rescans each object as it closes, quadratic in the entry count
-  // (a header of 100k entries took minutes).
+// Parse, rejecting duplicate tensor names (the parser would keep the last).
+// Two linear passes: nlohmann's callback parser would find them in one,
+// but it rescans each object as it closes, quadratic in the entry count
+// (a header of 100k entries took minutes).
+nlohmann::json parse_header(const std::string& path, const std::string& text) {
   std::string duplicate;
   nlohmann::json header;
   try {
@@ -184,54 +193,67 @@ SafetensorsFile load_safetensors(const std::string& path) {
   }
   MT_CHECK(duplicate.empty(), "load_safetensors: '{}' names tensor '{}' twice", path, duplicate);
   MT_CHECK(header.is_object(), "load_safetensors: '{}': the header is not a JSON object", path);
+  return header;
+}
 
-  SafetensorsFile out;
-  struct Span {
-    uint64_t begin, end;
-    std::string name;
-  };
-  std::vector<Span> spans;
-  const uint64_t data_size = file_size - 8 - header_size;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") {
-      MT_CHECK(it->is_object(), "load_safetensors: '{}': __metadata__ must be an object of strings", path);
-      for (auto m = it->begin(); m != it->end(); ++m) {
-        MT_CHECK(m->is_string(), "load_safetensors: '{}': metadata '{}' is not a string", path, m.key());
-        out.metadata[m.key()] = m->get<std::string>();
-      }
-      continue;
-    }
-    const auto& e = *it;
-    MT_CHECK(e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets") &&
-                 e["dtype"].is_string() && e["shape"].is_array() && e["data_offsets"].is_array() &&
-                 e["data_offsets"].size() == 2,
-             "load_safetensors: '{}': entry '{}' needs dtype, shape and data_offsets", path, it.key());
-    const auto dtype = dtype_from_name(e["dtype"].get<std::string>());
-    MT_CHECK(dtype.has_value(), "load_safetensors: '{}': tensor '{}' has dtype {}, which mixtape does not support",
-             path, it.key(), e["dtype"].get<std::string>());
-    Shape shape;
-    for (const auto& d : e["shape"]) {
-      MT_CHECK(d.is_number_unsigned(), "load_safetensors: '{}': tensor '{}' has an invalid shape", path, it.key());
-      shape.push_back(d.get<int64_t>());
-    }
-    MT_CHECK(e["data_offsets"][0].is_number_unsigned() && e["data_offsets"][1].is_number_unsigned(),
-             "load_safetensors: '{}': tensor '{}' has data_offsets that are not byte offsets: {}", path, it.key(),
-             e["data_offsets"].dump());
-    const auto begin = e["data_offsets"][0].get<uint64_t>(), end = e["data_offsets"][1].get<uint64_t>();
-    const uint64_t expected =
-        static_cast<uint64_t>(checked_numel(shape, element_size(*dtype), "load_safetensors")) * element_size(*dtype);
-    MT_CHECK(begin <= end && end - begin == expected,
-             "load_safetensors: '{}': tensor '{}' of shape {} needs {} bytes but its offsets [{}, {}] hold {}", path,
-             it.key(), shape_str(shape), expected, begin, end, end - begin);
-    MT_CHECK(end <= data_size, "load_safetensors: '{}': tensor '{}' ends at byte {} past the {} data bytes (truncated)",
-             path, it.key(), end, data_size);
-    spans.push_back({begin, end, it.key()});
-    Tensor t = empty(shape, *dtype);
-    in.seekg(static_cast<std::streamoff>(8 + header_size + begin));
-    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(expected));
-    MT_CHECK(in.good() || expected == 0, "load_safetensors: '{}': reading tensor '{}' failed", path, it.key());
-    out.tensors[it.key()] = t;
+void read_metadata(const std::string& path, const nlohmann::json& value, std::map<std::string, std::string>& metadata) {
+  MT_CHECK(value.is_object(), "load_safetensors: '{}': __metadata__ must be an object of strings", path);
+  for (auto m = value.begin(); m != value.end(); ++m) {
+    MT_CHECK(m->is_string(), "load_safetensors: '{}': metadata '{}' is not a string", path, m.key());
+    metadata[m.key()] = m->get<std::string>();
   }
+}
+
+// One tensor's header entry, checked: its dtype, shape and the bytes
+// [begin, end) it claims in the data, `expected` of them.
+struct Entry {
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end, expected;
+};
+
+Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& e, uint64_t data_size) {
+  MT_CHECK(e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets") &&
+               e["dtype"].is_string() && e["shape"].is_array() && e["data_offsets"].is_array() &&
+               e["data_offsets"].size() == 2,
+           "load_safetensors: '{}': entry '{}' needs dtype, shape and data_offsets", path, name);
+  const auto dtype = dtype_from_name(e["dtype"].get<std::string>());
+  MT_CHECK(dtype.has_value(), "load_safetensors: '{}': tensor '{}' has dtype {}, which mixtape does not support", path,
+           name, e["dtype"].get<std::string>());
+  Shape shape;
+  for (const auto& d : e["shape"]) {
+    MT_CHECK(d.is_number_unsigned(), "load_safetensors: '{}': tensor '{}' has an invalid shape", path, name);
+    shape.push_back(d.get<int64_t>());
+  }
+  MT_CHECK(e["data_offsets"][0].is_number_unsigned() && e["data_offsets"][1].is_number_unsigned(),
+           "load_safetensors: '{}': tensor '{}' has data_offsets that are not byte offsets: {}", path, name,
+           e["data_offsets"].dump());
+  const auto begin = e["data_offsets"][0].get<uint64_t>(), end = e["data_offsets"][1].get<uint64_t>();
+  const uint64_t expected =
+      static_cast<uint64_t>(checked_numel(shape, element_size(*dtype), "load_safetensors")) * element_size(*dtype);
+  MT_CHECK(begin <= end && end - begin == expected,
+           "load_safetensors: '{}': tensor '{}' of shape {} needs {} bytes but its offsets [{}, {}] hold {}", path,
+           name, shape_str(shape), expected, begin, end, end - begin);
+  MT_CHECK(end <= data_size, "load_safetensors: '{}': tensor '{}' ends at byte {} past the {} data bytes (truncated)",
+           path, name, end, data_size);
+  return {*dtype, shape, begin, end, expected};
+}
+
+Tensor read_tensor(OpenedFile& f, const std::string& path, const std::string& name, const Entry& entry) {
+  Tensor t = empty(entry.shape, entry.dtype);
+  f.in.seekg(static_cast<std::streamoff>(8 + f.header_size + entry.begin));
+  f.in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(entry.expected));
+  MT_CHECK(f.in.good() || entry.expected == 0, "load_safetensors: '{}': reading tensor '{}' failed", path, name);
+  return t;
+}
+
+struct Span {
+  uint64_t begin, end;
+  std::string name;
+};
+
+// The tensors must tile the data bytes exactly: no hole, no overlap.
+void check_spans_cover_data(const std::string& path, std::vector<Span> spans, uint64_t data_size) {
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
   uint64_t cursor = 0;
   for (const Span& s : spans) {
@@ -243,6 +265,26 @@ SafetensorsFile load_safetensors(const std::string& path) {
   }
   MT_CHECK(cursor == data_size, "load_safetensors: '{}': the tensors cover {} bytes but the file holds {} data bytes",
            path, cursor, data_size);
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  OpenedFile f = open_and_read_header(path);
+  const nlohmann::json header = parse_header(path, f.header_text);
+  SafetensorsFile out;
+  std::vector<Span> spans;
+  const uint64_t data_size = f.file_size - 8 - f.header_size;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      read_metadata(path, *it, out.metadata);
+      continue;
+    }
+    const Entry entry = parse_entry(path, it.key(), *it, data_size);
+    spans.push_back({entry.begin, entry.end, it.key()});
+    out.tensors[it.key()] = read_tensor(f, path, it.key(), entry);
+  }
+  check_spans_cover_data(path, std::move(spans), data_size);
   return out;
 }
 

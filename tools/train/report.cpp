@@ -195,9 +195,8 @@ std::string now_utc() {
   return buffer;
 }
 
-}  // namespace
-
-std::string render_report_html(const ReportPage& page) {
+// The page's head (title, style), its heading and the problems met reading the runs.
+std::string page_head(const ReportPage& page) {
   const auto& runs = page.runs;
   std::string html = fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{0}</title>\n<style>"
@@ -210,56 +209,74 @@ std::string render_report_html(const ReportPage& page) {
   for (const RunRecord& r : runs) {
     if (!r.problem.empty()) html += "<p class=\"problem\">" + escape(r.problem) + "</p>\n";
   }
-  html += "<h2>Summary</h2>\n" + summary_table(runs);
+  return html;
+}
 
+// Every run's curves for the Training charts.
+struct TrainingSeries {
   std::vector<Series> losses, scales, norms, lr;
   std::vector<Marker> skipped;
   std::vector<Series> held_out;
   bool any_language_model = false;
+};
+
+TrainingSeries training_series(const std::vector<RunRecord>& runs) {
+  TrainingSeries t;
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunRecord& r = runs[i];
-    losses.push_back(step_series(r, "loss", i));
-    lr.push_back(step_series(r, "lr", i));
+    t.losses.push_back(step_series(r, "loss", i));
+    t.lr.push_back(step_series(r, "lr", i));
     Series norm = step_series(r, "grad_norm", i);
-    if (!norm.points.empty()) norms.push_back(norm);
+    if (!norm.points.empty()) t.norms.push_back(norm);
     // The scale matters where a scaler ran: a run whose scale never left 1 had none.
     Series scale = step_series(r, "scale", i);
     const bool scaled = std::any_of(scale.points.begin(), scale.points.end(), [](auto& p) { return p.second != 1.0; });
-    if (scaled) scales.push_back(scale);
+    if (scaled) t.scales.push_back(scale);
     for (const nlohmann::json& m : r.steps) {
       if (flag_or(m, "skipped", false))
-        skipped.push_back({m["step"].get<double>(), number_or(m, "scale", NAN),
-                           fmt::format("{}: step {} skipped (inf/NaN gradients)", r.label, m["step"].get<int64_t>())});
+        t.skipped.push_back(
+            {m["step"].get<double>(), number_or(m, "scale", NAN),
+             fmt::format("{}: step {} skipped (inf/NaN gradients)", r.label, m["step"].get<int64_t>())});
     }
     Series e{r.label, run_color(i, r.label), {}};
     for (const nlohmann::json& ev : r.evals) {
       const bool lm = ev.contains("perplexity");
-      any_language_model |= lm;
+      t.any_language_model |= lm;
       e.points.emplace_back(number_or(ev, "step", NAN),
                             lm ? number_or(ev, "loss", NAN) : number_or(ev, "accuracy", NAN));
     }
-    if (!e.points.empty()) held_out.push_back(e);
+    if (!e.points.empty()) t.held_out.push_back(e);
   }
-  html += "<h2>Training</h2>\n";
-  html += line_chart("plot-loss", "Training loss per optimizer step", "step", "loss", losses);
-  if (!scales.empty()) {
-    html += line_chart("plot-scale", "Loss scale (GradScaler), skipped steps circled", "step", "scale (log)", scales,
-                       skipped, /*log_y=*/true);
+  return t;
+}
+
+std::string training_section(const std::vector<RunRecord>& runs) {
+  const TrainingSeries t = training_series(runs);
+  std::string html = "<h2>Training</h2>\n";
+  html += line_chart("plot-loss", "Training loss per optimizer step", "step", "loss", t.losses);
+  if (!t.scales.empty()) {
+    html += line_chart("plot-scale", "Loss scale (GradScaler), skipped steps circled", "step", "scale (log)", t.scales,
+                       t.skipped, /*log_y=*/true);
   } else {
     html +=
         "<p id=\"no-scale\">No run used loss scaling (fp32 and bf16 need none), so there is no scale to draw.</p>\n";
   }
-  if (!norms.empty()) {
-    html += line_chart("plot-grad-norm", "Gradient norm (unscaled, before clipping)", "step", "L2 norm", norms);
+  if (!t.norms.empty()) {
+    html += line_chart("plot-grad-norm", "Gradient norm (unscaled, before clipping)", "step", "L2 norm", t.norms);
   } else {
     html += "<p>No gradient norms were logged (train with --clip or --report to record them).</p>\n";
   }
-  html += line_chart("plot-lr", "Learning rate", "step", "lr", lr);
-  if (!held_out.empty()) {
-    html += line_chart("plot-eval", any_language_model ? "Validation loss (nats/token)" : "Held-out accuracy", "step",
-                       any_language_model ? "loss" : "accuracy", held_out);
+  html += line_chart("plot-lr", "Learning rate", "step", "lr", t.lr);
+  if (!t.held_out.empty()) {
+    html += line_chart("plot-eval", t.any_language_model ? "Validation loss (nats/token)" : "Held-out accuracy", "step",
+                       t.any_language_model ? "loss" : "accuracy", t.held_out);
   }
+  return html;
+}
 
+// Throughput and memory bars and the memory ledger; empty when no run finished.
+std::string speed_and_memory_section(const std::vector<RunRecord>& runs) {
+  std::string html;
   std::vector<Bar> speed, memory;
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunRecord& r = runs[i];
@@ -276,14 +293,14 @@ std::string render_report_html(const ReportPage& page) {
     html += bar_chart("plot-memory", "Peak memory of the training steps (the dataset held in memory left out)", memory);
     html += ledger_chart(runs);
   }
-  const std::string dtypes = dtype_report_section(runs);
-  if (!dtypes.empty()) html += "<h2>Autocast dtype report</h2>\n" + dtypes;
-  const std::string skips = skips_section(runs);
-  if (!skips.empty()) html += "<h2>Overflow attribution</h2>\n" + skips;
+  return html;
+}
 
-  html += "<h2>How this was made</h2>\n<ul id=\"commands\">";
+// The commands, sources, machine and commit behind the page.
+std::string how_this_was_made(const ReportPage& page) {
+  std::string html = "<h2>How this was made</h2>\n<ul id=\"commands\">";
   for (const std::string& c : page.commands) html += "<li><code>" + escape(c) + "</code></li>";
-  for (const RunRecord& r : runs) {
+  for (const RunRecord& r : page.runs) {
     if (r.summary.is_object() && r.summary.contains("command") && r.summary["command"].is_string())
       html += "<li>" + escape(r.label) + ": <code>" + escape(r.summary["command"].get<std::string>()) + "</code></li>";
     if (!r.source.empty()) html += "<li>" + escape(r.label) + ": read from <code>" + escape(r.source) + "</code></li>";
@@ -292,6 +309,22 @@ std::string render_report_html(const ReportPage& page) {
   if (page.machine.is_object())
     html += "<p id=\"machine\">Machine: <code>" + escape(page.machine.dump()) + "</code></p>\n";
   if (!page.commit.empty()) html += "<p id=\"commit\">Commit: <code>" + escape(page.commit) + "</code></p>\n";
+  return html;
+}
+
+}  // namespace
+
+std::string render_report_html(const ReportPage& page) {
+  const auto& runs = page.runs;
+  std::string html = page_head(page);
+  html += "<h2>Summary</h2>\n" + summary_table(runs);
+  html += training_section(runs);
+  html += speed_and_memory_section(runs);
+  const std::string dtypes = dtype_report_section(runs);
+  if (!dtypes.empty()) html += "<h2>Autocast dtype report</h2>\n" + dtypes;
+  const std::string skips = skips_section(runs);
+  if (!skips.empty()) html += "<h2>Overflow attribution</h2>\n" + skips;
+  html += how_this_was_made(page);
   return html + "</body></html>\n";
 }
 
