@@ -60,7 +60,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     autograd::check_same_device("conv2d", x, bias);
     MT_CHECK(bias.dtype() == x.dtype(), "conv2d: bias ({}) must have the input's dtype ({})", bias.dtype(), x.dtype());
   }
-  kernels::Conv2dGeometry g;
+  kernels::ConvShape g;
   g.batch = x.size(0);
   g.in_channels = channels;
   g.in_h = x.size(2);

@@ -20,8 +20,9 @@
 
 namespace mt::kernels {
 
-// The convolution's shape (the fields of kernels/conv/conv.h's Conv2dGeometry, in
-// a header nvcc can read).
+// Everything about a convolution's shape, computed once by the op
+// (autograd/ops_conv.cpp) and read by every back end: plain types, so nvcc
+// reads it too.
 struct ConvShape {
   int64_t batch = 0, in_channels = 0, in_h = 0, in_w = 0;
   int64_t out_channels = 0, kernel_h = 0, kernel_w = 0;

@@ -30,16 +30,6 @@
 namespace mt::kernels {
 
 namespace device_buffers {
-inline ConvShape conv_shape(const Conv2dGeometry& g) {
-  ConvShape s;
-  s.batch = g.batch, s.in_channels = g.in_channels, s.in_h = g.in_h, s.in_w = g.in_w;
-  s.out_channels = g.out_channels, s.kernel_h = g.kernel_h, s.kernel_w = g.kernel_w;
-  s.stride_h = g.stride_h, s.stride_w = g.stride_w, s.pad_h = g.pad_h, s.pad_w = g.pad_w;
-  s.dilation_h = g.dilation_h, s.dilation_w = g.dilation_w, s.groups = g.groups;
-  s.out_h = g.out_h, s.out_w = g.out_w;
-  return s;
-}
-
 // Whether this convolution runs cuDNN rather than the own kernels (asked on
 // the sim device too, so a bad MT_CONV is an error everywhere).
 inline bool conv2d_runs_cudnn(Backend backend, const ConvShape& shape, const char* op) {
@@ -85,7 +75,7 @@ inline size_t conv2d_cudnn_backward_workspace(KernelDType dtype, const ConvShape
 
 }  // namespace device_buffers
 
-inline void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dGeometry& geometry,
+inline void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvShape& geometry,
                            const Tensor& y) {
   const Backend backend = backend_for(y.device(), "conv2d");
   if (backend == Backend::Cpu) return cpu::conv2d_forward(x, weight, bias, geometry, y);
@@ -93,7 +83,7 @@ inline void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& 
   MT_CHECK(x.sizes() == Shape({geometry.batch, geometry.in_channels, geometry.in_h, geometry.in_w}) &&
                y.sizes() == Shape({geometry.batch, geometry.out_channels, geometry.out_h, geometry.out_w}),
            "conv2d kernel: x {} / y {} do not match the geometry", x.shape_string(), y.shape_string());
-  const ConvShape shape = conv_shape(geometry);
+  const ConvShape& shape = geometry;
   const bool cudnn = conv2d_runs_cudnn(backend, shape, "conv2d");
   MT_CHECK(
       cudnn || (shape.patch() + 1 <= INT32_MAX && shape.out_plane() <= INT32_MAX && shape.out_channels <= INT32_MAX),
@@ -121,7 +111,7 @@ inline void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& 
   finish_output(vy, y);
 }
 
-inline void conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Conv2dGeometry& geometry,
+inline void conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const ConvShape& geometry,
                             const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
   const Backend backend = backend_for(dy.device(), "conv2d_backward");
   if (backend == Backend::Cpu) return cpu::conv2d_backward(dy, x, weight, geometry, dx, dweight, dbias);
@@ -133,7 +123,7 @@ inline void conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& wei
            "conv2d_backward kernel: dy {} does not match the geometry", dy.shape_string());
   MT_CHECK(!dweight.defined() || x.defined(), "conv2d_backward kernel: the weight gradient needs x");
   MT_CHECK(!dx.defined() || weight.defined(), "conv2d_backward kernel: the input gradient needs the weight");
-  const ConvShape shape = conv_shape(geometry);
+  const ConvShape& shape = geometry;
   const bool cudnn = conv2d_runs_cudnn(backend, shape, "conv2d_backward");
   MT_CHECK(cudnn || (shape.batch * shape.out_plane() <= INT32_MAX && shape.patch() <= INT32_MAX),
            "conv2d_backward kernel: dy {} is too large for the GEMM's 32-bit sizes", dy.shape_string());

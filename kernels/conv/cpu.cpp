@@ -43,13 +43,13 @@ inline void valid_range(int64_t offset, int64_t stride, int64_t size, int64_t ou
   lo = std::min(lo, hi);
 }
 
-bool is_pointwise(const Conv2dGeometry& g) {
+bool is_pointwise(const ConvShape& g) {
   return g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
 }
 
 // x: one group of one sample [C/groups, H, W]; col: [K, OH*OW].
 template <typename T>
-void im2col(const T* x, const Conv2dGeometry& g, int64_t channels, T* col) {
+void im2col(const T* x, const ConvShape& g, int64_t channels, T* col) {
   const int64_t H = g.in_h, W = g.in_w, OH = g.out_h, OW = g.out_w, L = OH * OW;
   for (int64_t c = 0; c < channels; ++c) {
     const T* xc = x + c * H * W;
@@ -82,7 +82,7 @@ void im2col(const T* x, const Conv2dGeometry& g, int64_t channels, T* col) {
 
 // The adjoint of im2col: dx [C/groups, H, W] += fold(col).
 template <typename T>
-void col2im(const T* col, const Conv2dGeometry& g, int64_t channels, T* dx) {
+void col2im(const T* col, const ConvShape& g, int64_t channels, T* dx) {
   const int64_t H = g.in_h, W = g.in_w, OH = g.out_h, OW = g.out_w, L = OH * OW;
   for (int64_t c = 0; c < channels; ++c) {
     T* dxc = dx + c * H * W;
@@ -105,7 +105,7 @@ void col2im(const T* col, const Conv2dGeometry& g, int64_t channels, T* dx) {
 }
 
 template <typename T>
-void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dGeometry& g,
+void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvShape& g,
                    const Tensor& y) {
   const Loaded<T> vx(x), vw(weight);
   std::optional<Loaded<T>> vb;
@@ -146,7 +146,7 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 }
 
 template <typename T>
-void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, const Conv2dGeometry& g, const Tensor& dx,
+void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, const ConvShape& g, const Tensor& dx,
                     const Tensor& dweight, const Tensor& dbias) {
   const Loaded<T> vdy(dy);
   const int64_t cg = g.in_channels / g.groups, og = g.out_channels / g.groups;
@@ -241,7 +241,7 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
 }
 
 // x may be undefined (a backward that needs no weight gradient does not keep it).
-void check_geometry(const Tensor& x, const Tensor& y, const Conv2dGeometry& g) {
+void check_geometry(const Tensor& x, const Tensor& y, const ConvShape& g) {
   MT_CHECK((!x.defined() || x.sizes() == Shape({g.batch, g.in_channels, g.in_h, g.in_w})) &&
                y.sizes() == Shape({g.batch, g.out_channels, g.out_h, g.out_w}),
            "conv2d kernel: x {} / y {} do not match the geometry", x.defined() ? x.shape_string() : "(none)",
@@ -250,7 +250,7 @@ void check_geometry(const Tensor& x, const Tensor& y, const Conv2dGeometry& g) {
 
 }  // namespace
 
-void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dGeometry& geometry,
+void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvShape& geometry,
                     const Tensor& y) {
   check_geometry(x, y, geometry);
   if (y.dtype() == kF64) {
@@ -260,7 +260,7 @@ void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   }
 }
 
-void conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Conv2dGeometry& geometry,
+void conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const ConvShape& geometry,
                      const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
   check_geometry(x, dy, geometry);
   // The gradients have the convolution's compute dtype (dy might have been handed over in another).
