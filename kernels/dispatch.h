@@ -50,18 +50,13 @@ inline constexpr bool kCudaKernelsBuilt = false;
     }                                                                                  \
   } while (false)
 
-static_assert(static_cast<int>(DTypeCode::Bool) == static_cast<int>(DType::Bool) &&
-                  static_cast<int>(DTypeCode::BF16) == static_cast<int>(DType::BF16) &&
-                  static_cast<int>(DTypeCode::I64) == static_cast<int>(DType::I64),
-              "DTypeCode must mirror mt::DType");
-
 // A tensor as the CUDA entry points see it. An undefined tensor gives data == nullptr.
 inline TensorRef tensor_ref(const Tensor& t) {
   TensorRef r;
   if (!t.defined()) return r;
   MT_CHECK(t.dim() <= kMaxDims, "CUDA kernels take tensors of at most {} dims, got {}", kMaxDims, t.shape_string());
   r.data = t.data_ptr();
-  r.dtype = static_cast<DTypeCode>(t.dtype());
+  r.dtype = t.dtype();
   r.ndim = static_cast<int32_t>(t.dim());
   r.numel = t.numel();
   for (int d = 0; d < r.ndim; ++d) {

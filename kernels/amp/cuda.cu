@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
   std::int64_t begin, end;
   chunk_range(table.chunks.block_chunk[blockIdx.x], table.numel[slot], begin, end);
   void* data = table.data[slot];
-  const DTypeCode dtype = table.dtype[slot];
+  const DType dtype = table.dtype[slot];
   const float factor = inv_scale != nullptr ? *inv_scale : 1.0f;
   bool nonfinite = false;
   for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {

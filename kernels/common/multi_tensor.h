@@ -72,7 +72,7 @@ inline constexpr int kFlatBlocks = 192;
 struct FlatTensorTable {
   void* data[kFlatTensors] = {};
   std::int64_t numel[kFlatTensors] = {};
-  kernels::DTypeCode dtype[kFlatTensors] = {};
+  DType dtype[kFlatTensors] = {};
   std::int32_t index[kFlatTensors] = {};  // each slot's position in the caller's list
   ChunkTable<kFlatTensors, kFlatBlocks> chunks;
 };

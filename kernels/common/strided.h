@@ -10,11 +10,9 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/common/tensor_ref.h"
 
 namespace mt::kernels::cpu {
-
-// Tensors whose ops compute in double: f64 and the integer types (exact to 2^53).
-inline bool computes_in_double(DType t) { return t == kF64 || t == kI64 || t == kI32; }
 
 // The values of a (possibly strided, broadcast) tensor as a contiguous
 // row-major array of T. Borrows the tensor's memory when it already is one.

@@ -8,16 +8,15 @@
 
 #include <cstdint>
 
+#include "runtime/dtype.h"
+
 namespace mt::kernels {
 
 inline constexpr int kMaxDims = 8;  // more dims are coalesced first, or rejected
 
-// The same order as mt::DType (checked in kernels/dispatch.h).
-enum class DTypeCode : int32_t { F64, F32, F16, BF16, I64, I32, U8, Bool };
-
 struct TensorRef {
   void* data = nullptr;  // element 0 of the view (storage + offset)
-  DTypeCode dtype = DTypeCode::F32;
+  DType dtype = DType::F32;
   int32_t ndim = 0;
   int64_t numel = 0;
   int64_t sizes[kMaxDims] = {};
@@ -33,16 +32,16 @@ struct TensorRef {
   }
 };
 
-inline int element_bytes(DTypeCode t) {
+inline int element_bytes(DType t) {
   switch (t) {
-    case DTypeCode::F64:
-    case DTypeCode::I64: return 8;
-    case DTypeCode::F32:
-    case DTypeCode::I32: return 4;
-    case DTypeCode::F16:
-    case DTypeCode::BF16: return 2;
-    case DTypeCode::U8:
-    case DTypeCode::Bool: return 1;
+    case DType::F64:
+    case DType::I64: return 8;
+    case DType::F32:
+    case DType::I32: return 4;
+    case DType::F16:
+    case DType::BF16: return 2;
+    case DType::U8:
+    case DType::Bool: return 1;
   }
   return 0;
 }
@@ -58,9 +57,10 @@ inline double distinct_bytes(const TensorRef& t) {
   return elements * element_bytes(t.dtype);
 }
 
-// f64 and the integer types compute in double (as on the CPU); the rest in float.
-inline bool computes_in_double(DTypeCode t) {
-  return t == DTypeCode::F64 || t == DTypeCode::I64 || t == DTypeCode::I32;
+// f64 and the integer types compute in double (exact to 2^53), on the CPU
+// and in the CUDA kernels; the rest in float.
+inline bool computes_in_double(DType t) {
+  return t == DType::F64 || t == DType::I64 || t == DType::I32;
 }
 
 }  // namespace mt::kernels

@@ -60,7 +60,7 @@ void dropout_forward(const TensorRef& in, const TensorRef& out, const TensorRef&
   const double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
   const dim3 grid = elementwise_grid((in.numel + 3) / 4), block(kElementwiseThreads);
   auto* keep = static_cast<std::uint8_t*>(mask.data);
-  if (in.dtype == DTypeCode::F64) {
+  if (in.dtype == DType::F64) {
     launch("dropout_forward_kernel", dropout_forward_kernel<double>, grid, block, 0, stream, it, keep,
            static_cast<float>(p), scale, seed, block_offset);
   } else {
@@ -76,7 +76,7 @@ void dropout_backward(const TensorRef& grad_out, const TensorRef& mask, const Te
   const auto it = make_strided_iter(operands);
   const double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
   const dim3 grid = elementwise_grid(work_items(it)), block(kElementwiseThreads);
-  if (grad_in.dtype == DTypeCode::F64) {
+  if (grad_in.dtype == DType::F64) {
     launch("dropout_backward_kernel", dropout_backward_kernel<double>, grid, block, 0, stream, it, scale);
   } else {
     launch("dropout_backward_kernel", dropout_backward_kernel<float>, grid, block, 0, stream, it,

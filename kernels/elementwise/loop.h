@@ -22,7 +22,6 @@
 
 namespace mt::MT_KERNEL_NS {
 
-using kernels::DTypeCode;
 using kernels::kMaxDims;
 using kernels::TensorRef;
 
@@ -54,34 +53,34 @@ __device__ __forceinline__ std::uint16_t float_to_bf16(float v) {
 
 // Element `index` of `base` (dtype t) as the compute type T (float or double).
 template <typename T>
-__device__ __forceinline__ T load_as(const void* base, DTypeCode t, std::int64_t index) {
+__device__ __forceinline__ T load_as(const void* base, DType t, std::int64_t index) {
   switch (t) {
-    case DTypeCode::F64: return static_cast<T>(static_cast<const double*>(base)[index]);
-    case DTypeCode::F32: return static_cast<T>(static_cast<const float*>(base)[index]);
-    case DTypeCode::F16: return static_cast<T>(f16_to_float(static_cast<const std::uint16_t*>(base)[index]));
-    case DTypeCode::BF16: return static_cast<T>(bf16_to_float(static_cast<const std::uint16_t*>(base)[index]));
-    case DTypeCode::I64: return static_cast<T>(static_cast<const std::int64_t*>(base)[index]);
-    case DTypeCode::I32: return static_cast<T>(static_cast<const std::int32_t*>(base)[index]);
-    case DTypeCode::U8: return static_cast<T>(static_cast<const std::uint8_t*>(base)[index]);
-    case DTypeCode::Bool: return static_cast<const std::uint8_t*>(base)[index] != 0 ? T(1) : T(0);
+    case DType::F64: return static_cast<T>(static_cast<const double*>(base)[index]);
+    case DType::F32: return static_cast<T>(static_cast<const float*>(base)[index]);
+    case DType::F16: return static_cast<T>(f16_to_float(static_cast<const std::uint16_t*>(base)[index]));
+    case DType::BF16: return static_cast<T>(bf16_to_float(static_cast<const std::uint16_t*>(base)[index]));
+    case DType::I64: return static_cast<T>(static_cast<const std::int64_t*>(base)[index]);
+    case DType::I32: return static_cast<T>(static_cast<const std::int32_t*>(base)[index]);
+    case DType::U8: return static_cast<T>(static_cast<const std::uint8_t*>(base)[index]);
+    case DType::Bool: return static_cast<const std::uint8_t*>(base)[index] != 0 ? T(1) : T(0);
   }
   return T(0);
 }
 
 // Rounds v once into dtype t (f16/bf16: nearest even, via float like the CPU).
 template <typename T>
-__device__ __forceinline__ void store_as(void* base, DTypeCode t, std::int64_t index, T v) {
+__device__ __forceinline__ void store_as(void* base, DType t, std::int64_t index, T v) {
   switch (t) {
-    case DTypeCode::F64: static_cast<double*>(base)[index] = static_cast<double>(v); return;
-    case DTypeCode::F32: static_cast<float*>(base)[index] = static_cast<float>(v); return;
-    case DTypeCode::F16: static_cast<std::uint16_t*>(base)[index] = float_to_f16(static_cast<float>(v)); return;
-    case DTypeCode::BF16: static_cast<std::uint16_t*>(base)[index] = float_to_bf16(static_cast<float>(v)); return;
-    case DTypeCode::I64: static_cast<std::int64_t*>(base)[index] = static_cast<std::int64_t>(v); return;
+    case DType::F64: static_cast<double*>(base)[index] = static_cast<double>(v); return;
+    case DType::F32: static_cast<float*>(base)[index] = static_cast<float>(v); return;
+    case DType::F16: static_cast<std::uint16_t*>(base)[index] = float_to_f16(static_cast<float>(v)); return;
+    case DType::BF16: static_cast<std::uint16_t*>(base)[index] = float_to_bf16(static_cast<float>(v)); return;
+    case DType::I64: static_cast<std::int64_t*>(base)[index] = static_cast<std::int64_t>(v); return;
     // Narrow integers go through int64 and wrap (-5.0 -> u8 251), like the CPU:
     // a direct conversion would saturate on the GPU and is undefined in C++.
-    case DTypeCode::I32: static_cast<std::int32_t*>(base)[index] = static_cast<std::int32_t>(static_cast<std::int64_t>(v)); return;
-    case DTypeCode::U8: static_cast<std::uint8_t*>(base)[index] = static_cast<std::uint8_t>(static_cast<std::int64_t>(v)); return;
-    case DTypeCode::Bool: static_cast<std::uint8_t*>(base)[index] = v != T(0) ? 1 : 0; return;
+    case DType::I32: static_cast<std::int32_t*>(base)[index] = static_cast<std::int32_t>(static_cast<std::int64_t>(v)); return;
+    case DType::U8: static_cast<std::uint8_t*>(base)[index] = static_cast<std::uint8_t>(static_cast<std::int64_t>(v)); return;
+    case DType::Bool: static_cast<std::uint8_t*>(base)[index] = v != T(0) ? 1 : 0; return;
   }
 }
 
@@ -98,7 +97,7 @@ struct StridedIter {
   std::int64_t sizes[kMaxDims] = {};
   std::int64_t strides[N][kMaxDims] = {};
   void* data[N] = {};
-  DTypeCode dtype[N] = {};
+  DType dtype[N] = {};
 };
 
 // Builds the iterator over operands that all have operands[0]'s shape
@@ -160,24 +159,24 @@ __device__ __forceinline__ void operand_offsets(const StridedIter<N>& it, std::i
 
 // Element e of a 16-byte pack holding `Pack` elements of dtype t.
 template <typename T, int Pack>
-__device__ __forceinline__ T unpack(const unsigned (&words)[4], int e, DTypeCode t) {
+__device__ __forceinline__ T unpack(const unsigned (&words)[4], int e, DType t) {
   if constexpr (Pack == 4) {
-    return t == DTypeCode::F32 ? static_cast<T>(__uint_as_float(words[e]))
+    return t == DType::F32 ? static_cast<T>(__uint_as_float(words[e]))
                                : static_cast<T>(static_cast<std::int32_t>(words[e]));
   } else {
     const auto bits = static_cast<std::uint16_t>(words[e / 2] >> (16 * (e % 2)));
-    return static_cast<T>(t == DTypeCode::F16 ? f16_to_float(bits) : bf16_to_float(bits));
+    return static_cast<T>(t == DType::F16 ? f16_to_float(bits) : bf16_to_float(bits));
   }
 }
 
 template <typename T, int Pack>
-__device__ __forceinline__ void pack_into(unsigned (&words)[4], int e, DTypeCode t, T v) {
+__device__ __forceinline__ void pack_into(unsigned (&words)[4], int e, DType t, T v) {
   if constexpr (Pack == 4) {
-    words[e] = t == DTypeCode::F32 ? __float_as_uint(static_cast<float>(v))
+    words[e] = t == DType::F32 ? __float_as_uint(static_cast<float>(v))
                                    : static_cast<unsigned>(static_cast<std::int32_t>(v));
   } else {
     const std::uint16_t bits =
-        t == DTypeCode::F16 ? float_to_f16(static_cast<float>(v)) : float_to_bf16(static_cast<float>(v));
+        t == DType::F16 ? float_to_f16(static_cast<float>(v)) : float_to_bf16(static_cast<float>(v));
     const int shift = 16 * (e % 2);
     words[e / 2] = (words[e / 2] & ~(0xffffu << shift)) | (static_cast<unsigned>(bits) << shift);
   }

@@ -175,8 +175,8 @@ __global__ void order_positions(const std::int64_t* __restrict__ index, const un
 }
 
 template <typename T>
-__global__ void index_add_kernel(void* out, DTypeCode out_dtype, const unsigned* __restrict__ starts,
-                                 const unsigned* __restrict__ positions, const void* src, DTypeCode src_dtype,
+__global__ void index_add_kernel(void* out, DType out_dtype, const unsigned* __restrict__ starts,
+                                 const unsigned* __restrict__ positions, const void* src, DType src_dtype,
                                  std::int64_t outer, std::int64_t mid, std::int64_t n, std::int64_t inner) {
   const std::int64_t total = outer * mid * inner;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
@@ -191,8 +191,8 @@ __global__ void index_add_kernel(void* out, DTypeCode out_dtype, const unsigned*
 }
 
 template <typename T>
-__global__ void gather_kernel(const void* in, DTypeCode in_dtype, std::int64_t in_dim_size,
-                              const std::int64_t* __restrict__ index, void* out, DTypeCode out_dtype,
+__global__ void gather_kernel(const void* in, DType in_dtype, std::int64_t in_dim_size,
+                              const std::int64_t* __restrict__ index, void* out, DType out_dtype,
                               std::int64_t total, IndexGeometry g) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -215,8 +215,8 @@ __global__ void gather_kernel(const void* in, DTypeCode in_dtype, std::int64_t i
 // One thread per element of `out`: the index elements that can land on it
 // share its coordinates except along dim; walk them in order.
 template <typename T>
-__global__ void scatter_add_kernel(void* out, DTypeCode out_dtype, std::int64_t out_numel,
-                                   const std::int64_t* __restrict__ index, const void* src, DTypeCode src_dtype,
+__global__ void scatter_add_kernel(void* out, DType out_dtype, std::int64_t out_numel,
+                                   const std::int64_t* __restrict__ index, const void* src, DType src_dtype,
                                    IndexGeometry g) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < out_numel;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {

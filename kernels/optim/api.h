@@ -17,15 +17,15 @@ namespace mt::kernels {
 // One parameter of a fused optimizer step (pointers to contiguous data).
 struct OptimSlotRef {
   void* param = nullptr;  // written only when `master` is set
-  DTypeCode param_dtype = DTypeCode::F32;
+  DType param_dtype = DType::F32;
   const void* grad = nullptr;
-  DTypeCode grad_dtype = DTypeCode::F32;
+  DType grad_dtype = DType::F32;
   float* master = nullptr;  // f32 master weights, or null: the update reads and writes `param`
   void* state1 = nullptr;   // exp_avg / momentum buffer (null: SGD without momentum)
   void* state2 = nullptr;   // exp_avg_sq
   // f32, or the parameter's f16/bf16 for a pure low-precision optimizer (no
   // master weights: the state lives in the parameter's dtype, as in PyTorch).
-  DTypeCode state_dtype = DTypeCode::F32;
+  DType state_dtype = DType::F32;
   float* step = nullptr;  // f32 [1]
   std::int64_t numel = 0;
   bool stochastic_bf16 = false;    // write param from master by stochastic rounding

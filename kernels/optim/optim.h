@@ -47,14 +47,14 @@ struct DeviceSlots {
       OptimSlotRef r;
       const Tensor param = staging.stage(s.param, true);
       r.param = param.data_ptr();
-      r.param_dtype = static_cast<DTypeCode>(param.dtype());
+      r.param_dtype = param.dtype();
       const Tensor grad = staging.stage(s.grad, false);
       r.grad = grad.data_ptr();
-      r.grad_dtype = static_cast<DTypeCode>(grad.dtype());
+      r.grad_dtype = grad.dtype();
       r.master = f32_pointer(staging.stage(s.master, true), "the master copy");
       r.state1 = state_pointer(staging.stage(s.state1, true), s);
       r.state2 = state_pointer(staging.stage(s.state2, true), s);
-      r.state_dtype = static_cast<DTypeCode>(s.state1.defined() ? s.state1.dtype() : kF32);
+      r.state_dtype = s.state1.defined() ? s.state1.dtype() : kF32;
       r.step = f32_pointer(s.step, "the step counter");
       r.numel = s.param.numel();
       r.stochastic_bf16 = rounding.enabled && s.master.defined() && s.param.dtype() == kBF16;
