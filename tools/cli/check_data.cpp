@@ -34,7 +34,8 @@ Subcommand add_check_data(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "check-data", "Scan a dataset for NaN/inf inputs, out-of-range labels and empty samples before training");
   cmd->add_option("--data", config->data, "the dataset's directory (as train --data)");
-  const std::string fallback = data::default_dataset(models::ModelTask::ImageClassification).name;
+  // What `--dataset auto` reads on the CPU (tools::load_training_data).
+  const std::string fallback = tools::resolve_defaults(tools::TrainConfig{}, kCPU).dataset;
   add_dataset_option(cmd, config->dataset, "as train --dataset (default " + fallback + ")");
   cmd->add_option("--context", config->context, "text datasets: tokens per window or passage")
       ->check(CLI::NonNegativeNumber);

@@ -41,7 +41,7 @@ Subcommand add_compare(CLI::App& app) {
   c.schedule = "constant";  // a schedule spans --epochs, which --steps cuts short
   CLI::App* cmd = app.add_subcommand(
       "compare", "Train FP32, AMP FP16 (GradScaler) and AMP BF16 from the same seed and draw them on one HTML page");
-  add_model_option(cmd, c.model, std::string("the model (default: ") + kAutoModelHelp + ")", /*with_auto=*/true);
+  add_model_option(cmd, c.model, "the model (default: " + auto_model_help() + ")", /*with_auto=*/true);
   cmd->add_option("--out", options->out, "the HTML report to write")->required();
   cmd->add_option("--steps", c.max_steps, "optimizer steps per run (default 100)")->check(CLI::PositiveNumber);
   cmd->add_option("--precisions", options->precisions, "the runs, in order (default fp32 fp16 bf16)")

@@ -26,6 +26,10 @@ std::string model_names_help() {
   return help;
 }
 
+std::string auto_model_help() {
+  return models::default_model(kCPU) + " on a CPU, " + models::default_model(kCUDA) + " on a GPU";
+}
+
 CLI::Option* add_dataset_option(CLI::App* cmd, std::string& dataset, const std::string& help) {
   std::vector<std::string> names = data::dataset_names();
   names.insert(names.begin(), "auto");

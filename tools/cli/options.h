@@ -20,8 +20,8 @@ inline constexpr int kExitNonFiniteLoss = 3;
 CLI::Option* add_model_option(CLI::App* cmd, std::string& model, const std::string& help, bool with_auto);
 // "mlp | cnn | ... | bert-base": the registry's models for a help text.
 std::string model_names_help();
-// What --model auto picks (tools/train's resolve_defaults), for help texts.
-inline constexpr const char* kAutoModelHelp = "mlp on a CPU, cnn on a GPU";
+// What --model auto picks (models::default_model), for help texts: "mlp on a CPU, cnn on a GPU".
+std::string auto_model_help();
 
 // --dataset, "auto" or one of tools/data/registry.h's names.
 CLI::Option* add_dataset_option(CLI::App* cmd, std::string& dataset, const std::string& help);

@@ -11,7 +11,7 @@ namespace {
 
 // What is trained, in which precision, where.
 void add_model_options(CLI::App* cmd, tools::TrainConfig& c) {
-  add_model_option(cmd, c.model, std::string("auto (") + kAutoModelHelp + ") | " + model_names_help(),
+  add_model_option(cmd, c.model, "auto (" + auto_model_help() + ") | " + model_names_help(),
                    /*with_auto=*/true);
   cmd->add_option("--precision", c.precision,
                   "auto (bf16 on a CPU, fp16 on a GPU) | fp32 | fp16 (autocast + GradScaler) | bf16 (autocast)")

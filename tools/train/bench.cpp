@@ -240,10 +240,10 @@ BenchResult run_ladder(const BenchOptions& o, std::FILE* out) {
            "bench --ladder: the batch {} must split into --accum {} (>= 2) equal micro-batches", batch, o.accum);
   const std::string amp = amp_precision_for(device);
   const int64_t micro = batch / o.accum;
-  models::model_info(o.model);  // an unknown name fails here, before any run
-  // Every reference model but the mlp has stages or blocks to checkpoint
-  // (Module::enable_activation_checkpointing; the trainer refuses the others).
-  const bool checkpointable = o.model != "mlp";
+  // An unknown name fails here, before any run. Models without stages or
+  // blocks to checkpoint (Module::enable_activation_checkpointing) skip that
+  // rung: the trainer refuses them.
+  const bool checkpointable = models::model_info(o.model).checkpointable;
   BenchResult result;
   result.rows.push_back(bench.timed_row("amp-" + amp, {amp, batch}));
   result.rows.push_back(bench.timed_row(fmt::format("+ grad-accum {}", o.accum), {amp, micro, o.accum}));

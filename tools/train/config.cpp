@@ -1,14 +1,10 @@
 #include "tools/train/config.h"
 
-#include <algorithm>
 #include <filesystem>
-#include <vector>
 
-#include "autograd/ops.h"
 #include "distributed/process_group.h"
-#include "models/bert.h"
 #include "models/registry.h"
-#include "tools/data/text.h"
+#include "tools/data/registry.h"
 #include "tools/train/run.h"
 
 namespace mt::tools {
@@ -54,15 +50,9 @@ DType low_precision_dtype(Precision p) { return p == Precision::Bf16 ? kBF16 : k
 // Resolves the "auto" choices against the device the run will use.
 TrainConfig resolve_defaults(const TrainConfig& requested, Device device) {
   TrainConfig c = requested;
-  if (c.model == "auto") c.model = device.is_cpu() ? "mlp" : "cnn";
+  if (c.model == "auto") c.model = models::default_model(device);
   if (c.precision == "auto") c.precision = device.is_cpu() ? "bf16" : "fp16";  // autocast's default dtypes
-  if (c.dataset == "auto") {
-    switch (models::model_info(c.model).task) {
-      case models::ModelTask::ImageClassification: c.dataset = "fashion-mnist"; break;
-      case models::ModelTask::LanguageModel: c.dataset = "brown"; break;
-      case models::ModelTask::TextClassification: c.dataset = "brown-genre"; break;
-    }
-  }
+  if (c.dataset == "auto") c.dataset = data::default_dataset(models::model_info(c.model).task).name;
   return c;
 }
 
@@ -101,27 +91,6 @@ nlohmann::json config_json(const TrainConfig& c) {
 
 namespace {
 
-data::Dataset limit(const data::Dataset& d, int64_t n) {
-  if (n <= 0 || n >= d.size()) return d;
-  data::Dataset out = d;
-  out.inputs = d.inputs.narrow(0, 0, n).contiguous();
-  out.targets = d.targets.narrow(0, 0, n).contiguous();
-  return out;
-}
-
-// At most n samples spread evenly over `d` (a prefix of a set ordered by
-// document would hold only the first genres).
-data::Dataset spread(const data::Dataset& d, int64_t n) {
-  if (n <= 0 || n >= d.size()) return d;
-  std::vector<int64_t> picks(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) picks[static_cast<size_t>(i)] = i * d.size() / n;
-  const Tensor index = from_vector(picks, {n}, kI64);
-  data::Dataset out = d;
-  out.inputs = index_select(d.inputs, 0, index).contiguous();
-  out.targets = index_select(d.targets, 0, index).contiguous();
-  return out;
-}
-
 // The tokens per window a language-model run trains on.
 int64_t window_length(const TrainConfig& c, const models::ModelInfo& model) {
   MT_CHECK(c.context >= 0 && c.context <= model.context, "train: --context {} does not fit {}'s context of {}",
@@ -129,61 +98,19 @@ int64_t window_length(const TrainConfig& c, const models::ModelInfo& model) {
   return c.context > 0 ? c.context : model.context;
 }
 
-// The task a dataset trains.
-models::ModelTask dataset_task(const std::string& dataset) {
-  if (dataset == "fashion-mnist" || dataset == "synthetic") return models::ModelTask::ImageClassification;
-  if (dataset == "brown" || dataset == "synthetic-tokens") return models::ModelTask::LanguageModel;
-  if (dataset == "brown-genre") return models::ModelTask::TextClassification;
-  fail("unknown dataset '{}': expected fashion-mnist, synthetic, brown, synthetic-tokens or brown-genre", dataset);
-}
-
-std::string task_noun(models::ModelTask task) {
-  switch (task) {
-    case models::ModelTask::ImageClassification: return "an image-classification";
-    case models::ModelTask::LanguageModel: return "a language";
-    case models::ModelTask::TextClassification: return "a text-classification";
-  }
-  return "?";
-}
-
 }  // namespace
 
 Splits load_data(const TrainConfig& c, const models::ModelInfo& model, data::LabelCheck labels) {
-  const models::ModelTask task = dataset_task(c.dataset);
-  MT_CHECK(task == model.task, "train: {} is {} model but {} is {} dataset", model.name, task_noun(model.task),
-           c.dataset, task_noun(task));
+  const data::DatasetInfo& dataset = data::find_dataset(c.dataset);
+  MT_CHECK(dataset.task == model.task, "train: {} is {} model but {} is {} dataset", model.name,
+           models::task_noun(model.task), c.dataset, models::task_noun(dataset.task));
   const MemoryCategoryScope data_memory(MemoryCategory::Data);  // the whole dataset lives in memory
-  Splits s;
-  if (c.dataset == "synthetic") {
-    s.train = data::synthetic_images(c.train_limit > 0 ? c.train_limit : 4096, 10, 28, 28, 1);
-    s.test = data::synthetic_images(c.test_limit > 0 ? c.test_limit : 1024, 10, 28, 28, 2);
-    return s;
-  }
-  if (c.dataset == "synthetic-tokens") {
-    const int64_t t = window_length(c, model);
-    s.train = data::synthetic_tokens(c.train_limit > 0 ? c.train_limit : 2048, t, model.vocab, 1);
-    s.test = data::synthetic_tokens(c.test_limit > 0 ? c.test_limit : 256, t, model.vocab, 1, /*stream=*/1);
-    return s;
-  }
-  if (c.dataset == "brown-genre") {
-    static_assert(data::kClsToken == models::kBertCls && data::kPadToken == models::kBertPad);
-    data::TextSplits passages = data::brown_genre_passages(window_length(c, model), c.data);
-    s.train = spread(passages.train, c.train_limit);
-    s.test = spread(passages.validation, c.test_limit);
-    return s;
-  }
-  if (c.dataset == "brown") {
-    MT_CHECK(model.vocab >= data::kByteVocabulary, "train: {}'s vocabulary of {} cannot hold Brown's 256 bytes",
-             model.name, model.vocab);
-    data::TextSplits text_splits = data::brown_language_model(window_length(c, model), c.data);
-    s.train = limit(text_splits.train, c.train_limit);
-    s.test = limit(text_splits.validation, c.test_limit);
-    return s;
-  }
-  data::FashionMnist f = data::load_fashion_mnist(c.data, labels);
-  s.train = limit(f.train, c.train_limit);
-  s.test = limit(f.test, c.test_limit);
-  return s;
+  return dataset.load({.dir = c.data,
+                       .model = model,
+                       .window = models::reads_tokens(model.task) ? window_length(c, model) : 0,
+                       .train_limit = c.train_limit,
+                       .test_limit = c.test_limit,
+                       .labels = labels});
 }
 
 std::pair<data::Dataset, data::Dataset> load_training_data(const TrainConfig& requested) {

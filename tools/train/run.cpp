@@ -124,7 +124,7 @@ void build_data(TrainingRun& r) {
   r.splits = load_data(r.c, r.model_info);
   const bool language_model = r.model_info.task == models::ModelTask::LanguageModel;
   r.summary.language_model = language_model;
-  if (r.model_info.task != models::ModelTask::ImageClassification) r.tokens_per_sample = r.splits.train.inputs.size(1);
+  if (models::reads_tokens(r.model_info.task)) r.tokens_per_sample = r.splits.train.inputs.size(1);
 }
 
 // The model, seeded, on its device (f16/bf16 under --master-weights), and
