@@ -1,6 +1,8 @@
 // Datasets by name, beside the models' registry (models/registry.h): the one
 // place a dataset's name is typed. The CLI's --dataset choices and help text,
-// check-data's model for a dataset and the task each dataset trains read it.
+// check-data's model for a dataset, the task each dataset trains, the
+// trainer's default dataset per task and its loader (tools/train's
+// load_data is a lookup here) read it.
 //
 //   fashion-mnist     image classification   Zalando's 28x28 clothing images (tools/data/dataset.h)
 //   synthetic         image classification   generated prototypes plus noise

@@ -25,14 +25,64 @@ std::string precision_name(Precision p) {
   return "?";
 }
 
+std::optional<Precision> parse_precision_choice(const std::string& text) {
+  if (text == "auto") return std::nullopt;
+  return parse_precision(text);
+}
+
+std::string precision_choice_name(std::optional<Precision> p) { return p ? precision_name(*p) : "auto"; }
+
+OptimizerKind parse_optimizer(const std::string& text) {
+  if (text == "adamw") return OptimizerKind::AdamW;
+  if (text == "sgd") return OptimizerKind::Sgd;
+  fail("unknown optimizer '{}': expected adamw or sgd", text);
+}
+
+std::string optimizer_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::AdamW: return "adamw";
+    case OptimizerKind::Sgd: return "sgd";
+  }
+  return "?";
+}
+
+ScheduleKind parse_schedule(const std::string& text) {
+  if (text == "cosine") return ScheduleKind::Cosine;
+  if (text == "constant") return ScheduleKind::Constant;
+  if (text == "step") return ScheduleKind::Step;
+  fail("unknown schedule '{}': expected cosine, constant or step", text);
+}
+
+std::string schedule_name(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::Cosine: return "cosine";
+    case ScheduleKind::Constant: return "constant";
+    case ScheduleKind::Step: return "step";
+  }
+  return "?";
+}
+
+DeviceChoice parse_device_choice(const std::string& text) {
+  if (text == "auto") return {};
+  DeviceChoice choice(parse_device(text));
+  choice.index_named = text.find(':') != std::string::npos;
+  return choice;
+}
+
+std::string device_choice_name(const DeviceChoice& d) {
+  if (d.is_auto()) return "auto";
+  if (d.device->is_cuda() && !d.index_named) return "cuda";
+  return d.device->str();
+}
+
 void check_output_folder(const std::string& what, const std::string& path) {
   const std::filesystem::path folder = std::filesystem::absolute(path).parent_path();
   MT_CHECK(std::filesystem::is_directory(folder), "{} '{}': the folder {} does not exist (checked before training)",
            what, path, folder.string());
 }
 
-Device resolve_device(const std::string& text) {
-  if (text == "auto") {
+Device resolve_device(const DeviceChoice& choice) {
+  if (choice.is_auto()) {
     try {
       allocator_for(kCUDA);
       return kCUDA;
@@ -40,10 +90,11 @@ Device resolve_device(const std::string& text) {
       return kCPU;  // no usable GPU: the CPU it is
     }
   }
-  const Device d = parse_device(text);
-  allocator_for(d);  // a clear error now if the device is unavailable
-  return d;
+  allocator_for(*choice.device);  // a clear error now if the device is unavailable
+  return *choice.device;
 }
+
+Device resolve_device(const std::string& text) { return resolve_device(parse_device_choice(text)); }
 
 DType low_precision_dtype(Precision p) { return p == Precision::Bf16 ? kBF16 : kF16; }
 
@@ -51,40 +102,40 @@ DType low_precision_dtype(Precision p) { return p == Precision::Bf16 ? kBF16 : k
 TrainConfig resolve_defaults(const TrainConfig& requested, Device device) {
   TrainConfig c = requested;
   if (c.model == "auto") c.model = models::default_model(device);
-  if (c.precision == "auto") c.precision = device.is_cpu() ? "bf16" : "fp16";  // autocast's default dtypes
-  if (c.dataset == "auto") c.dataset = data::default_dataset(models::model_info(c.model).task).name;
+  if (!c.precision.mode) c.precision.mode = device.is_cpu() ? Precision::Bf16 : Precision::Fp16;  // autocast's defaults
+  if (c.data.dataset == "auto") c.data.dataset = data::default_dataset(models::model_info(c.model).task).name;
   return c;
 }
 
 nlohmann::json config_json(const TrainConfig& c) {
   return {{"model", c.model},
-          {"precision", c.precision},
-          {"master_weights", c.master_weights},
-          {"device", c.device},
+          {"precision", precision_choice_name(c.precision.mode)},
+          {"master_weights", c.precision.master_weights},
+          {"device", device_choice_name(c.device)},
           {"epochs", c.epochs},
           {"steps", c.max_steps},
           {"batch", c.batch},
-          {"lr", c.lr},
-          {"optimizer", c.optimizer},
-          {"weight_decay", c.weight_decay},
-          {"schedule", c.schedule},
-          {"warmup", c.warmup},
-          {"grad_accum", c.grad_accum},
+          {"lr", c.optim.lr},
+          {"optimizer", optimizer_name(c.optim.optimizer)},
+          {"weight_decay", c.optim.weight_decay},
+          {"schedule", schedule_name(c.optim.schedule)},
+          {"warmup", c.optim.warmup},
+          {"grad_accum", c.optim.grad_accum},
           {"cuda_graph", c.cuda_graph},
-          {"clip", c.clip},
-          {"init_scale", c.init_scale},
+          {"clip", c.optim.clip},
+          {"init_scale", c.precision.init_scale},
           {"seed", c.seed},
-          {"dataset", c.dataset},
-          {"augment", c.augment},
-          {"context", c.context},
-          {"eval_every", c.eval_every},
-          {"checkpoint_activations", c.checkpoint_activations},
-          {"offload_optimizer", c.offload_optimizer},
-          {"shard_optimizer", c.shard_optimizer},
-          {"ddp", c.ddp},
-          {"drop_uneven", c.drop_uneven},
+          {"dataset", c.data.dataset},
+          {"augment", c.data.augment},
+          {"context", c.data.context},
+          {"eval_every", c.report.eval_every},
+          {"checkpoint_activations", c.memory.checkpoint_activations},
+          {"offload_optimizer", c.optim.offload},
+          {"shard_optimizer", c.parallel.shard_optimizer},
+          {"ddp", c.parallel.ddp},
+          {"drop_uneven", c.parallel.drop_uneven},
           {"world_size", dist::world().size()},
-          {"threads", c.threads}};
+          {"threads", c.parallel.threads}};
 }
 
 // ---------------------------------------------------------------- the datasets
@@ -92,24 +143,25 @@ nlohmann::json config_json(const TrainConfig& c) {
 namespace {
 
 // The tokens per window a language-model run trains on.
-int64_t window_length(const TrainConfig& c, const models::ModelInfo& model) {
-  MT_CHECK(c.context >= 0 && c.context <= model.context, "train: --context {} does not fit {}'s context of {}",
-           c.context, model.name, model.context);
-  return c.context > 0 ? c.context : model.context;
+int64_t window_length(const DataOptions& d, const models::ModelInfo& model) {
+  MT_CHECK(d.context >= 0 && d.context <= model.context, "train: --context {} does not fit {}'s context of {}",
+           d.context, model.name, model.context);
+  return d.context > 0 ? d.context : model.context;
 }
 
 }  // namespace
 
 Splits load_data(const TrainConfig& c, const models::ModelInfo& model, data::LabelCheck labels) {
-  const data::DatasetInfo& dataset = data::find_dataset(c.dataset);
+  const DataOptions& d = c.data;
+  const data::DatasetInfo& dataset = data::find_dataset(d.dataset);
   MT_CHECK(dataset.task == model.task, "train: {} is {} model but {} is {} dataset", model.name,
-           models::task_noun(model.task), c.dataset, models::task_noun(dataset.task));
+           models::task_noun(model.task), d.dataset, models::task_noun(dataset.task));
   const MemoryCategoryScope data_memory(MemoryCategory::Data);  // the whole dataset lives in memory
-  return dataset.load({.dir = c.data,
+  return dataset.load({.dir = d.dir,
                        .model = model,
-                       .window = models::reads_tokens(model.task) ? window_length(c, model) : 0,
-                       .train_limit = c.train_limit,
-                       .test_limit = c.test_limit,
+                       .window = models::reads_tokens(model.task) ? window_length(d, model) : 0,
+                       .train_limit = d.train_limit,
+                       .test_limit = d.test_limit,
                        .labels = labels});
 }
 
