@@ -18,13 +18,13 @@ struct Entry {
 // A language model ignores the classes: its vocabulary is part of its configuration.
 Entry gpt_entry(const std::string& name, const std::string& description) {
   const GptConfig config = gpt_config(name);
-  return {{name, description, ModelTask::LanguageModel, config.vocab, config.context},
+  return {{name, description, ModelTask::LanguageModel, config.vocab, config.context, /*checkpointable=*/true},
           [config](int64_t) { return std::make_shared<Gpt>(config); }};
 }
 
 Entry bert_entry(const std::string& name, const std::string& description) {
   const BertConfig config = bert_config(name, 1);
-  return {{name, description, ModelTask::TextClassification, config.vocab, config.context},
+  return {{name, description, ModelTask::TextClassification, config.vocab, config.context, /*checkpointable=*/true},
           [name](int64_t classes) { return std::make_shared<Bert>(bert_config(name, classes)); }};
 }
 
@@ -32,9 +32,13 @@ const std::vector<Entry>& entries() {
   static const std::vector<Entry> all = {
       {{"mlp", "784-256-128-10 MLP with ReLU (235,146 parameters)"},
        [](int64_t classes) { return std::make_shared<Mlp>(784, classes); }},
-      {{"cnn", "2 x (conv3x3 + BN + ReLU + maxpool) + 2 FC (421,834 parameters)"},
+      {{.name = "cnn",
+        .description = "2 x (conv3x3 + BN + ReLU + maxpool) + 2 FC (421,834 parameters)",
+        .checkpointable = true},
        [](int64_t classes) { return std::make_shared<Cnn>(classes); }},
-      {{"resnet", "ResNet for 28x28: 3 stages x 2 BasicBlocks, 32/64/128 channels (696,042 parameters)"},
+      {{.name = "resnet",
+        .description = "ResNet for 28x28: 3 stages x 2 BasicBlocks, 32/64/128 channels (696,042 parameters)",
+        .checkpointable = true},
        [](int64_t classes) { return std::make_shared<ResNet>(classes); }},
       gpt_entry("gpt-tiny", "GPT, bytes, context 64, 2 layers x 2 heads, width 64"),
       gpt_entry("gpt-small", "GPT, bytes, context 256, 6 layers x 6 heads, width 384"),
@@ -56,6 +60,19 @@ const Entry& entry(const std::string& name) {
 }
 
 }  // namespace
+
+std::string task_noun(ModelTask task) {
+  switch (task) {
+    case ModelTask::ImageClassification: return "an image-classification";
+    case ModelTask::LanguageModel: return "a language";
+    case ModelTask::TextClassification: return "a text-classification";
+  }
+  return "?";
+}
+
+bool reads_tokens(ModelTask task) { return task != ModelTask::ImageClassification; }
+
+std::string default_model(Device device) { return device.is_cpu() ? "mlp" : "cnn"; }
 
 std::vector<ModelInfo> model_list() {
   std::vector<ModelInfo> out;

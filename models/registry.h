@@ -24,15 +24,26 @@ enum class ModelTask {
   TextClassification,   // i64 [B, T] tokens ([CLS] first, padded) -> [B, classes] logits
 };
 
+// The task as messages name it before "model" or "dataset": "an
+// image-classification", "a language", "a text-classification".
+std::string task_noun(ModelTask task);
+// Whether a model of `task` reads token windows (i64 [B, T]) rather than images.
+bool reads_tokens(ModelTask task);
+
 struct ModelInfo {
   std::string name;
   std::string description;
   ModelTask task = ModelTask::ImageClassification;
   int64_t vocab = 0;    // text models: the token vocabulary
   int64_t context = 0;  // text models: the longest sequence
+  // It has stages or blocks that activation checkpointing recomputes
+  // (nn::Module::enable_activation_checkpointing).
+  bool checkpointable = false;
 };
 
 std::vector<ModelInfo> model_list();
+// The model `mixtape train` trains when none is named: mlp on a CPU, cnn on a GPU (or the simulator).
+std::string default_model(Device device);
 // An mt::Error lists the known names when `name` is unknown.
 ModelInfo model_info(const std::string& name);
 // An mt::Error lists the known names when `name` is unknown.

@@ -23,7 +23,7 @@ struct TinyRun {
 
   TinyRun() {
     config.model = "fuzz-linear";
-    config.precision = "fp16";
+    config.precision.mode = tools::Precision::Fp16;
     config.epochs = 3;
   }
   tools::CheckpointPosition resume(const std::string& path) {

@@ -144,15 +144,15 @@ TEST_CASE("train --offload-optimizer on sim gives the losses of the resident opt
   for (bool offload : {false, true}) {
     tools::TrainConfig c;
     c.model = "mlp";
-    c.device = "sim";
-    c.precision = "fp16";
-    c.master_weights = true;
-    c.offload_optimizer = offload;
+    c.device = kSIM;
+    c.precision.mode = tools::Precision::Fp16;
+    c.precision.master_weights = true;
+    c.optim.offload = offload;
     c.max_steps = 4;
     c.batch = 16;
-    c.train_limit = 64;
-    c.test_limit = 16;
-    c.progress = false;
+    c.data.train_limit = 64;
+    c.data.test_limit = 16;
+    c.report.progress = false;
     std::FILE* sink = std::fopen("/dev/null", "w");
     const tools::TrainSummary summary = tools::train(c, sink);
     std::fclose(sink);
@@ -166,9 +166,9 @@ TEST_CASE("train --offload-optimizer on sim gives the losses of the resident opt
 TEST_CASE("train --offload-optimizer is refused on the CPU", "[optim][offload][errors]") {
   tools::TrainConfig c;
   c.model = "mlp";
-  c.device = "cpu";
-  c.offload_optimizer = true;
+  c.device = kCPU;
+  c.optim.offload = true;
   c.max_steps = 1;
-  c.train_limit = 64;
+  c.data.train_limit = 64;
   CHECK_THROWS_WITH(tools::train(c), Catch::Contains("on the CPU it is there already"));
 }

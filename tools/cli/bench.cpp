@@ -15,6 +15,7 @@ namespace {
 struct BenchArgs {
   tools::BenchOptions options;
   std::string budget, json;
+  std::string device = "auto";  // parsed into options.device when the command runs
   bool ladder = false;
   CLI::Option* old_warmup = nullptr;  // the spelling --warmup-steps replaced
 };
@@ -24,6 +25,7 @@ int run_bench(BenchArgs& a) {
            "bench: --warmup is now --warmup-steps (the untimed steps before timing); use --warmup-steps N "
            "(--warmup in train and compare is the learning-rate warmup)");
   if (!a.budget.empty()) a.options.mem_budget = tools::parse_bytes(a.budget);
+  a.options.device = tools::parse_device_choice(a.device);
   const auto result = a.ladder ? tools::run_ladder(a.options) : tools::run_bench(a.options);
   if (!a.json.empty()) {
     std::ofstream json(a.json, std::ios::trunc);
@@ -42,7 +44,7 @@ Subcommand add_bench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "FP32 vs AMP FP16/BF16 vs AMP at the largest batch that fits: peak memory, iterations/s, samples/s");
   add_model_option(cmd, o.model, "the model to measure (default " + o.model + ")", /*with_auto=*/false);
-  add_device_option(cmd, o.device);
+  add_device_option(cmd, a->device);
   cmd->add_option("--steps", o.steps, "timed steps per configuration (default 50)")->check(CLI::PositiveNumber);
   cmd->add_option("--warmup-steps", o.warmup, "untimed steps first (default 5)")->check(CLI::PositiveNumber);
   // Hidden: refused with a message that names --warmup-steps (train's --warmup is the LR warmup).

@@ -14,7 +14,7 @@ namespace {
 
 int run_check_data(tools::TrainConfig c) {
   // The dataset names the model that reads it (the registry's default model).
-  if (c.model == "auto" && c.dataset != "auto") c.model = data::find_dataset(c.dataset).default_model;
+  if (c.model == "auto" && c.data.dataset != "auto") c.model = data::find_dataset(c.data.dataset).default_model;
   const auto [train, test] = tools::load_training_data(c);
   bool clean = true;
   for (const auto& [name, split] : {std::pair{"train", &train}, std::pair{"held-out", &test}}) {
@@ -33,10 +33,11 @@ Subcommand add_check_data(CLI::App& app) {
   auto config = std::make_shared<tools::TrainConfig>();
   CLI::App* cmd = app.add_subcommand(
       "check-data", "Scan a dataset for NaN/inf inputs, out-of-range labels and empty samples before training");
-  cmd->add_option("--data", config->data, "the dataset's directory (as train --data)");
-  const std::string fallback = data::default_dataset(models::ModelTask::ImageClassification).name;
-  add_dataset_option(cmd, config->dataset, "as train --dataset (default " + fallback + ")");
-  cmd->add_option("--context", config->context, "text datasets: tokens per window or passage")
+  cmd->add_option("--data", config->data.dir, "the dataset's directory (as train --data)");
+  // What `--dataset auto` reads on the CPU (tools::load_training_data).
+  const std::string fallback = tools::resolve_defaults(tools::TrainConfig{}, kCPU).data.dataset;
+  add_dataset_option(cmd, config->data.dataset, "as train --dataset (default " + fallback + ")");
+  cmd->add_option("--context", config->data.context, "text datasets: tokens per window or passage")
       ->check(CLI::NonNegativeNumber);
   return {cmd, [config](const std::string&) { return run_check_data(*config); }};
 }

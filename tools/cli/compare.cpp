@@ -10,49 +10,68 @@
 namespace mt::cli {
 namespace {
 
+struct CompareArgs {
+  tools::CompareOptions options;
+  std::string device = "auto";  // parsed into options.base.device when the command runs
+};
+
 // The training options compare passes to every run (as train's, fewer).
 void add_run_options(CLI::App* cmd, tools::TrainConfig& c) {
-  add_device_option(cmd, c.device);
   cmd->add_option("--batch", c.batch, "batch size")->check(CLI::PositiveNumber);
-  cmd->add_option("--lr", c.lr, "peak learning rate")->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", c.optim.lr, "peak learning rate")->check(CLI::PositiveNumber);
   cmd->add_option("--epochs", c.epochs, "epochs the schedule spans (the runs stop at --steps)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", c.warmup, "linear warmup steps")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--schedule", c.schedule, "constant (default) | cosine | step, over --epochs")
-      ->check(CLI::IsMember({"cosine", "constant", "step"}));
+  cmd->add_option("--warmup", c.optim.warmup, "linear warmup steps")->check(CLI::NonNegativeNumber);
+  add_choice_option(cmd, "--schedule", c.optim.schedule, tools::parse_schedule, {"cosine", "constant", "step"},
+                    "constant (default) | cosine | step, over --epochs");
   add_seed_option(cmd, c.seed, "random seed, the same for every run");
-  cmd->add_option("--data", c.data, "the dataset's directory (as train --data)");
-  add_dataset_option(cmd, c.dataset, "as train --dataset");
-  cmd->add_option("--context", c.context, "text models: tokens per window")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--train-limit", c.train_limit, "use only the first N training samples")
+  cmd->add_option("--data", c.data.dir, "the dataset's directory (as train --data)");
+  add_dataset_option(cmd, c.data.dataset, "as train --dataset");
+  cmd->add_option("--context", c.data.context, "text models: tokens per window")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--train-limit", c.data.train_limit, "use only the first N training samples")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--test-limit", c.test_limit, "use only the first N held-out samples")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--threads", c.threads, "CPU threads (default 0 = timed)")
+  cmd->add_option("--test-limit", c.data.test_limit, "use only the first N held-out samples")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", c.parallel.threads, "CPU threads (default 0 = timed)")
       ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+}
+
+// --precisions: the runs, each parsed once CLI11 has checked the list.
+void add_precisions_option(CLI::App* cmd, std::vector<tools::Precision>& precisions) {
+  cmd->add_option_function<std::vector<std::string>>(
+         "--precisions",
+         [&precisions](const std::vector<std::string>& names) {
+           precisions.clear();
+           for (const std::string& name : names) precisions.push_back(tools::parse_precision(name));
+         },
+         "the runs, in order (default fp32 fp16 bf16)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
 }
 
 }  // namespace
 
 Subcommand add_compare(CLI::App& app) {
-  auto options = std::make_shared<tools::CompareOptions>();
-  tools::TrainConfig& c = options->base;
+  auto args = std::make_shared<CompareArgs>();
+  tools::CompareOptions& options = args->options;
+  tools::TrainConfig& c = options.base;
   c.max_steps = 100;
-  c.epochs = 1000;          // --steps ends the runs
-  c.schedule = "constant";  // a schedule spans --epochs, which --steps cuts short
+  c.epochs = 1000;                                   // --steps ends the runs
+  c.optim.schedule = tools::ScheduleKind::Constant;  // a schedule spans --epochs, which --steps cuts short
   CLI::App* cmd = app.add_subcommand(
       "compare", "Train FP32, AMP FP16 (GradScaler) and AMP BF16 from the same seed and draw them on one HTML page");
-  add_model_option(cmd, c.model, std::string("the model (default: ") + kAutoModelHelp + ")", /*with_auto=*/true);
-  cmd->add_option("--out", options->out, "the HTML report to write")->required();
+  add_model_option(cmd, c.model, "the model (default: " + auto_model_help() + ")", /*with_auto=*/true);
+  cmd->add_option("--out", options.out, "the HTML report to write")->required();
   cmd->add_option("--steps", c.max_steps, "optimizer steps per run (default 100)")->check(CLI::PositiveNumber);
-  cmd->add_option("--precisions", options->precisions, "the runs, in order (default fp32 fp16 bf16)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  add_precisions_option(cmd, options.precisions);
+  add_device_option(cmd, args->device);
   add_run_options(cmd, c);
-  cmd->add_option("--log-dir", options->log_dir, "also keep each run's metrics log here");
-  cmd->add_flag("!--no-progress", c.progress, "no live progress line");
-  add_diagnostic_options(cmd, c);
-  auto run = [options](const std::string& command_line) {
-    options->command = command_line;
-    tools::run_compare(*options);
+  cmd->add_option("--log-dir", options.log_dir, "also keep each run's metrics log here");
+  cmd->add_flag("!--no-progress", c.report.progress, "no live progress line");
+  add_diagnostic_options(cmd, c.debug);
+  auto run = [args](const std::string& command_line) {
+    args->options.base.device = tools::parse_device_choice(args->device);
+    args->options.command = command_line;
+    tools::run_compare(args->options);
     print_profile();
     return 0;
   };

@@ -26,6 +26,10 @@ std::string model_names_help() {
   return help;
 }
 
+std::string auto_model_help() {
+  return models::default_model(kCPU) + " on a CPU, " + models::default_model(kCUDA) + " on a GPU";
+}
+
 CLI::Option* add_dataset_option(CLI::App* cmd, std::string& dataset, const std::string& help) {
   std::vector<std::string> names = data::dataset_names();
   names.insert(names.begin(), "auto");
@@ -54,13 +58,13 @@ CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed, const std::string& h
       help);
 }
 
-void add_diagnostic_options(CLI::App* cmd, tools::TrainConfig& c) {
-  cmd->add_flag("--detect-anomaly", c.detect_anomaly,
+void add_diagnostic_options(CLI::App* cmd, tools::DebugOptions& d) {
+  cmd->add_flag("--detect-anomaly", d.detect_anomaly,
                 "stop at the first NaN/inf an op produces in forward or backward and name the op, its module, dtype "
                 "and input ranges (slow: reads every result back)");
-  cmd->add_flag("--dtype-report", c.dtype_report,
+  cmd->add_flag("--dtype-report", d.dtype_report,
                 "list the dtype autocast chose per module and op (first step) and flag activations left in f32");
-  cmd->add_option("--explain-skips", c.explain_skips,
+  cmd->add_option("--explain-skips", d.explain_skips,
                   "when the GradScaler skips a step, name the parameters whose gradients held inf/NaN: at the first "
                   "skip and every Nth after it (N = the value, e.g. 1 for every skip; 0 = off)")
       ->check(CLI::NonNegativeNumber);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "tools/train/trainer.h"
 
@@ -20,23 +21,36 @@ inline constexpr int kExitNonFiniteLoss = 3;
 CLI::Option* add_model_option(CLI::App* cmd, std::string& model, const std::string& help, bool with_auto);
 // "mlp | cnn | ... | bert-base": the registry's models for a help text.
 std::string model_names_help();
-// What --model auto picks (tools/train's resolve_defaults), for help texts.
-inline constexpr const char* kAutoModelHelp = "mlp on a CPU, cnn on a GPU";
+// What --model auto picks (models::default_model), for help texts: "mlp on a CPU, cnn on a GPU".
+std::string auto_model_help();
 
 // --dataset, "auto" or one of tools/data/registry.h's names.
 CLI::Option* add_dataset_option(CLI::App* cmd, std::string& dataset, const std::string& help);
 // "fashion-mnist (...) | synthetic (...) | ...": the registry's datasets for a help text.
 std::string dataset_names_help();
 
-// --device: auto | cpu | cuda | sim.
+// --device: auto | cpu | cuda | sim, kept as text: the command parses it
+// (tools::parse_device_choice) when it runs, so a bad name is an `error:`
+// line from parse_device like any other run error.
 CLI::Option* add_device_option(CLI::App* cmd, std::string& device);
+
+// An option CLI11 reads as text and checks against `names` (its messages as
+// for any IsMember option); once accepted, `parse` stores it typed in `field`.
+template <class T>
+CLI::Option* add_choice_option(CLI::App* cmd, const std::string& flag, T& field, T (*parse)(const std::string&),
+                               const std::vector<std::string>& names, const std::string& help) {
+  return cmd
+      ->add_option_function<std::string>(
+          flag, [&field, parse](const std::string& text) { field = parse(text); }, help)
+      ->check(CLI::IsMember(names));
+}
 
 // A seed option read as a whole decimal number that fits 64 bits: CLI11
 // would wrap "-1" and an overflowing value without a word.
 CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed, const std::string& help);
 
 // The mixed-precision debugging aids, shared by train and compare.
-void add_diagnostic_options(CLI::App* cmd, tools::TrainConfig& c);
+void add_diagnostic_options(CLI::App* cmd, tools::DebugOptions& d);
 
 // The command line as a shell would take it back (for logs and reports).
 std::string quoted_command_line(int argc, char** argv);

@@ -2,8 +2,11 @@
 
 #include <filesystem>
 
+#include "autograd/ops.h"
+#include "models/bert.h"
 #include "runtime/error.h"
 #include "tools/data/dataset.h"
+#include "tools/data/text.h"
 
 namespace mt::data {
 namespace {
@@ -14,16 +17,70 @@ std::string fashion_mnist_files(const std::string& data_dir) {
   return fmt::format("{} ({})", found ? "found" : "missing: apt-get install dataset-fashion-mnist", dir);
 }
 
+// ---------------------------------------------------------------- the loaders
+
+// The first n samples of `d` (n <= 0: all of them).
+Dataset limit(const Dataset& d, int64_t n) {
+  if (n <= 0 || n >= d.size()) return d;
+  Dataset out = d;
+  out.inputs = d.inputs.narrow(0, 0, n).contiguous();
+  out.targets = d.targets.narrow(0, 0, n).contiguous();
+  return out;
+}
+
+// At most n samples spread evenly over `d` (a prefix of a set ordered by
+// document would hold only the first genres).
+Dataset spread(const Dataset& d, int64_t n) {
+  if (n <= 0 || n >= d.size()) return d;
+  std::vector<int64_t> picks(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) picks[static_cast<size_t>(i)] = i * d.size() / n;
+  const Tensor index = from_vector(picks, {n}, kI64);
+  Dataset out = d;
+  out.inputs = index_select(d.inputs, 0, index).contiguous();
+  out.targets = index_select(d.targets, 0, index).contiguous();
+  return out;
+}
+
+Splits fashion_mnist_splits(const DataRequest& r) {
+  FashionMnist f = load_fashion_mnist(r.dir, r.labels);
+  return {limit(f.train, r.train_limit), limit(f.test, r.test_limit)};
+}
+
+Splits synthetic_image_splits(const DataRequest& r) {
+  return {synthetic_images(r.train_limit > 0 ? r.train_limit : 4096, 10, 28, 28, 1),
+          synthetic_images(r.test_limit > 0 ? r.test_limit : 1024, 10, 28, 28, 2)};
+}
+
+Splits brown_splits(const DataRequest& r) {
+  MT_CHECK(r.model.vocab >= kByteVocabulary, "train: {}'s vocabulary of {} cannot hold Brown's 256 bytes", r.model.name,
+           r.model.vocab);
+  TextSplits text = brown_language_model(r.window, r.dir);
+  return {limit(text.train, r.train_limit), limit(text.validation, r.test_limit)};
+}
+
+Splits synthetic_token_splits(const DataRequest& r) {
+  return {synthetic_tokens(r.train_limit > 0 ? r.train_limit : 2048, r.window, r.model.vocab, 1),
+          synthetic_tokens(r.test_limit > 0 ? r.test_limit : 256, r.window, r.model.vocab, 1, /*stream=*/1)};
+}
+
+Splits brown_genre_splits(const DataRequest& r) {
+  static_assert(kClsToken == models::kBertCls && kPadToken == models::kBertPad);
+  TextSplits passages = brown_genre_passages(r.window, r.dir);
+  return {spread(passages.train, r.train_limit), spread(passages.validation, r.test_limit)};
+}
+
 }  // namespace
 
 const std::vector<DatasetInfo>& dataset_list() {
   using models::ModelTask;
   static const std::vector<DatasetInfo> all = {
-      {"fashion-mnist", ModelTask::ImageClassification, "mlp", "Zalando's 28x28 clothing images", fashion_mnist_files},
-      {"synthetic", ModelTask::ImageClassification, "mlp", "generated images"},
-      {"brown", ModelTask::LanguageModel, "gpt-tiny", "bytes of the Brown corpus"},
-      {"synthetic-tokens", ModelTask::LanguageModel, "gpt-tiny", "generated tokens"},
-      {"brown-genre", ModelTask::TextClassification, "bert-tiny", "Brown passages labelled by genre"},
+      {"fashion-mnist", ModelTask::ImageClassification, "mlp", "Zalando's 28x28 clothing images", fashion_mnist_files,
+       fashion_mnist_splits},
+      {"synthetic", ModelTask::ImageClassification, "mlp", "generated images", nullptr, synthetic_image_splits},
+      {"brown", ModelTask::LanguageModel, "gpt-tiny", "bytes of the Brown corpus", nullptr, brown_splits},
+      {"synthetic-tokens", ModelTask::LanguageModel, "gpt-tiny", "generated tokens", nullptr, synthetic_token_splits},
+      {"brown-genre", ModelTask::TextClassification, "bert-tiny", "Brown passages labelled by genre", nullptr,
+       brown_genre_splits},
   };
   return all;
 }

@@ -1,6 +1,8 @@
 // Datasets by name, beside the models' registry (models/registry.h): the one
 // place a dataset's name is typed. The CLI's --dataset choices and help text,
-// check-data's model for a dataset and the task each dataset trains read it.
+// check-data's model for a dataset, the task each dataset trains, the
+// trainer's default dataset per task and its loader (tools/train's
+// load_data is a lookup here) read it.
 //
 //   fashion-mnist     image classification   Zalando's 28x28 clothing images (tools/data/dataset.h)
 //   synthetic         image classification   generated prototypes plus noise
@@ -11,13 +13,31 @@
 // Adding a dataset is one row in registry.cpp (and its loader).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "models/registry.h"
+#include "tools/data/dataset.h"
 
 namespace mt::data {
+
+// What a dataset's loader is asked for: where its files are, the model
+// that will read it, and how much of it.
+struct DataRequest {
+  std::string dir;          // --data: the dataset's directory ("" = its default place)
+  models::ModelInfo model;  // the model that reads it (text: its vocabulary)
+  int64_t window = 0;       // text: tokens per window or passage
+  int64_t train_limit = 0;  // at most this many training samples (0 = all; generated sets: their default size)
+  int64_t test_limit = 0;   // the same for the held-out split
+  LabelCheck labels = LabelCheck::Refuse;
+};
+
+// A dataset's two splits: test is the held-out one (Brown's validation documents for text).
+struct Splits {
+  Dataset train, test;
+};
 
 struct DatasetInfo {
   std::string name;           // as --dataset spells it
@@ -27,6 +47,9 @@ struct DatasetInfo {
   // What `mixtape info` says of the dataset's files given --data: where they
   // are looked for and whether they are there. Null: info says nothing of it.
   std::string (*files_status)(const std::string& data_dir) = nullptr;
+  // Reads (or generates) the training and held-out splits; mt::Error when
+  // the files are missing or do not fit the request's model.
+  Splits (*load)(const DataRequest& request) = nullptr;
 };
 
 // Every dataset, in the order --help lists them.

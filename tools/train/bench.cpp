@@ -41,7 +41,7 @@ namespace {
 std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
 
 struct RunSpec {
-  std::string precision;
+  Precision precision = Precision::Fp32;
   int64_t batch = 0;
   int64_t grad_accum = 1;
   bool checkpoint_activations = false;
@@ -68,20 +68,20 @@ class Bench {
     TrainConfig c;
     c.model = o_.model;
     c.device = o_.device;
-    c.precision = spec.precision;
+    c.precision.mode = spec.precision;
     c.batch = batch;
-    c.grad_accum = spec.grad_accum;
-    c.checkpoint_activations = spec.checkpoint_activations;
-    c.offload_optimizer = spec.offload_optimizer;
+    c.optim.grad_accum = spec.grad_accum;
+    c.memory.checkpoint_activations = spec.checkpoint_activations;
+    c.optim.offload = spec.offload_optimizer;
     c.max_steps = steps;
     c.epochs = 1 << 20;  // --steps decides when the run stops
-    c.data = o_.data;
-    c.dataset = o_.dataset;
-    c.train_limit = o_.train_limit;
-    c.test_limit = std::min<int64_t>(batch, 256);  // the evaluation at the end is not measured
-    c.progress = false;
-    c.prefetch = false;  // so a batch's peak is the same in every run: the search compares peaks
-    c.memory_budget = memory_budget;
+    c.data.dir = o_.data;
+    c.data.dataset = o_.dataset;
+    c.data.train_limit = o_.train_limit;
+    c.data.test_limit = std::min<int64_t>(batch, 256);  // the evaluation at the end is not measured
+    c.report.progress = false;
+    c.data.prefetch = false;  // so a batch's peak is the same in every run: the search compares peaks
+    c.memory.budget = memory_budget;
     std::FILE* sink = std::fopen("/dev/null", "w");
     Run r;
     try {
@@ -101,7 +101,7 @@ class Bench {
   BenchRow timed_row(const std::string& config, const RunSpec& spec) {
     const Run r = run(spec, o_.warmup + o_.steps, config);
     BenchRow row{.config = config,
-                 .precision = spec.precision,
+                 .precision = precision_name(spec.precision),
                  .batch = spec.batch,
                  .grad_accum = spec.grad_accum,
                  .checkpoint_activations = spec.checkpoint_activations,
@@ -128,7 +128,7 @@ class Bench {
   }
 
   // One short trial: does `batch` train within the budget?
-  bool fits(const std::string& precision, int64_t batch, int64_t budget, BenchResult& result) {
+  bool fits(Precision precision, int64_t batch, int64_t budget, BenchResult& result) {
     bool ok = false;
     try {
       ok = run({precision, batch}, 3, "search", budget).peak_bytes <= budget;
@@ -141,8 +141,7 @@ class Bench {
   }
 
   // The largest batch in [1, max_batch] that fits: doubling from `start`, then bisection.
-  int64_t largest_batch(const std::string& precision, int64_t start, int64_t max_batch, int64_t budget,
-                        BenchResult& result) {
+  int64_t largest_batch(Precision precision, int64_t start, int64_t max_batch, int64_t budget, BenchResult& result) {
     int64_t lo = 0, hi = 0;  // lo fits (0: none known), hi does not (0: none known)
     if (fits(precision, start, budget, result)) {
       lo = start;
@@ -165,7 +164,7 @@ class Bench {
     MT_CHECK(lo >= 1,
              "bench: a memory budget of {} is too small for {} even at batch 1 (every trial ran out of memory or "
              "peaked above it); try a budget of at least the FP32 row's peak",
-             mib(budget), precision);
+             mib(budget), precision_name(precision));
     return lo;
   }
 
@@ -187,7 +186,7 @@ class Bench {
   TrainSummary last_;
 };
 
-std::string amp_precision_for(const Device& device) { return device.is_cpu() ? "bf16" : "fp16"; }
+Precision amp_precision_for(const Device& device) { return device.is_cpu() ? Precision::Bf16 : Precision::Fp16; }
 
 }  // namespace
 
@@ -196,24 +195,24 @@ BenchResult run_bench(const BenchOptions& o, std::FILE* out) {
   const Device device = resolve_device(o.device);
   const int64_t batch = o.batch > 0 ? o.batch : TrainConfig{}.batch;
   BenchResult result;
-  result.rows.push_back(bench.timed_row("fp32", {"fp32", batch}));
+  result.rows.push_back(bench.timed_row("fp32", {Precision::Fp32, batch}));
   const TrainSummary fp32 = bench.last();  // its dataset and training-set sizes
-  result.rows.push_back(bench.timed_row("amp-fp16", {"fp16", batch}));
-  result.rows.push_back(bench.timed_row("amp-bf16", {"bf16", batch}));
+  result.rows.push_back(bench.timed_row("amp-fp16", {Precision::Fp16, batch}));
+  result.rows.push_back(bench.timed_row("amp-bf16", {Precision::Bf16, batch}));
 
-  const std::string amp = amp_precision_for(device);
+  const Precision amp = amp_precision_for(device);
   result.budget_bytes = o.mem_budget > 0 ? o.mem_budget : result.rows[0].peak_bytes;
   const int64_t max_batch = std::max<int64_t>(batch, fp32.training_samples);
   const int64_t best = bench.largest_batch(amp, batch, max_batch, result.budget_bytes, result);
-  result.rows.push_back(bench.timed_row("amp-" + amp + "-max-batch", {amp, best}));
+  result.rows.push_back(bench.timed_row("amp-" + precision_name(amp) + "-max-batch", {amp, best}));
   bench.end_progress();
 
   const BenchRow& base = result.rows[0];
-  const BenchRow& same = amp == "fp16" ? result.rows[1] : result.rows[2];
+  const BenchRow& same = amp == Precision::Fp16 ? result.rows[1] : result.rows[2];
   const BenchRow& big = result.rows[3];
   result.verdict = fmt::format(
       "AMP ({}): {:.2f}x FP32's samples/s at {:.0f}% of its memory; in a budget of {} it trains batch {} at {:.2f}x",
-      amp, same.samples_per_s / base.samples_per_s,
+      precision_name(amp), same.samples_per_s / base.samples_per_s,
       100.0 * static_cast<double>(same.peak_bytes) / static_cast<double>(base.peak_bytes), mib(result.budget_bytes),
       big.batch, big.samples_per_s / base.samples_per_s);
 
@@ -238,14 +237,14 @@ BenchResult run_ladder(const BenchOptions& o, std::FILE* out) {
   const int64_t batch = o.batch > 0 ? o.batch : TrainConfig{}.batch;
   MT_CHECK(o.accum >= 2 && batch % o.accum == 0,
            "bench --ladder: the batch {} must split into --accum {} (>= 2) equal micro-batches", batch, o.accum);
-  const std::string amp = amp_precision_for(device);
+  const Precision amp = amp_precision_for(device);
   const int64_t micro = batch / o.accum;
-  models::model_info(o.model);  // an unknown name fails here, before any run
-  // Every reference model but the mlp has stages or blocks to checkpoint
-  // (Module::enable_activation_checkpointing; the trainer refuses the others).
-  const bool checkpointable = o.model != "mlp";
+  // An unknown name fails here, before any run. Models without stages or
+  // blocks to checkpoint (Module::enable_activation_checkpointing) skip that
+  // rung: the trainer refuses them.
+  const bool checkpointable = models::model_info(o.model).checkpointable;
   BenchResult result;
-  result.rows.push_back(bench.timed_row("amp-" + amp, {amp, batch}));
+  result.rows.push_back(bench.timed_row("amp-" + precision_name(amp), {amp, batch}));
   result.rows.push_back(bench.timed_row(fmt::format("+ grad-accum {}", o.accum), {amp, micro, o.accum}));
   if (checkpointable) {
     result.rows.push_back(bench.timed_row("+ checkpointing", {amp, micro, o.accum, /*checkpoint_activations=*/true}));

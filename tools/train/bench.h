@@ -20,11 +20,13 @@
 #include <string>
 #include <vector>
 
+#include "tools/train/config.h"
+
 namespace mt::tools {
 
 struct BenchOptions {
   std::string model = "mlp";
-  std::string device = "auto";
+  DeviceChoice device;           // auto
   int64_t steps = 50;            // timed steps per row
   int64_t warmup = 5;            // steps before timing starts
   int64_t windows = 5;           // the timed steps are cut into this many windows

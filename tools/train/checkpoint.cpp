@@ -90,7 +90,7 @@ void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Mo
                    {{"format", "mixtape-checkpoint-1"},
                     {"config", config_json(c).dump()},
                     {"model", c.model},
-                    {"precision", c.precision},
+                    {"precision", precision_choice_name(c.precision.mode)},
                     {"epoch", std::to_string(pos.epoch)},
                     {"batch_in_epoch", std::to_string(pos.batch_in_epoch)},
                     {"step", std::to_string(pos.step)},
@@ -187,7 +187,7 @@ std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::stri
 TrainConfig checkpoint_config(const SafetensorsFile& f, const std::string& path) {
   TrainConfig c;
   c.model = metadata_text(f, "model", path);
-  c.precision = metadata_text(f, "precision", path);
+  c.precision.mode = parse_precision_choice(metadata_text(f, "precision", path));
   auto it = f.metadata.find("config");
   if (it == f.metadata.end()) return c;
   const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
@@ -200,8 +200,8 @@ TrainConfig checkpoint_config(const SafetensorsFile& f, const std::string& path)
     MT_CHECK(fits, "checkpoint '{}': config '{}' has the wrong type ({})", path, key, v.dump());
     field = v.get<Field>();
   };
-  read("dataset", c.dataset);
-  read("context", c.context);
+  read("dataset", c.data.dataset);
+  read("context", c.data.context);
   return c;
 }
 

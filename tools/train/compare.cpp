@@ -15,29 +15,29 @@ std::string train_command_line(const TrainConfig& c) {
     if (value != fallback) line += fmt::format(" --{} {}", name, value);
   };
   flag("model", c.model, defaults.model);
-  flag("precision", c.precision, defaults.precision);
-  flag("device", c.device, defaults.device);
-  flag("dataset", c.dataset, defaults.dataset);
-  if (!c.data.empty()) line += " --data '" + c.data + "'";
+  flag("precision", precision_choice_name(c.precision.mode), precision_choice_name(defaults.precision.mode));
+  flag("device", device_choice_name(c.device), device_choice_name(defaults.device));
+  flag("dataset", c.data.dataset, defaults.data.dataset);
+  if (!c.data.dir.empty()) line += " --data '" + c.data.dir + "'";
   flag("epochs", c.epochs, defaults.epochs);
   flag("steps", c.max_steps, defaults.max_steps);
   flag("batch", c.batch, defaults.batch);
-  flag("lr", c.lr, defaults.lr);
-  flag("optimizer", c.optimizer, defaults.optimizer);
-  flag("schedule", c.schedule, defaults.schedule);
-  flag("warmup", c.warmup, defaults.warmup);
-  flag("grad-accum", c.grad_accum, defaults.grad_accum);
-  flag("clip", c.clip, defaults.clip);
-  flag("init-scale", c.init_scale, defaults.init_scale);
+  flag("lr", c.optim.lr, defaults.optim.lr);
+  flag("optimizer", optimizer_name(c.optim.optimizer), optimizer_name(defaults.optim.optimizer));
+  flag("schedule", schedule_name(c.optim.schedule), schedule_name(defaults.optim.schedule));
+  flag("warmup", c.optim.warmup, defaults.optim.warmup);
+  flag("grad-accum", c.optim.grad_accum, defaults.optim.grad_accum);
+  flag("clip", c.optim.clip, defaults.optim.clip);
+  flag("init-scale", c.precision.init_scale, defaults.precision.init_scale);
   flag("seed", c.seed, defaults.seed);
-  flag("context", c.context, defaults.context);
-  flag("train-limit", c.train_limit, defaults.train_limit);
-  flag("test-limit", c.test_limit, defaults.test_limit);
-  flag("threads", c.threads, defaults.threads);
-  if (c.master_weights) line += " --master-weights";
-  if (c.dtype_report) line += " --dtype-report";
-  if (c.explain_skips > 0) line += fmt::format(" --explain-skips {}", c.explain_skips);
-  if (c.detect_anomaly) line += " --detect-anomaly";
+  flag("context", c.data.context, defaults.data.context);
+  flag("train-limit", c.data.train_limit, defaults.data.train_limit);
+  flag("test-limit", c.data.test_limit, defaults.data.test_limit);
+  flag("threads", c.parallel.threads, defaults.parallel.threads);
+  if (c.precision.master_weights) line += " --master-weights";
+  if (c.debug.dtype_report) line += " --dtype-report";
+  if (c.debug.explain_skips > 0) line += fmt::format(" --explain-skips {}", c.debug.explain_skips);
+  if (c.debug.detect_anomaly) line += " --detect-anomaly";
   return line;
 }
 
@@ -51,22 +51,25 @@ std::vector<TrainSummary> run_compare(const CompareOptions& options, std::FILE* 
   }
   ReportPage page;
   std::vector<TrainSummary> summaries;
-  for (const std::string& precision : options.precisions) {
+  std::vector<std::string> names;
+  for (const Precision p : options.precisions) names.push_back(precision_name(p));
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& precision = names[i];
     TrainConfig c = options.base;
-    c.precision = precision;
-    c.record_grad_norm = true;
-    c.keep_records = true;
-    c.dtype_report = true;
-    if (!options.log_dir.empty()) c.log = options.log_dir + "/compare-" + precision + ".jsonl";
-    c.command = train_command_line(c);
-    std::fprintf(out, "\n== %s: %s\n", precision.c_str(), c.command.c_str());
+    c.precision.mode = options.precisions[i];
+    c.report.record_grad_norm = true;
+    c.report.keep_records = true;
+    c.debug.dtype_report = true;
+    if (!options.log_dir.empty()) c.report.log = options.log_dir + "/compare-" + precision + ".jsonl";
+    c.report.command = train_command_line(c);
+    std::fprintf(out, "\n== %s: %s\n", precision.c_str(), c.report.command.c_str());
     summaries.push_back(train(c, out));
     RunRecord run = run_from_records(summaries.back().records, precision);
-    if (!c.log.empty()) run.source = c.log;
+    if (!c.report.log.empty()) run.source = c.report.log;
     page.runs.push_back(std::move(run));
   }
   const TrainConfig& first = options.base;
-  page.title = fmt::format("mixtape compare: {} in {}", first.model, fmt::join(options.precisions, " vs "));
+  page.title = fmt::format("mixtape compare: {} in {}", first.model, fmt::join(names, " vs "));
   page.machine = machine_json(resolve_device(first.device));
   page.commit = source_commit();
   if (!options.command.empty()) page.commands.push_back(options.command);
@@ -81,11 +84,11 @@ std::vector<TrainSummary> run_compare(const CompareOptions& options, std::FILE* 
     const TrainSummary& s = summaries[i];
     const std::string held_out = s.language_model ? fmt::format("val loss {:.4f}", s.validation_loss)
                                                   : fmt::format("accuracy {:.2f}%", 100 * s.test_accuracy);
-    std::fprintf(out, "%-6s %10.4f %22s %12.0f %16.2f %8lld   (%.2fx speed, %.0f%% memory vs %s)\n",
-                 options.precisions[i].c_str(), s.losses.empty() ? NAN : s.losses.back(), held_out.c_str(),
-                 s.samples_per_second, static_cast<double>(s.training_peak_bytes()) / (1 << 20),
-                 static_cast<long long>(s.skipped_steps), s.samples_per_second / base_speed,
-                 100.0 * static_cast<double>(s.training_peak_bytes()) / base_peak, options.precisions.front().c_str());
+    std::fprintf(out, "%-6s %10.4f %22s %12.0f %16.2f %8lld   (%.2fx speed, %.0f%% memory vs %s)\n", names[i].c_str(),
+                 s.losses.empty() ? NAN : s.losses.back(), held_out.c_str(), s.samples_per_second,
+                 static_cast<double>(s.training_peak_bytes()) / (1 << 20), static_cast<long long>(s.skipped_steps),
+                 s.samples_per_second / base_speed, 100.0 * static_cast<double>(s.training_peak_bytes()) / base_peak,
+                 names.front().c_str());
   }
   std::fprintf(out, "report written to %s\n", options.out.c_str());
   return summaries;

@@ -17,7 +17,7 @@ namespace mt::tools {
 
 struct CompareOptions {
   TrainConfig base;  // model, device, data, steps, batch, seed, ...: all but the precision
-  std::vector<std::string> precisions = {"fp32", "fp16", "bf16"};
+  std::vector<Precision> precisions = {Precision::Fp32, Precision::Fp16, Precision::Bf16};
   std::string out;      // the HTML report
   std::string log_dir;  // also keep each run's metrics log here (compare-<precision>.jsonl), when set
   std::string command;  // the compare command line, for the page

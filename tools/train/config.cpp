@@ -1,14 +1,10 @@
 #include "tools/train/config.h"
 
-#include <algorithm>
 #include <filesystem>
-#include <vector>
 
-#include "autograd/ops.h"
 #include "distributed/process_group.h"
-#include "models/bert.h"
 #include "models/registry.h"
-#include "tools/data/text.h"
+#include "tools/data/registry.h"
 #include "tools/train/run.h"
 
 namespace mt::tools {
@@ -29,14 +25,64 @@ std::string precision_name(Precision p) {
   return "?";
 }
 
+std::optional<Precision> parse_precision_choice(const std::string& text) {
+  if (text == "auto") return std::nullopt;
+  return parse_precision(text);
+}
+
+std::string precision_choice_name(std::optional<Precision> p) { return p ? precision_name(*p) : "auto"; }
+
+OptimizerKind parse_optimizer(const std::string& text) {
+  if (text == "adamw") return OptimizerKind::AdamW;
+  if (text == "sgd") return OptimizerKind::Sgd;
+  fail("unknown optimizer '{}': expected adamw or sgd", text);
+}
+
+std::string optimizer_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::AdamW: return "adamw";
+    case OptimizerKind::Sgd: return "sgd";
+  }
+  return "?";
+}
+
+ScheduleKind parse_schedule(const std::string& text) {
+  if (text == "cosine") return ScheduleKind::Cosine;
+  if (text == "constant") return ScheduleKind::Constant;
+  if (text == "step") return ScheduleKind::Step;
+  fail("unknown schedule '{}': expected cosine, constant or step", text);
+}
+
+std::string schedule_name(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::Cosine: return "cosine";
+    case ScheduleKind::Constant: return "constant";
+    case ScheduleKind::Step: return "step";
+  }
+  return "?";
+}
+
+DeviceChoice parse_device_choice(const std::string& text) {
+  if (text == "auto") return {};
+  DeviceChoice choice(parse_device(text));
+  choice.index_named = text.find(':') != std::string::npos;
+  return choice;
+}
+
+std::string device_choice_name(const DeviceChoice& d) {
+  if (d.is_auto()) return "auto";
+  if (d.device->is_cuda() && !d.index_named) return "cuda";
+  return d.device->str();
+}
+
 void check_output_folder(const std::string& what, const std::string& path) {
   const std::filesystem::path folder = std::filesystem::absolute(path).parent_path();
   MT_CHECK(std::filesystem::is_directory(folder), "{} '{}': the folder {} does not exist (checked before training)",
            what, path, folder.string());
 }
 
-Device resolve_device(const std::string& text) {
-  if (text == "auto") {
+Device resolve_device(const DeviceChoice& choice) {
+  if (choice.is_auto()) {
     try {
       allocator_for(kCUDA);
       return kCUDA;
@@ -44,146 +90,79 @@ Device resolve_device(const std::string& text) {
       return kCPU;  // no usable GPU: the CPU it is
     }
   }
-  const Device d = parse_device(text);
-  allocator_for(d);  // a clear error now if the device is unavailable
-  return d;
+  allocator_for(*choice.device);  // a clear error now if the device is unavailable
+  return *choice.device;
 }
+
+Device resolve_device(const std::string& text) { return resolve_device(parse_device_choice(text)); }
 
 DType low_precision_dtype(Precision p) { return p == Precision::Bf16 ? kBF16 : kF16; }
 
 // Resolves the "auto" choices against the device the run will use.
 TrainConfig resolve_defaults(const TrainConfig& requested, Device device) {
   TrainConfig c = requested;
-  if (c.model == "auto") c.model = device.is_cpu() ? "mlp" : "cnn";
-  if (c.precision == "auto") c.precision = device.is_cpu() ? "bf16" : "fp16";  // autocast's default dtypes
-  if (c.dataset == "auto") {
-    switch (models::model_info(c.model).task) {
-      case models::ModelTask::ImageClassification: c.dataset = "fashion-mnist"; break;
-      case models::ModelTask::LanguageModel: c.dataset = "brown"; break;
-      case models::ModelTask::TextClassification: c.dataset = "brown-genre"; break;
-    }
-  }
+  if (c.model == "auto") c.model = models::default_model(device);
+  if (!c.precision.mode) c.precision.mode = device.is_cpu() ? Precision::Bf16 : Precision::Fp16;  // autocast's defaults
+  if (c.data.dataset == "auto") c.data.dataset = data::default_dataset(models::model_info(c.model).task).name;
   return c;
 }
 
 nlohmann::json config_json(const TrainConfig& c) {
   return {{"model", c.model},
-          {"precision", c.precision},
-          {"master_weights", c.master_weights},
-          {"device", c.device},
+          {"precision", precision_choice_name(c.precision.mode)},
+          {"master_weights", c.precision.master_weights},
+          {"device", device_choice_name(c.device)},
           {"epochs", c.epochs},
           {"steps", c.max_steps},
           {"batch", c.batch},
-          {"lr", c.lr},
-          {"optimizer", c.optimizer},
-          {"weight_decay", c.weight_decay},
-          {"schedule", c.schedule},
-          {"warmup", c.warmup},
-          {"grad_accum", c.grad_accum},
+          {"lr", c.optim.lr},
+          {"optimizer", optimizer_name(c.optim.optimizer)},
+          {"weight_decay", c.optim.weight_decay},
+          {"schedule", schedule_name(c.optim.schedule)},
+          {"warmup", c.optim.warmup},
+          {"grad_accum", c.optim.grad_accum},
           {"cuda_graph", c.cuda_graph},
-          {"clip", c.clip},
-          {"init_scale", c.init_scale},
+          {"clip", c.optim.clip},
+          {"init_scale", c.precision.init_scale},
           {"seed", c.seed},
-          {"dataset", c.dataset},
-          {"augment", c.augment},
-          {"context", c.context},
-          {"eval_every", c.eval_every},
-          {"checkpoint_activations", c.checkpoint_activations},
-          {"offload_optimizer", c.offload_optimizer},
-          {"shard_optimizer", c.shard_optimizer},
-          {"ddp", c.ddp},
-          {"drop_uneven", c.drop_uneven},
+          {"dataset", c.data.dataset},
+          {"augment", c.data.augment},
+          {"context", c.data.context},
+          {"eval_every", c.report.eval_every},
+          {"checkpoint_activations", c.memory.checkpoint_activations},
+          {"offload_optimizer", c.optim.offload},
+          {"shard_optimizer", c.parallel.shard_optimizer},
+          {"ddp", c.parallel.ddp},
+          {"drop_uneven", c.parallel.drop_uneven},
           {"world_size", dist::world().size()},
-          {"threads", c.threads}};
+          {"threads", c.parallel.threads}};
 }
 
 // ---------------------------------------------------------------- the datasets
 
 namespace {
 
-data::Dataset limit(const data::Dataset& d, int64_t n) {
-  if (n <= 0 || n >= d.size()) return d;
-  data::Dataset out = d;
-  out.inputs = d.inputs.narrow(0, 0, n).contiguous();
-  out.targets = d.targets.narrow(0, 0, n).contiguous();
-  return out;
-}
-
-// At most n samples spread evenly over `d` (a prefix of a set ordered by
-// document would hold only the first genres).
-data::Dataset spread(const data::Dataset& d, int64_t n) {
-  if (n <= 0 || n >= d.size()) return d;
-  std::vector<int64_t> picks(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) picks[static_cast<size_t>(i)] = i * d.size() / n;
-  const Tensor index = from_vector(picks, {n}, kI64);
-  data::Dataset out = d;
-  out.inputs = index_select(d.inputs, 0, index).contiguous();
-  out.targets = index_select(d.targets, 0, index).contiguous();
-  return out;
-}
-
 // The tokens per window a language-model run trains on.
-int64_t window_length(const TrainConfig& c, const models::ModelInfo& model) {
-  MT_CHECK(c.context >= 0 && c.context <= model.context, "train: --context {} does not fit {}'s context of {}",
-           c.context, model.name, model.context);
-  return c.context > 0 ? c.context : model.context;
-}
-
-// The task a dataset trains.
-models::ModelTask dataset_task(const std::string& dataset) {
-  if (dataset == "fashion-mnist" || dataset == "synthetic") return models::ModelTask::ImageClassification;
-  if (dataset == "brown" || dataset == "synthetic-tokens") return models::ModelTask::LanguageModel;
-  if (dataset == "brown-genre") return models::ModelTask::TextClassification;
-  fail("unknown dataset '{}': expected fashion-mnist, synthetic, brown, synthetic-tokens or brown-genre", dataset);
-}
-
-std::string task_noun(models::ModelTask task) {
-  switch (task) {
-    case models::ModelTask::ImageClassification: return "an image-classification";
-    case models::ModelTask::LanguageModel: return "a language";
-    case models::ModelTask::TextClassification: return "a text-classification";
-  }
-  return "?";
+int64_t window_length(const DataOptions& d, const models::ModelInfo& model) {
+  MT_CHECK(d.context >= 0 && d.context <= model.context, "train: --context {} does not fit {}'s context of {}",
+           d.context, model.name, model.context);
+  return d.context > 0 ? d.context : model.context;
 }
 
 }  // namespace
 
 Splits load_data(const TrainConfig& c, const models::ModelInfo& model, data::LabelCheck labels) {
-  const models::ModelTask task = dataset_task(c.dataset);
-  MT_CHECK(task == model.task, "train: {} is {} model but {} is {} dataset", model.name, task_noun(model.task),
-           c.dataset, task_noun(task));
+  const DataOptions& d = c.data;
+  const data::DatasetInfo& dataset = data::find_dataset(d.dataset);
+  MT_CHECK(dataset.task == model.task, "train: {} is {} model but {} is {} dataset", model.name,
+           models::task_noun(model.task), d.dataset, models::task_noun(dataset.task));
   const MemoryCategoryScope data_memory(MemoryCategory::Data);  // the whole dataset lives in memory
-  Splits s;
-  if (c.dataset == "synthetic") {
-    s.train = data::synthetic_images(c.train_limit > 0 ? c.train_limit : 4096, 10, 28, 28, 1);
-    s.test = data::synthetic_images(c.test_limit > 0 ? c.test_limit : 1024, 10, 28, 28, 2);
-    return s;
-  }
-  if (c.dataset == "synthetic-tokens") {
-    const int64_t t = window_length(c, model);
-    s.train = data::synthetic_tokens(c.train_limit > 0 ? c.train_limit : 2048, t, model.vocab, 1);
-    s.test = data::synthetic_tokens(c.test_limit > 0 ? c.test_limit : 256, t, model.vocab, 1, /*stream=*/1);
-    return s;
-  }
-  if (c.dataset == "brown-genre") {
-    static_assert(data::kClsToken == models::kBertCls && data::kPadToken == models::kBertPad);
-    data::TextSplits passages = data::brown_genre_passages(window_length(c, model), c.data);
-    s.train = spread(passages.train, c.train_limit);
-    s.test = spread(passages.validation, c.test_limit);
-    return s;
-  }
-  if (c.dataset == "brown") {
-    MT_CHECK(model.vocab >= data::kByteVocabulary, "train: {}'s vocabulary of {} cannot hold Brown's 256 bytes",
-             model.name, model.vocab);
-    data::TextSplits text_splits = data::brown_language_model(window_length(c, model), c.data);
-    s.train = limit(text_splits.train, c.train_limit);
-    s.test = limit(text_splits.validation, c.test_limit);
-    return s;
-  }
-  data::FashionMnist f = data::load_fashion_mnist(c.data, labels);
-  s.train = limit(f.train, c.train_limit);
-  s.test = limit(f.test, c.test_limit);
-  return s;
+  return dataset.load({.dir = d.dir,
+                       .model = model,
+                       .window = models::reads_tokens(model.task) ? window_length(d, model) : 0,
+                       .train_limit = d.train_limit,
+                       .test_limit = d.test_limit,
+                       .labels = labels});
 }
 
 std::pair<data::Dataset, data::Dataset> load_training_data(const TrainConfig& requested) {

@@ -116,18 +116,18 @@ EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_
   const SafetensorsFile f = load_safetensors(path);
   const Device device = resolve_device(device_text);
   TrainConfig c = resolve_defaults(checkpoint_config(f, path), device);
-  c.data = data_dir;
+  c.data.dir = data_dir;
   MT_CHECK(test_limit >= 0, "eval: --test-limit must not be negative, got {}", test_limit);
-  c.test_limit = test_limit;
+  c.data.test_limit = test_limit;
   const models::ModelInfo info = models::model_info(c.model);
   std::shared_ptr<nn::Module> model = load_model_checkpoint(f, path, device);
   const Splits splits = load_data(c, info);
   EvalResult r;
-  r.evaluation = evaluate(*model, splits.test, parse_precision(c.precision), device);
+  r.evaluation = evaluate(*model, splits.test, *c.precision.mode, device);
   r.language_model = info.task == models::ModelTask::LanguageModel;
   r.model = c.model;
-  r.precision = c.precision;
-  r.dataset = c.dataset;
+  r.precision = precision_name(*c.precision.mode);
+  r.dataset = c.data.dataset;
   r.step = checkpoint_step(f, path);
   if (half) {
     const Precision low = device.is_cpu() ? Precision::Bf16 : Precision::Fp16;

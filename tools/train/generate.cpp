@@ -119,8 +119,7 @@ GenerateResult generate_from_checkpoint(const std::string& path, const std::stri
   const models::ModelInfo info = models::model_info(name->second);
   MT_CHECK(info.task == models::ModelTask::LanguageModel,
            "generate: checkpoint '{}' holds '{}', {} model; generate needs a language model (gpt-tiny, gpt-small, ...)",
-           path, name->second,
-           info.task == models::ModelTask::ImageClassification ? "an image-classification" : "a text-classification");
+           path, name->second, models::task_noun(info.task));
   const Device device = resolve_device(device_text);
   const std::shared_ptr<nn::Module> module = load_model_checkpoint(f, path, device);
   auto* gpt = dynamic_cast<models::Gpt*>(module.get());

@@ -69,26 +69,28 @@ namespace {
   reporter.end_progress();
   const std::string norm = std::isfinite(r.last_finite_grad_norm)
                                ? fmt::format(" Last finite gradient norm: {:.6g}.", r.last_finite_grad_norm)
-                               : std::string(r.c.clip > 0 || r.c.record_grad_norm
+                               : std::string(r.c.optim.clip > 0 || r.c.report.record_grad_norm
                                                  ? " No finite gradient norm was measured."
                                                  : " (Gradient norms are measured with --clip or --report.)");
   const std::string& overflow = autograd::last_backward_overflow();
   const std::string anomaly =
-      !r.c.detect_anomaly ? " Run with --detect-anomaly to name the op that produces the first NaN or inf."
-      : overflow.empty()  ? " Anomaly mode saw no non-finite value in any op's forward or backward."
-                          : fmt::format(" Anomaly mode: {}.", overflow);
+      !r.c.debug.detect_anomaly ? " Run with --detect-anomaly to name the op that produces the first NaN or inf."
+      : overflow.empty()        ? " Anomaly mode saw no non-finite value in any op's forward or backward."
+                                : fmt::format(" Anomaly mode: {}.", overflow);
   throw NonFiniteLoss(fmt::format(
       "the loss became {} at step {} (epoch {}). Recent loss scales: [{}]. Last finite losses: [{}].{}{} {}", v.loss,
       v.step, v.epoch + 1, fmt::join(r.recent_scales, ", "), fmt::join(r.recent_losses, ", "), norm, anomaly,
-      r.c.save.empty()                    ? "No checkpoint was being written."
-      : std::filesystem::exists(r.c.save) ? fmt::format("The last good checkpoint '{}' was kept.", r.c.save)
-                                          : "No checkpoint had been written yet."));
+      r.c.checkpoint.save.empty() ? "No checkpoint was being written."
+      : std::filesystem::exists(r.c.checkpoint.save)
+          ? fmt::format("The last good checkpoint '{}' was kept.", r.c.checkpoint.save)
+          : "No checkpoint had been written yet."));
 }
 
 // --explain-skips: at the first skip and every Nth after it, the parameters
 // whose gradients held the inf/NaN, printed and logged.
 void explain_skip(TrainingRun& r, const StepValues& v, Reporter& reporter) {
-  if (r.c.explain_skips <= 0 || (r.skips_seen++ % r.c.explain_skips) != 0) return;
+  const int64_t every = r.c.debug.explain_skips;
+  if (every <= 0 || (r.skips_seen++ % every) != 0) return;
   std::vector<std::string> names;
   for (size_t i = 0; i < v.nonfinite.size(); ++i) {
     if (!v.nonfinite[i]) continue;

@@ -27,20 +27,25 @@ std::vector<optim::ParamGroup> param_groups(const nn::Module& model, double lr, 
   return groups;
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<optim::ParamGroup> groups,
+std::unique_ptr<optim::Optimizer> make_optimizer(const OptimOptions& o, std::vector<optim::ParamGroup> groups,
                                                  const optim::PrecisionOptions& precision) {
-  if (c.optimizer == "adamw") return std::make_unique<optim::AdamW>(groups, optim::AdamWOptions{.lr = c.lr}, precision);
-  if (c.optimizer == "sgd") {
-    return std::make_unique<optim::SGD>(groups, optim::SgdOptions{.lr = c.lr, .momentum = c.momentum}, precision);
+  switch (o.optimizer) {
+    case OptimizerKind::AdamW:
+      return std::make_unique<optim::AdamW>(groups, optim::AdamWOptions{.lr = o.lr}, precision);
+    case OptimizerKind::Sgd:
+      return std::make_unique<optim::SGD>(groups, optim::SgdOptions{.lr = o.lr, .momentum = o.momentum}, precision);
   }
-  fail("unknown optimizer '{}': expected adamw or sgd", c.optimizer);
+  fail("unknown optimizer {}", static_cast<int>(o.optimizer));
 }
 
-std::unique_ptr<optim::LrScheduler> make_scheduler(const TrainConfig& c, optim::Optimizer& opt, int64_t total) {
-  if (c.schedule == "cosine") return std::make_unique<optim::WarmupCosineLr>(opt, std::min(c.warmup, total), total);
-  if (c.schedule == "constant") return std::make_unique<optim::ConstantLr>(opt, c.warmup);
-  if (c.schedule == "step") return std::make_unique<optim::StepLr>(opt, std::max<int64_t>(total / 3, 1), 0.1, c.warmup);
-  fail("unknown schedule '{}': expected cosine, constant or step", c.schedule);
+std::unique_ptr<optim::LrScheduler> make_scheduler(const OptimOptions& o, optim::Optimizer& opt, int64_t total) {
+  switch (o.schedule) {
+    case ScheduleKind::Cosine: return std::make_unique<optim::WarmupCosineLr>(opt, std::min(o.warmup, total), total);
+    case ScheduleKind::Constant: return std::make_unique<optim::ConstantLr>(opt, o.warmup);
+    case ScheduleKind::Step:
+      return std::make_unique<optim::StepLr>(opt, std::max<int64_t>(total / 3, 1), 0.1, o.warmup);
+  }
+  fail("unknown schedule {}", static_cast<int>(o.schedule));
 }
 
 int visible_gpus() {
@@ -55,8 +60,8 @@ int visible_gpus() {
 
 // Per-element state tensors the optimizer keeps per parameter (the memory theory).
 int optimizer_states(const TrainConfig& c) {
-  if (c.optimizer == "adamw") return 2;
-  return c.momentum > 0 ? 1 : 0;
+  if (c.optim.optimizer == OptimizerKind::AdamW) return 2;
+  return c.optim.momentum > 0 ? 1 : 0;
 }
 
 // Work that is not a step (evaluation, checkpoints) has happened: neither the
@@ -74,9 +79,10 @@ void note_training_memory(TrainingRun& r) {
 }
 
 RunThreads::RunThreads(TrainingRun& r) : previous_(num_threads()) {
-  MT_CHECK(r.c.threads >= 0 && r.c.threads <= 4096, "train: --threads must be 0 (auto) to 4096, got {}", r.c.threads);
-  if (r.c.threads > 0) {
-    set_num_threads(static_cast<int>(r.c.threads));
+  const int64_t threads = r.c.parallel.threads;
+  MT_CHECK(threads >= 0 && threads <= 4096, "train: --threads must be 0 (auto) to 4096, got {}", threads);
+  if (threads > 0) {
+    set_num_threads(static_cast<int>(threads));
   } else if (r.device.type == DeviceType::CPU) {
     r.tuner = std::make_unique<ThreadTuner>();
   }
@@ -93,29 +99,30 @@ void place_run(TrainingRun& r, const TrainConfig& requested) {
   r.world = dist::world().size();
   r.device = resolve_device(requested.device);
   // One GPU per rank, by its rank on the machine.
-  if (r.world > 1 && r.device.is_cuda() && requested.device.find(':') == std::string::npos)
+  if (r.world > 1 && r.device.is_cuda() && !requested.device.index_named)
     r.device = Device{DeviceType::CUDA, dist::local_rank() % visible_gpus()};
   r.c = resolve_defaults(requested, r.device);
-  if (!r.c.report.empty()) r.c.record_grad_norm = true;  // the page plots the gradient norm
-  r.precision = parse_precision(r.c.precision);
+  if (!r.c.report.html.empty()) r.c.report.record_grad_norm = true;  // the page plots the gradient norm
+  r.precision = *r.c.precision.mode;
 }
 
 // The numbers and output folders of the configuration, refused before anything is built.
 void check_config(const TrainingRun& r) {
   const TrainConfig& c = r.c;
-  MT_CHECK(c.epochs > 0 && c.batch > 0 && c.grad_accum > 0, "train: epochs, batch and grad-accum must be positive");
-  MT_CHECK(c.lr > 0 && std::isfinite(c.lr), "train: the learning rate must be positive, got {}", c.lr);
-  MT_CHECK(c.clip >= 0 && std::isfinite(c.clip), "train: --clip must be a finite norm (0 = off), got {}", c.clip);
-  MT_CHECK(c.init_scale > 0 && c.init_scale < 3.4e38, "train: --init-scale must be positive and finite in f32, got {}",
-           c.init_scale);
-  MT_CHECK(c.weight_decay >= 0 && std::isfinite(c.weight_decay), "train: the weight decay must be finite and >= 0");
+  const OptimOptions& o = c.optim;
+  MT_CHECK(c.epochs > 0 && c.batch > 0 && o.grad_accum > 0, "train: epochs, batch and grad-accum must be positive");
+  MT_CHECK(o.lr > 0 && std::isfinite(o.lr), "train: the learning rate must be positive, got {}", o.lr);
+  MT_CHECK(o.clip >= 0 && std::isfinite(o.clip), "train: --clip must be a finite norm (0 = off), got {}", o.clip);
+  MT_CHECK(c.precision.init_scale > 0 && c.precision.init_scale < 3.4e38,
+           "train: --init-scale must be positive and finite in f32, got {}", c.precision.init_scale);
+  MT_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "train: the weight decay must be finite and >= 0");
   // Checked before training, not when the first file is written.
-  if (!c.save.empty()) check_output_folder("train: --save", c.save);
-  if (!c.report.empty()) check_output_folder("train: --report", c.report);
-  MT_CHECK(!c.master_weights || r.precision != Precision::Fp32,
+  if (!c.checkpoint.save.empty()) check_output_folder("train: --save", c.checkpoint.save);
+  if (!c.report.html.empty()) check_output_folder("train: --report", c.report.html);
+  MT_CHECK(!c.precision.master_weights || r.precision != Precision::Fp32,
            "train: --master-weights needs --precision fp16 or bf16");
 
-  MT_CHECK(c.eval_every >= 0, "train: --eval-every must not be negative");
+  MT_CHECK(c.report.eval_every >= 0, "train: --eval-every must not be negative");
 }
 
 // The model's description and the dataset's splits.
@@ -124,7 +131,7 @@ void build_data(TrainingRun& r) {
   r.splits = load_data(r.c, r.model_info);
   const bool language_model = r.model_info.task == models::ModelTask::LanguageModel;
   r.summary.language_model = language_model;
-  if (r.model_info.task != models::ModelTask::ImageClassification) r.tokens_per_sample = r.splits.train.inputs.size(1);
+  if (models::reads_tokens(r.model_info.task)) r.tokens_per_sample = r.splits.train.inputs.size(1);
 }
 
 // The model, seeded, on its device (f16/bf16 under --master-weights), and
@@ -133,19 +140,20 @@ void build_model(TrainingRun& r) {
   const TrainConfig& c = r.c;
   manual_seed(c.seed);
   r.model = models::make_model(c.model, r.splits.train.classes);
-  MT_CHECK(!c.checkpoint_activations || r.model->enable_activation_checkpointing(),
+  MT_CHECK(!c.memory.checkpoint_activations || r.model->enable_activation_checkpointing(),
            "train: --checkpoint-activations applies to cnn, resnet and the transformers (they have stages or blocks "
            "to recompute), not {}",
            c.model);
   r.model->to(r.device);
-  if (c.master_weights) r.model->to(low_precision_dtype(r.precision), /*keep_norms_fp32=*/true);
-  MT_CHECK(!c.cuda_graph || (r.world == 1 && !c.shard_optimizer && !c.ddp),
+  if (c.precision.master_weights) r.model->to(low_precision_dtype(r.precision), /*keep_norms_fp32=*/true);
+  const ParallelOptions& p = c.parallel;
+  MT_CHECK(!c.cuda_graph || (r.world == 1 && !p.shard_optimizer && !p.ddp),
            "train: --cuda-graph is not supported with data parallel training (mpirun, --ddp) or --shard-optimizer yet");
-  MT_CHECK(!(c.ddp && c.shard_optimizer),
+  MT_CHECK(!(p.ddp && p.shard_optimizer),
            "train: --ddp and --shard-optimizer are two ways of data parallel training; choose one");
   // The gradients live in DDP's buckets: no copies in or out, and no second
   // copy of them in memory (the training loop keeps them only until the next step).
-  if ((r.world > 1 || c.ddp) && !c.shard_optimizer) {
+  if ((r.world > 1 || p.ddp) && !p.shard_optimizer) {
     r.ddp = std::make_unique<dist::DistributedDataParallel>(r.model, dist::DdpOptions{.gradient_as_bucket_view = true});
   }
 }
@@ -155,51 +163,54 @@ void build_model(TrainingRun& r) {
 void build_loader(TrainingRun& r) {
   const TrainConfig& c = r.c;
   // Batches reach the device through the stager's own pinned buffers.
-  r.loader = std::make_unique<data::DataLoader>(r.splits.train, data::LoaderOptions{.batch = c.batch,
-                                                                                    .shuffle = true,
-                                                                                    .augment = c.augment,
-                                                                                    .seed = c.seed,
-                                                                                    .prefetch = c.prefetch,
-                                                                                    .shard_rank = r.rank,
-                                                                                    .shard_count = r.world,
-                                                                                    .drop_uneven = c.drop_uneven});
+  r.loader =
+      std::make_unique<data::DataLoader>(r.splits.train, data::LoaderOptions{.batch = c.batch,
+                                                                             .shuffle = true,
+                                                                             .augment = c.data.augment,
+                                                                             .seed = c.seed,
+                                                                             .prefetch = c.data.prefetch,
+                                                                             .shard_rank = r.rank,
+                                                                             .shard_count = r.world,
+                                                                             .drop_uneven = c.parallel.drop_uneven});
   r.stager = std::make_unique<BatchStager>(r.device, r.splits.train, c.batch);
   r.metrics = std::make_unique<StepMetrics>(r.device);
   MT_CHECK(r.splits.train.size() > 0 && r.splits.test.size() > 0,
            "train: the dataset has {} training and {} held-out samples; both must be non-empty", r.splits.train.size(),
            r.splits.test.size());
   r.batches = r.loader->batches_per_epoch();
-  MT_CHECK(r.batches >= c.grad_accum,
+  const int64_t accum = c.optim.grad_accum;
+  MT_CHECK(r.batches >= accum,
            "train: --grad-accum {} needs {} batches per epoch, but {} samples make {} batches of {}: no optimizer step "
            "would run",
-           c.grad_accum, c.grad_accum, r.splits.train.size(), r.batches, c.batch);
-  r.steps_per_epoch = std::max<int64_t>(r.batches / c.grad_accum, 1);
+           accum, accum, r.splits.train.size(), r.batches, c.batch);
+  r.steps_per_epoch = std::max<int64_t>(r.batches / accum, 1);
 }
 
 // The optimizer (or ZeRO-1's shard of it) and its schedule.
 void build_optimizer(TrainingRun& r) {
   const TrainConfig& c = r.c;
+  const OptimOptions& o = c.optim;
   // The schedule spans --epochs; --steps only stops the run early (so a run
   // stopped by --steps and resumed without it keeps the same schedule).
   const int64_t total_steps = c.epochs * r.steps_per_epoch;
 
-  MT_CHECK(!c.offload_optimizer || !r.device.is_cpu(),
+  MT_CHECK(!o.offload || !r.device.is_cpu(),
            "train: --offload-optimizer moves optimizer state from the device to host memory; on the CPU it is "
            "there already (use --device sim or cuda)");
-  MT_CHECK(!c.offload_optimizer || !c.cuda_graph,
+  MT_CHECK(!o.offload || !c.cuda_graph,
            "train: --offload-optimizer is not supported with --cuda-graph yet (its copies are not captured)");
   const optim::PrecisionOptions precision{
-      .master_weights = c.master_weights, .seed = c.seed, .offload_state = c.offload_optimizer};
-  if (c.shard_optimizer) {
+      .master_weights = c.precision.master_weights, .seed = c.seed, .offload_state = o.offload};
+  if (c.parallel.shard_optimizer) {
     r.zero = std::make_unique<dist::ShardedOptimizer>(
-        param_groups(*r.model, c.lr, c.weight_decay),
-        [&](std::vector<optim::ParamGroup> groups) { return make_optimizer(c, std::move(groups), precision); });
+        param_groups(*r.model, o.lr, o.weight_decay),
+        [&](std::vector<optim::ParamGroup> groups) { return make_optimizer(o, std::move(groups), precision); });
     r.opt = &r.zero->shard();
   } else {
-    r.owned_opt = make_optimizer(c, param_groups(*r.model, c.lr, c.weight_decay), precision);
+    r.owned_opt = make_optimizer(o, param_groups(*r.model, o.lr, o.weight_decay), precision);
     r.opt = r.owned_opt.get();
   }
-  r.scheduler = make_scheduler(c, *r.opt, total_steps);
+  r.scheduler = make_scheduler(o, *r.opt, total_steps);
   // The schedule counts on the device, so a skipped f16 step holds it back
   // without the host reading the skip flag.
   r.scheduler->use_device_counter(r.device);
@@ -211,7 +222,7 @@ void build_scaler(TrainingRun& r) {
   // The collapse warning comes from the trainer's asynchronous metrics instead
   // of the scaler's own periodic read.
   r.scaler = std::make_unique<amp::GradScaler>(amp::GradScalerOptions{
-      .init_scale = r.c.init_scale, .enabled = r.precision == Precision::Fp16, .collapse_check_interval = 0});
+      .init_scale = r.c.precision.init_scale, .enabled = r.precision == Precision::Fp16, .collapse_check_interval = 0});
   if (r.zero && r.world > 1) {
     // Each rank checks its own shard's gradients: all of them skip if any found an inf.
     r.scaler->sync_found_inf([](const Tensor& found_inf) {
@@ -229,14 +240,15 @@ void resume_run(TrainingRun& r) {
       r.opt->load_state_dict(state);
     }
   };
-  r.pos = load_checkpoint(r.c.resume, r.c, r.batches, *r.model, load_optimizer, *r.scaler, *r.scheduler);
+  r.pos = load_checkpoint(r.c.checkpoint.resume, r.c, r.batches, *r.model, load_optimizer, *r.scaler, *r.scheduler);
 }
 
 // --explain-skips: the scaler flags each parameter whose gradient held an
 // inf/NaN, and the run keeps the parameters' names to print them by.
 void watch_nonfinite_gradients(TrainingRun& r) {
-  MT_CHECK(r.c.explain_skips >= 0, "train: --explain-skips must be 0 (off) or a positive N, got {}", r.c.explain_skips);
-  if (r.c.explain_skips == 0 || !r.scaler->is_enabled()) return;
+  const int64_t explain_skips = r.c.debug.explain_skips;
+  MT_CHECK(explain_skips >= 0, "train: --explain-skips must be 0 (off) or a positive N, got {}", explain_skips);
+  if (explain_skips == 0 || !r.scaler->is_enabled()) return;
   r.scaler->track_nonfinite_gradients(true);
   std::map<const TensorImpl*, std::string> names;
   for (const auto& [name, p] : r.model->named_parameters()) names[p.impl()] = name;
@@ -248,7 +260,7 @@ void watch_nonfinite_gradients(TrainingRun& r) {
 
 // --cuda-graph: the graph the step is captured in (step.cpp).
 void prepare_cuda_graph(TrainingRun& r) {
-  MT_CHECK(!r.c.cuda_graph || !r.c.detect_anomaly,
+  MT_CHECK(!r.c.cuda_graph || !r.c.debug.detect_anomaly,
            "train: --detect-anomaly reads every op's result back on the host, which a CUDA graph cannot capture; "
            "drop --cuda-graph while debugging");
   if (!r.c.cuda_graph) return;
@@ -269,7 +281,7 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   build_loader(r);
   build_optimizer(r);
   build_scaler(r);
-  if (!r.c.resume.empty()) resume_run(r);
+  if (!r.c.checkpoint.resume.empty()) resume_run(r);
   r.summary.parameters = r.model->parameter_count();
   watch_nonfinite_gradients(r);
   prepare_cuda_graph(r);

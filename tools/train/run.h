@@ -18,6 +18,7 @@
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "tools/data/loader.h"
+#include "tools/data/registry.h"
 #include "tools/train/device_feed.h"
 #include "tools/train/metrics.h"
 #include "tools/train/step.h"
@@ -26,9 +27,7 @@
 
 namespace mt::tools {
 
-struct Splits {
-  data::Dataset train, test;  // test: the held-out split (Brown's validation documents for text)
-};
+using data::Splits;  // test: the held-out split (Brown's validation documents for text)
 
 // The splits of the dataset `c` names, checked against the model's task (config.cpp).
 Splits load_data(const TrainConfig& c, const models::ModelInfo& model,

@@ -56,17 +56,18 @@ void forward_backward(TrainingRun& r, const Tensor& inputs, const Tensor& target
   {
     // --dtype-report: the dtypes of the first forward (every later one repeats them).
     std::optional<autograd::DtypeRecorder> recorder;
-    if (r.c.dtype_report && !r.dtype_report_done) recorder.emplace();
+    if (r.c.debug.dtype_report && !r.dtype_report_done) recorder.emplace();
     amp::Autocast guard(r.device, low_precision_dtype(r.precision), r.precision != Precision::Fp32);
     loss = model.forward_loss(inputs, targets);  // defined where the model fuses its head and loss
     if (!loss.defined()) loss = task_loss(model.forward(inputs), targets);
     if (recorder) keep_dtype_report(r, recorder->rows());
   }
-  const Tensor micro_loss = r.c.grad_accum > 1 ? div(loss, static_cast<double>(r.c.grad_accum)) : loss;
+  const int64_t accum = r.c.optim.grad_accum;
+  const Tensor micro_loss = accum > 1 ? div(loss, static_cast<double>(accum)) : loss;
   {
     // Gradient accumulation: the ranks average once, on the last micro-batch.
     std::optional<dist::DistributedDataParallel::NoSync> local;
-    if (r.ddp && r.micro + 1 < r.c.grad_accum) local.emplace(*r.ddp);
+    if (r.ddp && r.micro + 1 < accum) local.emplace(*r.ddp);
     r.scaler->scale(micro_loss).backward();
   }
   NoGradGuard no_grad;
@@ -79,16 +80,17 @@ void forward_backward(TrainingRun& r, const Tensor& inputs, const Tensor& target
 StepTensors device_step(TrainingRun& r) {
   if (r.zero) r.zero->reduce_gradients();  // ZeRO-1: this rank's shard of the mean gradient
   Tensor grad_norm;
-  if (r.c.clip > 0) {
+  const double clip = r.c.optim.clip;
+  if (clip > 0) {
     r.scaler->unscale_(*r.opt);  // clip the true gradients, not the scaled ones
-    grad_norm = r.zero ? r.zero->clip_grad_norm_(r.c.clip) : optim::clip_grad_norm_(r.model->parameters(), r.c.clip);
-  } else if (r.c.record_grad_norm && !r.zero) {
+    grad_norm = r.zero ? r.zero->clip_grad_norm_(clip) : optim::clip_grad_norm_(r.model->parameters(), clip);
+  } else if (r.c.report.record_grad_norm && !r.zero) {
     // Measured only: the scaled gradients' norm over the scale, nothing unscaled in place.
     grad_norm = optim::grad_norm(r.model->parameters(), r.scaler->is_enabled() ? r.scaler->scale_tensor() : Tensor());
   }
   const amp::StepOutcome outcome = r.scaler->step(*r.opt);
   Tensor nonfinite;
-  if (r.c.explain_skips > 0 && r.scaler->is_enabled()) nonfinite = r.scaler->nonfinite_gradients(*r.opt).flags;
+  if (r.c.debug.explain_skips > 0 && r.scaler->is_enabled()) nonfinite = r.scaler->nonfinite_gradients(*r.opt).flags;
   r.scaler->update();
   r.scheduler->step_unless(outcome.found_inf());  // a skipped step must not advance the schedule
   if (r.zero) {
@@ -185,13 +187,13 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
   r.accumulated_loss = Tensor();
   // Micro-batches that cannot fill a whole step at the epoch's end are left
   // out, so their gradients never leak into the next epoch's first step.
-  const int64_t batches_used = r.steps_per_epoch * r.c.grad_accum;
+  const int64_t batches_used = r.steps_per_epoch * r.c.optim.grad_accum;
   while (auto batch = r.loader->next()) {
     if (batch->index >= batches_used) break;
     const int64_t syncs_before = host_sync_count();
     run_micro_batch(r, *batch);
     throughput.add_samples(batch->targets.size(0) * r.world);  // every rank trains a batch of this size
-    if (++r.micro < r.c.grad_accum) {
+    if (++r.micro < r.c.optim.grad_accum) {
       if (r.steps_this_run > 0) r.steady_syncs += host_sync_count() - syncs_before;
       continue;
     }
@@ -206,7 +208,7 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
     }
     if (r.c.max_steps > 0 && r.pos.step >= r.c.max_steps) return true;
     const bool epoch_ends = batch->index + 1 == batches_used;  // evaluated at the epoch's end anyway
-    if (r.c.eval_every > 0 && r.pos.step % r.c.eval_every == 0 && !epoch_ends) {
+    if (r.c.report.eval_every > 0 && r.pos.step % r.c.report.eval_every == 0 && !epoch_ends) {
       report_steps(r, r.metrics->flush(), reporter, throughput);  // a NaN loss stops before an evaluation
       reporter.end_progress();
       evaluate_and_report(r, fmt::format("step {}", r.pos.step), reporter, throughput);

@@ -22,8 +22,8 @@ void fill_summary(TrainingRun& r) {
   note_training_memory(r);
   summary.memory_ledger = r.training_memory;
   summary.memory_theory =
-      memory_theory(*r.model, r.c.master_weights, optimizer_states(r.c),
-                    {.world = r.world, .ddp = r.ddp != nullptr, .shard_optimizer = r.c.shard_optimizer});
+      memory_theory(*r.model, r.c.precision.master_weights, optimizer_states(r.c),
+                    {.world = r.world, .ddp = r.ddp != nullptr, .shard_optimizer = r.c.parallel.shard_optimizer});
   summary.host_syncs_per_step =
       r.steady_steps > 0 ? static_cast<double>(r.steady_syncs) / static_cast<double>(r.steady_steps) : 0.0;
 }
@@ -73,7 +73,7 @@ nlohmann::json summary_record(const TrainingRun& r) {
     record["epoch_accuracies"] = summary.epoch_accuracies;
   }
   record["device"] = r.device.str();
-  if (!r.c.command.empty()) record["command"] = r.c.command;
+  if (!r.c.report.command.empty()) record["command"] = r.c.report.command;
   return record;
 }
 
@@ -101,8 +101,8 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
   fill_summary(r);
   print_summary_line(r, out);
   const TrainSummary& summary = r.summary;
-  if (r.c.memory) print_memory_report(out, summary.memory_ledger, summary.memory_theory, r.device.str());
-  if (r.c.dtype_report && summary.dtype_report.is_array()) {
+  if (r.c.report.memory) print_memory_report(out, summary.memory_ledger, summary.memory_theory, r.device.str());
+  if (r.c.debug.dtype_report && summary.dtype_report.is_array()) {
     print_dtype_report(out, summary.dtype_report);
     reporter.record({{"dtype_report", summary.dtype_report}});
   }
@@ -111,18 +111,18 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
 
 // --report: the page of this run, from the records it logged.
 void write_run_report(const TrainingRun& r) {
-  const RunRecord run = run_from_records(r.summary.records, r.c.precision);
+  const RunRecord run = run_from_records(r.summary.records, precision_name(r.precision));
   ReportPage page;
-  page.title = fmt::format("mixtape train: {} in {} on {}", r.c.model, r.c.precision, r.device.str());
+  page.title = fmt::format("mixtape train: {} in {} on {}", r.c.model, precision_name(r.precision), r.device.str());
   page.runs = {run};
   page.machine = machine_json(r.device);
   page.commit = source_commit();
-  write_report(r.c.report, page);
-  std::fprintf(stderr, "report written to %s\n", r.c.report.c_str());
+  write_report(r.c.report.html, page);
+  std::fprintf(stderr, "report written to %s\n", r.c.report.html.c_str());
 }
 
 ReportOnError::~ReportOnError() {
-  if (std::uncaught_exceptions() == 0 || r_.c.report.empty() || reporter_.kept == nullptr) return;
+  if (std::uncaught_exceptions() == 0 || r_.c.report.html.empty() || reporter_.kept == nullptr) return;
   try {
     write_run_report(r_);
   } catch (const std::exception&) {  // the first error is the one to report

@@ -19,13 +19,13 @@ void print_run_banner(const TrainingRun& r, std::FILE* out) {
   const std::string ranks = r.world > 1 || r.ddp
                                 ? fmt::format(" per rank x {} rank{} ({}{}{})", r.world, r.world > 1 ? "s" : "",
                                               dist::group_for(r.device).backend(), r.ddp ? ", DDP" : "",
-                                              c.shard_optimizer ? ", optimizer state sharded" : "")
+                                              c.parallel.shard_optimizer ? ", optimizer state sharded" : "")
                                 : std::string();
   std::fprintf(out, "training %s (%lld parameters) on %s in %s%s, %s, batch %lld x %lld%s, %lld steps per epoch\n",
                c.model.c_str(), static_cast<long long>(r.summary.parameters), r.device.str().c_str(),
-               c.precision.c_str(), c.master_weights ? " with f32 master weights" : "", c.optimizer.c_str(),
-               static_cast<long long>(c.batch), static_cast<long long>(c.grad_accum), ranks.c_str(),
-               static_cast<long long>(r.steps_per_epoch));
+               precision_name(r.precision).c_str(), c.precision.master_weights ? " with f32 master weights" : "",
+               optimizer_name(c.optim.optimizer).c_str(), static_cast<long long>(c.batch),
+               static_cast<long long>(c.optim.grad_accum), ranks.c_str(), static_cast<long long>(r.steps_per_epoch));
 }
 
 // Bytes of the datasets in the training device's memory: counted when it is the CPU.
@@ -43,10 +43,11 @@ int64_t dataset_bytes(const TrainingRun& r) {
 void save_epoch_checkpoint(TrainingRun& r, Throughput& throughput) {
   const auto saving = Clock::now();
   note_training_memory(r);
-  if (!r.c.save.empty()) {
+  if (!r.c.checkpoint.save.empty()) {
     // Consolidating ZeRO's shards is a collective: every rank takes part, rank 0 writes.
     const optim::StateDict optimizer_state = r.zero ? r.zero->consolidated_state_dict() : r.opt->state_dict();
-    if (r.rank == 0) save_checkpoint(r.c.save, r.c, *r.model, optimizer_state, *r.scaler, *r.scheduler, r.pos);
+    if (r.rank == 0)
+      save_checkpoint(r.c.checkpoint.save, r.c, *r.model, optimizer_state, *r.scaler, *r.scheduler, r.pos);
   }
   throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - saving).count());
   restart_step_clock(r);
@@ -56,7 +57,7 @@ void save_epoch_checkpoint(TrainingRun& r, Throughput& throughput) {
 }  // namespace
 
 TrainSummary train(const TrainConfig& requested, std::FILE* out) {
-  MT_CHECK(requested.memory_budget >= 0, "train: the memory budget must not be negative");
+  MT_CHECK(requested.memory.budget >= 0, "train: the memory budget must not be negative");
   const int64_t cpu_bytes_before = memory_stats(kCPU).current_bytes;
   const int64_t device_tensors_before = memory_ledger(resolve_device(requested.device)).total_current;
   TrainingRun r;
@@ -66,11 +67,13 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
   // Rank 0 alone prints, logs and writes checkpoints and TensorBoard files.
   const QuietUnlessRankZero quiet(r.rank, out);
   out = quiet.out();
-  Reporter reporter(out, c.progress && r.rank == 0, r.rank == 0 ? c.log : std::string(),
-                    (c.keep_records || !c.report.empty()) && r.rank == 0 ? &r.summary.records : nullptr);
-  const AnomalyMode anomaly(c.detect_anomaly);
+  Reporter reporter(out, c.report.progress && r.rank == 0, r.rank == 0 ? c.report.log : std::string(),
+                    (c.report.keep_records || !c.report.html.empty()) && r.rank == 0 ? &r.summary.records : nullptr);
+  const AnomalyMode anomaly(c.debug.detect_anomaly);
   const RunThreads threads(r);
-  if (!c.tensorboard.empty() && r.rank == 0) r.tensorboard = std::make_unique<TensorBoardWriter>(c.tensorboard);
+  if (!c.report.tensorboard.empty() && r.rank == 0) {
+    r.tensorboard = std::make_unique<TensorBoardWriter>(c.report.tensorboard);
+  }
   print_run_banner(r, out);
 
   allocator_for(r.device).reset_peak();
@@ -78,7 +81,7 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
   r.summary.training_samples = r.splits.train.size();
   r.summary.dataset_bytes = dataset_bytes(r);
   const CpuMemoryCap cap(
-      r.device.is_cpu() && c.memory_budget > 0 ? cpu_bytes_before + r.summary.dataset_bytes + c.memory_budget : 0);
+      r.device.is_cpu() && c.memory.budget > 0 ? cpu_bytes_before + r.summary.dataset_bytes + c.memory.budget : 0);
   Throughput throughput;
   restart_step_clock(r);
   bool stop = false;
@@ -100,7 +103,7 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
   r.summary.tokens_per_second = r.summary.samples_per_second * static_cast<double>(r.tokens_per_sample);
   write_summary(r, out, reporter);
   if (r.tensorboard) r.tensorboard->flush();
-  if (!c.report.empty() && r.rank == 0) write_run_report(r);
+  if (!c.report.html.empty() && r.rank == 0) write_run_report(r);
   return r.summary;
 }
 

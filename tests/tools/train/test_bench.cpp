@@ -17,7 +17,7 @@ namespace {
 tools::BenchOptions small_bench() {
   tools::BenchOptions o;
   o.model = "mlp";
-  o.device = "cpu";
+  o.device = kCPU;
   o.steps = 20;
   o.warmup = 2;
   o.windows = 4;
@@ -30,16 +30,16 @@ tools::BenchOptions small_bench() {
 int64_t peak_under_cap(const std::string& precision, int64_t batch, int64_t budget) {
   tools::TrainConfig c;
   c.model = "mlp";
-  c.device = "cpu";
-  c.precision = precision;
+  c.device = kCPU;
+  c.precision.mode = tools::parse_precision(precision);
   c.batch = batch;
   c.max_steps = 3;
   c.epochs = 1 << 20;
-  c.train_limit = 4096;
-  c.test_limit = 256;
-  c.progress = false;
-  c.prefetch = false;
-  c.memory_budget = budget;
+  c.data.train_limit = 4096;
+  c.data.test_limit = 256;
+  c.report.progress = false;
+  c.data.prefetch = false;
+  c.memory.budget = budget;
   std::FILE* sink = std::fopen("/dev/null", "w");
   int64_t peak = -1;
   try {

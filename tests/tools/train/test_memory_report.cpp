@@ -28,17 +28,17 @@ struct Case {
 tools::TrainSummary train_briefly(const Case& k) {
   tools::TrainConfig c;
   c.model = k.model;
-  c.device = k.device;
-  c.precision = k.precision;
-  c.master_weights = k.master_weights;
-  c.optimizer = k.optimizer;
-  c.dataset = k.dataset;
-  c.progress = false;
+  c.device = tools::parse_device_choice(k.device);
+  c.precision.mode = tools::parse_precision(k.precision);
+  c.precision.master_weights = k.master_weights;
+  c.optim.optimizer = tools::parse_optimizer(k.optimizer);
+  c.data.dataset = k.dataset;
+  c.report.progress = false;
   c.epochs = 1;
   c.max_steps = 3;
   c.batch = 8;
-  c.train_limit = 64;
-  c.test_limit = 8;
+  c.data.train_limit = 64;
+  c.data.test_limit = 8;
   std::FILE* sink = std::fopen("/dev/null", "w");
   const tools::TrainSummary s = tools::train(c, sink);
   std::fclose(sink);
@@ -98,13 +98,13 @@ TEST_CASE("the ledger of gpt-tiny and bert-tiny training matches theory", "[memo
 TEST_CASE("the summary line of --log carries the memory ledger and its theory", "[memory_ledger]") {
   tools::TrainConfig c;
   c.model = "mlp";
-  c.progress = false;
+  c.report.progress = false;
   c.epochs = 1;
   c.max_steps = 2;
-  c.train_limit = 256;
-  c.test_limit = 16;
-  c.memory = true;
-  c.log = "/tmp/mixtape_memory_ledger_test.jsonl";
+  c.data.train_limit = 256;
+  c.data.test_limit = 16;
+  c.report.memory = true;
+  c.report.log = "/tmp/mixtape_memory_ledger_test.jsonl";
   std::FILE* out = std::tmpfile();
   const tools::TrainSummary s = tools::train(c, out);
   std::rewind(out);
@@ -113,7 +113,7 @@ TEST_CASE("the summary line of --log carries the memory ledger and its theory", 
   std::fclose(out);
   CHECK_THAT(printed, Catch::Contains("memory on cpu at its peak") && Catch::Contains("optimizer_state") &&
                           Catch::Contains("activations"));
-  std::ifstream log(c.log);
+  std::ifstream log(c.report.log);
   std::string line, last;
   while (std::getline(log, line)) last = line;
   const nlohmann::json j = nlohmann::json::parse(last);
@@ -134,13 +134,13 @@ TEST_CASE("eval --half halves the parameters in the ledger and scores close to a
     INFO(model);
     tools::TrainConfig c;
     c.model = model;
-    c.precision = "fp32";
-    c.progress = false;
+    c.precision.mode = tools::Precision::Fp32;
+    c.report.progress = false;
     c.epochs = 1;
     c.max_steps = 30;
-    c.train_limit = 2048;
-    c.test_limit = 300;
-    c.save = ckpt;
+    c.data.train_limit = 2048;
+    c.data.test_limit = 300;
+    c.checkpoint.save = ckpt;
     const tools::TrainSummary s = tools::train(c, sink);
     const tools::EvalResult r = tools::evaluate_checkpoint(ckpt, "", "cpu", 300, /*half=*/true);
     REQUIRE(r.half);

@@ -145,18 +145,18 @@ TEST_CASE("train --report writes the page of the run, with the gradient norm mea
           "[report][e2e]") {
   tools::TrainConfig c;
   c.model = "mlp";
-  c.dataset = "synthetic";
-  c.precision = "fp16";
+  c.data.dataset = "synthetic";
+  c.precision.mode = tools::Precision::Fp16;
   c.max_steps = 6;
   c.batch = 64;
-  c.train_limit = 512;
-  c.test_limit = 64;
-  c.progress = false;
-  c.report = temp_path("run.html");
+  c.data.train_limit = 512;
+  c.data.test_limit = 64;
+  c.report.progress = false;
+  c.report.html = temp_path("run.html");
   std::FILE* sink = std::fopen("/dev/null", "w");
   const tools::TrainSummary s = tools::train(c, sink);
   std::fclose(sink);
-  std::ifstream in(c.report);
+  std::ifstream in(c.report.html);
   const std::string html{std::istreambuf_iterator<char>(in), {}};
   CHECK_THAT(html, Contains("plot-grad-norm") && Contains("plot-scale") && Contains("plot-ledger"));
   CHECK_THAT(html, Contains(fmt::format("data-metric=\"steps\" data-value=\"{}\"", s.steps)));
@@ -164,7 +164,7 @@ TEST_CASE("train --report writes the page of the run, with the gradient norm mea
   for (const nlohmann::json& r : s.records) norms += r.contains("grad_norm") && r["grad_norm"].get<double>() > 0;
   CHECK(norms == static_cast<size_t>(s.steps - s.skipped_steps));
   CHECK(norms >= 1);
-  std::remove(c.report.c_str());
+  std::remove(c.report.html.c_str());
 }
 
 // Bug caught: a log someone else wrote, with fields of the wrong type (a

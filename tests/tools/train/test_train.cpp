@@ -26,9 +26,9 @@ std::string temp_path(const std::string& name) {
 tools::TrainConfig quick_config() {
   tools::TrainConfig c;
   c.model = "mlp";
-  c.progress = false;
-  c.train_limit = 2048;
-  c.test_limit = 500;
+  c.report.progress = false;
+  c.data.train_limit = 2048;
+  c.data.test_limit = 500;
   c.epochs = 1;
   return c;
 }
@@ -45,9 +45,9 @@ TEST_CASE("mlp reaches 87% on Fashion-MNIST in fp32, fp16 and bf16, within 0.5 p
   for (const char* precision : {"fp32", "fp16", "bf16"}) {
     tools::TrainConfig c;
     c.model = "mlp";
-    c.precision = precision;
+    c.precision.mode = tools::parse_precision(precision);
     c.epochs = 4;
-    c.progress = false;
+    c.report.progress = false;
     std::FILE* sink = std::fopen("/dev/null", "w");
     const tools::TrainSummary s = tools::train(c, sink);
     std::fclose(sink);
@@ -68,18 +68,18 @@ TEST_CASE("a resumed run continues bit-identically, mid-epoch and across precisi
     INFO(precision);
     const std::string ckpt = temp_path(std::string("resume_") + precision + ".safetensors");
     tools::TrainConfig straight = quick_config();
-    straight.precision = precision;
+    straight.precision.mode = tools::parse_precision(precision);
     straight.epochs = 2;
-    straight.clip = 1.0;
+    straight.optim.clip = 1.0;
     std::FILE* sink = std::fopen("/dev/null", "w");
     const auto full = tools::train(straight, sink);
 
     tools::TrainConfig first = straight;
     first.max_steps = 21;  // stops mid-epoch (16 steps per epoch)
-    first.save = ckpt;
+    first.checkpoint.save = ckpt;
     tools::train(first, sink);
     tools::TrainConfig second = straight;
-    second.resume = ckpt;
+    second.checkpoint.resume = ckpt;
     const auto resumed = tools::train(second, sink);
     std::fclose(sink);
     REQUIRE(resumed.losses.size() == full.losses.size() - 21);
@@ -92,10 +92,10 @@ TEST_CASE("a resumed run continues bit-identically, mid-epoch and across precisi
 TEST_CASE("checkpoints carry PyTorch's names, the optimizer, the scaler and the config", "[checkpoint]") {
   const std::string ckpt = temp_path("contents.safetensors");
   tools::TrainConfig c = quick_config();
-  c.precision = "fp16";
-  c.master_weights = true;
+  c.precision.mode = tools::Precision::Fp16;
+  c.precision.master_weights = true;
   c.max_steps = 3;
-  c.save = ckpt;
+  c.checkpoint.save = ckpt;
   std::FILE* sink = std::fopen("/dev/null", "w");
   tools::train(c, sink);
   std::fclose(sink);
@@ -117,17 +117,17 @@ TEST_CASE("checkpoints carry PyTorch's names, the optimizer, the scaler and the 
 TEST_CASE("a diverging run stops at the first non-finite loss and keeps the last good checkpoint", "[e2e][errors]") {
   const std::string ckpt = temp_path("good.safetensors");
   tools::TrainConfig c = quick_config();
-  c.train_limit = 512;
-  c.save = ckpt;
+  c.data.train_limit = 512;
+  c.checkpoint.save = ckpt;
   std::FILE* sink = std::fopen("/dev/null", "w");
   tools::train(c, sink);
   const std::string saved = read_file(ckpt);
 
   tools::TrainConfig diverge = c;
-  diverge.resume = ckpt;
+  diverge.checkpoint.resume = ckpt;
   diverge.epochs = 3;
-  diverge.lr = 1e30;  // AdamW moves each weight by about lr per step: logits overflow f32
-  diverge.schedule = "constant";
+  diverge.optim.lr = 1e30;  // AdamW moves each weight by about lr per step: logits overflow f32
+  diverge.optim.schedule = tools::ScheduleKind::Constant;
   try {
     tools::train(diverge, sink);
     FAIL("training should have stopped");
@@ -143,22 +143,22 @@ TEST_CASE("a diverging run stops at the first non-finite loss and keeps the last
 
 TEST_CASE("bad input: missing dataset, mismatched checkpoint, non-finite samples, corrupt IDX", "[errors]") {
   tools::TrainConfig c = quick_config();
-  c.data = "/nonexistent/fashion";
+  c.data.dir = "/nonexistent/fashion";
   REQUIRE_THROWS_WITH(tools::train(c), Contains("Fashion-MNIST not found") && Contains("dataset-fashion-mnist"));
 
   const std::string ckpt = temp_path("mlp.safetensors");
   tools::TrainConfig save = quick_config();
   save.max_steps = 1;
-  save.save = ckpt;
+  save.checkpoint.save = ckpt;
   std::FILE* sink = std::fopen("/dev/null", "w");
   tools::train(save, sink);
   tools::TrainConfig wrong = quick_config();
   wrong.model = "cnn";
-  wrong.resume = ckpt;
+  wrong.checkpoint.resume = ckpt;
   REQUIRE_THROWS_WITH(tools::train(wrong, sink), Contains("holds a 'mlp' model but --model is 'cnn'"));
   tools::TrainConfig wrong_opt = quick_config();
-  wrong_opt.resume = ckpt;
-  wrong_opt.optimizer = "sgd";
+  wrong_opt.checkpoint.resume = ckpt;
+  wrong_opt.optim.optimizer = tools::OptimizerKind::Sgd;
   REQUIRE_THROWS_WITH(tools::train(wrong_opt, sink), Contains("does not match this run"));
   std::fclose(sink);
   std::filesystem::remove(ckpt);
@@ -252,18 +252,18 @@ TEST_CASE("training gives the same losses on 1 thread, 2 threads and under the t
       INFO(model << " " << precision);
       tools::TrainConfig c = quick_config();
       c.model = model;
-      c.precision = precision;
-      c.train_limit = std::string(model) == "cnn" ? 256 : 2048;
+      c.precision.mode = tools::parse_precision(precision);
+      c.data.train_limit = std::string(model) == "cnn" ? 256 : 2048;
       c.batch = std::string(model) == "cnn" ? 32 : 128;
-      c.test_limit = 100;
-      c.threads = 1;
+      c.data.test_limit = 100;
+      c.parallel.threads = 1;
       const int before = num_threads();
       const auto one = tools::train(c, sink);
       CHECK(one.threads == 1);
-      c.threads = 2;
+      c.parallel.threads = 2;
       const auto two = tools::train(c, sink);
       CHECK(two.threads == 2);
-      c.threads = 0;
+      c.parallel.threads = 0;
       const auto tuned = tools::train(c, sink);
       CHECK(num_threads() == before);
       CHECK(one.losses == two.losses);
@@ -272,7 +272,7 @@ TEST_CASE("training gives the same losses on 1 thread, 2 threads and under the t
     }
   }
   tools::TrainConfig c = quick_config();
-  c.threads = -1;
+  c.parallel.threads = -1;
   CHECK_THROWS_WITH(tools::train(c, sink), Contains("--threads"));
   std::fclose(sink);
 }
@@ -288,31 +288,32 @@ TEST_CASE("ZeRO-1 (train --shard-optimizer) in a world of one trains and checkpo
   for (const char* precision : {"fp32", "fp16"}) {
     INFO(precision);
     tools::TrainConfig c = quick_config();
-    c.precision = precision;
+    c.precision.mode = tools::parse_precision(precision);
     c.max_steps = 6;
     c.epochs = 2;
-    c.threads = 1;
-    c.master_weights = std::string(precision) == "fp16";
-    c.clip = c.master_weights ? 0.0 : 0.5;  // the global norm over the shards (unscale_ refuses f16 gradients)
+    c.parallel.threads = 1;
+    c.precision.master_weights = std::string(precision) == "fp16";
+    c.optim.clip =
+        c.precision.master_weights ? 0.0 : 0.5;  // the global norm over the shards (unscale_ refuses f16 gradients)
     const auto plain = tools::train(c, sink);
-    c.shard_optimizer = true;
+    c.parallel.shard_optimizer = true;
     const std::string ckpt = temp_path("zero.safetensors");
-    c.save = ckpt;
+    c.checkpoint.save = ckpt;
     const auto sharded = tools::train(c, sink);
     CHECK(plain.losses == sharded.losses);
     CHECK(plain.memory_ledger.at_peak[static_cast<size_t>(MemoryCategory::OptimizerState)] ==
           sharded.memory_ledger.at_peak[static_cast<size_t>(MemoryCategory::OptimizerState)]);
     // Its checkpoint is an unsharded optimizer's: it resumes without --shard-optimizer.
     tools::TrainConfig resumed = c;
-    resumed.shard_optimizer = false;
-    resumed.save.clear();
-    resumed.resume = ckpt;
+    resumed.parallel.shard_optimizer = false;
+    resumed.checkpoint.save.clear();
+    resumed.checkpoint.resume = ckpt;
     resumed.max_steps = 8;
     const auto after = tools::train(resumed, sink);
     CHECK(after.steps == 8);
     tools::TrainConfig straight = c;
-    straight.shard_optimizer = false;
-    straight.save.clear();
+    straight.parallel.shard_optimizer = false;
+    straight.checkpoint.save.clear();
     straight.max_steps = 8;
     const auto reference = tools::train(straight, sink);
     REQUIRE(reference.losses.size() == 8);
@@ -335,16 +336,16 @@ TEST_CASE("a few training steps on the sim device match the CPU run's losses", "
     INFO(k.model << " " << k.precision);
     tools::TrainConfig c = quick_config();
     c.model = k.model;
-    c.precision = k.precision;
+    c.precision.mode = tools::parse_precision(k.precision);
     const bool small = std::string(k.model) == "cnn";  // convolutions are slow on the simulator
     c.batch = small ? 8 : 32;
     c.max_steps = small ? 2 : 3;
-    c.train_limit = 256;
-    c.test_limit = small ? 16 : 64;
+    c.data.train_limit = 256;
+    c.data.test_limit = small ? 16 : 64;
     std::FILE* sink = std::fopen("/dev/null", "w");
-    c.device = "cpu";
+    c.device = kCPU;
     const auto cpu = tools::train(c, sink);
-    c.device = "sim";
+    c.device = kSIM;
     const auto sim = tools::train(c, sink);
     std::fclose(sink);
     REQUIRE(sim.losses.size() == cpu.losses.size());
@@ -371,17 +372,17 @@ TEST_CASE("training steps on the sim device never make the host wait", "[e2e][si
     INFO(k.precision << " clip " << k.clip << " grad_accum " << k.grad_accum << " " << k.optimizer << " diagnostics "
                      << k.diagnostics);
     tools::TrainConfig c = quick_config();
-    c.device = "sim";
-    c.precision = k.precision;
-    c.clip = k.clip;
-    c.grad_accum = k.grad_accum;
-    c.optimizer = k.optimizer;
-    c.explain_skips = k.diagnostics ? 1 : 0;
-    c.record_grad_norm = k.diagnostics;
+    c.device = kSIM;
+    c.precision.mode = tools::parse_precision(k.precision);
+    c.optim.clip = k.clip;
+    c.optim.grad_accum = k.grad_accum;
+    c.optim.optimizer = tools::parse_optimizer(k.optimizer);
+    c.debug.explain_skips = k.diagnostics ? 1 : 0;
+    c.report.record_grad_norm = k.diagnostics;
     c.batch = 16;
     c.max_steps = 5;
-    c.train_limit = 256;
-    c.test_limit = 32;
+    c.data.train_limit = 256;
+    c.data.test_limit = 32;
     std::FILE* sink = std::fopen("/dev/null", "w");
     const auto summary = tools::train(c, sink);
     std::fclose(sink);
@@ -413,16 +414,16 @@ TEST_CASE("training with --cuda-graph on the sim device gives the eager run's lo
                         Case{"cnn", "fp16", 0, 1, "adamw", 32, 8, 1}}) {
     INFO(k.model << " " << k.precision << " clip " << k.clip << " grad_accum " << k.grad_accum << " " << k.optimizer);
     tools::TrainConfig c = quick_config();
-    c.device = "sim";
+    c.device = kSIM;
     c.model = k.model;
-    c.precision = k.precision;
-    c.clip = k.clip;
-    c.grad_accum = k.grad_accum;
-    c.optimizer = k.optimizer;
+    c.precision.mode = tools::parse_precision(k.precision);
+    c.optim.clip = k.clip;
+    c.optim.grad_accum = k.grad_accum;
+    c.optim.optimizer = tools::parse_optimizer(k.optimizer);
     c.batch = k.batch;
     c.epochs = k.epochs;
-    c.train_limit = k.train_limit;
-    c.test_limit = 16;
+    c.data.train_limit = k.train_limit;
+    c.data.test_limit = 16;
     std::FILE* sink = std::fopen("/dev/null", "w");
     const auto eager = tools::train(c, sink);
     c.cuda_graph = true;
@@ -438,7 +439,7 @@ TEST_CASE("training with --cuda-graph on the sim device gives the eager run's lo
 
 TEST_CASE("training with --cuda-graph needs a device with graphs", "[graph][errors]") {
   tools::TrainConfig c = quick_config();
-  c.device = "cpu";
+  c.device = kCPU;
   c.cuda_graph = true;
   std::FILE* sink = std::fopen("/dev/null", "w");
   CHECK_THROWS_WITH(tools::train(c, sink), Contains("--cuda-graph"));
@@ -454,18 +455,18 @@ TEST_CASE("training with --cuda-graph needs a device with graphs", "[graph][erro
 TEST_CASE("resume refuses poisoned checkpoints with a clear error", "[checkpoint][errors][hardening]") {
   const std::string good = temp_path("poison_source.safetensors"), bad = temp_path("poisoned.safetensors");
   tools::TrainConfig c = quick_config();
-  c.precision = "fp16";
+  c.precision.mode = tools::Precision::Fp16;
   c.max_steps = 2;
-  c.save = good;
+  c.checkpoint.save = good;
   std::FILE* sink = std::fopen("/dev/null", "w");
   tools::train(c, sink);
   const SafetensorsFile f = load_safetensors(good);
   auto resume_from = [&](std::map<std::string, Tensor> tensors, std::map<std::string, std::string> metadata) {
     save_safetensors(bad, tensors, metadata);
     tools::TrainConfig r = quick_config();
-    r.precision = "fp16";
+    r.precision.mode = tools::Precision::Fp16;
     r.max_steps = 3;
-    r.resume = bad;
+    r.checkpoint.resume = bad;
     return tools::train(r, sink);
   };
   auto with_tensor = [&](const std::string& name, const Tensor& value) {
@@ -530,15 +531,15 @@ TEST_CASE("resume refuses poisoned checkpoints with a clear error", "[checkpoint
 TEST_CASE("train refuses flags that would make the run do nothing or fail late", "[errors][hardening]") {
   std::FILE* sink = std::fopen("/dev/null", "w");
   tools::TrainConfig c = quick_config();
-  c.train_limit = 256;
+  c.data.train_limit = 256;
   c.batch = 128;
-  c.grad_accum = 3;  // 2 batches per epoch
+  c.optim.grad_accum = 3;  // 2 batches per epoch
   CHECK_THROWS_WITH(tools::train(c, sink), Contains("--grad-accum 3") && Contains("no optimizer step"));
   c = quick_config();
-  c.clip = NAN;
+  c.optim.clip = NAN;
   CHECK_THROWS_WITH(tools::train(c, sink), Contains("--clip"));
   c = quick_config();
-  c.save = temp_path("no_such_folder/ckpt.safetensors");
+  c.checkpoint.save = temp_path("no_such_folder/ckpt.safetensors");
   CHECK_THROWS_WITH(tools::train(c, sink), Contains("does not exist") && Contains("before training"));
   std::fclose(sink);
 }

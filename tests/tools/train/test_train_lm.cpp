@@ -25,12 +25,12 @@ std::string temp_path(const std::string& name) {
 tools::TrainConfig synthetic_lm_config() {
   tools::TrainConfig c;
   c.model = "gpt-tiny";
-  c.dataset = "synthetic-tokens";
-  c.precision = "fp32";
-  c.progress = false;
-  c.train_limit = 64;
-  c.test_limit = 16;
-  c.context = 16;
+  c.data.dataset = "synthetic-tokens";
+  c.precision.mode = tools::Precision::Fp32;
+  c.report.progress = false;
+  c.data.train_limit = 64;
+  c.data.test_limit = 16;
+  c.data.context = 16;
   c.batch = 8;
   c.epochs = 1;
   return c;
@@ -86,15 +86,15 @@ TEST_CASE("gpt-tiny learns Brown's bytes in fp32, bf16 and fp16", "[e2e][lm][slo
     INFO(precision);
     tools::TrainConfig c;
     c.model = "gpt-tiny";
-    c.dataset = "brown";
-    c.precision = precision;
-    c.progress = false;
+    c.data.dataset = "brown";
+    c.precision.mode = tools::parse_precision(precision);
+    c.report.progress = false;
     c.max_steps = 200;
     c.batch = 32;
-    c.lr = 3e-3;
-    c.warmup = 20;
-    c.schedule = "constant";
-    c.test_limit = 200;
+    c.optim.lr = 3e-3;
+    c.optim.warmup = 20;
+    c.optim.schedule = tools::ScheduleKind::Constant;
+    c.data.test_limit = 200;
     Sink sink;
     const tools::TrainSummary s = tools::train(c, sink.file);
     WARN(precision << ": validation loss " << s.validation_loss << " nats/byte after " << s.steps << " steps, "
@@ -112,11 +112,11 @@ TEST_CASE("gpt-tiny learns Brown's bytes in fp32, bf16 and fp16", "[e2e][lm][slo
 // training loss that does not fall on a learnable stream.
 TEST_CASE("a language-model run evaluates every N steps and learns the synthetic chain", "[e2e][lm]") {
   tools::TrainConfig c = synthetic_lm_config();
-  c.train_limit = 256;
+  c.data.train_limit = 256;
   c.batch = 16;  // 16 steps per epoch
   c.epochs = 6;
-  c.eval_every = 5;
-  c.lr = 1e-2;
+  c.report.eval_every = 5;
+  c.optim.lr = 1e-2;
   Sink sink;
   const tools::TrainSummary s = tools::train(c, sink.file);
   CHECK(s.steps == 96);
@@ -139,18 +139,18 @@ TEST_CASE("a resumed language-model run continues bit-identically; eval scores i
   const auto full = tools::train(straight, sink.file);
   tools::TrainConfig first = straight;
   first.max_steps = 11;  // mid-epoch: 8 steps per epoch
-  first.save = ckpt;
+  first.checkpoint.save = ckpt;
   tools::train(first, sink.file);
   tools::TrainConfig second = straight;
-  second.resume = ckpt;
+  second.checkpoint.resume = ckpt;
   const auto resumed = tools::train(second, sink.file);
   REQUIRE(resumed.losses.size() == full.losses.size() - 11);
   CHECK(std::vector<double>(full.losses.begin() + 11, full.losses.end()) == resumed.losses);
   CHECK(resumed.validation_loss == full.validation_loss);
 
   tools::TrainConfig saved = straight;
-  saved.save = ckpt;
-  saved.test_limit = 0;  // the whole held-out split, as `mixtape eval` scores it
+  saved.checkpoint.save = ckpt;
+  saved.data.test_limit = 0;  // the whole held-out split, as `mixtape eval` scores it
   const auto trained = tools::train(saved, sink.file);
   const tools::EvalResult e = tools::evaluate_checkpoint(ckpt, "", "cpu");
   CHECK(e.language_model);
@@ -166,11 +166,11 @@ TEST_CASE("activation checkpointing in the trainer gives the same losses, bit fo
   for (const char* precision : {"fp32", "bf16"}) {
     INFO(precision);
     tools::TrainConfig c = synthetic_lm_config();
-    c.precision = precision;
+    c.precision.mode = tools::parse_precision(precision);
     c.max_steps = 4;
     Sink sink;
     const auto plain = tools::train(c, sink.file);
-    c.checkpoint_activations = true;
+    c.memory.checkpoint_activations = true;
     const auto recomputed = tools::train(c, sink.file);
     CHECK(recomputed.losses == plain.losses);
     CHECK(recomputed.validation_loss == plain.validation_loss);
@@ -181,12 +181,12 @@ TEST_CASE("activation checkpointing in the trainer gives the same losses, bit fo
 // cut to [B], on the CUDA path (eager and captured in a graph).
 TEST_CASE("gpt-tiny trains on sim, eagerly and from a CUDA graph, with the same losses", "[e2e][lm][sim][graph]") {
   tools::TrainConfig c = synthetic_lm_config();
-  c.device = "sim";
-  c.precision = "bf16";
-  c.train_limit = 8;
-  c.test_limit = 2;
+  c.device = kSIM;
+  c.precision.mode = tools::Precision::Bf16;
+  c.data.train_limit = 8;
+  c.data.test_limit = 2;
   c.batch = 2;
-  c.context = 8;
+  c.data.context = 8;
   c.max_steps = 3;
   Sink sink;
   const auto eager = tools::train(c, sink.file);
@@ -204,21 +204,21 @@ TEST_CASE("gpt-tiny trains on sim, eagerly and from a CUDA graph, with the same 
 TEST_CASE("language-model runs refuse mismatched models, datasets and flags", "[lm][errors]") {
   Sink sink;
   tools::TrainConfig c = synthetic_lm_config();
-  c.dataset = "fashion-mnist";
+  c.data.dataset = "fashion-mnist";
   CHECK_THROWS_WITH(tools::train(c, sink.file), Contains("gpt-tiny is a language model") && Contains("image"));
   c = synthetic_lm_config();
   c.model = "mlp";
   CHECK_THROWS_WITH(tools::train(c, sink.file), Contains("mlp is an image-classification model"));
   c = synthetic_lm_config();
-  c.context = 65;
+  c.data.context = 65;
   CHECK_THROWS_WITH(tools::train(c, sink.file), Contains("--context 65") && Contains("context of 64"));
   c = synthetic_lm_config();
   c.model = "mlp";
-  c.dataset = "synthetic";
-  c.checkpoint_activations = true;
+  c.data.dataset = "synthetic";
+  c.memory.checkpoint_activations = true;
   CHECK_THROWS_WITH(tools::train(c, sink.file), Contains("--checkpoint-activations"));
   c = synthetic_lm_config();
-  c.eval_every = -1;
+  c.report.eval_every = -1;
   CHECK_THROWS_WITH(tools::train(c, sink.file), Contains("--eval-every"));
 }
 
