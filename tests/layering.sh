@@ -39,6 +39,8 @@ probe models tools/data/dataset.h refused
 probe tools_data models/registry.h found
 probe tools_data tools/train/trainer.h refused
 probe tools_train tools/data/dataset.h found
+probe tools_train tools/cli/options.h refused
+probe tools_data tools/cli/options.h refused
 probe cli tools/train/trainer.h found
 [ "$failures" = 0 ] && echo "layering: all probes as expected"
 exit "$failures"
