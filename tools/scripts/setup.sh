@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # Installs what mixtape needs from Debian's packages; does nothing when it is
 # all there already. Used by `make train` and `make test`.
-#   tools/scripts/setup.sh --browser   also Debian's Chromium, for the HTML report's
-#                              browser test (`make test` asks for it)
+#   tools/scripts/setup.sh             everything the tests and CI need
+#   tools/scripts/setup.sh --train     only what `make train` needs: the compiler, the
+#                                      library's dependencies and Fashion-MNIST
+#   tools/scripts/setup.sh --browser   everything, and Debian's Chromium for the HTML
+#                                      report's browser test (`make test` asks for it)
 set -euo pipefail
+profile="${1:-}"
 
+# What building the library and the CLI and training the default model need.
 packages=(cmake ninja-build g++ ccache pkg-config
-          libeigen3-dev catch2 libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
-          libboost-context-dev dataset-fashion-mnist openmpi-bin libopenmpi-dev
-          python3-torch libopenblas0-pthread   # PyTorch 1.13 CPU: the oracle of tests/parity
-          clang libclang-rt-14-dev libomp-dev)  # `make sanitize`: ASan/UBSan and libFuzzer
+          libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
+          libboost-context-dev dataset-fashion-mnist)
+# What the tests and CI need on top.
+if [ "$profile" != "--train" ]; then
+  packages+=(catch2 openmpi-bin libopenmpi-dev   # the test suite; the MPI back end and its 2-rank tests
+             python3-torch libopenblas0-pthread   # PyTorch 1.13 CPU: the oracle of tests/parity
+             clang libclang-rt-14-dev libomp-dev)  # `make sanitize`: ASan/UBSan and libFuzzer
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -49,9 +58,15 @@ install_browser() {
     echo "mixtape setup: could not install chromium; the browser test will be skipped" >&2
 }
 
+# `make train` trains on Fashion-MNIST; the Brown corpus is for the language
+# models (mixtape's error names this script when it is missing).
+fetch_corpora() {
+  [ "$profile" = "--train" ] || fetch_brown
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
-  fetch_brown
-  install_browser "${1:-}"
+  fetch_corpora
+  install_browser "$profile"
   exit 0
 fi
 
@@ -64,5 +79,5 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fetch_brown
-install_browser "${1:-}"
+fetch_corpora
+install_browser "$profile"
