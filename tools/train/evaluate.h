@@ -8,6 +8,7 @@
 
 #include "nn/module.h"
 #include "tools/data/dataset.h"
+#include "tools/train/checkpoint.h"
 #include "tools/train/config.h"
 
 namespace mt::tools {
@@ -41,7 +42,9 @@ struct EvalResult {
 // `mixtape eval`: rebuilds the model named in the checkpoint and evaluates
 // it on the held-out split of the dataset it was trained on (its first
 // `test_limit` samples when that is positive), in the precision it trained in.
+// Weights holding NaN or inf are refused unless `nonfinite` allows them.
 EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_dir, const std::string& device,
-                               int64_t test_limit = 0, bool half = false);
+                               int64_t test_limit = 0, bool half = false,
+                               NonFiniteWeights nonfinite = NonFiniteWeights::Refuse);
 
 }  // namespace mt::tools

@@ -110,7 +110,7 @@ std::vector<int64_t> generate(models::Gpt& model, const std::vector<int64_t>& pr
 }
 
 GenerateResult generate_from_checkpoint(const std::string& path, const std::string& prompt, GenerateOptions options,
-                                        const std::string& device_text) {
+                                        const std::string& device_text, NonFiniteWeights nonfinite) {
   const SafetensorsFile f = load_safetensors(path);
   auto name = f.metadata.find("model");
   auto precision = f.metadata.find("precision");
@@ -121,7 +121,7 @@ GenerateResult generate_from_checkpoint(const std::string& path, const std::stri
            "generate: checkpoint '{}' holds '{}', {} model; generate needs a language model (gpt-tiny, gpt-small, ...)",
            path, name->second, models::task_noun(info.task));
   const Device device = resolve_device(device_text);
-  const std::shared_ptr<nn::Module> module = load_model_checkpoint(f, path, device);
+  const std::shared_ptr<nn::Module> module = load_model_checkpoint(f, path, device, nonfinite);
   auto* gpt = dynamic_cast<models::Gpt*>(module.get());
   MT_CHECK(gpt != nullptr, "generate: '{}' is not a GPT model", name->second);
   options.precision = parse_precision(precision->second);
