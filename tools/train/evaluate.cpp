@@ -54,6 +54,8 @@ EvaluationSums evaluation_sums(nn::Module& model, const data::Dataset& data, Pre
 
 Evaluation evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
                     int64_t targets_per_batch) {
+  // 0 correct of 0 is no accuracy at all, not 0%.
+  MT_CHECK(data.size() > 0, "evaluate: the evaluation set is empty (0 samples): there is nothing to score");
   return evaluation_sums(model, data, precision, device, targets_per_batch).mean();
 }
 
@@ -122,6 +124,8 @@ EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_
   const models::ModelInfo info = models::model_info(c.model);
   std::shared_ptr<nn::Module> model = load_model_checkpoint(f, path, device, nonfinite);
   const Splits splits = load_data(c, info);
+  MT_CHECK(splits.test.size() > 0, "eval: the held-out split of '{}'{} holds 0 samples: there is nothing to evaluate",
+           c.data.dataset, c.data.dir.empty() ? "" : fmt::format(" in '{}'", c.data.dir));
   EvalResult r;
   r.evaluation = evaluate(*model, splits.test, *c.precision.mode, device);
   r.language_model = info.task == models::ModelTask::LanguageModel;

@@ -121,7 +121,7 @@ expect_failure "train: 4 samples: 0 non-finite values \(in 0 samples\), 1 target
   { echo "FAIL: check-data does not name the bad label's sample"; failures=$((failures + 1)); }
 expect_failure "label 12 of sample 2 is not a Fashion-MNIST class.*check-data" train --data "$tmp/idx" --steps 1
 
-# Issue 33: poisoned checkpoints. rewrite SRC DST EDIT... rewrites a
+# Issue 33: poisoned or meaningless inputs. rewrite SRC DST EDIT... rewrites a
 # safetensors file: meta:KEY=VALUE sets a metadata entry, nan:NAME puts a NaN in an f32 tensor, f64:NAME
 # stores an f32 tensor as f64.
 rewrite() {
@@ -170,6 +170,21 @@ expect_failure "^error: .*metadata 'step' = 9223372036854775807 is outside" \
   train --resume "$tmp/c_step.safetensors" --steps 6 --train-limit 1024 --test-limit 200 --no-progress
 expect_failure "^error: .*metadata 'step' = 9223372036854775807 is outside" \
   eval --checkpoint "$tmp/c_step.safetensors" --device cpu --test-limit 20
+# A dataset folder with 4 training images and 0 held-out ones, and one the other way round.
+mkdir "$tmp/no_test" "$tmp/no_train"
+/usr/bin/python3 - "$tmp" <<'PY'
+import gzip, struct, sys
+for folder, sizes in (("no_test", {"train": 4, "t10k": 0}), ("no_train", {"train": 0, "t10k": 4})):
+    for split, n in sizes.items():
+        with gzip.open(f"{sys.argv[1]}/{folder}/{split}-images-idx3-ubyte.gz", "wb") as f:
+            f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(n * 784))
+        with gzip.open(f"{sys.argv[1]}/{folder}/{split}-labels-idx1-ubyte.gz", "wb") as f:
+            f.write(struct.pack(">II", 0x801, n) + bytes(n))
+PY
+expect_failure "^error: eval: the held-out split of 'fashion-mnist' in '.*no_test' holds 0 samples" \
+  eval --checkpoint "$tmp/c.safetensors" --device cpu --data "$tmp/no_test"
+expect_failure "^error: train: the training set is empty: 'fashion-mnist' in '.*no_train' holds 0 training samples" \
+  train --model mlp --steps 1 --data "$tmp/no_train" --no-progress
 
 [ $failures -eq 0 ] && echo "all CLI checks passed"
 exit $failures

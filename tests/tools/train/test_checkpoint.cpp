@@ -272,3 +272,14 @@ TEST_CASE("a checkpoint's step counter beyond its range is refused, naming the f
   CHECK(tools::checkpoint_step(load_safetensors(path), path) == 9007199254740992);
   std::filesystem::remove(path);
 }
+
+// Bug caught: eval on a held-out split of 0 samples printed "test accuracy
+// 0.00%" (0 of 0 is no accuracy at all).
+TEST_CASE("evaluating an empty set is refused, not scored 0%", "[checkpoint][errors][hardening]") {
+  const auto model = models::make_model("mlp");
+  data::Dataset empty;
+  empty.inputs = zeros({0, 784});
+  empty.targets = from_vector(std::vector<int64_t>{}, {0});
+  empty.classes = 10;
+  CHECK_THROWS_WITH(tools::evaluate(*model, empty, tools::Precision::Fp32, kCPU), Contains("evaluation set is empty"));
+}
