@@ -37,6 +37,9 @@ Subcommand add_generate(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--prompt", a->prompt, "the text to continue")->required();
   cmd->add_option("--tokens", a->options.tokens, "new tokens (bytes) to generate")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-tokens", a->options.max_tokens, "refuse --tokens above this cap")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_flag("--allow-nonfinite", a->allow_nonfinite,
                 "load a checkpoint whose weights hold NaN or inf (a post-mortem; refused otherwise)");
   cmd->add_option("--temperature", a->options.temperature, "sampling temperature (0 = greedy)")
@@ -48,10 +51,14 @@ Subcommand add_generate(CLI::App& app) {
   cmd->add_flag("--no-cache", a->no_cache, "re-run the whole window for every token (no key/value cache)");
   auto run = [a](const std::string&) {
     a->options.use_cache = !a->no_cache;
-    const auto r = tools::generate_from_checkpoint(
-        a->checkpoint, a->prompt, a->options, a->device,
+    // Each byte is written and flushed as it is made: a long generation shows its text as it goes.
+    auto stream = [](std::string_view text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    };
+    tools::generate_from_checkpoint(
+        a->checkpoint, a->prompt, a->options, a->device, stream,
         a->allow_nonfinite ? tools::NonFiniteWeights::Allow : tools::NonFiniteWeights::Refuse);
-    std::fwrite(r.text.data(), 1, r.text.size(), stdout);
     std::fputc('\n', stdout);
     return 0;
   };

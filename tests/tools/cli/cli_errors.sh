@@ -121,7 +121,7 @@ expect_failure "train: 4 samples: 0 non-finite values \(in 0 samples\), 1 target
   { echo "FAIL: check-data does not name the bad label's sample"; failures=$((failures + 1)); }
 expect_failure "label 12 of sample 2 is not a Fashion-MNIST class.*check-data" train --data "$tmp/idx" --steps 1
 
-# Issue 33: poisoned or meaningless inputs. rewrite SRC DST EDIT... rewrites a
+# Issue 33: poisoned or meaningless inputs, unbounded generation. rewrite SRC DST EDIT... rewrites a
 # safetensors file: meta:KEY=VALUE sets a metadata entry, nan:NAME puts a NaN in an f32 tensor, f64:NAME
 # stores an f32 tensor as f64.
 rewrite() {
@@ -152,6 +152,8 @@ text += b" " * (-(8 + len(text)) % 8)
 open(dst, "wb").write(struct.pack("<Q", len(text)) + text + body)
 PY
 }
+expect_failure "^error: generate: --tokens 1000000000 is above the cap --max-tokens 100000" \
+  generate --checkpoint "$tmp/g.safetensors" --prompt "The jury" --tokens 1000000000
 rewrite "$tmp/g.safetensors" "$tmp/g_nan.safetensors" nan:wte.weight
 expect_failure "^error: .*'wte.weight' holds non-finite values.*--allow-nonfinite" \
   generate --checkpoint "$tmp/g_nan.safetensors" --prompt "The jury" --tokens 2

@@ -223,7 +223,7 @@ TEST_CASE("eval and generate refuse a checkpoint with non-finite weights, naming
   CHECK(std::isnan(model->state_dict().at("fc1.weight").to_vector()[256 * 784 / 2]));
   tools::GenerateOptions one;
   one.tokens = 1;
-  CHECK_NOTHROW(tools::generate_from_checkpoint(gpt, "The jury", one, "cpu", tools::NonFiniteWeights::Allow));
+  CHECK_NOTHROW(tools::generate_from_checkpoint(gpt, "The jury", one, "cpu", {}, tools::NonFiniteWeights::Allow));
   std::filesystem::remove(mlp);
   std::filesystem::remove(gpt);
 }
