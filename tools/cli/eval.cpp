@@ -13,11 +13,13 @@ namespace {
 struct EvalArgs {
   std::string checkpoint, device = "auto", data;
   int64_t limit = 0;
-  bool half = false;
+  bool half = false, allow_nonfinite = false;
 };
 
 int run_eval(const EvalArgs& a) {
-  const auto r = tools::evaluate_checkpoint(a.checkpoint, a.data, a.device, a.limit, a.half);
+  const auto r =
+      tools::evaluate_checkpoint(a.checkpoint, a.data, a.device, a.limit, a.half,
+                                 a.allow_nonfinite ? tools::NonFiniteWeights::Allow : tools::NonFiniteWeights::Refuse);
   if (r.language_model) {
     std::printf("%s (%s, step %lld): validation loss %.4f nats/token (perplexity %.2f) on %s\n", r.model.c_str(),
                 r.precision.c_str(), static_cast<long long>(r.step), r.evaluation.loss, r.evaluation.perplexity(),
@@ -53,6 +55,8 @@ Subcommand add_eval(CLI::App& app) {
   cmd->add_flag("--half", a->half,
                 "also evaluate the model converted to f16 (GPU, sim) or bf16 (CPU) weights, norms kept in f32, "
                 "beside the f32 weights under the same autocast");
+  cmd->add_flag("--allow-nonfinite", a->allow_nonfinite,
+                "load a checkpoint whose weights hold NaN or inf (a post-mortem; refused otherwise)");
   return {cmd, [a](const std::string&) { return run_eval(*a); }};
 }
 

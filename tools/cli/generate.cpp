@@ -14,7 +14,7 @@ namespace {
 struct GenerateArgs {
   std::string checkpoint, prompt, device = "auto";
   tools::GenerateOptions options;
-  bool no_cache = false;
+  bool no_cache = false, allow_nonfinite = false;
 };
 
 // "gpt-tiny, gpt-small, ...": the registry's language models.
@@ -37,6 +37,11 @@ Subcommand add_generate(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--prompt", a->prompt, "the text to continue")->required();
   cmd->add_option("--tokens", a->options.tokens, "new tokens (bytes) to generate")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-tokens", a->options.max_tokens, "refuse --tokens above this cap")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_flag("--allow-nonfinite", a->allow_nonfinite,
+                "load a checkpoint whose weights hold NaN or inf (a post-mortem; refused otherwise)");
   cmd->add_option("--temperature", a->options.temperature, "sampling temperature (0 = greedy)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-k", a->options.top_k, "sample among the k most likely tokens only (0 = all)")
@@ -46,8 +51,14 @@ Subcommand add_generate(CLI::App& app) {
   cmd->add_flag("--no-cache", a->no_cache, "re-run the whole window for every token (no key/value cache)");
   auto run = [a](const std::string&) {
     a->options.use_cache = !a->no_cache;
-    const auto r = tools::generate_from_checkpoint(a->checkpoint, a->prompt, a->options, a->device);
-    std::fwrite(r.text.data(), 1, r.text.size(), stdout);
+    // Each byte is written and flushed as it is made: a long generation shows its text as it goes.
+    auto stream = [](std::string_view text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    };
+    tools::generate_from_checkpoint(
+        a->checkpoint, a->prompt, a->options, a->device, stream,
+        a->allow_nonfinite ? tools::NonFiniteWeights::Allow : tools::NonFiniteWeights::Refuse);
     std::fputc('\n', stdout);
     return 0;
   };

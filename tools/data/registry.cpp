@@ -1,5 +1,6 @@
 #include "tools/data/registry.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "autograd/ops.h"
@@ -46,9 +47,18 @@ Splits fashion_mnist_splits(const DataRequest& r) {
   return {limit(f.train, r.train_limit), limit(f.test, r.test_limit)};
 }
 
+// How many samples of a generated set of `size` a limit keeps: a limit
+// only ever shrinks a set (--train-limit 100000000 on a generated set once
+// made that many samples, 15 GB of them, instead of limiting).
+int64_t limited_size(int64_t size, int64_t limit) { return limit > 0 ? std::min(limit, size) : size; }
+
+// The generated sets' sizes, as a file-backed set has its own.
+constexpr int64_t kSyntheticImages = 4096, kSyntheticHeldOutImages = 1024;
+constexpr int64_t kSyntheticWindows = 2048, kSyntheticHeldOutWindows = 256;
+
 Splits synthetic_image_splits(const DataRequest& r) {
-  return {synthetic_images(r.train_limit > 0 ? r.train_limit : 4096, 10, 28, 28, 1),
-          synthetic_images(r.test_limit > 0 ? r.test_limit : 1024, 10, 28, 28, 2)};
+  return {synthetic_images(limited_size(kSyntheticImages, r.train_limit), 10, 28, 28, 1),
+          synthetic_images(limited_size(kSyntheticHeldOutImages, r.test_limit), 10, 28, 28, 2)};
 }
 
 Splits brown_splits(const DataRequest& r) {
@@ -59,8 +69,9 @@ Splits brown_splits(const DataRequest& r) {
 }
 
 Splits synthetic_token_splits(const DataRequest& r) {
-  return {synthetic_tokens(r.train_limit > 0 ? r.train_limit : 2048, r.window, r.model.vocab, 1),
-          synthetic_tokens(r.test_limit > 0 ? r.test_limit : 256, r.window, r.model.vocab, 1, /*stream=*/1)};
+  return {synthetic_tokens(limited_size(kSyntheticWindows, r.train_limit), r.window, r.model.vocab, 1),
+          synthetic_tokens(limited_size(kSyntheticHeldOutWindows, r.test_limit), r.window, r.model.vocab, 1,
+                           /*stream=*/1)};
 }
 
 Splits brown_genre_splits(const DataRequest& r) {

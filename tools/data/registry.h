@@ -29,8 +29,9 @@ struct DataRequest {
   std::string dir;          // --data: the dataset's directory ("" = its default place)
   models::ModelInfo model;  // the model that reads it (text: its vocabulary)
   int64_t window = 0;       // text: tokens per window or passage
-  int64_t train_limit = 0;  // at most this many training samples (0 = all; generated sets: their default size)
-  int64_t test_limit = 0;   // the same for the held-out split
+  int64_t train_limit = 0;  // at most this many training samples (0 = all; never more than the set holds,
+                            // generated sets: 4096 images, 2048 token windows)
+  int64_t test_limit = 0;   // the same for the held-out split (generated: 1024 images, 256 windows)
   LabelCheck labels = LabelCheck::Refuse;
 };
 

@@ -16,6 +16,12 @@ namespace mt::tools {
 
 namespace {
 
+// The most optimizer steps a checkpoint may record: the metrics log carries
+// steps as JSON numbers (doubles, exact to 2^53), and a run resumed from it
+// adds its steps without overflowing int64 (INT64_MAX resumed and printed
+// "-9223372036854775788 steps").
+constexpr int64_t kMaxCheckpointStep = int64_t{1} << 53;
+
 // A whole decimal integer within [low, high]: "12abc", "", "1e3" and
 // out-of-range values are refused, never read leniently.
 template <typename Int = int64_t>
@@ -45,9 +51,11 @@ bool all_finite_and_at_least(const T* values, int64_t n, double low) {
   return true;
 }
 
-void check_checkpoint_values(const SafetensorsFile& f, const std::string& path) {
+// `refusal` says what is refused and how to overrule it, if one can.
+void check_checkpoint_values(const std::map<std::string, Tensor>& tensors, const std::string& path,
+                             const std::string& refusal) {
   NoGradGuard no_grad;
-  for (const auto& [name, t] : f.tensors) {
+  for (const auto& [name, t] : tensors) {
     if (!is_floating(t.dtype()) || t.numel() == 0) continue;
     const bool second_moment = name.size() >= 10 && name.compare(name.size() - 10, 10, "exp_avg_sq") == 0;
     const double low = second_moment ? 0.0 : -std::numeric_limits<double>::infinity();
@@ -55,8 +63,24 @@ void check_checkpoint_values(const SafetensorsFile& f, const std::string& path) 
     const Tensor values = t.dtype() == kF64 ? t.contiguous() : t.to(kF32).contiguous();
     const bool ok = values.dtype() == kF64 ? all_finite_and_at_least(values.data<double>(), values.numel(), low)
                                            : all_finite_and_at_least(values.data<float>(), values.numel(), low);
-    MT_CHECK(ok, "checkpoint '{}': '{}' holds {}; refusing to resume from it", path, name,
-             second_moment ? "non-finite or negative second moments" : "non-finite values (NaN or inf)");
+    MT_CHECK(ok, "checkpoint '{}': '{}' holds {}; {}", path, name,
+             second_moment ? "non-finite or negative second moments" : "non-finite values (NaN or inf)", refusal);
+  }
+}
+
+// The dtype rule, one for --resume, eval and generate: a checkpoint's
+// tensors must be stored in the dtype the model keeps them in, and are
+// refused otherwise, naming the tensor -- never cast. (PyTorch's
+// load_state_dict copies an f64 tensor into an f32 parameter; a cast here
+// would hide a file from another setting or tool, and a resumed run would
+// continue from other numbers than it saved.)
+void check_stored_dtypes(const std::map<std::string, Tensor>& stored, const nn::Module& model, const std::string& path,
+                         const std::string& hint) {
+  for (const auto& [name, t] : model.state_dict()) {
+    auto at = stored.find(name);
+    MT_CHECK(at == stored.end() || at->second.dtype() == t.dtype(),
+             "checkpoint '{}': '{}' is stored as {} but the model keeps it in {} ({})", path, name, at->second.dtype(),
+             t.dtype(), hint);
   }
 }
 
@@ -108,17 +132,9 @@ CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c
   MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no model name in its metadata (not a mixtape checkpoint?)",
            path);
   MT_CHECK(it->second == c.model, "checkpoint '{}' holds a '{}' model but --model is '{}'", path, it->second, c.model);
-  check_checkpoint_values(f, path);
-  // load_state_dict would convert a tensor of another dtype silently, and the
-  // run would then continue from different numbers than it saved.
+  check_checkpoint_values(f.tensors, path, "refusing to resume from it");
   const auto stored = model_tensors(f);
-  for (const auto& [name, t] : model.state_dict()) {
-    auto at = stored.find(name);
-    MT_CHECK(at == stored.end() || at->second.dtype() == t.dtype(),
-             "checkpoint '{}': '{}' is stored as {} but this run keeps it in {} (a checkpoint of another --precision "
-             "or --master-weights setting?)",
-             path, name, at->second.dtype(), t.dtype());
-  }
+  check_stored_dtypes(stored, model, path, "a checkpoint of another --precision or --master-weights setting?");
   try {
     model.load_state_dict(stored);
     load_optimizer(with_prefix(f, "optimizer.", true));
@@ -130,7 +146,7 @@ CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c
       {metadata_int<uint64_t>(f, "rng_seed", path), metadata_int<uint64_t>(f, "rng_offset", path)});
   const CheckpointPosition pos{metadata_int(f, "epoch", path, int64_t{0}, c.epochs),
                                metadata_int(f, "batch_in_epoch", path, int64_t{0}, batches),
-                               metadata_int(f, "step", path, int64_t{0})};
+                               metadata_int(f, "step", path, int64_t{0}, kMaxCheckpointStep)};
   sched.set_step(metadata_int(f, "scheduler_step", path, int64_t{0}, pos.step));
   // The position counts this world's batches per rank: another world size
   // would resume at another sample.
@@ -152,9 +168,39 @@ std::string metadata_text(const SafetensorsFile& f, const std::string& key, cons
   return it->second;
 }
 
+// The run configuration a checkpoint records: an empty object for older
+// checkpoints without one.
+nlohmann::json recorded_config(const SafetensorsFile& f, const std::string& path) {
+  auto it = f.metadata.find("config");
+  if (it == f.metadata.end()) return nlohmann::json::object();
+  nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  MT_CHECK(j.is_object(), "checkpoint '{}': its 'config' metadata is not a JSON object", path);
+  return j;
+}
+
+// The dtype a checkpoint keeps its parameters in: f32, or under
+// --master-weights the run's f16/bf16 (its norm layers in f32), as its
+// recorded configuration says; a checkpoint without that record, by its
+// first f16/bf16 parameter.
+DType stored_parameter_dtype(const SafetensorsFile& f, const std::map<std::string, Tensor>& state,
+                             const nn::Module& model, const std::string& path) {
+  if (recorded_config(f, path).contains("master_weights")) {
+    const TrainConfig c = checkpoint_config(f, path);
+    const bool low = c.precision.master_weights && c.precision.mode && *c.precision.mode != Precision::Fp32;
+    return low ? low_precision_dtype(*c.precision.mode) : kF32;
+  }
+  for (const auto& [param_name, p] : model.named_parameters()) {
+    auto it = state.find(param_name);
+    if (it != state.end() && (it->second.dtype() == kF16 || it->second.dtype() == kBF16)) return it->second.dtype();
+  }
+  return kF32;
+}
+
 // The model a checkpoint names, in the dtype its parameters were stored in
-// (a master-weight run stores f16/bf16 parameters).
-std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::string& path, Device device) {
+// (a master-weight run stores f16/bf16 parameters), its weights checked finite
+// unless `nonfinite` allows them.
+std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::string& path, Device device,
+                                       NonFiniteWeights nonfinite) {
   const std::string name = metadata_text(f, "model", path);
   const auto state = model_tensors(f);
   // A text classifier has as many outputs as its dataset had classes: read them off its head.
@@ -166,12 +212,15 @@ std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::stri
     classes = head->second.size(0);
   }
   std::shared_ptr<nn::Module> model = models::make_model(name, classes);
-  for (const auto& [param_name, p] : model->named_parameters()) {
-    auto it = state.find(param_name);
-    if (it != state.end() && it->second.dtype() != p.dtype()) {
-      model->to(it->second.dtype());
-      break;
-    }
+  const DType dtype = stored_parameter_dtype(f, state, *model, path);
+  if (dtype != kF32) model->to(dtype, /*keep_norms_fp32=*/true);
+  check_stored_dtypes(state, *model, path,
+                      dtype == kF32 ? "a mixtape model keeps its parameters in f32"
+                                    : fmt::format("a --master-weights model keeps its parameters in {}, its norm "
+                                                  "layers in f32",
+                                                  dtype));
+  if (nonfinite == NonFiniteWeights::Refuse) {
+    check_checkpoint_values(state, path, "refusing to load it (--allow-nonfinite loads it anyway, for a post-mortem)");
   }
   try {
     model->load_state_dict(state);
@@ -188,30 +237,30 @@ TrainConfig checkpoint_config(const SafetensorsFile& f, const std::string& path)
   TrainConfig c;
   c.model = metadata_text(f, "model", path);
   c.precision.mode = parse_precision_choice(metadata_text(f, "precision", path));
-  auto it = f.metadata.find("config");
-  if (it == f.metadata.end()) return c;
-  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-  MT_CHECK(j.is_object(), "checkpoint '{}': its 'config' metadata is not a JSON object", path);
+  const nlohmann::json j = recorded_config(f, path);
   auto read = [&](const char* key, auto& field) {
     using Field = std::decay_t<decltype(field)>;
     if (!j.contains(key)) return;
     const nlohmann::json& v = j[key];
-    const bool fits = std::is_same_v<Field, std::string> ? v.is_string() : v.is_number_integer();
+    const bool fits = std::is_same_v<Field, std::string> ? v.is_string()
+                      : std::is_same_v<Field, bool>      ? v.is_boolean()
+                                                         : v.is_number_integer();
     MT_CHECK(fits, "checkpoint '{}': config '{}' has the wrong type ({})", path, key, v.dump());
     field = v.get<Field>();
   };
   read("dataset", c.data.dataset);
   read("context", c.data.context);
+  read("master_weights", c.precision.master_weights);
   return c;
 }
 
 std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpoint, const std::string& path,
-                                                  Device device) {
-  return model_from(checkpoint, path, device);
+                                                  Device device, NonFiniteWeights nonfinite) {
+  return model_from(checkpoint, path, device, nonfinite);
 }
 
 int64_t checkpoint_step(const SafetensorsFile& checkpoint, const std::string& path) {
-  return metadata_int(checkpoint, "step", path);
+  return metadata_int(checkpoint, "step", path, int64_t{0}, kMaxCheckpointStep);
 }
 
 }  // namespace mt::tools

@@ -37,17 +37,25 @@ void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Mo
 // `batches` batches, refusing (mt::Error naming the file and the field)
 // anything that does not fit: another model, another dtype, non-finite
 // weights or optimizer state, negative second moments, metadata that is not
-// a whole number in range, another world size. The file is another person's
+// a whole number in range (a step above 2^53), another world size. The file is another person's
 // until it has been checked: the fuzzer (tests/fuzz) feeds it garbage.
 using LoadOptimizerState = std::function<void(const optim::StateDict&)>;
 CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches, nn::Module& model,
                                    const LoadOptimizerState& load_optimizer, amp::GradScaler& scaler,
                                    optim::LrScheduler& sched);
 
+// Whether a checkpoint whose weights hold NaN or inf is loaded: refused
+// (mt::Error naming the tensor) unless asked for, for a post-mortem
+// (`eval` and `generate --allow-nonfinite`).
+enum class NonFiniteWeights { Refuse, Allow };
+
 // The model of a checkpoint written by train() (the model named in its
-// metadata, in the stored dtype), on `device`.
+// metadata), on `device`. Its tensors must be stored in the dtype the model
+// keeps them in -- f32, or under --master-weights the run's f16/bf16 with norm
+// layers in f32 -- and are refused otherwise, naming the tensor, the dtype
+// expected and the one found: never cast (the rule --resume follows too).
 std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpoint, const std::string& path,
-                                                  Device device);
+                                                  Device device, NonFiniteWeights nonfinite = NonFiniteWeights::Refuse);
 
 // The run configuration a checkpoint's metadata records (the model,
 // precision, dataset and context; older checkpoints: the defaults), its
@@ -55,7 +63,7 @@ std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpo
 TrainConfig checkpoint_config(const SafetensorsFile& checkpoint, const std::string& path);
 
 // The optimizer steps a checkpoint had done (its "step" metadata, a whole
-// number checked like every other).
+// number in 0..2^53, checked like every other).
 int64_t checkpoint_step(const SafetensorsFile& checkpoint, const std::string& path);
 
 }  // namespace mt::tools

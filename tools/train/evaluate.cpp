@@ -54,6 +54,8 @@ EvaluationSums evaluation_sums(nn::Module& model, const data::Dataset& data, Pre
 
 Evaluation evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
                     int64_t targets_per_batch) {
+  // 0 correct of 0 is no accuracy at all, not 0%.
+  MT_CHECK(data.size() > 0, "evaluate: the evaluation set is empty (0 samples): there is nothing to score");
   return evaluation_sums(model, data, precision, device, targets_per_batch).mean();
 }
 
@@ -112,7 +114,7 @@ void evaluate_and_report(TrainingRun& r, const std::string& when, Reporter& repo
 // ---------------------------------------------------------------- mixtape eval
 
 EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_dir, const std::string& device_text,
-                               int64_t test_limit, bool half) {
+                               int64_t test_limit, bool half, NonFiniteWeights nonfinite) {
   const SafetensorsFile f = load_safetensors(path);
   const Device device = resolve_device(device_text);
   TrainConfig c = resolve_defaults(checkpoint_config(f, path), device);
@@ -120,8 +122,10 @@ EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_
   MT_CHECK(test_limit >= 0, "eval: --test-limit must not be negative, got {}", test_limit);
   c.data.test_limit = test_limit;
   const models::ModelInfo info = models::model_info(c.model);
-  std::shared_ptr<nn::Module> model = load_model_checkpoint(f, path, device);
+  std::shared_ptr<nn::Module> model = load_model_checkpoint(f, path, device, nonfinite);
   const Splits splits = load_data(c, info);
+  MT_CHECK(splits.test.size() > 0, "eval: the held-out split of '{}'{} holds 0 samples: there is nothing to evaluate",
+           c.data.dataset, c.data.dir.empty() ? "" : fmt::format(" in '{}'", c.data.dir));
   EvalResult r;
   r.evaluation = evaluate(*model, splits.test, *c.precision.mode, device);
   r.language_model = info.task == models::ModelTask::LanguageModel;
@@ -133,7 +137,7 @@ EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_
     const Precision low = device.is_cpu() ? Precision::Bf16 : Precision::Fp16;
     r.half = true;
     r.half_dtype = low == Precision::Bf16 ? "bf16" : "fp16";
-    std::shared_ptr<nn::Module> f32_model = load_model_checkpoint(f, path, device);
+    std::shared_ptr<nn::Module> f32_model = load_model_checkpoint(f, path, device, nonfinite);
     f32_model->to(kF32, /*keep_norms_fp32=*/true);  // a master-weights checkpoint stores f16/bf16
     r.autocast_evaluation = evaluate(*f32_model, splits.test, low, device);
     model.reset();

@@ -8,6 +8,7 @@
 
 #include "nn/module.h"
 #include "tools/data/dataset.h"
+#include "tools/train/checkpoint.h"
 #include "tools/train/config.h"
 
 namespace mt::tools {
@@ -18,7 +19,8 @@ struct Evaluation {
   double perplexity() const;
 };
 // `model` on `data` under the given precision (autocast as in training), in
-// batches of about `targets_per_batch` targets.
+// batches of about `targets_per_batch` targets. An empty `data` is an
+// mt::Error (0 of 0 is no accuracy, not 0%).
 Evaluation evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
                     int64_t targets_per_batch = 32768);
 
@@ -41,7 +43,10 @@ struct EvalResult {
 // `mixtape eval`: rebuilds the model named in the checkpoint and evaluates
 // it on the held-out split of the dataset it was trained on (its first
 // `test_limit` samples when that is positive), in the precision it trained in.
+// Weights holding NaN or inf are refused unless `nonfinite` allows them; an
+// empty held-out split is refused.
 EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_dir, const std::string& device,
-                               int64_t test_limit = 0, bool half = false);
+                               int64_t test_limit = 0, bool half = false,
+                               NonFiniteWeights nonfinite = NonFiniteWeights::Refuse);
 
 }  // namespace mt::tools

@@ -76,6 +76,9 @@ std::vector<int64_t> generate(models::Gpt& model, const std::vector<int64_t>& pr
              "generate: prompt token {} ({}) is outside the vocabulary 0..{}", i, prompt[i], config.vocab - 1);
   }
   MT_CHECK(options.tokens >= 0, "generate: the number of tokens must not be negative, got {}", options.tokens);
+  MT_CHECK(options.tokens <= options.max_tokens,
+           "generate: --tokens {} is above the cap --max-tokens {} (raise --max-tokens to generate that many)",
+           options.tokens, options.max_tokens);
   MT_CHECK(options.temperature >= 0 && std::isfinite(options.temperature),
            "generate: the temperature must be finite and not negative, got {}", options.temperature);
   MT_CHECK(options.top_k >= 0, "generate: top-k must not be negative, got {}", options.top_k);
@@ -104,13 +107,15 @@ std::vector<int64_t> generate(models::Gpt& model, const std::vector<int64_t>& pr
           token_tensor(tokens.begin() + static_cast<std::ptrdiff_t>(first_unseen), tokens.end(), device), cache);
     }
     tokens.push_back(sample(last_logits(logits), options, static_cast<uint64_t>(step)));
+    if (options.on_token) options.on_token(tokens.back());
   }
   model.train(was_training);
   return tokens;
 }
 
 GenerateResult generate_from_checkpoint(const std::string& path, const std::string& prompt, GenerateOptions options,
-                                        const std::string& device_text) {
+                                        const std::string& device_text, const TextSink& stream,
+                                        NonFiniteWeights nonfinite) {
   const SafetensorsFile f = load_safetensors(path);
   auto name = f.metadata.find("model");
   auto precision = f.metadata.find("precision");
@@ -121,19 +126,31 @@ GenerateResult generate_from_checkpoint(const std::string& path, const std::stri
            "generate: checkpoint '{}' holds '{}', {} model; generate needs a language model (gpt-tiny, gpt-small, ...)",
            path, name->second, models::task_noun(info.task));
   const Device device = resolve_device(device_text);
-  const std::shared_ptr<nn::Module> module = load_model_checkpoint(f, path, device);
+  const std::shared_ptr<nn::Module> module = load_model_checkpoint(f, path, device, nonfinite);
   auto* gpt = dynamic_cast<models::Gpt*>(module.get());
   MT_CHECK(gpt != nullptr, "generate: '{}' is not a GPT model", name->second);
   options.precision = parse_precision(precision->second);
   std::vector<int64_t> prompt_tokens;
   for (const unsigned char byte : prompt) prompt_tokens.push_back(byte);
-  const std::vector<int64_t> tokens = generate(*gpt, prompt_tokens, options, device);
   GenerateResult r;
   r.model = name->second;
-  for (const int64_t t : tokens) {
-    MT_CHECK(t < data::kByteVocabulary, "generate: '{}' produced token {}, which is not a byte", name->second, t);
+  r.text = prompt;
+  // The prompt goes out with the first new byte (or at the end when there is
+  // none), so a prompt generate() refuses is never streamed.
+  bool prompt_streamed = false;
+  auto stream_prompt = [&] {
+    if (stream && !prompt_streamed) stream(prompt);
+    prompt_streamed = true;
+  };
+  options.on_token = [&](int64_t t) {
+    MT_CHECK(t >= 0 && t < data::kByteVocabulary, "generate: '{}' produced token {}, which is not a byte", name->second,
+             t);
     r.text.push_back(static_cast<char>(t));
-  }
+    stream_prompt();
+    if (stream) stream(std::string_view(&r.text.back(), 1));
+  };
+  generate(*gpt, prompt_tokens, options, device);
+  stream_prompt();
   return r;
 }
 

@@ -48,12 +48,15 @@ std::string mib(double bytes) { return fmt::format("{:.2f} MiB", bytes / (1 << 2
 // An axis tick's label, with as many digits as the ticks' spacing needs
 // (ticks 0.00086, 0.00088, ... must not all read 0.001).
 std::string tick_label(double v, double spacing) {
+  // Ticks wider apart than a double holds (the ends of an axis near +-DBL_MAX).
+  if (!std::isfinite(spacing) || !(spacing > 0)) return fmt::format("{:.6g}", v);
   if (std::fabs(v) < spacing * 1e-6) return "0";
   const double a = std::fabs(v);
   const int digits = std::max(0, -static_cast<int>(std::floor(std::log10(spacing) + 1e-9)));
   if (a >= 1e6 || digits > 4) {
     const int significant = std::max(1, static_cast<int>(std::ceil(std::log10(a) - std::log10(spacing))) + 1);
-    return fmt::format("{:.{}e}", v, std::min(significant, 10) - 1);
+    // Up to the 17 digits a double has: ticks one ulp apart at 1e17 still read apart.
+    return fmt::format("{:.{}e}", v, std::min(significant, 17) - 1);
   }
   return fmt::format("{:.{}f}", v, digits);
 }
@@ -67,18 +70,29 @@ const char* run_color(size_t i, const std::string& label) {
 }
 
 // Ticks at 1, 2 or 5 times a power of ten, about `count` of them over [low, high].
+// Values close together at a large magnitude (1e17 and the next double up)
+// make a step below half an ulp, which `t += step` never gets past: a step
+// that does not advance stops, with the two ends as the ticks, and no axis
+// gets more than kMaxTicks whatever the values.
 std::vector<double> nice_ticks(double low, double high, int count) {
-  const double span = high - low;
-  if (!(span > 0)) return {low};
-  const double raw = span / count, magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  if (!(high > low)) return {low};
+  const std::vector<double> ends = {low, high};
+  // Halved before subtracting: high - low overflows for values near +-DBL_MAX.
+  const double raw = (high / 2 - low / 2) / count * 2, magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   double step = magnitude;
   for (const double m : {1.0, 2.0, 5.0, 10.0}) {
     step = m * magnitude;
     if (step >= raw) break;
   }
+  if (!std::isfinite(step) || !(step > 0)) return ends;
   std::vector<double> ticks;
-  for (double t = std::ceil(low / step) * step; t <= high + step * 1e-9; t += step) ticks.push_back(t);
-  return ticks;
+  for (double t = std::ceil(low / step) * step; t <= high + step * 1e-9;) {
+    ticks.push_back(t);
+    const double next = t + step;
+    if (!(next > t) || ticks.size() > kMaxTicks) return ends;
+    t = next;
+  }
+  return ticks.empty() ? ends : ticks;
 }
 
 // Log-axis ticks (in log10 units) at powers of two, at most about 6 of them:
@@ -98,12 +112,21 @@ struct Axes {
   double x0, x1, y0, y1;
   bool log_y;
   static constexpr double kWidth = 760, kHeight = 300, kLeft = 72, kRight = 150, kTop = 34, kBottom = 44;
-  double px(double x) const { return kLeft + (x - x0) / (x1 - x0) * (kWidth - kLeft - kRight); }
+  // Where v sits between low and high, 0 to 1; halved before subtracting,
+  // since v - low overflows for values near +-DBL_MAX.
+  static double fraction(double v, double low, double high) { return (v / 2 - low / 2) / (high / 2 - low / 2); }
+  double px(double x) const { return kLeft + fraction(x, x0, x1) * (kWidth - kLeft - kRight); }
   double py(double y) const {
     const double v = log_y ? std::log10(y) : y;
-    return kHeight - kBottom - (v - y0) / (y1 - y0) * (kHeight - kTop - kBottom);
+    return kHeight - kBottom - fraction(v, y0, y1) * (kHeight - kTop - kBottom);
   }
 };
+
+// `v` moved by `delta`, kept finite: the padding around values near
+// +-DBL_MAX stops at the largest double instead of drawing at inf (nan pixels).
+double moved_finite(double v, double delta) {
+  return std::clamp(v + delta, std::numeric_limits<double>::lowest(), std::numeric_limits<double>::max());
+}
 
 bool drawable(double y, bool log_y) { return std::isfinite(y) && (!log_y || y > 0); }
 
@@ -130,12 +153,12 @@ std::string line_chart(const std::string& id, const std::string& title, const st
   auto widen = [](double& low, double& high) {
     if (high != low) return;
     const double half = low == 0 ? 0.5 : std::fabs(low) * 0.1;
-    low -= half, high += half;
+    low = moved_finite(low, -half), high = moved_finite(high, half);
   };
   widen(x0, x1);
   widen(y0, y1);
-  const double pad = (y1 - y0) * 0.05;
-  const Axes a{x0, x1, y0 - pad, y1 + pad, log_y};
+  const double pad = (y1 / 2 - y0 / 2) * 0.1;  // 5% of the range, which itself may not fit a double
+  const Axes a{x0, x1, moved_finite(y0, -pad), moved_finite(y1, pad), log_y};
   const double left = Axes::kLeft, right = Axes::kWidth - Axes::kRight, top = Axes::kTop,
                bottom = Axes::kHeight - Axes::kBottom;
   svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff\" stroke=\"#999\"/>", left, top,

@@ -24,6 +24,12 @@ std::string exact(double v);
 std::string mib(double bytes);
 const char* run_color(size_t i, const std::string& label);
 
+// Axis ticks at 1, 2 or 5 times a power of ten, about `count` of them over
+// [low, high]; never more than kMaxTicks, and the two ends when no such step
+// advances at the values' magnitude (1e17 next to 1e17 + 16).
+constexpr size_t kMaxTicks = 50;
+std::vector<double> nice_ticks(double low, double high, int count);
+
 struct Series {
   std::string name;
   const char* color;

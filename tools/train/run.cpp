@@ -125,10 +125,19 @@ void check_config(const TrainingRun& r) {
   MT_CHECK(c.report.eval_every >= 0, "train: --eval-every must not be negative");
 }
 
+// Both splits hold samples: said here, naming the dataset, before the
+// loader (which would only count ranks) or the evaluation (0 of 0) meet them.
+void check_not_empty(const DataOptions& d, const Splits& s) {
+  const std::string where = d.dir.empty() ? "" : fmt::format(" in '{}'", d.dir);
+  MT_CHECK(s.train.size() > 0, "train: the training set is empty: '{}'{} holds 0 training samples", d.dataset, where);
+  MT_CHECK(s.test.size() > 0, "train: the held-out set is empty: '{}'{} holds 0 held-out samples", d.dataset, where);
+}
+
 // The model's description and the dataset's splits.
 void build_data(TrainingRun& r) {
   r.model_info = models::model_info(r.c.model);
   r.splits = load_data(r.c, r.model_info);
+  check_not_empty(r.c.data, r.splits);
   const bool language_model = r.model_info.task == models::ModelTask::LanguageModel;
   r.summary.language_model = language_model;
   if (models::reads_tokens(r.model_info.task)) r.tokens_per_sample = r.splits.train.inputs.size(1);
@@ -174,9 +183,6 @@ void build_loader(TrainingRun& r) {
                                                                              .drop_uneven = c.parallel.drop_uneven});
   r.stager = std::make_unique<BatchStager>(r.device, r.splits.train, c.batch);
   r.metrics = std::make_unique<StepMetrics>(r.device);
-  MT_CHECK(r.splits.train.size() > 0 && r.splits.test.size() > 0,
-           "train: the dataset has {} training and {} held-out samples; both must be non-empty", r.splits.train.size(),
-           r.splits.test.size());
   r.batches = r.loader->batches_per_epoch();
   const int64_t accum = c.optim.grad_accum;
   MT_CHECK(r.batches >= accum,

@@ -121,5 +121,72 @@ expect_failure "train: 4 samples: 0 non-finite values \(in 0 samples\), 1 target
   { echo "FAIL: check-data does not name the bad label's sample"; failures=$((failures + 1)); }
 expect_failure "label 12 of sample 2 is not a Fashion-MNIST class.*check-data" train --data "$tmp/idx" --steps 1
 
+# Issue 33: poisoned or meaningless inputs, unbounded generation. rewrite SRC DST EDIT... rewrites a
+# safetensors file: meta:KEY=VALUE sets a metadata entry, nan:NAME puts a NaN in an f32 tensor, f64:NAME
+# stores an f32 tensor as f64.
+rewrite() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+from array import array
+src, dst, edits = sys.argv[1], sys.argv[2], sys.argv[3:]
+raw = open(src, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+meta = header.pop("__metadata__", {})
+data = {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in header.items()}
+for edit in edits:
+    kind, arg = edit.split(":", 1)
+    if kind == "meta":
+        key, value = arg.split("=", 1)
+        meta[key] = value
+    elif kind == "nan":
+        values = array("f", data[arg]); values[len(values) // 2] = float("nan"); data[arg] = values.tobytes()
+    elif kind == "f64":
+        data[arg] = array("d", array("f", data[arg])).tobytes(); header[arg]["dtype"] = "F64"
+offset, body = 0, b""
+for k in header:
+    header[k]["data_offsets"] = [offset, offset + len(data[k])]
+    body += data[k]; offset += len(data[k])
+text = json.dumps(dict(header, __metadata__=meta)).encode()
+text += b" " * (-(8 + len(text)) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(text)) + text + body)
+PY
+}
+expect_failure "^error: generate: --tokens 1000000000 is above the cap --max-tokens 100000" \
+  generate --checkpoint "$tmp/g.safetensors" --prompt "The jury" --tokens 1000000000
+rewrite "$tmp/g.safetensors" "$tmp/g_nan.safetensors" nan:wte.weight
+expect_failure "^error: .*'wte.weight' holds non-finite values.*--allow-nonfinite" \
+  generate --checkpoint "$tmp/g_nan.safetensors" --prompt "The jury" --tokens 2
+"$mixtape" generate --checkpoint "$tmp/g_nan.safetensors" --prompt "The jury" --tokens 2 --allow-nonfinite \
+  > /dev/null 2>&1 || { echo "FAIL: generate --allow-nonfinite"; failures=$((failures + 1)); }
+rewrite "$tmp/c.safetensors" "$tmp/c_nan.safetensors" nan:fc1.weight
+expect_failure "^error: .*'fc1.weight' holds non-finite values.*--allow-nonfinite" \
+  eval --checkpoint "$tmp/c_nan.safetensors" --device cpu --test-limit 20
+"$mixtape" eval --checkpoint "$tmp/c_nan.safetensors" --device cpu --test-limit 20 --allow-nonfinite \
+  > /dev/null 2>&1 || { echo "FAIL: eval --allow-nonfinite"; failures=$((failures + 1)); }
+rewrite "$tmp/c.safetensors" "$tmp/c_f64.safetensors" f64:fc2.weight
+expect_failure "^error: .*'fc2.weight' is stored as f64 but the model keeps it in f32" \
+  eval --checkpoint "$tmp/c_f64.safetensors" --device cpu --test-limit 20
+rewrite "$tmp/c.safetensors" "$tmp/c_step.safetensors" meta:step=9223372036854775807
+expect_failure "^error: .*metadata 'step' = 9223372036854775807 is outside" \
+  train --resume "$tmp/c_step.safetensors" --steps 6 --train-limit 1024 --test-limit 200 --no-progress
+expect_failure "^error: .*metadata 'step' = 9223372036854775807 is outside" \
+  eval --checkpoint "$tmp/c_step.safetensors" --device cpu --test-limit 20
+# A dataset folder with 4 training images and 0 held-out ones, and one the other way round.
+mkdir "$tmp/no_test" "$tmp/no_train"
+/usr/bin/python3 - "$tmp" <<'PY'
+import gzip, struct, sys
+for folder, sizes in (("no_test", {"train": 4, "t10k": 0}), ("no_train", {"train": 0, "t10k": 4})):
+    for split, n in sizes.items():
+        with gzip.open(f"{sys.argv[1]}/{folder}/{split}-images-idx3-ubyte.gz", "wb") as f:
+            f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(n * 784))
+        with gzip.open(f"{sys.argv[1]}/{folder}/{split}-labels-idx1-ubyte.gz", "wb") as f:
+            f.write(struct.pack(">II", 0x801, n) + bytes(n))
+PY
+expect_failure "^error: eval: the held-out split of 'fashion-mnist' in '.*no_test' holds 0 samples" \
+  eval --checkpoint "$tmp/c.safetensors" --device cpu --data "$tmp/no_test"
+expect_failure "^error: train: the training set is empty: 'fashion-mnist' in '.*no_train' holds 0 training samples" \
+  train --model mlp --steps 1 --data "$tmp/no_train" --no-progress
+
 [ $failures -eq 0 ] && echo "all CLI checks passed"
 exit $failures

@@ -32,3 +32,29 @@ TEST_CASE("dataset registry: the default dataset of each task", "[data][registry
   CHECK(data::default_dataset(models::ModelTask::LanguageModel).name == "brown");
   CHECK(data::default_dataset(models::ModelTask::TextClassification).name == "brown-genre");
 }
+
+// Bug caught: --train-limit 100000000 on a generated set made that many
+// samples (15 GB and climbing) instead of limiting: a limit above a set's
+// size must leave the set as it is, and one below it still cuts it.
+TEST_CASE("a limit above a generated set's size never grows the set", "[data][registry]") {
+  const data::DatasetInfo& images = data::find_dataset("synthetic");
+  const data::Splits whole = images.load({.model = models::model_info("mlp")});
+  CHECK(whole.train.size() == 4096);
+  CHECK(whole.test.size() == 1024);
+  const data::Splits above = images.load({.model = models::model_info("mlp"), .train_limit = 5000, .test_limit = 2000});
+  CHECK(above.train.size() == whole.train.size());
+  CHECK(above.test.size() == whole.test.size());
+  const data::Splits below = images.load({.model = models::model_info("mlp"), .train_limit = 100, .test_limit = 10});
+  CHECK(below.train.size() == 100);
+  CHECK(below.test.size() == 10);
+
+  const data::DatasetInfo& tokens = data::find_dataset("synthetic-tokens");
+  const data::DataRequest text{.model = models::model_info("gpt-tiny"), .window = 16};
+  data::DataRequest above_text = text;
+  above_text.train_limit = 3000;
+  above_text.test_limit = 300;
+  const data::Splits windows = tokens.load(above_text);
+  CHECK(windows.train.size() == tokens.load(text).train.size());
+  CHECK(windows.train.size() == 2048);
+  CHECK(windows.test.size() == 256);
+}

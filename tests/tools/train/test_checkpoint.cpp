@@ -1,4 +1,5 @@
-// safetensors files: round trip, the format's promises, and corrupt input.
+// safetensors files: round trip, the format's promises, and corrupt input; and the
+// checkpoints eval and generate load: poisoned weights, dtypes, counters.
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -6,9 +7,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "core/safetensors.h"
 #include "mixtape.h"
+#include "models/registry.h"
+#include "tools/train/checkpoint.h"
+#include "tools/train/evaluate.h"
+#include "tools/train/generate.h"
 
 using namespace mt;
 using Catch::Contains;
@@ -171,4 +177,109 @@ TEST_CASE("a save removes the temporaries of dead saves and keeps live ones", "[
   CHECK(std::filesystem::exists(unrelated));
   CHECK(load_safetensors(path).tensors.at("v").to_vector() == std::vector<double>{1, 1});
   for (const std::string& p : {path, live, unrelated}) std::filesystem::remove(p);
+}
+
+// ---------------------------------------------------------------- checkpoints eval and generate load
+
+namespace {
+
+// A checkpoint as train() writes it, crafted: a fresh model's tensors
+// (edited by `edit`) and the metadata eval and generate read.
+std::string crafted_checkpoint(const std::string& name, const std::string& model, const std::string& dataset,
+                               const std::function<void(std::map<std::string, Tensor>&)>& edit,
+                               std::map<std::string, std::string> metadata = {}) {
+  std::map<std::string, Tensor> tensors = models::make_model(model)->state_dict();
+  edit(tensors);
+  metadata.insert({{"model", model},
+                   {"precision", "fp32"},
+                   {"step", "3"},
+                   {"config", "{\"dataset\":\"" + dataset + "\",\"master_weights\":false}"}});
+  const std::string path = temp_path(name);
+  save_safetensors(path, tensors, metadata);
+  return path;
+}
+
+void poison(Tensor t) { t.data<float>()[t.numel() / 2] = NAN; }
+
+}  // namespace
+
+// Bug caught: eval and generate loaded weights holding NaN or inf (exit 0;
+// generate printed NUL bytes, eval "test accuracy 10.00%") where --resume
+// refused them. Every command that loads a checkpoint refuses them, naming
+// the tensor, unless asked to load them for a post-mortem.
+TEST_CASE("eval and generate refuse a checkpoint with non-finite weights, naming the tensor",
+          "[checkpoint][errors][hardening]") {
+  const std::string mlp =
+      crafted_checkpoint("nan_mlp.safetensors", "mlp", "synthetic", [](auto& t) { poison(t.at("fc1.weight")); });
+  const std::string gpt = crafted_checkpoint("nan_gpt.safetensors", "gpt-tiny", "synthetic-tokens",
+                                             [](auto& t) { poison(t.at("wte.weight")); });
+  CHECK_THROWS_WITH(tools::evaluate_checkpoint(mlp, "", "cpu", 16),
+                    Contains("'fc1.weight' holds non-finite values") && Contains("--allow-nonfinite"));
+  CHECK_THROWS_WITH(tools::generate_from_checkpoint(gpt, "The jury", {}, "cpu"),
+                    Contains("'wte.weight' holds non-finite values") && Contains("--allow-nonfinite"));
+  // The post-mortem: loaded as it is.
+  const SafetensorsFile f = load_safetensors(mlp);
+  const auto model = tools::load_model_checkpoint(f, mlp, kCPU, tools::NonFiniteWeights::Allow);
+  CHECK(std::isnan(model->state_dict().at("fc1.weight").to_vector()[256 * 784 / 2]));
+  tools::GenerateOptions one;
+  one.tokens = 1;
+  CHECK_NOTHROW(tools::generate_from_checkpoint(gpt, "The jury", one, "cpu", {}, tools::NonFiniteWeights::Allow));
+  std::filesystem::remove(mlp);
+  std::filesystem::remove(gpt);
+}
+
+// Bug caught: an f64 (or f16) parameter in an f32 model was converted into
+// the model and failed later as "linear: input is f32 but weight is f64".
+// The rule: tensors are never cast on load; one of another dtype than the
+// model keeps it in is refused, naming the tensor and both dtypes.
+TEST_CASE("a checkpoint parameter of another dtype is refused at load, naming it and both dtypes",
+          "[checkpoint][errors][hardening]") {
+  for (const DType stored : {kF64, kF16}) {
+    INFO(fmt::format("{}", stored));
+    const std::string path = crafted_checkpoint("dtype.safetensors", "mlp", "synthetic",
+                                                [&](auto& t) { t["fc2.weight"] = t.at("fc2.weight").to(stored); });
+    const SafetensorsFile f = load_safetensors(path);
+    CHECK_THROWS_WITH(tools::load_model_checkpoint(f, path, kCPU),
+                      Contains(fmt::format("'fc2.weight' is stored as {} but the model keeps it in f32", stored)));
+    std::filesystem::remove(path);
+  }
+  // A --master-weights checkpoint: f16 parameters, as it trained, load as they are.
+  const std::string master =
+      crafted_checkpoint("master.safetensors", "mlp", "synthetic",
+                         [](auto& t) {
+                           for (auto& [name, tensor] : t) tensor = tensor.to(kF16);
+                         },
+                         {{"precision", "fp16"}, {"config", "{\"dataset\":\"synthetic\",\"master_weights\":true}"}});
+  const SafetensorsFile m = load_safetensors(master);
+  CHECK(tools::load_model_checkpoint(m, master, kCPU)->state_dict().at("fc1.weight").dtype() == kF16);
+  std::filesystem::remove(master);
+}
+
+// Bug caught: a checkpoint whose step was INT64_MAX resumed and printed
+// "-9223372036854775788 steps". Step counters are checked against their
+// range at load, naming the field.
+TEST_CASE("a checkpoint's step counter beyond its range is refused, naming the field",
+          "[checkpoint][errors][hardening]") {
+  for (const char* step : {"9223372036854775807", "9007199254740993", "-1"}) {
+    INFO(step);
+    const std::string path = crafted_checkpoint("step.safetensors", "mlp", "synthetic", [](auto&) {}, {{"step", step}});
+    CHECK_THROWS_WITH(tools::checkpoint_step(load_safetensors(path), path), Contains("'step'") && Contains("outside"));
+    CHECK_THROWS_WITH(tools::evaluate_checkpoint(path, "", "cpu", 16), Contains("'step'"));
+    std::filesystem::remove(path);
+  }
+  const std::string path =
+      crafted_checkpoint("step.safetensors", "mlp", "synthetic", [](auto&) {}, {{"step", "9007199254740992"}});
+  CHECK(tools::checkpoint_step(load_safetensors(path), path) == 9007199254740992);
+  std::filesystem::remove(path);
+}
+
+// Bug caught: eval on a held-out split of 0 samples printed "test accuracy
+// 0.00%" (0 of 0 is no accuracy at all).
+TEST_CASE("evaluating an empty set is refused, not scored 0%", "[checkpoint][errors][hardening]") {
+  const auto model = models::make_model("mlp");
+  data::Dataset empty;
+  empty.inputs = zeros({0, 784});
+  empty.targets = from_vector(std::vector<int64_t>{}, {0});
+  empty.classes = 10;
+  CHECK_THROWS_WITH(tools::evaluate(*model, empty, tools::Precision::Fp32, kCPU), Contains("evaluation set is empty"));
 }

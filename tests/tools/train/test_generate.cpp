@@ -1,5 +1,6 @@
 // `mixtape generate`: the key/value cache, sampling, the window past the
 // context, and the checks on prompts and checkpoints.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 
@@ -118,4 +119,48 @@ TEST_CASE("generate refuses empty, too long and out-of-vocabulary prompts and ba
   CHECK_THROWS_WITH(tools::generate(*model, {-1}, options, kCPU), Contains("vocabulary"));
   options.temperature = -1;
   CHECK_THROWS_WITH(tools::generate(*model, {1}, options, kCPU), Contains("temperature"));
+}
+
+// Bug caught: generate printed nothing until its last token (a long run
+// showed nothing until it ended or was killed). Each token reaches the
+// caller as soon as it is sampled: the callback zeroes the weights after the
+// first token, and only a generation that is still running sees that -- the
+// later greedy tokens come from all-equal logits (token 0), where tokens
+// handed over at the end would all be the untouched model's.
+TEST_CASE("generate hands each token to the caller as it is made, not at the end", "[generate]") {
+  auto model = f64_gpt_tiny();
+  tools::GenerateOptions options;
+  options.temperature = 0;
+  options.tokens = 6;
+  const std::vector<int64_t> prompt = bytes("The jury");
+  const std::vector<int64_t> untouched = tools::generate(*model, prompt, options, kCPU);
+  REQUIRE(std::count(untouched.begin() + 8, untouched.end(), 0) == 0);  // the model's own tokens are not 0
+
+  std::vector<int64_t> streamed;
+  options.on_token = [&](int64_t token) {
+    streamed.push_back(token);
+    NoGradGuard no_grad;
+    for (const Tensor& p : model->parameters()) fill_(p, 0.0);
+  };
+  const std::vector<int64_t> tokens = tools::generate(*model, prompt, options, kCPU);
+  REQUIRE(streamed.size() == 6);
+  CHECK(std::vector<int64_t>(tokens.begin() + 8, tokens.end()) == streamed);  // every new token, in order
+  CHECK(streamed[0] == untouched[8]);
+  CHECK(std::vector<int64_t>(streamed.begin() + 1, streamed.end()) == std::vector<int64_t>(5, 0));
+}
+
+// Bug caught: --tokens 1000000000 ran until killed. A count above the cap
+// (--max-tokens) is refused before any token is made, naming both.
+TEST_CASE("generate refuses more tokens than the --max-tokens cap", "[generate][errors]") {
+  auto model = f64_gpt_tiny();
+  tools::GenerateOptions options;
+  options.tokens = 1000000000;
+  int64_t made = 0;
+  options.on_token = [&](int64_t) { ++made; };
+  CHECK_THROWS_WITH(tools::generate(*model, bytes("The jury"), options, kCPU),
+                    Contains("--tokens 1000000000") && Contains("--max-tokens 100000"));
+  CHECK(made == 0);
+  options.tokens = 3;
+  options.max_tokens = 3;
+  CHECK(tools::generate(*model, bytes("The jury"), options, kCPU).size() == 11);
 }

@@ -9,6 +9,7 @@
 #include "runtime/error.h"
 #include "tools/data/check.h"
 #include "tools/train/report.h"
+#include "tools/train/report_charts.h"
 #include "tools/train/trainer.h"
 
 using namespace mt;
@@ -183,5 +184,72 @@ TEST_CASE("fields of the wrong type in a log are drawn as unknown, never thrown"
   std::string html;
   REQUIRE_NOTHROW(html = tools::render_report_html(page));
   CHECK_THAT(html, Contains("plot-loss") && Contains("class=\"dtypes\""));
+  std::remove(path.c_str());
+}
+
+namespace {
+
+// The points="..." attributes of the page's polylines and circles' centres.
+std::vector<std::string> drawn_coordinates(const std::string& html) {
+  std::vector<std::string> out;
+  for (const std::string attribute : {"points=\"", "cx=\"", "cy=\"", "x1=\"", "y1=\""}) {
+    for (size_t at = html.find(attribute); at != std::string::npos; at = html.find(attribute, at + 1)) {
+      const size_t begin = at + attribute.size();
+      out.push_back(html.substr(begin, html.find('"', begin) - begin));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// Bug caught: losses 1e17, 1.0000000000000002e17, 1e17 (or steps near 2^60)
+// made a tick step below half an ulp, and `t += step` looped, appending the
+// same tick until memory ran out.
+TEST_CASE("values one ulp apart at a large magnitude give a bounded axis, never an endless tick loop",
+          "[report][errors]") {
+  using tools::report_detail::kMaxTicks;
+  using tools::report_detail::nice_ticks;
+  const double two_to_60 = std::ldexp(1.0, 60);
+  for (const auto& [low, high] : std::vector<std::pair<double, double>>{
+           {1e17, std::nextafter(1e17, INFINITY)}, {two_to_60, two_to_60 + 1024}, {-1e300, 1e300}}) {
+    INFO(low << " .. " << high);
+    const std::vector<double> ticks = nice_ticks(low, high, 5);
+    CHECK(ticks.size() >= 2);
+    CHECK(ticks.size() <= kMaxTicks);
+    for (size_t i = 1; i < ticks.size(); ++i) CHECK(ticks[i] > ticks[i - 1]);
+  }
+  const std::string path = temp_path("close.jsonl");
+  write_text(path, R"({"step":1152921504606846976,"loss":1e17,"lr":0.001}
+{"step":1152921504606847232,"loss":1.0000000000000002e17,"lr":0.001}
+{"step":1152921504606847488,"loss":1e17,"lr":0.001}
+)");
+  tools::ReportPage page;
+  page.runs = {tools::read_metrics_log(path)};
+  const std::string html = tools::render_report_html(page);
+  CHECK_THAT(html, Contains("plot-loss"));
+  CHECK(html.size() < 200000);
+  std::remove(path.c_str());
+}
+
+// Bug caught: the 5% padding around values near +-DBL_MAX overflowed to inf,
+// and every point of the line was drawn at nan.
+TEST_CASE("values near plus and minus DBL_MAX draw finite coordinates, never nan", "[report][errors]") {
+  const std::string path = temp_path("huge.jsonl");
+  write_text(path, R"({"step":1,"loss":1.7976931348623157e308,"lr":1.7976931348623157e308}
+{"step":2,"loss":-1.7976931348623157e308,"lr":1.7976931348623157e308}
+{"step":1.7976931348623157e308,"loss":0,"lr":1.7976931348623157e308}
+)");
+  tools::ReportPage page;
+  page.runs = {tools::read_metrics_log(path)};
+  const std::string html = tools::render_report_html(page);
+  CHECK_THAT(html, Contains("plot-loss") && Contains("<polyline"));
+  const std::vector<std::string> coordinates = drawn_coordinates(html);
+  CHECK(coordinates.size() > 3);
+  for (const std::string& c : coordinates) {
+    INFO(c);
+    CHECK(c.find("nan") == std::string::npos);
+    CHECK(c.find("inf") == std::string::npos);
+  }
   std::remove(path.c_str());
 }

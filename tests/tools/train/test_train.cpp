@@ -500,6 +500,7 @@ TEST_CASE("resume refuses poisoned checkpoints with a clear error", "[checkpoint
   for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{{"batch_in_epoch", "-3"},
                                                                                    {"batch_in_epoch", "100000"},
                                                                                    {"step", "12abc"},
+                                                                                   {"step", "9223372036854775807"},
                                                                                    {"epoch", "-1"},
                                                                                    {"scheduler_step", "-5"},
                                                                                    {"scheduler_step", "999"},
