@@ -14,7 +14,9 @@
 // StepOutcome::skipped(), get_scale(), and the collapse warning's read of the
 // scale every collapse_check_interval updates (0 turns it off). An LR
 // scheduler that must not advance on a skipped step can count on the device
-// instead (LrScheduler::step_unless(outcome.found_inf())).
+// instead (LrScheduler::step_unless(outcome.found_inf())), and so can
+// BatchNorm's running statistics, which an overflowing batch would otherwise
+// poison for good (nn::commit_batch_norm_statistics_unless, nn/layers.h).
 //
 // Per optimizer the scaler moves READY -> UNSCALED -> STEPPED and back to
 // READY at update(); the misuses PyTorch rejects are errors here too.

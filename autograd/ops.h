@@ -18,6 +18,8 @@ namespace mt {
 // ---------------------------------------------------------------- elementwise (ops_elementwise.cpp)
 // Binary ops broadcast and promote dtypes like PyTorch (f16 with bf16 gives f32; a 0-dim
 // operand widens the result only from a lower category: f32[4] + f64[] is f32, i64[4] + f32[] f32).
+// As in PyTorch, a 0-dim tensor operand is cast to that result dtype before the op: f16[4] +
+// f32[] rounds the f32 value to f16 first (the comparisons too). The scalar forms below do not.
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);

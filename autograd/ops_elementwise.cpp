@@ -26,6 +26,24 @@ Tensor run_binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& 
   return out;
 }
 
+// PyTorch casts a 0-dim tensor operand to the op's common dtype before it
+// computes: f16[4] + f32[] rounds the f32 value to f16 first, which can move
+// the result by one f16 ulp from computing in f32 and rounding once. Only a
+// 0-dim operand can be wider than the common dtype (or an integer under a
+// float one); every other operand converts exactly, so is left as it is.
+// Python-scalar forms (add(a, 0.1), eq(a, 0.1)) never come here: mixtape
+// applies a scalar unrounded, in f32 (ops.h).
+Tensor as_common_dtype(const Tensor& t, DType common) {
+  const bool exact = t.dtype() == common || (is_floating(t.dtype()) && promote_types(t.dtype(), common) == common);
+  return t.dim() == 0 && is_floating(common) && !exact ? autograd::cast_to_dtype(t, common) : t;
+}
+
+// The tensor-tensor forms: both operands as PyTorch computes them.
+Tensor run_binary_tensors(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, DType out_dtype) {
+  const DType common = autograd::binary_result_type(a, b);
+  return run_binary(op, name, as_common_dtype(a, common), as_common_dtype(b, common), out_dtype);
+}
+
 DType arithmetic_result_type(BinaryOp op, const Tensor& a, const Tensor& b) {
   const DType t = autograd::binary_result_type(a, b);
   // True division (and pow with a float operand) of integers gives a float, as in PyTorch.
@@ -48,7 +66,7 @@ Tensor binary_differentiable(BinaryOp op, amp::Op policy, const Tensor& a_in, co
                              Rule rule) {
   const autograd::CastInputs in = autograd::autocast_inputs(policy, {a_in, b_in});
   const Tensor &a = in[0], &b = in[1];
-  Tensor out = run_binary(op, in.name(), a, b, arithmetic_result_type(op, a, b));
+  Tensor out = run_binary_tensors(op, in.name(), a, b, arithmetic_result_type(op, a, b));
   if (!autograd::needs_grad({a, b})) return out;
   const bool need_a = autograd::needs_grad({a}), need_b = autograd::needs_grad({b});
   const BinarySaves keep = saves(need_a, need_b);
@@ -65,7 +83,12 @@ Tensor binary_differentiable(BinaryOp op, amp::Op policy, const Tensor& a_in, co
 }
 
 Tensor compare(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
-  return run_binary(op, name, a, b, kBool);
+  return run_binary_tensors(op, name, a, b, kBool);
+}
+
+// A comparison with a Python scalar: the scalar unrounded, in a's compute type.
+Tensor compare_with_scalar(BinaryOp op, const char* name, const Tensor& a, double b) {
+  return run_binary(op, name, a, autograd::scalar_operand(b, a), kBool);
 }
 
 // Unary ops with a fused backward kernel: dx = f'(x, y) * g. Only what the
@@ -266,12 +289,12 @@ Tensor lt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Lt, "lt",
 Tensor le(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Le, "le", a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Gt, "gt", a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Ge, "ge", a, b); }
-Tensor eq(const Tensor& a, double b) { return eq(a, autograd::scalar_operand(b, a)); }
-Tensor ne(const Tensor& a, double b) { return ne(a, autograd::scalar_operand(b, a)); }
-Tensor lt(const Tensor& a, double b) { return lt(a, autograd::scalar_operand(b, a)); }
-Tensor le(const Tensor& a, double b) { return le(a, autograd::scalar_operand(b, a)); }
-Tensor gt(const Tensor& a, double b) { return gt(a, autograd::scalar_operand(b, a)); }
-Tensor ge(const Tensor& a, double b) { return ge(a, autograd::scalar_operand(b, a)); }
+Tensor eq(const Tensor& a, double b) { return compare_with_scalar(BinaryOp::Eq, "eq", a, b); }
+Tensor ne(const Tensor& a, double b) { return compare_with_scalar(BinaryOp::Ne, "ne", a, b); }
+Tensor lt(const Tensor& a, double b) { return compare_with_scalar(BinaryOp::Lt, "lt", a, b); }
+Tensor le(const Tensor& a, double b) { return compare_with_scalar(BinaryOp::Le, "le", a, b); }
+Tensor gt(const Tensor& a, double b) { return compare_with_scalar(BinaryOp::Gt, "gt", a, b); }
+Tensor ge(const Tensor& a, double b) { return compare_with_scalar(BinaryOp::Ge, "ge", a, b); }
 
 Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   MT_CHECK(cond.dtype() == kBool, "where: condition must be a bool tensor, got {}", cond.dtype());

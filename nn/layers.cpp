@@ -2,6 +2,7 @@
 
 #include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
+#include "kernels/batch_norm/batch_norm.h"
 #include "nn/init.h"
 
 namespace mt::nn {
@@ -84,6 +85,11 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   // A checkpointed stage reruns this forward in backward: the running
   // statistics were updated by the first run and must not move again.
   const bool update_statistics = is_training() && !checkpoint_recomputing();
+  if (update_statistics && staging_) {
+    if (staged_batches_ == 0) start_staged_update();
+    ++staged_batches_;  // num_batches_tracked moves at the commit
+    return batch_norm(x, staged_mean_, staged_var_, weight, bias, /*training=*/true, momentum_, eps_);
+  }
   if (update_statistics) {
     NoGradGuard no_grad;
     copy_(num_batches_tracked, add(num_batches_tracked, 1.0));
@@ -91,6 +97,51 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   const bool use_running = !is_training() || update_statistics;
   return batch_norm(x, use_running ? running_mean : Tensor(), use_running ? running_var : Tensor(), weight, bias,
                     is_training(), momentum_, eps_);
+}
+
+void BatchNorm2d::start_staged_update() {
+  // Allocated once and reused (a captured step keeps its addresses); again
+  // only when to() has moved or cast the running buffers since.
+  auto staging_copy = [](Tensor& staged, const Tensor& running) {
+    const bool fits = staged.defined() && staged.sizes() == running.sizes() && staged.dtype() == running.dtype() &&
+                      staged.device() == running.device();
+    if (!fits) staged = empty(running.sizes(), running.dtype(), running.device());
+    copy_(staged, running);
+  };
+  NoGradGuard no_grad;
+  staging_copy(staged_mean_, running_mean);
+  staging_copy(staged_var_, running_var);
+}
+
+void BatchNorm2d::stage_statistics(bool on) {
+  staging_ = on;
+  staged_batches_ = 0;
+}
+
+void BatchNorm2d::commit_statistics_unless(const Tensor& found_inf) {
+  if (staged_batches_ == 0) return;
+  kernels::batch_norm_commit_unless(found_inf, staged_mean_, staged_var_, running_mean, running_var,
+                                    num_batches_tracked, staged_batches_);
+  staged_batches_ = 0;
+}
+
+namespace {
+
+// f on every BatchNorm2d in the tree under (and including) module.
+template <typename Fn>
+void for_each_batch_norm(Module& module, Fn&& f) {
+  if (auto* bn = dynamic_cast<BatchNorm2d*>(&module)) f(*bn);
+  for (const auto& [name, child] : module.children()) for_each_batch_norm(*child, f);
+}
+
+}  // namespace
+
+void stage_batch_norm_statistics(Module& model, bool on) {
+  for_each_batch_norm(model, [on](BatchNorm2d& bn) { bn.stage_statistics(on); });
+}
+
+void commit_batch_norm_statistics_unless(Module& model, const Tensor& found_inf) {
+  for_each_batch_norm(model, [&](BatchNorm2d& bn) { bn.commit_statistics_unless(found_inf); });
 }
 
 Sequential::Sequential(std::vector<std::shared_ptr<Module>> modules) {

@@ -102,6 +102,20 @@ class Conv2d : public Module {
 // FP32" rule says, with f32 parameters and running statistics; f16/bf16
 // activations stay in their dtype), running statistics in eval;
 // num_batches_tracked as in PyTorch.
+//
+// Running statistics that survive a skipped step. Under f16, a batch whose
+// forward overflows puts inf/NaN into its batch statistics; the GradScaler
+// then skips the step, but an immediate update has already written them into
+// running_mean / running_var, for good (PyTorch's issues #90342, #88474).
+// stage_statistics() makes training forwards update staging copies instead,
+// and commit_statistics_unless(found_inf) moves them into the running
+// buffers (and counts num_batches_tracked) only when found_inf is 0. The
+// kernel reads the flag on the device: no host read, nothing for a CUDA graph
+// to trip on. Micro-batches of one step (gradient accumulation) stage on top
+// of each other, so a committed step equals the immediate update bit for bit.
+// Off by default: without it every training forward updates the running
+// statistics at once, as PyTorch does. For a whole model, see
+// stage_batch_norm_statistics below.
 class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t channels, double eps = 1e-5, double momentum = 0.1);
@@ -110,9 +124,41 @@ class BatchNorm2d : public Module {
   std::string name() const override { return "BatchNorm2d"; }
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
+  // Turning staging off drops an update not yet committed.
+  void stage_statistics(bool on = true);
+  bool stages_statistics() const { return staging_; }
+  // Commits what the training forwards since the last commit staged, unless
+  // found_inf (f32, one element: GradScaler's StepOutcome::found_inf()) is
+  // non-zero; an undefined found_inf (a disabled scaler) commits. Either way
+  // the staged update is then spent. Nothing staged: nothing happens.
+  void commit_statistics_unless(const Tensor& found_inf);
+
  private:
+  // The staging copies for this step's first training forward: the running statistics as they are.
+  void start_staged_update();
+
   double eps_, momentum_;
+  bool staging_ = false;
+  int64_t staged_batches_ = 0;  // training forwards staged since the last commit
+  Tensor staged_mean_, staged_var_;
 };
+
+// Every BatchNorm2d in `model` (itself included), for a training loop with a
+// GradScaler:
+//
+//   nn::stage_batch_norm_statistics(model);                  // once
+//   for (...) {                                              // each step
+//     scaler.scale(loss_fn(model.forward(x))).backward();   // forwards stage
+//     const amp::StepOutcome outcome = scaler.step(opt);    // skipped on the device on inf
+//     nn::commit_batch_norm_statistics_unless(model, outcome.found_inf());
+//     scaler.update();
+//   }
+//
+// With several optimizers, pass the flag of the one whose skip should also
+// drop the statistics (or their sum). `mixtape train` does this under
+// --precision fp16 (tools/train/step.cpp).
+void stage_batch_norm_statistics(Module& model, bool on = true);
+void commit_batch_norm_statistics_unless(Module& model, const Tensor& found_inf);
 
 class MaxPool2d : public Module {
  public:

@@ -41,3 +41,13 @@ MT_CUDA_KERNEL_API(void batch_norm_backward(mt::kernels::KernelDType dtype, cons
                                             const void* weight, const void* save_mean, const void* save_invstd,
                                             bool training, void* dx, void* dweight, void* dbias, void* workspace,
                                             int64_t n, int64_t c, int64_t s, mt::kernels::Stream stream))
+// The commit of a staged running-statistics update (nn::BatchNorm2d's
+// stage_statistics): unless *found_inf is non-zero (a skipped step; a null
+// found_inf commits), running_mean/var[c] = staged_mean/var[c] and
+// *num_batches_tracked += batches; a skipped step changes nothing. The flag
+// is read on the device: no host round trip, capturable. Mean/var buffers
+// are acc (f32, f64 when dtype is F64); any pointer may be null.
+MT_CUDA_KERNEL_API(void batch_norm_commit_unless(mt::kernels::KernelDType dtype, const float* found_inf,
+                                                 const void* staged_mean, const void* staged_var, void* running_mean,
+                                                 void* running_var, long long* num_batches_tracked, int64_t batches,
+                                                 int64_t c, mt::kernels::Stream stream))

@@ -90,4 +90,47 @@ inline void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor&
   finish_output(vdb, dbias);
 }
 
+// Commits a staged running-statistics update (nn::BatchNorm2d's
+// stage_statistics): unless found_inf (f32, one element, optional: undefined
+// commits) is non-zero, running_mean / running_var = staged_mean / staged_var
+// and num_batches_tracked (i64, one element, optional) += batches. The flag is
+// read where it lives, by the kernel: no host read of a device value, so the
+// commit is sync-free and can be captured in a CUDA graph.
+inline void batch_norm_commit_unless(const Tensor& found_inf, const Tensor& staged_mean, const Tensor& staged_var,
+                                     const Tensor& running_mean, const Tensor& running_var,
+                                     const Tensor& num_batches_tracked, int64_t batches) {
+  const Tensor& any = running_mean.defined() ? running_mean : running_var;
+  MT_CHECK(any.defined(), "batch_norm_commit_unless: no running statistics to commit");
+  MT_CHECK(!found_inf.defined() || (found_inf.dtype() == kF32 && found_inf.numel() == 1),
+           "batch_norm_commit_unless: found_inf must be one f32 flag (the GradScaler's), got {} {}",
+           found_inf.defined() ? dtype_name(found_inf.dtype()) : "", found_inf.defined() ? found_inf.shape_string() : "");
+  MT_CHECK(!num_batches_tracked.defined() || (num_batches_tracked.dtype() == kI64 && num_batches_tracked.numel() == 1),
+           "batch_norm_commit_unless: num_batches_tracked must be one i64 counter");
+  for (const Tensor* t : {&found_inf, &staged_mean, &staged_var, &running_var, &num_batches_tracked}) {
+    MT_CHECK(!t->defined() || t->device() == any.device(),
+             "batch_norm_commit_unless: every tensor must be on {}, found one on {}", any.device(),
+             t->defined() ? t->device() : any.device());
+  }
+  const Backend backend = backend_for(any.device(), "batch_norm_commit_unless");
+  if (backend == Backend::Cpu) {
+    return cpu::batch_norm_commit_unless(found_inf, staged_mean, staged_var, running_mean, running_var,
+                                         num_batches_tracked, batches);
+  }
+  using namespace device_buffers;
+  const DType acc = accumulator_dtype(any.dtype());
+  const Tensor vflag = contiguous_as(found_inf, kF32);
+  const Tensor sm = contiguous_as(staged_mean, acc), sv = contiguous_as(staged_var, acc);
+  const Tensor rm = inplace_as(running_mean, acc), rv = inplace_as(running_var, acc);
+  const Tensor count = num_batches_tracked.defined() ? num_batches_tracked.contiguous() : Tensor();
+  MT_CHECK(!count.defined() || count.is_same(num_batches_tracked),
+           "batch_norm_commit_unless: num_batches_tracked must be contiguous");
+  MT_DEVICE_CALL(backend, batch_norm_commit_unless, kernel_dtype(acc, "batch_norm_commit_unless"),
+                 static_cast<const float*>(data_or_null(vflag)), data_or_null(sm), data_or_null(sv),
+                 mutable_data_or_null(rm), mutable_data_or_null(rv),
+                 static_cast<long long*>(mutable_data_or_null(count)), batches, any.size(0), launch_stream(any.device()));
+  finish_output(rm, running_mean);
+  finish_output(rv, running_var);
+  if (count.defined()) mark_written(num_batches_tracked);
+}
+
 }  // namespace mt::kernels

@@ -191,4 +191,19 @@ void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight
   }
 }
 
+void batch_norm_commit_unless(const Tensor& found_inf, const Tensor& staged_mean, const Tensor& staged_var,
+                              const Tensor& running_mean, const Tensor& running_var, const Tensor& num_batches_tracked,
+                              int64_t batches) {
+  if (found_inf.defined() && Loaded<float>(found_inf)[0] != 0.0f) return;  // skipped (NaN too): nothing moves
+  auto commit = [](const Tensor& staged, const Tensor& running) {
+    if (running.defined()) store(Loaded<double>(staged).data(), running);  // f64 holds every acc value exactly
+  };
+  commit(staged_mean, running_mean);
+  commit(staged_var, running_var);
+  if (num_batches_tracked.defined()) {
+    *num_batches_tracked.data<int64_t>() += batches;
+    num_batches_tracked.storage()->bump_version();
+  }
+}
+
 }  // namespace mt::kernels::cpu

@@ -27,6 +27,11 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
 void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& save_mean,
                          const Tensor& save_invstd, bool training, const Tensor& dx, const Tensor& dweight,
                          const Tensor& dbias);
+// Unless found_inf (f32 [1], optional) is non-zero: running_mean/var =
+// staged_mean/var and num_batches_tracked (i64 [], optional) += batches.
+void batch_norm_commit_unless(const Tensor& found_inf, const Tensor& staged_mean, const Tensor& staged_var,
+                              const Tensor& running_mean, const Tensor& running_var, const Tensor& num_batches_tracked,
+                              int64_t batches);
 }  // namespace cpu
 
 }  // namespace mt::kernels

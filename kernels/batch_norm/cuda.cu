@@ -1,6 +1,7 @@
 // Batch normalisation over x viewed as [N, C, S] (S = spatial elements), one
 // set of statistics per channel: training forward (batch statistics +
-// running-stat update on the device), eval forward, backward.
+// running-stat update on the device), eval forward, backward, and the commit
+// of a staged running-stat update unless the step was skipped.
 //
 // What: the semantics of kernels/batch_norm/cpu.cpp:
 //   training  mean = E[x], var = E[(x - mean)^2] (biased) normalise;
@@ -10,6 +11,7 @@
 //   backward  dbias = sum(dy), dweight = sum(dy * xhat),
 //             dx = weight * invstd * (dy - mean(dy) - xhat * mean(dy * xhat))
 //             (training), dx = weight * invstd * dy (eval).
+//   commit    unless *found_inf: running = staged, num_batches_tracked += batches
 // Algorithm: per-channel reductions are split across blocks: block
 //   (channel, slice) reduces one slice of the channel's N*S values (256
 //   threads striding, then a warp-shuffle + shared-memory block reduction)
@@ -199,6 +201,21 @@ __global__ void grad_input_kernel(const typename E::Storage* dy, const typename 
   }
 }
 
+// The commit of a staged running-statistics update: a thread per channel,
+// and nothing at all when the step was skipped (*found_inf != 0, NaN too).
+template <typename Acc>
+__global__ void commit_unless_kernel(const float* found_inf, const Acc* staged_mean, const Acc* staged_var,
+                                     Acc* running_mean, Acc* running_var, long long* num_batches_tracked,
+                                     int64_t batches, int64_t channels) {
+  if (found_inf != nullptr && *found_inf != 0.0f) return;
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  for (int64_t c = first; c < channels; c += int64_t(gridDim.x) * blockDim.x) {
+    if (running_mean != nullptr) running_mean[c] = staged_mean[c];
+    if (running_var != nullptr) running_var[c] = staged_var[c];
+  }
+  if (first == 0 && num_batches_tracked != nullptr) *num_batches_tracked += batches;
+}
+
 }  // namespace
 
 void batch_norm_forward(kernels::KernelDType dtype, const void* x, const void* weight, const void* bias,
@@ -262,6 +279,18 @@ void batch_norm_backward(kernels::KernelDType dtype, const void* dy, const void*
     launch("batch_norm_grad_input_kernel", grad_input_kernel<E>, grid_for(n * c * s), dim3(kThreads), 0, stream,
            static_cast<const Storage*>(dy), static_cast<const Storage*>(x), static_cast<const Acc*>(weight), mean,
            invstd, static_cast<const Acc*>(sums), training, static_cast<Storage*>(dx), n, c, s);
+  });
+}
+
+void batch_norm_commit_unless(kernels::KernelDType dtype, const float* found_inf, const void* staged_mean,
+                              const void* staged_var, void* running_mean, void* running_var,
+                              long long* num_batches_tracked, int64_t batches, int64_t c, Stream stream) {
+  element::visit(dtype, [&](auto tag) {
+    using Acc = typename decltype(tag)::Acc;
+    // One block at least: the batch count moves even for a layer of 0 channels.
+    launch("batch_norm_commit_unless_kernel", commit_unless_kernel<Acc>, grid_for(c > 0 ? c : 1), dim3(kThreads), 0,
+           stream, found_inf, static_cast<const Acc*>(staged_mean), static_cast<const Acc*>(staged_var),
+           static_cast<Acc*>(running_mean), static_cast<Acc*>(running_var), num_batches_tracked, batches, c);
   });
 }
 

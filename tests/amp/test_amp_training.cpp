@@ -6,6 +6,7 @@
 
 #include "mixtape.h"
 #include "models/demo_mlp.h"
+#include "nn/layers.h"
 #include "tests/kernels/sim_tensor_util.h"
 
 using namespace mt;
@@ -172,5 +173,52 @@ TEST_CASE("model + optimizer + scaler state round-trips and continues bit-identi
     CHECK(replayed == continued);
     CHECK(scaler2.get_scale() == scaler.get_scale());
     REQUIRE_THROWS_WITH(scaler2.load_state_dict({}), Catch::Contains("missing 'scale'"));
+  }
+}
+
+// Catches (issue 33, PyTorch's #90342 / #88474): an f16 forward that
+// overflows puts inf into BatchNorm's batch statistics; the GradScaler skips
+// the step, but the running statistics had already taken the inf. Staged,
+// they commit only when the scaler's found_inf is 0 (nn/layers.h's recipe).
+TEST_CASE("a step the GradScaler skips for an f16 overflow leaves BatchNorm's running statistics as they were",
+          "[amp][batchnorm]") {
+  for (Device device : {kCPU, kSIM}) {
+    INFO(device.str());
+    nn::Sequential model({std::make_shared<nn::Conv2d>(1, 3, 1), std::make_shared<nn::BatchNorm2d>(3),
+                          std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(12, 2)});
+    model.to(device);
+    const auto& bn = dynamic_cast<const nn::BatchNorm2d&>(*model.children()[1].second);
+    nn::stage_batch_norm_statistics(model);
+    optim::SGD opt(model.parameters(), {.lr = 0.1});
+    GradScaler scaler;
+    const Tensor targets = from_vector(std::vector<int64_t>{0, 1, 1, 0}, {4}, kI64, device);
+    auto step = [&](const Tensor& x) {  // true when the scaler skipped it
+      opt.zero_grad();
+      Tensor loss;
+      {
+        Autocast guard(device, kF16);
+        loss = cross_entropy(model.forward(x.to(device)), targets);
+      }
+      scaler.scale(loss).backward();
+      const amp::StepOutcome outcome = scaler.step(opt);
+      nn::commit_batch_norm_statistics_unless(model, outcome.found_inf());
+      scaler.update();
+      return outcome.skipped();
+    };
+    Generator gen(3);
+    const Tensor x = randn({4, 1, 2, 2}, kF32, kCPU, &gen);
+    std::vector<double> big = x.to_vector();
+    big[0] = 1e5;  // beyond f16's 65504: the convolution's f16 input is inf
+
+    REQUIRE_FALSE(step(x));
+    CHECK(bn.num_batches_tracked.to(kCPU).item<int64_t>() == 1);
+    const std::vector<double> mean = bn.running_mean.to(kCPU).to_vector(), var = bn.running_var.to(kCPU).to_vector();
+    CHECK(step(from_vector(big, {4, 1, 2, 2})));
+    CHECK(bn.running_mean.to(kCPU).to_vector() == mean);
+    CHECK(bn.running_var.to(kCPU).to_vector() == var);
+    CHECK(bn.num_batches_tracked.to(kCPU).item<int64_t>() == 1);
+    CHECK_FALSE(step(x));  // and the next clean step commits again
+    CHECK(bn.num_batches_tracked.to(kCPU).item<int64_t>() == 2);
+    CHECK(bn.running_mean.to(kCPU).to_vector() != mean);
   }
 }

@@ -318,6 +318,33 @@ TEST_CASE("scalar operands are applied in the compute type, not rounded to f16 f
   CHECK(mul(full({1}, 3000.0, kF16), 1e-3).item<double>() == 3.0);
 }
 
+// Catches (issue 33): an f32 0-dim *tensor* operand of an f16 op kept in f32,
+// so f16 0.1 + f32[] 0.05 gave 0.1500244140625 (one rounding) where PyTorch
+// gives 0.14990234375 (0.05 rounded to f16 first). The values are PyTorch
+// 1.13's; the Python-scalar form keeps mixtape's single rounding.
+TEST_CASE("an f32 0-dim tensor operand of an f16 op is rounded to f16 first, as in PyTorch",
+          "[ops][elementwise][promotion]") {
+  for (Device device : {kCPU, kSIM}) {
+    INFO(device.str());
+    const Tensor a = from_vector(std::vector<double>{0.1, 0.15, 0.3, 1.1, 0.05}, {5}, kF16, device);
+    const Tensor b = scalar_tensor(0.05, kF32, device);
+    auto values = [](const Tensor& t) { return t.to(kCPU).to_vector(); };
+    REQUIRE(add(a, b).dtype() == kF16);
+    CHECK(values(add(a, b)) ==
+          std::vector<double>{0.14990234375, 0.199951171875, 0.35009765625, 1.1494140625, 0.0999755859375});
+    CHECK(values(add(b, a))[1] == 0.199951171875);  // either side
+    CHECK(values(mul(a, b))[3] == 0.054962158203125);
+    CHECK(values(div(a, b))[2] == 6.00390625);
+    CHECK(values(eq(a, b)) == std::vector<double>{0, 0, 0, 0, 1});
+    // An integer 0-dim operand too: 2049 is 2048 in f16, and 2048 + 0.5 rounds to 2048.
+    const Tensor half = from_vector(std::vector<double>{0.5}, {1}, kF16, device);
+    CHECK(values(add(half, scalar_tensor(2049, kI64, device)))[0] == 2048.0);
+    // The scalar forms do not round the scalar first.
+    CHECK(values(add(a, 0.05))[0] == 0.1500244140625);
+    CHECK(values(eq(a, 0.05))[4] == 0.0);
+  }
+}
+
 TEST_CASE("comparisons: bool results, broadcasting, scalars, no gradient", "[ops][elementwise]") {
   const Tensor a = f64({1, 2, 3, 4, 5, 6}, {2, 3});
   const Tensor b = f64({2, 2, 4}, {3});

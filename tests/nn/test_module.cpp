@@ -95,6 +95,112 @@ TEST_CASE("train/eval reach every child, BatchNorm uses batch stats in training 
   CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
 }
 
+namespace {
+
+std::vector<double> host_values(const Tensor& t) { return t.to(kCPU).to_vector(); }
+
+// [4, 3, 2, 2] values around 5 (an f16 batch), the same for every device.
+Tensor bn_batch(uint64_t seed, Device device) {
+  Generator gen(seed);
+  return add(mul(randn({4, 3, 2, 2}, kF32, kCPU, &gen), 2.0), 5.0).to(kF16).to(device);
+}
+
+// A batch whose f16 forward overflowed upstream: inf in channel 0, so its
+// batch mean is inf and its variance NaN.
+Tensor overflowed_batch(Device device) {
+  std::vector<double> v(4 * 3 * 2 * 2, 1.0);
+  v[0] = INFINITY;
+  v[5] = 3.0;
+  return from_vector(v, {4, 3, 2, 2}, kF16, device);
+}
+
+void check_same_statistics(const nn::BatchNorm2d& got, const nn::BatchNorm2d& want) {
+  CHECK(host_values(got.running_mean) == host_values(want.running_mean));
+  CHECK(host_values(got.running_var) == host_values(want.running_var));
+  CHECK(got.num_batches_tracked.to(kCPU).item<int64_t>() == want.num_batches_tracked.to(kCPU).item<int64_t>());
+}
+
+}  // namespace
+
+// Catches (issue 33, PyTorch's #90342 / #88474): an f16 batch that overflows
+// writes inf/NaN into the running statistics, and the GradScaler's skip of
+// that step does not take them out again. Staged, the statistics commit only
+// when found_inf is 0; a committed step equals the immediate update exactly.
+TEST_CASE("BatchNorm2d running statistics survive a step skipped for an overflowing batch", "[nn][batchnorm][amp]") {
+  for (Device device : {kCPU, kSIM}) {
+    INFO(device.str());
+    const Tensor clean = zeros({1}, kF32, device), skipped = ones({1}, kF32, device);
+    nn::BatchNorm2d staged(3), immediate(3);
+    staged.to(device);
+    immediate.to(device);
+    staged.stage_statistics();
+    REQUIRE(staged.stages_statistics());
+
+    staged.forward(bn_batch(1, device));  // a clean step commits
+    immediate.forward(bn_batch(1, device));
+    CHECK(host_values(staged.running_mean) == std::vector<double>{0, 0, 0});  // staged, not yet committed
+    staged.commit_statistics_unless(clean);
+    check_same_statistics(staged, immediate);
+    CHECK(staged.num_batches_tracked.to(kCPU).item<int64_t>() == 1);
+
+    const std::vector<double> mean_before = host_values(staged.running_mean);
+    const std::vector<double> var_before = host_values(staged.running_var);
+    staged.forward(overflowed_batch(device));  // the overflowing step, skipped
+    staged.commit_statistics_unless(skipped);
+    CHECK(host_values(staged.running_mean) == mean_before);
+    CHECK(host_values(staged.running_var) == var_before);
+    CHECK(staged.num_batches_tracked.to(kCPU).item<int64_t>() == 1);
+    nn::BatchNorm2d poisoned(3);  // what the immediate update keeps: the case is real
+    poisoned.to(device);
+    poisoned.forward(overflowed_batch(device));
+    CHECK_FALSE(std::isfinite(host_values(poisoned.running_mean)[0]));
+
+    // Two micro-batches (gradient accumulation) stage on top of each other.
+    staged.forward(bn_batch(2, device));
+    staged.forward(bn_batch(3, device));
+    staged.commit_statistics_unless(clean);
+    immediate.forward(bn_batch(2, device));
+    immediate.forward(bn_batch(3, device));
+    check_same_statistics(staged, immediate);
+    // Without a scaler (no flag) the staged update commits.
+    staged.forward(bn_batch(4, device));
+    staged.commit_statistics_unless(Tensor());
+    immediate.forward(bn_batch(4, device));
+    check_same_statistics(staged, immediate);
+    staged.commit_statistics_unless(skipped);  // nothing staged: nothing to do
+    check_same_statistics(staged, immediate);
+  }
+}
+
+// Catches a commit that reads found_inf on the host: a sync per step, which
+// a CUDA graph cannot capture (the sim records launches as a GPU would).
+TEST_CASE("BatchNorm2d commits its staged statistics on the device: capturable, no host read",
+          "[nn][batchnorm][graph]") {
+  nn::BatchNorm2d staged(3), reference(3);
+  staged.to(kSIM);
+  reference.to(kSIM);
+  nn::stage_batch_norm_statistics(staged);
+  const Tensor x = bn_batch(5, kSIM), found_inf = zeros({1}, kF32, kSIM);
+  NoGradGuard no_grad;
+  auto step = [&] {
+    staged.forward(x);
+    nn::commit_batch_norm_statistics_unless(staged, found_inf);
+  };
+  step();  // eager first: the staging buffers exist before the capture
+  reference.forward(x);
+  CudaGraph graph(kSIM);
+  graph.capture(step);
+  check_same_statistics(staged, reference);  // capture ran nothing
+
+  fill_(found_inf, 1.0);
+  graph.replay();
+  check_same_statistics(staged, reference);  // skipped, decided by the replayed kernel
+  fill_(found_inf, 0.0);
+  graph.replay();
+  reference.forward(x);
+  check_same_statistics(staged, reference);
+}
+
 TEST_CASE("half() casts parameters but keeps norm layers in f32", "[nn][precision]") {
   models::Cnn cnn;
   cnn.half();

@@ -10,6 +10,7 @@
 //   ZeRO-1: reduce-scatter the gradients                    device_step
 //   scaler.unscale_(opt); clip_grad_norm_      (--clip)
 //   scaler.step(opt): the update, skipped on the device when found_inf
+//   BatchNorm's staged running statistics committed unless found_inf
 //   scaler.update(): back off or grow the loss scale
 //   scheduler.step_unless(found_inf); zero_grad
 //   queue the read-back of loss, grad norm, skip, scale     finish_step
@@ -32,6 +33,7 @@
 #include "autograd/dtype_report.h"
 #include "autograd/grad_mode.h"
 #include "core/host_sync.h"
+#include "nn/layers.h"
 #include "tools/train/run.h"
 
 namespace mt::tools {
@@ -89,6 +91,8 @@ StepTensors device_step(TrainingRun& r) {
     grad_norm = optim::grad_norm(r.model->parameters(), r.scaler->is_enabled() ? r.scaler->scale_tensor() : Tensor());
   }
   const amp::StepOutcome outcome = r.scaler->step(*r.opt);
+  // fp16: a batch that overflowed must not leave inf in BatchNorm's running statistics.
+  nn::commit_batch_norm_statistics_unless(*r.model, outcome.found_inf());
   Tensor nonfinite;
   if (r.c.debug.explain_skips > 0 && r.scaler->is_enabled()) nonfinite = r.scaler->nonfinite_gradients(*r.opt).flags;
   r.scaler->update();
@@ -183,6 +187,9 @@ void time_step(TrainingRun& r) {
 
 bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& throughput) {
   r.loader->start_epoch(epoch, epoch == r.pos.epoch ? r.pos.batch_in_epoch : 0);
+  // With a loss scaler a step can be skipped; BatchNorm then stages its
+  // running-statistics update and device_step commits it unless skipped.
+  nn::stage_batch_norm_statistics(*r.model, r.scaler->is_enabled());
   r.micro = 0;
   r.accumulated_loss = Tensor();
   // Micro-batches that cannot fill a whole step at the epoch's end are left
