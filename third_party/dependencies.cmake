@@ -52,3 +52,28 @@ if(NOT MT_MPI STREQUAL "OFF")
     message(STATUS "mixtape: no MPI found; distributed runs are a world of one")
   endif()
 endif()
+
+# oneDNN (Debian's libdnnl-dev): the CPU back end of the f32 and bf16 GEMMs
+# (kernels/gemm/onednn.cpp), the library PyTorch's CPU path uses. Optional:
+# without it Eigen runs every product. MT_ONEDNN=AUTO uses it when found.
+# Found by its library and header rather than its CMake package, which
+# drags in OpenCL for oneDNN's GPU runtime that mixtape never uses.
+# Sets MT_HAVE_ONEDNN and, when ON, the imported target mt::dnnl.
+set(MT_ONEDNN "AUTO" CACHE STRING "Build the oneDNN CPU GEMM back end: AUTO (when found), ON or OFF")
+set_property(CACHE MT_ONEDNN PROPERTY STRINGS AUTO ON OFF)
+set(MT_HAVE_ONEDNN OFF)
+if(NOT MT_ONEDNN STREQUAL "OFF")
+  find_library(MT_DNNL_LIBRARY NAMES dnnl)
+  find_path(MT_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
+  if(MT_DNNL_LIBRARY AND MT_DNNL_INCLUDE_DIR)
+    add_library(mt::dnnl UNKNOWN IMPORTED)
+    set_target_properties(mt::dnnl PROPERTIES IMPORTED_LOCATION "${MT_DNNL_LIBRARY}"
+                                              INTERFACE_INCLUDE_DIRECTORIES "${MT_DNNL_INCLUDE_DIR}")
+    set(MT_HAVE_ONEDNN ON)
+    message(STATUS "mixtape: oneDNN (${MT_DNNL_LIBRARY}): f32/bf16 CPU GEMMs run oneDNN")
+  elseif(MT_ONEDNN STREQUAL "ON")
+    message(FATAL_ERROR "MT_ONEDNN=ON but oneDNN was not found (apt install libdnnl-dev)")
+  else()
+    message(STATUS "mixtape: oneDNN not found: CPU GEMMs run Eigen (apt install libdnnl-dev)")
+  endif()
+endif()

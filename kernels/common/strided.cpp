@@ -133,7 +133,7 @@ Loaded<T>::Loaded(const Tensor& t) : size_(t.numel()) {
     ptr_ = static_cast<const T*>(t.data_ptr());
     return;
   }
-  owned_ = std::make_unique_for_overwrite<T[]>(static_cast<size_t>(size_));
+  owned_ = HostScratch<T>(size_);
   visit_dtype(t.dtype(), [&](auto zero) { gather<T, decltype(zero)>(t, owned_.get()); });
   ptr_ = owned_.get();
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/host_scratch.h"
 #include "core/tensor.h"
 #include "kernels/common/tensor_ref.h"
 
@@ -25,7 +26,7 @@ class Loaded {
   const T& operator[](int64_t i) const { return ptr_[i]; }
 
  private:
-  std::unique_ptr<T[]> owned_;  // uninitialised until gathered into
+  HostScratch<T> owned_;  // uninitialised until gathered into
   const T* ptr_ = nullptr;
   int64_t size_ = 0;
 };
@@ -117,13 +118,13 @@ class OutputBuffer {
  public:
   explicit OutputBuffer(const Tensor& out) : out_(out), ptr_(direct_output<T>(out)) {
     if (ptr_ == nullptr) {
-      scratch_ = std::make_unique_for_overwrite<T[]>(static_cast<size_t>(out.numel()));
+      scratch_ = HostScratch<T>(out.numel());
       ptr_ = scratch_.get();
     }
   }
   T* data() { return ptr_; }
   void commit() {
-    if (scratch_ == nullptr) {
+    if (scratch_.empty()) {
       out_.storage()->bump_version();
     } else {
       store(ptr_, out_);
@@ -133,7 +134,7 @@ class OutputBuffer {
  private:
   Tensor out_;
   T* ptr_;
-  std::unique_ptr<T[]> scratch_;  // uninitialised: the kernel writes every element
+  HostScratch<T> scratch_;  // uninitialised: the kernel writes every element
 };
 
 // Wrappers so this header need not include omp.h.

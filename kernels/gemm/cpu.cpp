@@ -1,6 +1,8 @@
-// CPU GEMM through Eigen, parallel over fixed output tiles (below).
+// CPU GEMM: oneDNN for f32 and bf16 where this build has it
+// (kernels/gemm/onednn.cpp, MT_CPU_GEMM), else Eigen, parallel over fixed
+// output tiles (below).
 //
-// f32 and f64 operands are mapped in place when each matrix is plain row- or
+// On the Eigen path, f32 and f64 operands are mapped in place when each matrix is plain row- or
 // column-major (so A^T and B^T from backward cost no copy); anything else,
 // including f16/bf16, is converted to a contiguous f32 buffer first, multiplied
 // with f32 accumulation, and rounded once on store.
@@ -10,8 +12,9 @@
 #include <algorithm>
 #include <optional>
 
-#include "kernels/elementwise/math.h"
 #include "kernels/common/strided.h"
+#include "kernels/gemm/epilogue.h"
+#include "kernels/gemm/onednn.h"
 
 namespace mt::kernels::cpu {
 namespace {
@@ -56,34 +59,6 @@ struct Operand {
     ld = std::max<int64_t>(leading, 1);
   }
 };
-
-// The epilogue's activation with the elementwise ops' formulas.
-template <typename T>
-T activate(GemmActivation activation, T z) {
-  switch (activation) {
-    case GemmActivation::None: return z;
-    case GemmActivation::Relu: return unary_forward<UnaryOp::Relu>(z, T(0), T(0));
-    case GemmActivation::GeluErf: return unary_forward<UnaryOp::GeluErf>(z, T(0), T(0));
-    case GemmActivation::GeluTanh: return unary_forward<UnaryOp::GeluTanh>(z, T(0), T(0));
-  }
-  return z;
-}
-
-// Bias and activation on the unrounded product, as the GPU epilogue does,
-// for the block of rows [r0, r0 + h) and columns [c0, c0 + w) of an m x n
-// (row stride n) output; `pre` (or null) receives the pre-activation.
-// `bias` is in T (null for none).
-template <typename T>
-void apply_epilogue(T* c, T* pre, int64_t n, int64_t r0, int64_t h, int64_t c0, int64_t w, const T* bias,
-                    GemmActivation activation) {
-  for (int64_t r = r0; r < r0 + h; ++r) {
-    for (int64_t j = c0; j < c0 + w; ++j) {
-      const T z = bias == nullptr ? c[r * n + j] : c[r * n + j] + bias[j];
-      if (pre != nullptr) pre[r * n + j] = z;
-      c[r * n + j] = activate(activation, z);
-    }
-  }
-}
 
 // The output is cut into tiles by its shape alone, never by the thread
 // count, and each tile is one single-threaded Eigen product: Eigen's own
@@ -195,7 +170,7 @@ void bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue
            "bmm kernel: shapes {} @ {} -> {} do not line up", a.shape_string(), b.shape_string(), out.shape_string());
   if (out.dtype() == kF64) {
     bmm_typed<double>(a, b, out, epilogue);
-  } else {
+  } else if (!onednn_bmm(a, b, out, epilogue)) {
     bmm_typed<float>(a, b, out, epilogue);
   }
 }

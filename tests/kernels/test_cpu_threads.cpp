@@ -69,6 +69,23 @@ TEST_CASE("CPU batched matmul is bit-identical on 1, 2 and 3 threads", "[kernels
   });
 }
 
+// A transformer's weight gradient: a long reduction (K = tokens) into a
+// small output. A library that splits K over threads when the output is too
+// small to keep them busy (oneDNN may) changes the sum's order, and so its
+// last bits, with the thread count. Also in bf16, oneDNN's other kernels.
+TEST_CASE("CPU GEMM with a long reduction into a small output is bit-identical on 1, 2 and 3 threads",
+          "[kernels][threads]") {
+  for (const DType dtype : {kF32, kBF16}) {
+    INFO(dtype_name(dtype));
+    check_same_on_1_2_and_3_threads([dtype] {
+      Generator gen(12);
+      const Tensor tokens = randn({4096, 64}, kF32, kCPU, &gen).to(dtype);
+      const Tensor grads = randn({4096, 96}, kF32, kCPU, &gen).to(dtype);
+      return std::vector<Tensor>{matmul(tokens.transpose(0, 1), grads).to(kF32)};
+    });
+  }
+}
+
 TEST_CASE("CPU conv2d forward and backward are bit-identical on 1, 2 and 3 threads", "[kernels][threads]") {
   check_same_on_1_2_and_3_threads([] {
     Generator gen(9);

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/allocator.h"
+#include "kernels/common/cpu_backend.h"
 #include "models/registry.h"
 #include "runtime/error.h"
 #include "tools/cli/subcommands.h"
@@ -43,6 +44,7 @@ int run_info(const std::string& data_dir) {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   std::printf("cpu: %ld cores, %.1f GiB memory\n", sysconf(_SC_NPROCESSORS_ONLN),
               static_cast<double>(pages) * static_cast<double>(page) / (1 << 30));
+  std::printf("cpu gemm: %s\n", kernels::cpu_backend_description().c_str());
   print_devices();
   for (const auto& d : data::dataset_list()) {
     if (d.files_status) std::printf("%s: %s\n", d.name.c_str(), d.files_status(data_dir).c_str());

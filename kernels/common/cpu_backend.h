@@ -1,0 +1,30 @@
+// Which library runs the CPU's GEMMs, and what the CPU gives it.
+//
+// MT_CPU_GEMM picks: `auto` (the default) runs f32 and bf16 products through
+// oneDNN where this build has it and Eigen otherwise (f64, f16, odd strides,
+// and whatever oneDNN declines); `eigen` runs every product through Eigen;
+// `onednn` is `auto` that fails instead of falling back, for tests. Eigen's
+// path is bit-identical for every thread count (kernels/gemm/cpu.cpp);
+// `mixtape info` prints what oneDNN dispatches to.
+#pragma once
+
+#include <string>
+
+namespace mt::kernels {
+
+enum class CpuGemmLibrary { Auto, Eigen, OneDnn };
+
+// MT_CPU_GEMM, read once; an unknown value is an error naming the variable.
+CpuGemmLibrary cpu_gemm_library();
+
+// Overrides MT_CPU_GEMM for the calling process (tests compare the two).
+void set_cpu_gemm_library(CpuGemmLibrary library);
+
+// True when this build has oneDNN.
+bool onednn_built();
+
+// One line for `mixtape info`: the library, the ISA oneDNN dispatches to on
+// this CPU, and whether BF16 and INT8 dot products are native here.
+std::string cpu_backend_description();
+
+}  // namespace mt::kernels

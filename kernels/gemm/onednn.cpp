@@ -1,0 +1,177 @@
+// CPU GEMM through oneDNN's matmul primitive: f32 and bf16 operands,
+// f32 accumulation, one rounding into out's dtype.
+//
+// Under autocast the operands arrive in bf16 and stay bf16: oneDNN multiplies
+// them with the CPU's BF16 dot product (vdpbf16ps with AVX512-BF16, AMX
+// tiles where present, an emulation on older CPUs), where the Eigen path
+// widened every operand to f32 first and multiplied in f32.
+//
+// The epilogue: bias and ReLU are fused into the primitive (added and
+// applied in f32 before the one rounding, as the Eigen and GPU epilogues do).
+// GELU, and the pre-activation kept for backward, run after it with the
+// elementwise ops' formulas (kernels/gemm/epilogue.h) on an f32 result, so a
+// fused Linear + GELU gives the same function on every back end.
+//
+// Primitives are made once per shape, layout, dtype, epilogue and thread
+// count, and kept (oneDNN picks its blocking from the thread count at
+// creation). A primitive oneDNN can only offer as its reference
+// implementation is declined: Eigen is faster than that.
+#include "kernels/gemm/onednn.h"
+
+#include <map>
+#include <mutex>
+#include <omp.h>
+#include <optional>
+#include <vector>
+
+#include "kernels/common/cpu_backend.h"
+#include "kernels/common/onednn.h"
+#include "kernels/common/strided.h"
+#include "kernels/gemm/epilogue.h"
+
+namespace mt::kernels::cpu {
+namespace {
+
+using dnnl::memory;
+using Dims = memory::dims;
+
+// One batched matrix as oneDNN sees it: {batch, rows, cols} with the
+// tensor's strides. A batch stride of 0 (an expanded operand) becomes a batch
+// of 1 that oneDNN broadcasts. None when neither of the last two strides is 1.
+std::optional<memory::desc> matrix_desc(const Tensor& t, memory::data_type dtype) {
+  Dims dims = {t.size(0), t.size(1), t.size(2)};
+  Dims strides = {t.stride(0), t.stride(1), t.stride(2)};
+  const int64_t rows = dims[1], cols = dims[2];
+  const bool row_major = strides[2] == 1 && strides[1] >= std::max<int64_t>(cols, 1);
+  const bool col_major = strides[1] == 1 && strides[2] >= std::max<int64_t>(rows, 1);
+  if (!row_major && !col_major) return std::nullopt;
+  if (row_major && rows == 1) strides[1] = std::max<int64_t>(cols, 1);  // any stride is right for one row
+  if (col_major && cols == 1) strides[2] = std::max<int64_t>(rows, 1);
+  const int64_t extent = row_major ? rows * strides[1] : cols * strides[2];
+  if (dims[0] == 1 || strides[0] == 0) {
+    dims[0] = 1;
+    strides[0] = extent;
+  } else if (strides[0] < extent) {
+    return std::nullopt;  // matrices that overlap
+  }
+  return memory::desc(dims, dtype, strides);
+}
+
+// What a primitive depends on, as one key.
+using Key = std::vector<int64_t>;
+
+void append(Key& key, const memory::desc& md) {
+  key.push_back(static_cast<int64_t>(md.data_type()));
+  for (const int64_t d : md.dims()) key.push_back(d);
+  for (int i = 0; i < md.data.ndims; ++i) key.push_back(md.data.format_desc.blocking.strides[i]);
+}
+
+// The primitives made so far; an empty optional records a declined product.
+class PrimitiveCache {
+ public:
+  template <typename Make>
+  std::optional<dnnl::matmul> get(const Key& key, Make make) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = cache_.find(key);
+    if (found != cache_.end()) return found->second;
+    if (cache_.size() >= kMaxEntries) cache_.clear();  // a shape-changing workload: start again
+    return cache_.emplace(key, make()).first->second;
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 4096;
+  std::mutex mutex_;
+  std::map<Key, std::optional<dnnl::matmul>> cache_;
+};
+
+PrimitiveCache& primitives() {
+  static PrimitiveCache cache;
+  return cache;
+}
+
+std::optional<dnnl::matmul> make_matmul(const memory::desc& a, const memory::desc& b, const memory::desc* bias,
+                                        const memory::desc& dst, bool relu) {
+  dnnl::primitive_attr attr;
+  if (relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(a, b, *bias, dst) : dnnl::matmul::desc(a, b, dst);
+  const dnnl::matmul::primitive_desc pd(desc, attr, onednn::engine(), /*allow_empty=*/true);
+  if (!pd) return std::nullopt;
+  const std::string impl = pd.impl_info_str();
+  if (impl.rfind("ref", 0) == 0) return std::nullopt;  // the reference kernel: Eigen is faster
+  return dnnl::matmul(pd);
+}
+
+bool declined(const Tensor& a, const Tensor& b, const Tensor& out, const char* why) {
+  MT_CHECK(cpu_gemm_library() != CpuGemmLibrary::OneDnn, "MT_CPU_GEMM=onednn: oneDNN does not take {} @ {} -> {} ({})",
+           a.shape_string(), b.shape_string(), out.shape_string(), why);
+  return false;
+}
+
+}  // namespace
+
+bool onednn_bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue) {
+  if (cpu_gemm_library() == CpuGemmLibrary::Eigen) return false;
+  const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  if (batch == 0 || m == 0 || n == 0 || k == 0) return false;  // nothing to multiply: the Eigen path fills it
+  const auto src_type = onednn::data_type(a.dtype());
+  if (!src_type || b.dtype() != a.dtype() || !onednn::data_type(out.dtype())) {
+    return declined(a, b, out, "dtypes");
+  }
+  const auto a_md = matrix_desc(a, *src_type), b_md = matrix_desc(b, *src_type);
+  if (!a_md || !b_md) return declined(a, b, out, "strides");
+
+  // ReLU fuses; GELU and the pre-activation need the f32 product first.
+  const bool fused = !epilogue.pre_activation.defined() &&
+                     (epilogue.activation == GemmActivation::None || epilogue.activation == GemmActivation::Relu) &&
+                     out.is_contiguous();
+  const memory::data_type dst_type = fused ? *onednn::data_type(out.dtype()) : memory::data_type::f32;
+  const memory::desc dst_md({batch, m, n}, dst_type, Dims{m * n, n, 1});
+  std::optional<Loaded<float>> bias;
+  std::optional<memory::desc> bias_md;
+  if (epilogue.bias.defined()) {
+    bias.emplace(epilogue.bias);
+    bias_md = memory::desc({1, 1, n}, memory::data_type::f32, Dims{n, n, 1});
+  }
+  const bool relu = fused && epilogue.activation == GemmActivation::Relu;
+
+  Key key = {relu, omp_get_max_threads()};
+  append(key, *a_md);
+  append(key, *b_md);
+  append(key, dst_md);
+  if (bias_md) append(key, *bias_md);
+  const std::optional<dnnl::matmul> matmul =
+      primitives().get(key, [&] { return make_matmul(*a_md, *b_md, bias_md ? &*bias_md : nullptr, dst_md, relu); });
+  if (!matmul) return declined(a, b, out, "no optimised oneDNN kernel for this CPU");
+
+  std::optional<OutputBuffer<float>> product;  // the f32 product, when the epilogue runs after
+  if (!fused) product.emplace(out);
+  void* dst = fused ? out.data_ptr() : product->data();
+  const dnnl::engine& engine = onednn::engine();
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, memory(*a_md, engine, const_cast<void*>(a.data_ptr()))},
+                                          {DNNL_ARG_WEIGHTS, memory(*b_md, engine, const_cast<void*>(b.data_ptr()))},
+                                          {DNNL_ARG_DST, memory(dst_md, engine, dst)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, memory(*bias_md, engine, const_cast<float*>(bias->data())));
+  matmul->execute(onednn::stream(), args);
+  onednn::stream().wait();
+  if (fused) {
+    out.storage()->bump_version();
+    return true;
+  }
+
+  std::optional<OutputBuffer<float>> pre;
+  if (epilogue.pre_activation.defined()) pre.emplace(epilogue.pre_activation);
+  float* c = product->data();
+  float* p = pre ? pre->data() : nullptr;
+  parallel_for(batch * m, n, [&](int64_t begin, int64_t end) {
+    apply_epilogue(c, p, n, begin, end - begin, 0, n, static_cast<const float*>(nullptr), epilogue.activation);
+  });
+  product->commit();
+  if (pre) pre->commit();
+  return true;
+}
+
+}  // namespace mt::kernels::cpu

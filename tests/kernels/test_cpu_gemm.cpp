@@ -1,0 +1,192 @@
+// The CPU GEMM's two libraries (kernels/gemm/cpu.cpp: oneDNN for f32 and
+// bf16 where the build has it, Eigen otherwise) against an f64 reference:
+// every operand layout, batch broadcasting, the bias/ReLU/GELU epilogue and
+// the stored pre-activation, and bf16 products rounded once.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "core/generator.h"
+#include "core/tensor.h"
+#include "kernels/common/cpu_backend.h"
+#include "kernels/gemm/matmul.h"
+
+using namespace mt;
+using kernels::CpuGemmLibrary;
+using kernels::GemmActivation;
+
+namespace {
+
+// Sets the CPU GEMM library for one scope.
+struct UseLibrary {
+  explicit UseLibrary(CpuGemmLibrary library) { kernels::set_cpu_gemm_library(library); }
+  ~UseLibrary() { kernels::set_cpu_gemm_library(CpuGemmLibrary::Auto); }
+};
+
+std::vector<double> as_f64(const Tensor& t) {
+  const Tensor c = t.to(kF64).contiguous();
+  const double* p = static_cast<const double*>(c.data_ptr());
+  return {p, p + c.numel()};
+}
+
+double gelu_erf(double z) { return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0))); }
+
+// out[i] = epilogue(a[i] @ b[i] + bias) in f64 from the operands' own values
+// (the bf16 values, when bf16); a batch of 1 broadcasts.
+std::vector<double> reference(const Tensor& a, const Tensor& b, const Tensor& bias, GemmActivation activation,
+                              bool keep_pre_activation) {
+  const int64_t batch = std::max(a.size(0), b.size(0)), m = a.size(1), k = a.size(2), n = b.size(2);
+  const std::vector<double> av = as_f64(a), bv = as_f64(b);
+  const std::vector<double> biasv = bias.defined() ? as_f64(bias) : std::vector<double>(n, 0.0);
+  std::vector<double> out(batch * m * n);
+  for (int64_t i = 0; i < batch; ++i) {
+    const int64_t ia = a.size(0) == 1 ? 0 : i, ib = b.size(0) == 1 ? 0 : i;
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t c = 0; c < n; ++c) {
+        double z = biasv[c];
+        for (int64_t j = 0; j < k; ++j) z += av[(ia * m + r) * k + j] * bv[(ib * k + j) * n + c];
+        if (!keep_pre_activation && activation == GemmActivation::Relu) z = std::max(z, 0.0);
+        if (!keep_pre_activation && activation == GemmActivation::GeluErf) z = gelu_erf(z);
+        out[(i * m + r) * n + c] = z;
+      }
+    }
+  }
+  return out;
+}
+
+// Largest |got - want| relative to the largest |want| (products of random
+// values in [-1, 1): errors scale with the output, not per element).
+double relative_error(const Tensor& got, const std::vector<double>& want) {
+  const std::vector<double> g = as_f64(got);
+  REQUIRE(g.size() == want.size());
+  double worst = 0, scale = 1e-30;
+  for (size_t i = 0; i < g.size(); ++i) {
+    worst = std::max(worst, std::abs(g[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return worst / scale;
+}
+
+// A [batch, rows, cols] operand in the given layout (a transposed view when
+// column-major), its values rounded to `dtype`.
+Tensor operand(int64_t batch, int64_t rows, int64_t cols, DType dtype, bool column_major, Generator& gen) {
+  const auto uniform = [&](const Shape& shape) { return mul(sub(rand(shape, kF32, kCPU, &gen), 0.5), 2.0).to(dtype); };
+  if (!column_major) return uniform({batch, rows, cols});
+  return uniform({batch, cols, rows}).transpose(1, 2);
+}
+
+std::vector<CpuGemmLibrary> libraries() {
+  if (kernels::onednn_built()) return {CpuGemmLibrary::Eigen, CpuGemmLibrary::OneDnn};
+  return {CpuGemmLibrary::Eigen};
+}
+
+const char* name(CpuGemmLibrary library) { return library == CpuGemmLibrary::Eigen ? "eigen" : "onednn"; }
+
+}  // namespace
+
+TEST_CASE("CPU GEMM in f32 and bf16 matches f64 in every layout with oneDNN and Eigen (transpose bugs)",
+          "[kernels][gemm][cpu]") {
+  for (const CpuGemmLibrary library : libraries()) {
+    const UseLibrary use(library);
+    for (const DType dtype : {kF32, kBF16}) {
+      for (const bool a_columns : {false, true}) {
+        for (const bool b_columns : {false, true}) {
+          INFO(name(library) << " " << dtype_name(dtype) << " a column-major " << a_columns << " b column-major "
+                             << b_columns);
+          Generator gen(11);
+          const Tensor a = operand(3, 37, 70, dtype, a_columns, gen);
+          const Tensor b = operand(3, 70, 45, dtype, b_columns, gen);
+          const Tensor out = empty({3, 37, 45}, dtype, kCPU);
+          kernels::bmm(a, b, out);
+          // f32: the sum's own rounding; bf16: one rounding of each output (2^-8 relative).
+          CHECK(relative_error(out, reference(a, b, Tensor(), GemmActivation::None, false)) <
+                (dtype == kF32 ? 1e-5 : 8e-3));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("CPU GEMM: a batch-broadcast operand (batch stride 0) multiplies every batch (broadcast bug)",
+          "[kernels][gemm][cpu]") {
+  for (const CpuGemmLibrary library : libraries()) {
+    const UseLibrary use(library);
+    INFO(name(library));
+    Generator gen(12);
+    const Tensor a = operand(4, 20, 33, kF32, false, gen);
+    const Tensor shared = operand(1, 33, 17, kF32, false, gen);
+    const Tensor b = shared.expand({4, 33, 17});
+    REQUIRE(b.stride(0) == 0);
+    const Tensor out = empty({4, 20, 17}, kF32, kCPU);
+    kernels::bmm(a, b, out);
+    CHECK(relative_error(out, reference(a, shared, Tensor(), GemmActivation::None, false)) < 1e-5);
+  }
+}
+
+TEST_CASE("CPU GEMM epilogue: bias, ReLU, GELU and the stored pre-activation with oneDNN and Eigen (epilogue bugs)",
+          "[kernels][gemm][cpu]") {
+  for (const CpuGemmLibrary library : libraries()) {
+    const UseLibrary use(library);
+    for (const DType dtype : {kF32, kBF16}) {
+      for (const GemmActivation activation : {GemmActivation::None, GemmActivation::Relu, GemmActivation::GeluErf}) {
+        for (const bool keep_pre : {false, true}) {
+          INFO(name(library) << " " << dtype_name(dtype) << " activation " << static_cast<int>(activation)
+                             << " pre-activation kept " << keep_pre);
+          Generator gen(13);
+          const Tensor a = operand(2, 24, 40, dtype, false, gen);
+          const Tensor b = operand(2, 40, 30, dtype, true, gen);
+          const Tensor bias = rand({30}, kF32, kCPU, &gen).to(dtype);
+          kernels::GemmEpilogue epilogue;
+          epilogue.bias = bias;
+          epilogue.activation = activation;
+          const Tensor out = empty({2, 24, 30}, dtype, kCPU);
+          if (keep_pre) epilogue.pre_activation = empty({2, 24, 30}, dtype, kCPU);
+          kernels::bmm(a, b, out, epilogue);
+          const double tolerance = dtype == kF32 ? 1e-5 : 8e-3;
+          CHECK(relative_error(out, reference(a, b, bias, activation, false)) < tolerance);
+          if (keep_pre) CHECK(relative_error(epilogue.pre_activation, reference(a, b, bias, activation, true)) < tolerance);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("CPU GEMM: a bf16 product is rounded once from its f32 sum, like Eigen's (double-rounding bug)",
+          "[kernels][gemm][cpu]") {
+  if (!kernels::onednn_built()) return;  // this build has no oneDNN: nothing to compare
+  Generator gen(14);
+  const Tensor a = operand(1, 64, 256, kBF16, false, gen);
+  const Tensor b = operand(1, 256, 64, kBF16, false, gen);
+  const Tensor eigen = empty({1, 64, 64}, kBF16, kCPU), onednn = empty({1, 64, 64}, kBF16, kCPU);
+  {
+    const UseLibrary use(CpuGemmLibrary::Eigen);
+    kernels::bmm(a, b, eigen);
+  }
+  {
+    const UseLibrary use(CpuGemmLibrary::OneDnn);
+    kernels::bmm(a, b, onednn);
+  }
+  // Both sum exactly-representable bf16 products in f32 (in different
+  // orders) and round once: they agree to within one bf16 step of the output.
+  const std::vector<double> e = as_f64(eigen), o = as_f64(onednn);
+  const std::vector<double> exact = reference(a, b, Tensor(), GemmActivation::None, false);
+  int differ = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    const double step = std::ldexp(1.0, std::ilogb(std::abs(exact[i])) - 7);  // one bf16 ulp at this magnitude
+    CHECK(std::abs(o[i] - exact[i]) <= step);
+    differ += e[i] != o[i];
+  }
+  CHECK(differ <= static_cast<int>(e.size()) / 20);  // most outputs are the same bf16 value
+}
+
+TEST_CASE("MT_CPU_GEMM=onednn refuses a product oneDNN does not take instead of falling back silently",
+          "[kernels][gemm][cpu]") {
+  if (!kernels::onednn_built()) return;  // this build has no oneDNN: nothing to compare
+  const UseLibrary use(CpuGemmLibrary::OneDnn);
+  Generator gen(15);
+  const Tensor a = operand(1, 8, 8, kF16, false, gen), b = operand(1, 8, 8, kF16, false, gen);
+  const Tensor out = empty({1, 8, 8}, kF16, kCPU);
+  CHECK_THROWS_WITH(kernels::bmm(a, b, out), Catch::Contains("oneDNN does not take"));
+  CHECK_THAT(kernels::cpu_backend_description(), Catch::Contains("oneDNN"));
+}
