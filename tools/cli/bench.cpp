@@ -8,6 +8,7 @@
 #include "runtime/error.h"
 #include "tools/cli/options.h"
 #include "tools/cli/subcommands.h"
+#include "tools/train/output_paths.h"
 
 namespace mt::cli {
 namespace {
@@ -24,6 +25,7 @@ int run_bench(BenchArgs& a) {
   MT_CHECK(a.old_warmup->count() == 0,
            "bench: --warmup is now --warmup-steps (the untimed steps before timing); use --warmup-steps N "
            "(--warmup in train and compare is the learning-rate warmup)");
+  tools::check_output_paths("bench", {{"--json", a.json}}, {{"--data", a.options.data}});
   if (!a.budget.empty()) a.options.mem_budget = tools::parse_bytes(a.budget);
   a.options.device = tools::parse_device_choice(a.device);
   const auto result = a.ladder ? tools::run_ladder(a.options) : tools::run_bench(a.options);

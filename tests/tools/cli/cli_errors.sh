@@ -121,5 +121,46 @@ expect_failure "train: 4 samples: 0 non-finite values \(in 0 samples\), 1 target
   { echo "FAIL: check-data does not name the bad label's sample"; failures=$((failures + 1)); }
 expect_failure "label 12 of sample 2 is not a Fashion-MNIST class.*check-data" train --data "$tmp/idx" --steps 1
 
+# Issue 33: one output-path rule for every writer. An output that is an input (however spelled), another
+# output or a device is refused before any work, and the input is left as it was. A symlink to /dev/null
+# stands for a device: the writers it names replace their path by rename, so even without the rule only the
+# link would go, never the node.
+unchanged() {  # unchanged <file> <copy> <case>: the refused command left the input as it was
+  cmp -s "$1" "$2" || { echo "FAIL: $3 changed $1"; failures=$((failures + 1)); }
+}
+mkdir -p "$tmp/x"
+cp "$tmp/m.jsonl" "$tmp/x/run.jsonl"
+cp "$tmp/c.safetensors" "$tmp/ck.safetensors"
+ln -s /dev/null "$tmp/null-link"
+expect_failure "^error: report: --out '.*/x/run.jsonl' is the same file as the metrics log" \
+  report "$tmp/x/run.jsonl" --out "$tmp/x/run.jsonl"
+expect_failure "report: --out '.*/x/../x/run.jsonl' is the same file as the metrics log '.*/x/run.jsonl'" \
+  report "$tmp/x/run.jsonl" --out "$tmp/x/../x/run.jsonl"
+expect_failure "report: --out .* is the same file as the metrics log '.*/x/run.jsonl'" \
+  report "$tmp/m.jsonl" "$tmp/x/run.jsonl" --out "$tmp/x/./run.jsonl"
+unchanged "$tmp/x/run.jsonl" "$tmp/m.jsonl" "report --out naming its own log"
+expect_failure "train: --log '.*' is the same file as --resume '.*/ck.safetensors'" \
+  train --resume "$tmp/ck.safetensors" --log "$tmp/ck.safetensors" --steps 1
+expect_failure "train: --report '.*' is the same file as --resume '.*/ck.safetensors'" \
+  train --resume "$tmp/ck.safetensors" --report "$tmp/x/../ck.safetensors" --steps 1
+unchanged "$tmp/ck.safetensors" "$tmp/c.safetensors" "train --log/--report naming --resume"
+expect_failure "train: --save '.*/s' and --report '.*/s' are the same file" \
+  train --save "$tmp/s" --report "$tmp/s" --steps 1 --train-limit 256 --test-limit 10
+[ -e "$tmp/s" ] && { echo "FAIL: train --save s --report s wrote s"; failures=$((failures + 1)); }
+ln -s "$tmp/ck.safetensors" "$tmp/ck-link"
+expect_failure "train: --log '.*/ck-link' is the same file as --resume '.*/ck.safetensors'" \
+  train --resume "$tmp/ck.safetensors" --log "$tmp/ck-link" --steps 1
+unchanged "$tmp/ck.safetensors" "$tmp/c.safetensors" "train --log naming --resume through a symlink"
+expect_failure "train: --save '.*/null-link' is a character device" \
+  train --save "$tmp/null-link" --steps 1 --train-limit 256 --test-limit 10
+expect_failure "report: --out '.*/null-link' is a character device" report "$tmp/m.jsonl" --out "$tmp/null-link"
+[ -L "$tmp/null-link" ] || { echo "FAIL: a writer replaced the link to /dev/null"; failures=$((failures + 1)); }
+expect_failure "train: --tensorboard '.*/ck.safetensors' is a regular file" \
+  train --tensorboard "$tmp/ck.safetensors" --steps 1 --train-limit 256 --test-limit 10
+expect_failure "bench: --json '.*/x' is a folder" bench --json "$tmp/x" --steps 1 --warmup-steps 1 --train-limit 256
+expect_failure "compare: --out '.*' and the fp32 run's log '.*/compare-fp32.jsonl' are the same file" \
+  compare --out "$tmp/x/compare-fp32.jsonl" --log-dir "$tmp/x" --steps 1 --train-limit 256 --test-limit 10
+[ -e "$tmp/x/compare-fp32.jsonl" ] && { echo "FAIL: compare wrote its log over --out"; failures=$((failures + 1)); }
+
 [ $failures -eq 0 ] && echo "all CLI checks passed"
 exit $failures
