@@ -4,9 +4,16 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <stdexcept>
 
 #include "autograd/anomaly.h"
+#include "core/allocator.h"
+#include "core/caching_allocator.h"
+#include "core/threads.h"
 #include "distributed/process_group.h"
+#include "kernels/attention/attention.h"
+#include "kernels/conv/api.h"
+#include "kernels/gemm/api.h"
 #include "models/registry.h"
 #include "runtime/launch_check.h"
 #include "tools/data/registry.h"
@@ -93,26 +100,50 @@ void print_profile() {
     std::fprintf(stderr, "\nkernel profile (MT_PROFILE)\n%s", kernels::profile_report().c_str());
 }
 
+namespace {
+
+// " (rank r of n)" in a data-parallel job: known only once the command has
+// started the process group, so asked when an error is reported.
+std::string rank_label() {
+  return dist::is_distributed() ? fmt::format(" (rank {} of {})", dist::world().rank(), dist::world().size())
+                                : std::string();
+}
+
+}  // namespace
+
+void check_environment() {
+  default_num_threads();                  // MT_NUM_THREADS
+  cpu_memory_limit();                     // MT_CPU_MEMORY_LIMIT
+  alloc_conf_from_environment();          // MT_CUDA_ALLOC_CONF
+  kernels::attention_backend_from_env();  // MT_ATTENTION
+  try {
+    // MT_GEMM and MT_CONV: the simulator's entry points parse them as the GPU's do.
+    sim::gemm_backend_name(kernels::GemmBackend::Auto);
+    sim::conv2d_backend(kernels::ConvBackend::Auto);
+  } catch (const std::invalid_argument& e) {
+    fail("{}", e.what());
+  }
+  dist::check_settings();  // MT_DIST_BACKEND, MT_DIST_TIMEOUT, MT_DIST_DEBUG
+}
+
 int with_error_exit_codes(const std::function<int()>& command) {
-  const std::string rank = dist::is_distributed()
-                               ? fmt::format(" (rank {} of {})", dist::world().rank(), dist::world().size())
-                               : std::string();
   try {
     return command();
   } catch (const AnomalyError& e) {
-    std::fprintf(stderr, "\nerror%s: %s\n", rank.c_str(), e.what());
+    std::fprintf(stderr, "\nerror%s: %s\n", rank_label().c_str(), e.what());
     return kExitNonFiniteLoss;
   } catch (const tools::NonFiniteLoss& e) {
-    std::fprintf(stderr, "\nerror%s: %s\n", rank.c_str(), e.what());
+    std::fprintf(stderr, "\nerror%s: %s\n", rank_label().c_str(), e.what());
     return kExitNonFiniteLoss;
   } catch (const Error& e) {
-    std::fprintf(stderr, "\nerror%s: %s\n", rank.c_str(), e.what());
+    std::fprintf(stderr, "\nerror%s: %s\n", rank_label().c_str(), e.what());
     return kExitError;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "\nerror%s: out of memory (an input asked for more than this machine has)\n", rank.c_str());
+    std::fprintf(stderr, "\nerror%s: out of memory (an input asked for more than this machine has)\n",
+                 rank_label().c_str());
     return kExitError;
   } catch (const std::exception& e) {  // nlohmann, filesystem, ...: a bug to report, but never a crash
-    std::fprintf(stderr, "\nerror%s: %s\n", rank.c_str(), e.what());
+    std::fprintf(stderr, "\nerror%s: %s\n", rank_label().c_str(), e.what());
     return kExitError;
   }
 }

@@ -59,6 +59,13 @@ std::string quoted_command_line(int argc, char** argv);
 // slowest total first (runtime/launch_check.h).
 void print_profile();
 
+// Every environment variable the command line's work reads (MT_NUM_THREADS,
+// MT_CPU_MEMORY_LIMIT, MT_CUDA_ALLOC_CONF, MT_GEMM, MT_CONV, MT_ATTENTION,
+// the MT_DIST_* settings) parsed now, on the main thread: a bad value is an
+// mt::Error naming the variable before any work, not an abort on a worker
+// thread or a device reported as missing later.
+void check_environment();
+
 // Runs a command; its errors become a message on stderr and an exit code.
 int with_error_exit_codes(const std::function<int()>& command);
 

@@ -162,5 +162,19 @@ expect_failure "compare: --out '.*' and the fp32 run's log '.*/compare-fp32.json
   compare --out "$tmp/x/compare-fp32.jsonl" --log-dir "$tmp/x" --steps 1 --train-limit 256 --test-limit 10
 [ -e "$tmp/x/compare-fp32.jsonl" ] && { echo "FAIL: compare wrote its log over --out"; failures=$((failures + 1)); }
 
+# Issue 33: every environment variable is parsed at start-up, inside the error wrapper: an `error:` line
+# naming it, never an abort (SIGABRT exits 134, which expect_failure refuses).
+MT_DIST_BACKEND=garbage expect_failure "^error: MT_DIST_BACKEND must be local, mpi or nccl, got 'garbage'" \
+  train --steps 1 --train-limit 256 --test-limit 10
+MT_DIST_BACKEND=garbage expect_failure "^error: MT_DIST_BACKEND must be" train --ddp --steps 1
+MT_DIST_TIMEOUT=garbage expect_failure "^error: MT_DIST_TIMEOUT must be a positive number of seconds, got 'garbage'" \
+  train --shard-optimizer --steps 1 --train-limit 256 --test-limit 10
+MT_DIST_TIMEOUT=-5 expect_failure "^error: MT_DIST_TIMEOUT must be a positive number of seconds, got '-5'" \
+  train --steps 1
+MT_CUDA_ALLOC_CONF=bogus expect_failure "^error: MT_CUDA_ALLOC_CONF: expected key:value, got 'bogus'" info
+MT_GEMM=bogus expect_failure "^error: MT_GEMM='bogus': expected auto, own or cublaslt" info
+MT_CONV=bogus expect_failure "^error: MT_CONV='bogus': expected auto, own or cudnn" eval \
+  --checkpoint "$tmp/c.safetensors"
+
 [ $failures -eq 0 ] && echo "all CLI checks passed"
 exit $failures
