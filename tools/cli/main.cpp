@@ -31,7 +31,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const std::vector<Subcommand> subcommands = {add_train(app),   add_eval(app),   add_generate(app),   add_bench(app),
                                                add_compare(app), add_report(app), add_check_data(app), add_info(app)};
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return parse_error_exit(app, error);
+  }
   int code = 0;
   for (const Subcommand& subcommand : subcommands) {
     if (*subcommand.app) code = run_subcommand(subcommand, quoted_command_line(argc, argv));

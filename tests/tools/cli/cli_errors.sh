@@ -176,5 +176,26 @@ MT_GEMM=bogus expect_failure "^error: MT_GEMM='bogus': expected auto, own or cub
 MT_CONV=bogus expect_failure "^error: MT_CONV='bogus': expected auto, own or cudnn" eval \
   --checkpoint "$tmp/c.safetensors"
 
+# Issue 33: integer flags refuse what does not fit; CLI11's own errors read as the CLI's, exit 1.
+# (An empty prompt: were the number read as 2^63 - 1, generate would stop at the prompt, not run for ever.)
+expect_failure "^error: --tokens: '18446744073709551616' is not a whole number from 0 to 2\^63 - 1" \
+  generate --checkpoint "$tmp/g.safetensors" --prompt "" --tokens 18446744073709551616
+expect_failure "^error: --context: '18446744073709551616' is not a whole number from 0 to 2\^63 - 1" \
+  train --model gpt-tiny --context 18446744073709551616 --steps 1
+expect_failure "^error: --steps: '010x' is not a whole number" train --steps 010x
+expect_failure "^error: --lr: '-1' is not a finite number > 0$" train --lr -1 --steps 1
+expect_failure "^error: --temperature: 'inf' is not a finite number >= 0" \
+  generate --checkpoint "$tmp/g.safetensors" --prompt "The jury" --temperature inf
+output=$("$mixtape" train --epochs 0 2>&1)
+status=$?
+[ $status -eq 1 ] && grep -q "^error: --epochs: '0' is not a whole number from 1 to 2^63 - 1" <<<"$output" &&
+  grep -q "^Run with --help" <<<"$output" && ! grep -qE "[0-9]{30}" <<<"$output" ||
+  { echo "FAIL: a CLI11 range error exited $status: $output"; failures=$((failures + 1)); }
+output=$("$mixtape" train --bogus-flag 2>&1)
+[ $? -eq 1 ] && grep -q "^error: The following argument was not expected: --bogus-flag" <<<"$output" ||
+  { echo "FAIL: an unknown flag: $output"; failures=$((failures + 1)); }
+"$mixtape" train --help > "$tmp/help.txt" 2>&1 && grep -q -- "--tokens\|--save" "$tmp/help.txt" ||
+  { echo "FAIL: train --help"; failures=$((failures + 1)); }
+
 [ $failures -eq 0 ] && echo "all CLI checks passed"
 exit $failures
