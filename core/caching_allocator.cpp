@@ -6,9 +6,9 @@
 #include <sstream>
 #include <vector>
 
-#include "runtime/error.h"
 #include "core/host_sync.h"
 #include "core/stream.h"
+#include "runtime/error.h"
 #include "runtime/sim/runtime.h"
 
 #if defined(MT_WITH_CUDA)
@@ -96,12 +96,12 @@ class CudaBackingStore final : public BackingStore {
 };
 #endif
 
-CachingAllocatorConfig config_from_environment() {
+}  // namespace
+
+CachingAllocatorConfig alloc_conf_from_environment() {
   const char* text = std::getenv("MT_CUDA_ALLOC_CONF");
   return text == nullptr ? CachingAllocatorConfig{} : parse_alloc_conf(text);
 }
-
-}  // namespace
 
 std::unique_ptr<BackingStore> make_host_backing_store(size_t capacity_bytes) {
   return std::make_unique<HostBackingStore>(capacity_bytes);
@@ -363,7 +363,7 @@ CachingAllocatorStats CachingAllocator::detailed_stats() const {
 // The device allocators are never destroyed: a tensor in a static object may
 // be freed after static destruction began (and the CUDA runtime may be gone).
 CachingAllocator& sim_caching_allocator() {
-  static auto* allocator = new CachingAllocator(kSIM, make_host_backing_store(), config_from_environment());
+  static auto* allocator = new CachingAllocator(kSIM, make_host_backing_store(), alloc_conf_from_environment());
   return *allocator;
 }
 
@@ -387,7 +387,7 @@ CachingAllocator& cuda_caching_allocator(int index) {
            index, devices.count);
   if (allocators.size() < static_cast<size_t>(devices.count)) allocators.resize(static_cast<size_t>(devices.count));
   allocators[index] = std::make_unique<CachingAllocator>(
-      Device(DeviceType::CUDA, index), std::make_unique<CudaBackingStore>(index), config_from_environment());
+      Device(DeviceType::CUDA, index), std::make_unique<CudaBackingStore>(index), alloc_conf_from_environment());
   return *allocators[index];
 #else
   fail(

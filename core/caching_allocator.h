@@ -59,6 +59,10 @@ struct CachingAllocatorConfig {
 };
 // Parses "max_split_size_mb:256" (comma-separated key:value pairs); throws on unknown keys.
 CachingAllocatorConfig parse_alloc_conf(const std::string& text);
+// MT_CUDA_ALLOC_CONF parsed (the defaults when unset), as the sim and CUDA
+// allocators read it when first made; a program may call it at start-up to
+// report a bad value before any work.
+CachingAllocatorConfig alloc_conf_from_environment();
 
 struct CachingAllocatorStats {
   int64_t allocated_bytes = 0;  // in live blocks (rounded sizes)

@@ -79,13 +79,46 @@ int env_int(const char* name) {
   return ec == std::errc() && at == end ? n : -1;
 }
 
-std::string backend_override() {
+// The MT_DIST_* settings, parsed together, once. init_process_group() parses
+// them on the thread that starts the group: the first read must not happen on
+// MPI's communication thread, where a bad value's exception would terminate
+// the process instead of reaching the caller as an error.
+struct Settings {
+  std::string backend;             // MT_DIST_BACKEND: "" (by the launcher), local, mpi or nccl
+  double timeout_seconds = 300.0;  // MT_DIST_TIMEOUT
+  bool debug = false;              // MT_DIST_DEBUG: compare every collective's shapes across ranks
+};
+
+std::string parse_backend() {
   const char* text = std::getenv("MT_DIST_BACKEND");
   const std::string b = text == nullptr ? "" : text;
   MT_CHECK(b.empty() || b == "local" || b == "mpi" || b == "nccl",
            "MT_DIST_BACKEND must be local, mpi or nccl, got '{}'", b);
   return b;
 }
+
+double parse_timeout() {
+  const char* text = std::getenv("MT_DIST_TIMEOUT");
+  if (text == nullptr || *text == '\0') return 300.0;
+  char* end = nullptr;
+  const double s = std::strtod(text, &end);
+  MT_CHECK(end != text && *end == '\0' && std::isfinite(s) && s > 0,
+           "MT_DIST_TIMEOUT must be a positive number of seconds, got '{}'", text);
+  return s;
+}
+
+bool parse_debug() {
+  const char* text = std::getenv("MT_DIST_DEBUG");
+  return text != nullptr && std::strcmp(text, "") != 0 && std::strcmp(text, "0") != 0;
+}
+
+const Settings& settings() {
+  // A throw leaves it unset: the next call parses (and throws) again.
+  static const Settings parsed{parse_backend(), parse_timeout(), parse_debug()};
+  return parsed;
+}
+
+const std::string& backend_override() { return settings().backend; }
 
 }  // namespace
 
@@ -164,30 +197,16 @@ void divide_in_place(const std::vector<Tensor>& tensors, int divisor) {
   kernels::unscale_and_check_inf(tensors, zeros({1}, kF32, device), inverse);
 }
 
-bool debug_checks() {
-  static const bool on = [] {
-    const char* text = std::getenv("MT_DIST_DEBUG");
-    return text != nullptr && std::strcmp(text, "") != 0 && std::strcmp(text, "0") != 0;
-  }();
-  return on;
-}
+bool debug_checks() { return settings().debug; }
 
 }  // namespace detail
 
-double collective_timeout_seconds() {
-  static const double seconds = [] {
-    const char* text = std::getenv("MT_DIST_TIMEOUT");
-    if (text == nullptr || *text == '\0') return 300.0;
-    char* end = nullptr;
-    const double s = std::strtod(text, &end);
-    MT_CHECK(end != text && *end == '\0' && std::isfinite(s) && s > 0,
-             "MT_DIST_TIMEOUT must be a positive number of seconds, got '{}'", text);
-    return s;
-  }();
-  return seconds;
-}
+double collective_timeout_seconds() { return settings().timeout_seconds; }
+
+void check_settings() { settings(); }
 
 std::shared_ptr<ProcessGroup> init_process_group() {
+  check_settings();  // here, on the caller's thread, before any back end starts one of its own
   const std::lock_guard lock(world_mutex);
   if (world_group) return world_group;
   const std::string forced = backend_override();

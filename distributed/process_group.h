@@ -93,5 +93,9 @@ ProcessGroup& group_for(Device device);
 
 // The validated value of MT_DIST_TIMEOUT (seconds).
 double collective_timeout_seconds();
+// Parses MT_DIST_BACKEND, MT_DIST_TIMEOUT and MT_DIST_DEBUG now (once; an
+// mt::Error naming the variable for a bad value). init_process_group() does
+// so before anything else; a program may call it earlier, at its start-up.
+void check_settings();
 
 }  // namespace mt::dist

@@ -22,6 +22,16 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers often forbid reading another process's memory
 common=(--model mlp --train-limit 2048 --test-limit 1000 --threads 1 --no-progress)
 
+# Issue 33: the MT_DIST_* settings are parsed when the process group starts, on the main thread: a bad
+# MT_DIST_TIMEOUT is an `error:` on each rank, not a throw on MPI's communication thread that terminated both.
+for setting in MT_DIST_TIMEOUT=garbage MT_DIST_BACKEND=garbage; do
+  out=$(env "$setting" "$mpirun" -np 2 "$mixtape" train "${common[@]}" --steps 1 --shard-optimizer 2>&1)
+  status=$?
+  [ $status -ne 0 ] && grep -q "^error: ${setting%%=*} must be" <<<"$out" &&
+    ! grep -qE "terminate called|on signal|core dumped" <<<"$out" ||
+    fail "$setting under mpirun exited $status: $(tail -3 <<<"$out")"
+done
+
 # compare <one.jsonl> <two.jsonl> <loss tolerance>: per-step losses, scales and the evaluation.
 compare() {
   python3 - "$1" "$2" "$3" <<'PY'

@@ -8,6 +8,7 @@
 #include "runtime/error.h"
 #include "tools/cli/options.h"
 #include "tools/cli/subcommands.h"
+#include "tools/train/output_paths.h"
 
 namespace mt::cli {
 namespace {
@@ -24,6 +25,7 @@ int run_bench(BenchArgs& a) {
   MT_CHECK(a.old_warmup->count() == 0,
            "bench: --warmup is now --warmup-steps (the untimed steps before timing); use --warmup-steps N "
            "(--warmup in train and compare is the learning-rate warmup)");
+  tools::check_output_paths("bench", {{"--json", a.json}}, {{"--data", a.options.data}});
   if (!a.budget.empty()) a.options.mem_budget = tools::parse_bytes(a.budget);
   a.options.device = tools::parse_device_choice(a.device);
   const auto result = a.ladder ? tools::run_ladder(a.options) : tools::run_bench(a.options);
@@ -45,23 +47,22 @@ Subcommand add_bench(CLI::App& app) {
       "bench", "FP32 vs AMP FP16/BF16 vs AMP at the largest batch that fits: peak memory, iterations/s, samples/s");
   add_model_option(cmd, o.model, "the model to measure (default " + o.model + ")", /*with_auto=*/false);
   add_device_option(cmd, a->device);
-  cmd->add_option("--steps", o.steps, "timed steps per configuration (default 50)")->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup-steps", o.warmup, "untimed steps first (default 5)")->check(CLI::PositiveNumber);
+  add_integer_option(cmd, "--steps", o.steps, "timed steps per configuration (default 50)", 1);
+  add_integer_option(cmd, "--warmup-steps", o.warmup, "untimed steps first (default 5)", 1);
   // Hidden: refused with a message that names --warmup-steps (train's --warmup is the LR warmup).
   a->old_warmup = cmd->add_option("--warmup")->type_name("N")->group("");
-  cmd->add_option("--batch", o.batch, "batch size B of the first three rows (default 128)")->check(CLI::PositiveNumber);
+  add_integer_option(cmd, "--batch", o.batch, "batch size B of the first three rows (default 128)", 1);
   cmd->add_option("--mem-budget", a->budget,
                   "memory the last row's batch must fit in, e.g. 8GiB or 300MiB (default: the FP32 row's peak)");
   cmd->add_option("--json", a->json, "also write the table, the machine and the commit as JSON");
   cmd->add_option("--data", o.data, "the dataset's directory (as train --data)");
   add_dataset_option(cmd, o.dataset, "as train --dataset (default: the model's)");
-  cmd->add_option("--train-limit", o.train_limit, "use only the first N training samples")
-      ->check(CLI::NonNegativeNumber);
+  add_integer_option(cmd, "--train-limit", o.train_limit, "use only the first N training samples", 0);
   cmd->add_flag("!--no-progress", o.progress, "no live progress line");
   cmd->add_flag("--ladder", a->ladder,
                 "the low-memory ladder at effective batch B: AMP, + gradient accumulation, + activation "
                 "checkpointing (transformers)");
-  cmd->add_option("--accum", o.accum, "--ladder: micro-batches per step (default 4)")->check(CLI::PositiveNumber);
+  add_integer_option(cmd, "--accum", o.accum, "--ladder: micro-batches per step (default 4)", 1);
   return {cmd, [a](const std::string&) { return run_bench(*a); }};
 }
 

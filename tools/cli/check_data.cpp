@@ -37,8 +37,7 @@ Subcommand add_check_data(CLI::App& app) {
   // What `--dataset auto` reads on the CPU (tools::load_training_data).
   const std::string fallback = tools::resolve_defaults(tools::TrainConfig{}, kCPU).data.dataset;
   add_dataset_option(cmd, config->data.dataset, "as train --dataset (default " + fallback + ")");
-  cmd->add_option("--context", config->data.context, "text datasets: tokens per window or passage")
-      ->check(CLI::NonNegativeNumber);
+  add_integer_option(cmd, "--context", config->data.context, "text datasets: tokens per window or passage", 0);
   return {cmd, [config](const std::string&) { return run_check_data(*config); }};
 }
 

@@ -17,23 +17,19 @@ struct CompareArgs {
 
 // The training options compare passes to every run (as train's, fewer).
 void add_run_options(CLI::App* cmd, tools::TrainConfig& c) {
-  cmd->add_option("--batch", c.batch, "batch size")->check(CLI::PositiveNumber);
-  cmd->add_option("--lr", c.optim.lr, "peak learning rate")->check(CLI::PositiveNumber);
-  cmd->add_option("--epochs", c.epochs, "epochs the schedule spans (the runs stop at --steps)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", c.optim.warmup, "linear warmup steps")->check(CLI::NonNegativeNumber);
+  add_integer_option(cmd, "--batch", c.batch, "batch size", 1);
+  cmd->add_option("--lr", c.optim.lr, "peak learning rate")->check(positive_number());
+  add_integer_option(cmd, "--epochs", c.epochs, "epochs the schedule spans (the runs stop at --steps)", 1);
+  add_integer_option(cmd, "--warmup", c.optim.warmup, "linear warmup steps", 0);
   add_choice_option(cmd, "--schedule", c.optim.schedule, tools::parse_schedule, {"cosine", "constant", "step"},
                     "constant (default) | cosine | step, over --epochs");
   add_seed_option(cmd, c.seed, "random seed, the same for every run");
   cmd->add_option("--data", c.data.dir, "the dataset's directory (as train --data)");
   add_dataset_option(cmd, c.data.dataset, "as train --dataset");
-  cmd->add_option("--context", c.data.context, "text models: tokens per window")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--train-limit", c.data.train_limit, "use only the first N training samples")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--test-limit", c.data.test_limit, "use only the first N held-out samples")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--threads", c.parallel.threads, "CPU threads (default 0 = timed)")
-      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+  add_integer_option(cmd, "--context", c.data.context, "text models: tokens per window", 0);
+  add_integer_option(cmd, "--train-limit", c.data.train_limit, "use only the first N training samples", 0);
+  add_integer_option(cmd, "--test-limit", c.data.test_limit, "use only the first N held-out samples", 0);
+  add_integer_option(cmd, "--threads", c.parallel.threads, "CPU threads (default 0 = timed)", 0, 4096);
 }
 
 // --precisions: the runs, each parsed once CLI11 has checked the list.
@@ -61,7 +57,7 @@ Subcommand add_compare(CLI::App& app) {
       "compare", "Train FP32, AMP FP16 (GradScaler) and AMP BF16 from the same seed and draw them on one HTML page");
   add_model_option(cmd, c.model, "the model (default: " + auto_model_help() + ")", /*with_auto=*/true);
   cmd->add_option("--out", options.out, "the HTML report to write")->required();
-  cmd->add_option("--steps", c.max_steps, "optimizer steps per run (default 100)")->check(CLI::PositiveNumber);
+  add_integer_option(cmd, "--steps", c.max_steps, "optimizer steps per run (default 100)", 1);
   add_precisions_option(cmd, options.precisions);
   add_device_option(cmd, args->device);
   add_run_options(cmd, c);

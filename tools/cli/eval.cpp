@@ -51,7 +51,7 @@ Subcommand add_eval(CLI::App& app) {
   cmd->add_option("--checkpoint", a->checkpoint, "checkpoint (.safetensors)")->required()->check(CLI::ExistingFile);
   add_device_option(cmd, a->device);
   cmd->add_option("--data", a->data, "the dataset's directory");
-  cmd->add_option("--test-limit", a->limit, "only the first N held-out samples")->check(CLI::NonNegativeNumber);
+  add_integer_option(cmd, "--test-limit", a->limit, "only the first N held-out samples", 0);
   cmd->add_flag("--half", a->half,
                 "also evaluate the model converted to f16 (GPU, sim) or bf16 (CPU) weights, norms kept in f32, "
                 "beside the f32 weights under the same autocast");

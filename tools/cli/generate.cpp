@@ -36,16 +36,14 @@ Subcommand add_generate(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--prompt", a->prompt, "the text to continue")->required();
-  cmd->add_option("--tokens", a->options.tokens, "new tokens (bytes) to generate")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-tokens", a->options.max_tokens, "refuse --tokens above this cap")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  add_integer_option(cmd, "--tokens", a->options.tokens, "new tokens (bytes) to generate", 0);
+  add_integer_option(cmd, "--max-tokens", a->options.max_tokens,
+                     "refuse --tokens above this cap (default " + std::to_string(a->options.max_tokens) + ")", 0);
   cmd->add_flag("--allow-nonfinite", a->allow_nonfinite,
                 "load a checkpoint whose weights hold NaN or inf (a post-mortem; refused otherwise)");
   cmd->add_option("--temperature", a->options.temperature, "sampling temperature (0 = greedy)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", a->options.top_k, "sample among the k most likely tokens only (0 = all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
+  add_integer_option(cmd, "--top-k", a->options.top_k, "sample among the k most likely tokens only (0 = all)", 0);
   add_seed_option(cmd, a->options.seed, "sampling seed (0 to 2^64 - 1)");
   add_device_option(cmd, a->device);
   cmd->add_flag("--no-cache", a->no_cache, "re-run the whole window for every token (no key/value cache)");

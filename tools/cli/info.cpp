@@ -33,8 +33,8 @@ void print_devices() {
   try {
     allocator_for(kSIM);
     std::printf("sim: available (CUDA kernels on the SIMT simulator)\n");
-  } catch (const Error&) {
-    std::printf("sim: not available in this build\n");
+  } catch (const Error& e) {
+    std::printf("sim: not available: %s\n", e.what());  // the reason, never a guess at it
   }
 }
 

@@ -49,6 +49,17 @@ CLI::Option* add_choice_option(CLI::App* cmd, const std::string& flag, T& field,
 // would wrap "-1" and an overflowing value without a word.
 CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed, const std::string& help);
 
+// Every integer option: a whole decimal number from `min` to `max`, parsed
+// here. CLI11 alone reads a number too large for the field as its largest
+// value without a word (--tokens 18446744073709551616 as 2^63 - 1), and
+// "010" as octal.
+CLI::Option* add_integer_option(CLI::App* cmd, const std::string& flag, int64_t& field, const std::string& help,
+                                int64_t min, int64_t max = INT64_MAX);
+// The checks of real-valued options: CLI11's NonNegativeNumber and
+// PositiveNumber print their bound as DBL_MAX's 309 digits.
+CLI::Validator non_negative_number();
+CLI::Validator positive_number();
+
 // The mixed-precision debugging aids, shared by train and compare.
 void add_diagnostic_options(CLI::App* cmd, tools::DebugOptions& d);
 
@@ -59,7 +70,18 @@ std::string quoted_command_line(int argc, char** argv);
 // slowest total first (runtime/launch_check.h).
 void print_profile();
 
+// Every environment variable the command line's work reads (MT_NUM_THREADS,
+// MT_CPU_MEMORY_LIMIT, MT_CUDA_ALLOC_CONF, MT_GEMM, MT_CONV, MT_ATTENTION,
+// the MT_DIST_* settings) parsed now, on the main thread: a bad value is an
+// mt::Error naming the variable before any work, not an abort on a worker
+// thread or a device reported as missing later.
+void check_environment();
+
 // Runs a command; its errors become a message on stderr and an exit code.
 int with_error_exit_codes(const std::function<int()>& command);
+
+// A command line CLI11 could not parse: `error: ...` and a pointer to --help
+// on stderr, kExitError; --help itself prints the help and returns 0.
+int parse_error_exit(const CLI::App& app, const CLI::ParseError& error);
 
 }  // namespace mt::cli

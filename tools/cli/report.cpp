@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tools/cli/subcommands.h"
+#include "tools/train/output_paths.h"
 
 namespace mt::cli {
 namespace {
@@ -15,7 +16,15 @@ struct ReportArgs {
   std::string out;
 };
 
+// --out must not be one of the logs it draws (nor a device).
+void check_report_output(const ReportArgs& a) {
+  std::vector<tools::NamedPath> logs;
+  for (const std::string& path : a.logs) logs.push_back({"the metrics log", path});
+  tools::check_output_paths("report", {{"--out", a.out}}, logs);
+}
+
 int run_report(const ReportArgs& a, const std::string& command_line) {
+  check_report_output(a);
   tools::ReportPage page;
   page.title = "mixtape report";
   for (const std::string& path : a.logs) {

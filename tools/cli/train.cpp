@@ -31,23 +31,23 @@ void add_model_options(CLI::App* cmd, TrainArgs& a) {
 
 // How long, the optimizer and its schedule, the step's options.
 void add_optimization_options(CLI::App* cmd, tools::TrainConfig& c) {
-  cmd->add_option("--epochs", c.epochs, "epochs")->check(CLI::PositiveNumber);
-  cmd->add_option("--steps", c.max_steps, "stop after N optimizer steps")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--batch", c.batch, "batch size")->check(CLI::PositiveNumber);
+  add_integer_option(cmd, "--epochs", c.epochs, "epochs", 1);
+  add_integer_option(cmd, "--steps", c.max_steps, "stop after N optimizer steps", 0);
+  add_integer_option(cmd, "--batch", c.batch, "batch size", 1);
   tools::OptimOptions& o = c.optim;
-  cmd->add_option("--lr", o.lr, "peak learning rate")->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", o.lr, "peak learning rate")->check(positive_number());
   add_choice_option(cmd, "--optimizer", o.optimizer, tools::parse_optimizer, {"adamw", "sgd"}, "adamw | sgd");
   cmd->add_option("--weight-decay", o.weight_decay, "weight decay (not on biases and norms)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   add_choice_option(cmd, "--schedule", o.schedule, tools::parse_schedule, {"cosine", "constant", "step"},
                     "cosine | constant | step");
-  cmd->add_option("--warmup", o.warmup, "linear warmup steps")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--grad-accum", o.grad_accum, "micro-batches per optimizer step")->check(CLI::PositiveNumber);
+  add_integer_option(cmd, "--warmup", o.warmup, "linear warmup steps", 0);
+  add_integer_option(cmd, "--grad-accum", o.grad_accum, "micro-batches per optimizer step", 1);
   cmd->add_flag("--cuda-graph", c.cuda_graph,
                 "capture the whole training step in a CUDA graph once and replay it (cuda or sim device)");
-  cmd->add_option("--clip", o.clip, "max gradient norm (0 = off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--clip", o.clip, "max gradient norm (0 = off)")->check(non_negative_number());
   cmd->add_option("--init-scale", c.precision.init_scale, "fp16: the GradScaler's first loss scale (default 65536)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   add_seed_option(cmd, c.seed, "random seed (0 to 2^64 - 1)");
 }
 
@@ -71,15 +71,14 @@ void add_data_options(CLI::App* cmd, tools::TrainConfig& c) {
                   "the dataset's directory (default: $MT_FASHION_MNIST or the Debian package's for Fashion-MNIST, "
                   "$MT_BROWN_DIR or the cache folder tools/scripts/setup.sh fills for Brown)");
   add_dataset_option(cmd, d.dataset, "auto (the model's kind) | " + dataset_names_help());
-  cmd->add_option("--context", d.context, "text models: tokens per window or passage (default: the model's context)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--eval-every", c.report.eval_every,
-                  "also evaluate every N optimizer steps (default: each epoch's end)")
-      ->check(CLI::NonNegativeNumber);
+  add_integer_option(cmd, "--context", d.context,
+                     "text models: tokens per window or passage (default: the model's context)", 0);
+  add_integer_option(cmd, "--eval-every", c.report.eval_every,
+                     "also evaluate every N optimizer steps (default: each epoch's end)", 0);
   cmd->add_flag("--augment", d.augment, "random crop and horizontal flip");
-  cmd->add_option("--train-limit", d.train_limit, "use only the first N training samples (images or text windows)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--test-limit", d.test_limit, "use only the first N held-out samples")->check(CLI::NonNegativeNumber);
+  add_integer_option(cmd, "--train-limit", d.train_limit,
+                     "use only the first N training samples (images or text windows)", 0);
+  add_integer_option(cmd, "--test-limit", d.test_limit, "use only the first N held-out samples", 0);
 }
 
 // Memory savers, CPU threads and the memory ledger.
@@ -89,10 +88,10 @@ void add_memory_options(CLI::App* cmd, tools::TrainConfig& c) {
       "recompute each block (transformers) or stage (cnn, resnet) in backward instead of keeping its activations");
   cmd->add_flag("--offload-optimizer", c.optim.offload,
                 "keep master weights and optimizer state in host memory, streamed to the device for each update");
-  cmd->add_option("--threads", c.parallel.threads,
-                  "CPU threads for the kernels (default 0 = auto: timed trials of 1, 2, 4, ... threads up to "
-                  "$MT_NUM_THREADS or the cores keep the fastest, and are repeated every few seconds)")
-      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+  add_integer_option(cmd, "--threads", c.parallel.threads,
+                     "CPU threads for the kernels (default 0 = auto: timed trials of 1, 2, 4, ... threads up to "
+                     "$MT_NUM_THREADS or the cores keep the fastest, and are repeated every few seconds)",
+                     0, 4096);
   cmd->add_flag("--memory", c.report.memory,
                 "print the memory ledger at the training peak (parameters, gradients, optimizer state, activations, "
                 "...) beside its theory");

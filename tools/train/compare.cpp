@@ -4,6 +4,7 @@
 
 #include "runtime/error.h"
 #include "tools/train/machine.h"
+#include "tools/train/output_paths.h"
 #include "tools/train/report.h"
 
 namespace mt::tools {
@@ -41,14 +42,34 @@ std::string train_command_line(const TrainConfig& c) {
   return line;
 }
 
-std::vector<TrainSummary> run_compare(const CompareOptions& options, std::FILE* out) {
-  MT_CHECK(!options.out.empty(), "compare: --out (the HTML report to write) is required");
-  MT_CHECK(!options.precisions.empty(), "compare: no precision to train");
+namespace {
+
+// The metrics log of each run under --log-dir ("" without it).
+std::string run_log_path(const CompareOptions& options, const std::string& precision) {
+  return options.log_dir.empty() ? std::string() : options.log_dir + "/compare-" + precision + ".jsonl";
+}
+
+// --out and the runs' logs: none the same file as another or as --data, none a
+// device, each in a folder that exists.
+void check_compare_outputs(const CompareOptions& options) {
+  std::vector<OutputPath> outputs = {{"--out", options.out}};
+  for (const Precision p : options.precisions) {
+    outputs.push_back({"the " + precision_name(p) + " run's log", run_log_path(options, precision_name(p))});
+  }
+  check_output_paths("compare", outputs, {{"--data", options.base.data.dir}});
   check_output_folder("compare: --out", options.out);
   if (!options.log_dir.empty()) {
     MT_CHECK(std::filesystem::is_directory(options.log_dir), "compare: --log-dir '{}' is not a folder",
              options.log_dir);
   }
+}
+
+}  // namespace
+
+std::vector<TrainSummary> run_compare(const CompareOptions& options, std::FILE* out) {
+  MT_CHECK(!options.out.empty(), "compare: --out (the HTML report to write) is required");
+  MT_CHECK(!options.precisions.empty(), "compare: no precision to train");
+  check_compare_outputs(options);
   ReportPage page;
   std::vector<TrainSummary> summaries;
   std::vector<std::string> names;
@@ -60,7 +81,7 @@ std::vector<TrainSummary> run_compare(const CompareOptions& options, std::FILE* 
     c.report.record_grad_norm = true;
     c.report.keep_records = true;
     c.debug.dtype_report = true;
-    if (!options.log_dir.empty()) c.report.log = options.log_dir + "/compare-" + precision + ".jsonl";
+    c.report.log = run_log_path(options, precision);
     c.report.command = train_command_line(c);
     std::fprintf(out, "\n== %s: %s\n", precision.c_str(), c.report.command.c_str());
     summaries.push_back(train(c, out));

@@ -9,6 +9,7 @@
 #include "core/device_info.h"
 #endif
 #include "distributed/process_group.h"
+#include "tools/train/output_paths.h"
 
 namespace mt::tools {
 
@@ -106,6 +107,20 @@ void place_run(TrainingRun& r, const TrainConfig& requested) {
   r.precision = *r.c.precision.mode;
 }
 
+// The files the run writes: not one of its inputs (but --save may continue
+// --resume's checkpoint in place) nor one another, not a device, and in a
+// folder that exists.
+void check_train_outputs(const TrainConfig& c) {
+  check_output_paths("train",
+                     {{"--save", c.checkpoint.save, OutputKind::File, /*may_replace=*/"--resume"},
+                      {"--log", c.report.log},
+                      {"--report", c.report.html},
+                      {"--tensorboard", c.report.tensorboard, OutputKind::Folder}},
+                     {{"--resume", c.checkpoint.resume}, {"--data", c.data.dir}});
+  if (!c.checkpoint.save.empty()) check_output_folder("train: --save", c.checkpoint.save);
+  if (!c.report.html.empty()) check_output_folder("train: --report", c.report.html);
+}
+
 // The numbers and output folders of the configuration, refused before anything is built.
 void check_config(const TrainingRun& r) {
   const TrainConfig& c = r.c;
@@ -117,8 +132,7 @@ void check_config(const TrainingRun& r) {
            "train: --init-scale must be positive and finite in f32, got {}", c.precision.init_scale);
   MT_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "train: the weight decay must be finite and >= 0");
   // Checked before training, not when the first file is written.
-  if (!c.checkpoint.save.empty()) check_output_folder("train: --save", c.checkpoint.save);
-  if (!c.report.html.empty()) check_output_folder("train: --report", c.report.html);
+  check_train_outputs(c);
   MT_CHECK(!c.precision.master_weights || r.precision != Precision::Fp32,
            "train: --master-weights needs --precision fp16 or bf16");
 

@@ -187,6 +187,81 @@ expect_failure "^error: eval: the held-out split of 'fashion-mnist' in '.*no_tes
   eval --checkpoint "$tmp/c.safetensors" --device cpu --data "$tmp/no_test"
 expect_failure "^error: train: the training set is empty: 'fashion-mnist' in '.*no_train' holds 0 training samples" \
   train --model mlp --steps 1 --data "$tmp/no_train" --no-progress
+# Issue 33: one output-path rule for every writer. An output that is an input (however spelled), another
+# output or a device is refused before any work, and the input is left as it was. A symlink to /dev/null
+# stands for a device: the writers it names replace their path by rename, so even without the rule only the
+# link would go, never the node.
+unchanged() {  # unchanged <file> <copy> <case>: the refused command left the input as it was
+  cmp -s "$1" "$2" || { echo "FAIL: $3 changed $1"; failures=$((failures + 1)); }
+}
+mkdir -p "$tmp/x"
+cp "$tmp/m.jsonl" "$tmp/x/run.jsonl"
+cp "$tmp/c.safetensors" "$tmp/ck.safetensors"
+ln -s /dev/null "$tmp/null-link"
+expect_failure "^error: report: --out '.*/x/run.jsonl' is the same file as the metrics log" \
+  report "$tmp/x/run.jsonl" --out "$tmp/x/run.jsonl"
+expect_failure "report: --out '.*/x/../x/run.jsonl' is the same file as the metrics log '.*/x/run.jsonl'" \
+  report "$tmp/x/run.jsonl" --out "$tmp/x/../x/run.jsonl"
+expect_failure "report: --out .* is the same file as the metrics log '.*/x/run.jsonl'" \
+  report "$tmp/m.jsonl" "$tmp/x/run.jsonl" --out "$tmp/x/./run.jsonl"
+unchanged "$tmp/x/run.jsonl" "$tmp/m.jsonl" "report --out naming its own log"
+expect_failure "train: --log '.*' is the same file as --resume '.*/ck.safetensors'" \
+  train --resume "$tmp/ck.safetensors" --log "$tmp/ck.safetensors" --steps 1
+expect_failure "train: --report '.*' is the same file as --resume '.*/ck.safetensors'" \
+  train --resume "$tmp/ck.safetensors" --report "$tmp/x/../ck.safetensors" --steps 1
+unchanged "$tmp/ck.safetensors" "$tmp/c.safetensors" "train --log/--report naming --resume"
+expect_failure "train: --save '.*/s' and --report '.*/s' are the same file" \
+  train --save "$tmp/s" --report "$tmp/s" --steps 1 --train-limit 256 --test-limit 10
+[ -e "$tmp/s" ] && { echo "FAIL: train --save s --report s wrote s"; failures=$((failures + 1)); }
+ln -s "$tmp/ck.safetensors" "$tmp/ck-link"
+expect_failure "train: --log '.*/ck-link' is the same file as --resume '.*/ck.safetensors'" \
+  train --resume "$tmp/ck.safetensors" --log "$tmp/ck-link" --steps 1
+unchanged "$tmp/ck.safetensors" "$tmp/c.safetensors" "train --log naming --resume through a symlink"
+expect_failure "train: --save '.*/null-link' is a character device" \
+  train --save "$tmp/null-link" --steps 1 --train-limit 256 --test-limit 10
+expect_failure "report: --out '.*/null-link' is a character device" report "$tmp/m.jsonl" --out "$tmp/null-link"
+[ -L "$tmp/null-link" ] || { echo "FAIL: a writer replaced the link to /dev/null"; failures=$((failures + 1)); }
+expect_failure "train: --tensorboard '.*/ck.safetensors' is a regular file" \
+  train --tensorboard "$tmp/ck.safetensors" --steps 1 --train-limit 256 --test-limit 10
+expect_failure "bench: --json '.*/x' is a folder" bench --json "$tmp/x" --steps 1 --warmup-steps 1 --train-limit 256
+expect_failure "compare: --out '.*' and the fp32 run's log '.*/compare-fp32.jsonl' are the same file" \
+  compare --out "$tmp/x/compare-fp32.jsonl" --log-dir "$tmp/x" --steps 1 --train-limit 256 --test-limit 10
+[ -e "$tmp/x/compare-fp32.jsonl" ] && { echo "FAIL: compare wrote its log over --out"; failures=$((failures + 1)); }
+
+# Issue 33: every environment variable is parsed at start-up, inside the error wrapper: an `error:` line
+# naming it, never an abort (SIGABRT exits 134, which expect_failure refuses).
+MT_DIST_BACKEND=garbage expect_failure "^error: MT_DIST_BACKEND must be local, mpi or nccl, got 'garbage'" \
+  train --steps 1 --train-limit 256 --test-limit 10
+MT_DIST_BACKEND=garbage expect_failure "^error: MT_DIST_BACKEND must be" train --ddp --steps 1
+MT_DIST_TIMEOUT=garbage expect_failure "^error: MT_DIST_TIMEOUT must be a positive number of seconds, got 'garbage'" \
+  train --shard-optimizer --steps 1 --train-limit 256 --test-limit 10
+MT_DIST_TIMEOUT=-5 expect_failure "^error: MT_DIST_TIMEOUT must be a positive number of seconds, got '-5'" \
+  train --steps 1
+MT_CUDA_ALLOC_CONF=bogus expect_failure "^error: MT_CUDA_ALLOC_CONF: expected key:value, got 'bogus'" info
+MT_GEMM=bogus expect_failure "^error: MT_GEMM='bogus': expected auto, own or cublaslt" info
+MT_CONV=bogus expect_failure "^error: MT_CONV='bogus': expected auto, own or cudnn" eval \
+  --checkpoint "$tmp/c.safetensors"
+
+# Issue 33: integer flags refuse what does not fit; CLI11's own errors read as the CLI's, exit 1.
+# (An empty prompt: were the number read as 2^63 - 1, generate would stop at the prompt, not run for ever.)
+expect_failure "^error: --tokens: '18446744073709551616' is not a whole number from 0 to 2\^63 - 1" \
+  generate --checkpoint "$tmp/g.safetensors" --prompt "" --tokens 18446744073709551616
+expect_failure "^error: --context: '18446744073709551616' is not a whole number from 0 to 2\^63 - 1" \
+  train --model gpt-tiny --context 18446744073709551616 --steps 1
+expect_failure "^error: --steps: '010x' is not a whole number" train --steps 010x
+expect_failure "^error: --lr: '-1' is not a finite number > 0$" train --lr -1 --steps 1
+expect_failure "^error: --temperature: 'inf' is not a finite number >= 0" \
+  generate --checkpoint "$tmp/g.safetensors" --prompt "The jury" --temperature inf
+output=$("$mixtape" train --epochs 0 2>&1)
+status=$?
+[ $status -eq 1 ] && grep -q "^error: --epochs: '0' is not a whole number from 1 to 2^63 - 1" <<<"$output" &&
+  grep -q "^Run with --help" <<<"$output" && ! grep -qE "[0-9]{30}" <<<"$output" ||
+  { echo "FAIL: a CLI11 range error exited $status: $output"; failures=$((failures + 1)); }
+output=$("$mixtape" train --bogus-flag 2>&1)
+[ $? -eq 1 ] && grep -q "^error: The following argument was not expected: --bogus-flag" <<<"$output" ||
+  { echo "FAIL: an unknown flag: $output"; failures=$((failures + 1)); }
+"$mixtape" train --help > "$tmp/help.txt" 2>&1 && grep -q -- "--tokens\|--save" "$tmp/help.txt" ||
+  { echo "FAIL: train --help"; failures=$((failures + 1)); }
 
 [ $failures -eq 0 ] && echo "all CLI checks passed"
 exit $failures
