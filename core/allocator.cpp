@@ -158,7 +158,8 @@ class CpuAllocator final : public Allocator {
     void* ptr = cache_.take(rounded);
     if (ptr == nullptr) ptr = std::aligned_alloc(64, rounded);
     if (ptr == nullptr && cache_.release() > 0) ptr = std::aligned_alloc(64, rounded);
-    if (ptr == nullptr) throw OutOfMemoryError(fmt::format("out of CPU memory: a kernel asked for {} bytes of scratch", bytes));
+    if (ptr == nullptr)
+      throw OutOfMemoryError(fmt::format("out of CPU memory: a kernel asked for {} bytes of scratch", bytes));
     return ptr;
   }
   void free_scratch(void* ptr, size_t bytes) {

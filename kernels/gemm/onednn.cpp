@@ -6,11 +6,13 @@
 // tiles where present, an emulation on older CPUs), where the Eigen path
 // widened every operand to f32 first and multiplied in f32.
 //
-// The epilogue: bias and ReLU are fused into the primitive (added and
-// applied in f32 before the one rounding, as the Eigen and GPU epilogues do).
-// GELU, and the pre-activation kept for backward, run after it with the
-// elementwise ops' formulas (kernels/gemm/epilogue.h) on an f32 result, so a
-// fused Linear + GELU gives the same function on every back end.
+// The epilogue: bias is fused into the primitive (added in f32 before the
+// one rounding, as the Eigen and GPU epilogues do). ReLU runs on the rounded
+// output with the elementwise kernel: rounding commutes with it, and
+// oneDNN's ReLU post-op turns NaN into 0 where mixtape and PyTorch keep NaN
+// (the parity suite's linear/no_bias_nan case). GELU runs after the product
+// with the elementwise ops' formulas (kernels/gemm/epilogue.h) on an f32
+// result, so a fused Linear + GELU gives the same function on every back end.
 //
 // Primitives are made once per shape, layout, dtype, epilogue and thread
 // count, and kept (oneDNN picks its blocking from the thread count at
@@ -18,15 +20,17 @@
 // implementation is declined: Eigen is faster than that.
 #include "kernels/gemm/onednn.h"
 
+#include <omp.h>
+
 #include <map>
 #include <mutex>
-#include <omp.h>
 #include <optional>
 #include <vector>
 
 #include "kernels/common/cpu_backend.h"
 #include "kernels/common/onednn.h"
 #include "kernels/common/strided.h"
+#include "kernels/elementwise/cpu.h"
 #include "kernels/gemm/epilogue.h"
 
 namespace mt::kernels::cpu {
@@ -90,15 +94,9 @@ PrimitiveCache& primitives() {
 }
 
 std::optional<dnnl::matmul> make_matmul(const memory::desc& a, const memory::desc& b, const memory::desc* bias,
-                                        const memory::desc& dst, bool relu) {
-  dnnl::primitive_attr attr;
-  if (relu) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(ops);
-  }
+                                        const memory::desc& dst) {
   const dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(a, b, *bias, dst) : dnnl::matmul::desc(a, b, dst);
-  const dnnl::matmul::primitive_desc pd(desc, attr, onednn::engine(), /*allow_empty=*/true);
+  const dnnl::matmul::primitive_desc pd(desc, onednn::engine(), /*allow_empty=*/true);
   if (!pd) return std::nullopt;
   const std::string impl = pd.impl_info_str();
   if (impl.rfind("ref", 0) == 0) return std::nullopt;  // the reference kernel: Eigen is faster
@@ -124,9 +122,8 @@ bool onednn_bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
   const auto a_md = matrix_desc(a, *src_type), b_md = matrix_desc(b, *src_type);
   if (!a_md || !b_md) return declined(a, b, out, "strides");
 
-  // ReLU fuses; GELU and the pre-activation need the f32 product first.
-  const bool fused = !epilogue.pre_activation.defined() &&
-                     (epilogue.activation == GemmActivation::None || epilogue.activation == GemmActivation::Relu) &&
+  // Straight into out, then ReLU in place; GELU needs the f32 product first.
+  const bool fused = (epilogue.activation == GemmActivation::None || epilogue.activation == GemmActivation::Relu) &&
                      out.is_contiguous();
   const memory::data_type dst_type = fused ? *onednn::data_type(out.dtype()) : memory::data_type::f32;
   const memory::desc dst_md({batch, m, n}, dst_type, Dims{m * n, n, 1});
@@ -136,15 +133,13 @@ bool onednn_bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
     bias.emplace(epilogue.bias);
     bias_md = memory::desc({1, 1, n}, memory::data_type::f32, Dims{n, n, 1});
   }
-  const bool relu = fused && epilogue.activation == GemmActivation::Relu;
-
-  Key key = {relu, omp_get_max_threads()};
+  Key key = {omp_get_max_threads()};
   append(key, *a_md);
   append(key, *b_md);
   append(key, dst_md);
   if (bias_md) append(key, *bias_md);
   const std::optional<dnnl::matmul> matmul =
-      primitives().get(key, [&] { return make_matmul(*a_md, *b_md, bias_md ? &*bias_md : nullptr, dst_md, relu); });
+      primitives().get(key, [&] { return make_matmul(*a_md, *b_md, bias_md ? &*bias_md : nullptr, dst_md); });
   if (!matmul) return declined(a, b, out, "no optimised oneDNN kernel for this CPU");
 
   std::optional<OutputBuffer<float>> product;  // the f32 product, when the epilogue runs after
@@ -159,6 +154,8 @@ bool onednn_bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
   onednn::stream().wait();
   if (fused) {
     out.storage()->bump_version();
+    if (epilogue.pre_activation.defined()) copy(out, epilogue.pre_activation);
+    if (epilogue.activation == GemmActivation::Relu) unary(UnaryOp::Relu, out, out, {});
     return true;
   }
 

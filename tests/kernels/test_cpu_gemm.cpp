@@ -145,7 +145,8 @@ TEST_CASE("CPU GEMM epilogue: bias, ReLU, GELU and the stored pre-activation wit
           kernels::bmm(a, b, out, epilogue);
           const double tolerance = dtype == kF32 ? 1e-5 : 8e-3;
           CHECK(relative_error(out, reference(a, b, bias, activation, false)) < tolerance);
-          if (keep_pre) CHECK(relative_error(epilogue.pre_activation, reference(a, b, bias, activation, true)) < tolerance);
+          if (keep_pre)
+            CHECK(relative_error(epilogue.pre_activation, reference(a, b, bias, activation, true)) < tolerance);
         }
       }
     }
@@ -189,4 +190,33 @@ TEST_CASE("MT_CPU_GEMM=onednn refuses a product oneDNN does not take instead of 
   const Tensor out = empty({1, 8, 8}, kF16, kCPU);
   CHECK_THROWS_WITH(kernels::bmm(a, b, out), Catch::Contains("oneDNN does not take"));
   CHECK_THAT(kernels::cpu_backend_description(), Catch::Contains("oneDNN"));
+}
+
+TEST_CASE("CPU GEMM: a NaN product stays NaN through the ReLU epilogue, as in PyTorch (oneDNN post-op bug)",
+          "[kernels][gemm][cpu]") {
+  for (const CpuGemmLibrary library : libraries()) {
+    const UseLibrary use(library);
+    for (const DType dtype : {kF32, kBF16}) {
+      for (const bool keep_pre : {false, true}) {
+        INFO(name(library) << " " << dtype_name(dtype) << " pre-activation kept " << keep_pre);
+        Generator gen(16);
+        Tensor a = operand(1, 4, 8, kF32, false, gen);
+        static_cast<float*>(a.data_ptr())[0] = std::nanf("");  // row 0 of the product is NaN
+        a = a.to(dtype);
+        const Tensor b = operand(1, 8, 5, dtype, false, gen);
+        kernels::GemmEpilogue epilogue;
+        epilogue.activation = GemmActivation::Relu;
+        if (keep_pre) epilogue.pre_activation = empty({1, 4, 5}, dtype, kCPU);
+        const Tensor out = empty({1, 4, 5}, dtype, kCPU);
+        kernels::bmm(a, b, out, epilogue);
+        const std::vector<double> y = as_f64(out);
+        for (int c = 0; c < 5; ++c) CHECK(std::isnan(y[c]));
+        if (keep_pre) {
+          const std::vector<double> pre = as_f64(epilogue.pre_activation);
+          for (int c = 0; c < 5; ++c) CHECK(std::isnan(pre[c]));
+          for (size_t i = 5; i < y.size(); ++i) CHECK(y[i] == std::max(pre[i], 0.0));
+        }
+      }
+    }
+  }
 }
