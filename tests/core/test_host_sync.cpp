@@ -20,7 +20,7 @@ int64_t syncs_of(const std::function<void()>& fn) {
 // them over (a blocking cudaMemcpy per zeros/ones/full on a GPU), and a
 // counter that misses item() on the sim device (where the read is a plain
 // memory access, so nothing else would notice).
-TEST_CASE("device fills are kernels; item(), reads and blocking copies are counted syncs", "[host_sync]") {
+TEST_CASE("device fills are kernels, item(), reads and blocking copies are counted syncs", "[host_sync]") {
   Tensor z, o, f;
   CHECK(syncs_of([&] {
           z = zeros({3, 5}, kF16, kSIM);

@@ -356,7 +356,7 @@ TEST_CASE("Hopper GEMMs (v6, v7) match the CPU reference for f16 and bf16, all l
 // Catches: refilling (v6) or freeing (v7) a stage wgmma is still reading,
 // a wrong phase parity when a stage is used the second and third time,
 // more than one block tile in M and N.
-TEST_CASE("Hopper GEMMs: many K slices cycle every pipeline stage; several block tiles", "[gemm][sim]") {
+TEST_CASE("Hopper GEMMs: many K slices cycle every pipeline stage, several block tiles", "[gemm][sim]") {
   for (const auto& v : hopper_versions()) {
     for (int layout = 0; layout < 4; ++layout) {
       const bool ta = layout & 1, tb = layout & 2;

@@ -9,7 +9,7 @@
 
 using namespace mt;
 
-TEST_CASE("CRC-32C matches the Castagnoli check value; the mask rotates and offsets it", "[tensorboard]") {
+TEST_CASE("CRC-32C matches the Castagnoli check value, and the mask rotates and offsets it", "[tensorboard]") {
   CHECK(tools::crc32c("123456789") == 0xE3069283u);  // the standard check value of CRC-32C
   CHECK(tools::crc32c("") == 0u);
   const uint32_t c = tools::crc32c("abc");
