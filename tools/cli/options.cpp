@@ -16,6 +16,7 @@
 #include "core/threads.h"
 #include "distributed/process_group.h"
 #include "kernels/attention/attention.h"
+#include "kernels/common/cpu_backend.h"
 #include "kernels/conv/api.h"
 #include "kernels/gemm/api.h"
 #include "models/registry.h"
@@ -174,6 +175,7 @@ void check_environment() {
   cpu_memory_limit();                     // MT_CPU_MEMORY_LIMIT
   alloc_conf_from_environment();          // MT_CUDA_ALLOC_CONF
   kernels::attention_backend_from_env();  // MT_ATTENTION
+  kernels::cpu_gemm_library();            // MT_CPU_GEMM
   try {
     // MT_GEMM and MT_CONV: the simulator's entry points parse them as the GPU's do.
     sim::gemm_backend_name(kernels::GemmBackend::Auto);
