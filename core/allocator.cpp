@@ -36,18 +36,6 @@ void StatsCounter::reset_peak() { peak_.store(current_.load()); }
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-
 // Freed large host blocks, kept for the next allocation of their size
 // class. glibc hands blocks above its mmap threshold (128 KiB to 32 MiB)
 // back to the kernel on free, so every training step page-faulted its large
@@ -85,7 +73,7 @@ class HostBlockCache {
 
   // Keeps a freed block; returns false when the caller must free it.
   bool keep(void* block, size_t rounded) {
-    if (kAddressSanitizer || rounded < kSmallest) return false;
+    if (!kHostCacheKeepsBlocks || rounded < kSmallest) return false;
     std::lock_guard lock(mutex_);
     if (idle_bytes_ + rounded > kMaxCached) return false;
     idle_[rounded].push_back(block);

@@ -12,6 +12,20 @@
 
 namespace mt {
 
+// Whether freed large blocks are kept: not under AddressSanitizer, which
+// must see every free to catch a use after it.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kHostCacheKeepsBlocks = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kHostCacheKeepsBlocks = false;
+#else
+inline constexpr bool kHostCacheKeepsBlocks = true;
+#endif
+#else
+inline constexpr bool kHostCacheKeepsBlocks = true;
+#endif
+
 // 64-byte aligned, uninitialised; null for 0 bytes. Throws OutOfMemoryError.
 void* allocate_cpu_scratch(size_t bytes);
 void free_cpu_scratch(void* ptr, size_t bytes);
