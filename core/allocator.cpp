@@ -81,6 +81,22 @@ class HostBlockCache {
     return true;
   }
 
+  // A block for a request of `bytes`: a kept one of its size class, else a
+  // fresh one (after freeing the idle blocks, if memory ran out); null when
+  // even that fails.
+  void* acquire(size_t bytes) {
+    const size_t rounded = size_class(bytes);
+    void* block = take(rounded);
+    if (block == nullptr) block = std::aligned_alloc(64, rounded);
+    if (block == nullptr && release() > 0) block = std::aligned_alloc(64, rounded);
+    return block;
+  }
+
+  // Returns a block from acquire(bytes): kept for reuse, or freed.
+  void give_back(void* block, size_t bytes) {
+    if (block != nullptr && !keep(block, size_class(bytes))) std::free(block);
+  }
+
   // Frees every kept block; returns the bytes given back.
   size_t release() {
     std::lock_guard lock(mutex_);
@@ -117,10 +133,7 @@ class CpuAllocator final : public Allocator {
           "bytes (MT_CPU_MEMORY_LIMIT, or the memory budget of mixtape bench)",
           bytes, stats_.snapshot().current_bytes, limit));
     }
-    const size_t rounded = HostBlockCache::size_class(bytes);
-    void* ptr = cache_.take(rounded);
-    if (ptr == nullptr) ptr = std::aligned_alloc(64, rounded);
-    if (ptr == nullptr && cache_.release() > 0) ptr = std::aligned_alloc(64, rounded);
+    void* ptr = cache_.acquire(bytes);
     if (ptr == nullptr) {
       const auto s = stats_.snapshot();
       throw OutOfMemoryError(fmt::format(
@@ -131,7 +144,7 @@ class CpuAllocator final : public Allocator {
   }
   void deallocate(void* ptr, size_t bytes) override {
     if (ptr == nullptr) return;
-    if (!cache_.keep(ptr, HostBlockCache::size_class(bytes))) std::free(ptr);
+    cache_.give_back(ptr, bytes);
     stats_.on_deallocate(bytes);
   }
   Device device() const override { return kCPU; }
@@ -142,17 +155,12 @@ class CpuAllocator final : public Allocator {
   // A kernel's temporary: the same cache, outside the tensor statistics and the limit.
   void* allocate_scratch(size_t bytes) {
     if (bytes == 0) return nullptr;
-    const size_t rounded = HostBlockCache::size_class(bytes);
-    void* ptr = cache_.take(rounded);
-    if (ptr == nullptr) ptr = std::aligned_alloc(64, rounded);
-    if (ptr == nullptr && cache_.release() > 0) ptr = std::aligned_alloc(64, rounded);
+    void* ptr = cache_.acquire(bytes);
     if (ptr == nullptr)
       throw OutOfMemoryError(fmt::format("out of CPU memory: a kernel asked for {} bytes of scratch", bytes));
     return ptr;
   }
-  void free_scratch(void* ptr, size_t bytes) {
-    if (ptr != nullptr && !cache_.keep(ptr, HostBlockCache::size_class(bytes))) std::free(ptr);
-  }
+  void free_scratch(void* ptr, size_t bytes) { cache_.give_back(ptr, bytes); }
   size_t release_cache() { return cache_.release(); }
   size_t cached_bytes() const { return cache_.idle_bytes(); }
 
