@@ -4,16 +4,26 @@ find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(Threads REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
-# fmt and spdlog header-only, Boost.Context static: mixtape's binaries then
-# need no third-party shared library, so a build made here runs on a GPU
-# machine that has none of these packages (tools/scripts/gpu_check.sh).
+# fmt and spdlog: Debian's compiled libraries (libfmt9, libspdlog1.10) by
+# default. Header-only, each of mixtape's ~150 source files compiles fmt's
+# and spdlog's implementation again: two thirds of an object file's code and
+# a third of its compile time, so a first `make train` on 2 cores took
+# minutes longer. MT_HEADER_ONLY_LOGGING=ON (tools/scripts/gpu_pack.sh)
+# compiles them into the binary instead, which then needs no third-party
+# shared library on a GPU machine that has none of these packages.
+option(MT_HEADER_ONLY_LOGGING "Compile fmt and spdlog into each object instead of linking their libraries" OFF)
 add_library(mt_fmt INTERFACE)
-target_link_libraries(mt_fmt INTERFACE fmt::fmt-header-only)
 add_library(mt_spdlog INTERFACE)
-get_target_property(MT_SPDLOG_INCLUDES spdlog::spdlog_header_only INTERFACE_INCLUDE_DIRECTORIES)
-target_include_directories(mt_spdlog INTERFACE ${MT_SPDLOG_INCLUDES})
-target_compile_definitions(mt_spdlog INTERFACE SPDLOG_FMT_EXTERNAL SPDLOG_HEADER_ONLY)
-target_link_libraries(mt_spdlog INTERFACE mt_fmt Threads::Threads)
+if(NOT MT_HEADER_ONLY_LOGGING AND TARGET fmt::fmt AND TARGET spdlog::spdlog)
+  target_link_libraries(mt_fmt INTERFACE fmt::fmt)
+  target_link_libraries(mt_spdlog INTERFACE spdlog::spdlog mt_fmt)
+else()
+  target_link_libraries(mt_fmt INTERFACE fmt::fmt-header-only)
+  get_target_property(MT_SPDLOG_INCLUDES spdlog::spdlog_header_only INTERFACE_INCLUDE_DIRECTORIES)
+  target_include_directories(mt_spdlog INTERFACE ${MT_SPDLOG_INCLUDES})
+  target_compile_definitions(mt_spdlog INTERFACE SPDLOG_FMT_EXTERNAL SPDLOG_HEADER_ONLY)
+  target_link_libraries(mt_spdlog INTERFACE mt_fmt Threads::Threads)
+endif()
 set(Boost_USE_STATIC_LIBS ON)
 # With MT_STATIC_RUNTIME the C++ runtime is linked in too (for carrying a
 # build to a machine with an older libstdc++).
