@@ -1,11 +1,14 @@
-// Which library runs the CPU's GEMMs, and what the CPU gives it.
+// Which library runs the CPU's GEMMs and convolutions, and what the CPU
+// gives it.
 //
-// MT_CPU_GEMM picks: `auto` (the default) runs f32 and bf16 products through
-// oneDNN where this build has it and Eigen otherwise (f64, f16, odd strides,
-// and whatever oneDNN declines); `eigen` runs every product through Eigen;
-// `onednn` is `auto` that fails instead of falling back, for tests. Eigen's
-// path is bit-identical for every thread count (kernels/gemm/cpu.cpp);
-// `mixtape info` prints what oneDNN dispatches to.
+// MT_CPU_GEMM picks: `auto` (the default) runs f32 and bf16 products and
+// convolutions through oneDNN where this build has it and Eigen otherwise
+// (f64, f16, odd strides, and whatever oneDNN declines; a convolution's
+// Eigen path is im2col + GEMM); `eigen` runs every product and convolution
+// through Eigen; `onednn` is `auto` that fails instead of falling back, for
+// tests. Eigen's path is bit-identical for every thread count
+// (kernels/gemm/cpu.cpp, kernels/conv/cpu.cpp); `mixtape info` prints what
+// oneDNN dispatches to.
 #pragma once
 
 #include <string>

@@ -1,4 +1,6 @@
-// CPU conv2d: im2col + GEMM (Eigen), OpenMP over the batch.
+// CPU conv2d: oneDNN's convolution where it takes the case
+// (kernels/conv/onednn.cpp, MT_CPU_GEMM), else im2col + GEMM (Eigen), OpenMP
+// over the batch, described here.
 //
 // For each sample n and group g the receptive fields are unrolled into
 // col [K = C/groups*KH*KW, L = OH*OW] (row (c, ki, kj), column (oy, ox)), and
@@ -21,6 +23,7 @@
 #include <optional>
 
 #include "kernels/common/strided.h"
+#include "kernels/conv/onednn.h"
 
 namespace mt::kernels::cpu {
 namespace {
@@ -145,6 +148,22 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   }
 }
 
+// dbias = the sum of dy over the batch and the output plane, in f64.
+template <typename T>
+void bias_gradient(const T* dy, const ConvShape& g, const Tensor& dbias) {
+  const int64_t L = g.out_h * g.out_w;
+  std::vector<T> db(static_cast<size_t>(g.out_channels));
+  for (int64_t o = 0; o < g.out_channels; ++o) {
+    double s = 0;
+    for (int64_t n = 0; n < g.batch; ++n) {
+      const T* p = dy + (n * g.out_channels + o) * L;
+      for (int64_t l = 0; l < L; ++l) s += p[l];
+    }
+    db[static_cast<size_t>(o)] = static_cast<T>(s);
+  }
+  store(db.data(), dbias);
+}
+
 template <typename T>
 void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, const ConvShape& g, const Tensor& dx,
                     const Tensor& dweight, const Tensor& dbias) {
@@ -153,19 +172,9 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
   const int64_t K = cg * g.kernel_h * g.kernel_w, L = g.out_h * g.out_w, HW = g.in_h * g.in_w;
   const bool pointwise = is_pointwise(g);
 
-  if (dbias.defined()) {
-    std::vector<T> db(static_cast<size_t>(g.out_channels));
-    for (int64_t o = 0; o < g.out_channels; ++o) {
-      double s = 0;
-      for (int64_t n = 0; n < g.batch; ++n) {
-        const T* p = vdy.data() + (n * g.out_channels + o) * L;
-        for (int64_t l = 0; l < L; ++l) s += p[l];
-      }
-      db[static_cast<size_t>(o)] = static_cast<T>(s);
-    }
-    store(db.data(), dbias);
-  }
+  if (dbias.defined()) bias_gradient(vdy.data(), g, dbias);
   if (!dx.defined() && !dweight.defined()) return;
+  if (onednn_conv2d_backward(dy, x, weight, g, dx, dweight)) return;
 
   std::optional<Loaded<T>> vx, vw;
   if (dweight.defined()) vx.emplace(x);
@@ -253,6 +262,7 @@ void check_geometry(const Tensor& x, const Tensor& y, const ConvShape& g) {
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvShape& geometry,
                     const Tensor& y) {
   check_geometry(x, y, geometry);
+  if (onednn_conv2d_forward(x, weight, bias, geometry, y)) return;
   if (y.dtype() == kF64) {
     forward_typed<double>(x, weight, bias, geometry, y);
   } else {

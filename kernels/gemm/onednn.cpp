@@ -22,8 +22,6 @@
 
 #include <omp.h>
 
-#include <map>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -62,35 +60,8 @@ std::optional<memory::desc> matrix_desc(const Tensor& t, memory::data_type dtype
   return memory::desc(dims, dtype, strides);
 }
 
-// What a primitive depends on, as one key.
-using Key = std::vector<int64_t>;
-
-void append(Key& key, const memory::desc& md) {
-  key.push_back(static_cast<int64_t>(md.data_type()));
-  for (const int64_t d : md.dims()) key.push_back(d);
-  for (int i = 0; i < md.data.ndims; ++i) key.push_back(md.data.format_desc.blocking.strides[i]);
-}
-
-// The primitives made so far; an empty optional records a declined product.
-class PrimitiveCache {
- public:
-  template <typename Make>
-  std::optional<dnnl::matmul> get(const Key& key, Make make) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = cache_.find(key);
-    if (found != cache_.end()) return found->second;
-    if (cache_.size() >= kMaxEntries) cache_.clear();  // a shape-changing workload: start again
-    return cache_.emplace(key, make()).first->second;
-  }
-
- private:
-  static constexpr size_t kMaxEntries = 4096;
-  std::mutex mutex_;
-  std::map<Key, std::optional<dnnl::matmul>> cache_;
-};
-
-PrimitiveCache& primitives() {
-  static PrimitiveCache cache;
+onednn::PrimitiveCache<dnnl::matmul>& primitives() {
+  static onednn::PrimitiveCache<dnnl::matmul> cache;
   return cache;
 }
 
@@ -99,8 +70,7 @@ std::optional<dnnl::matmul> make_matmul(const memory::desc& a, const memory::des
   const dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(a, b, *bias, dst) : dnnl::matmul::desc(a, b, dst);
   const dnnl::matmul::primitive_desc pd(desc, onednn::engine(), /*allow_empty=*/true);
   if (!pd) return std::nullopt;
-  const std::string impl = pd.impl_info_str();
-  if (impl.rfind("ref", 0) == 0) return std::nullopt;  // the reference kernel: Eigen is faster
+  if (onednn::is_reference(pd)) return std::nullopt;  // Eigen is faster than that
   return dnnl::matmul(pd);
 }
 
@@ -134,11 +104,11 @@ bool onednn_bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
     bias.emplace(epilogue.bias);
     bias_md = memory::desc({1, 1, n}, memory::data_type::f32, Dims{n, n, 1});
   }
-  Key key = {omp_get_max_threads()};
-  append(key, *a_md);
-  append(key, *b_md);
-  append(key, dst_md);
-  if (bias_md) append(key, *bias_md);
+  onednn::PrimitiveKey key = {omp_get_max_threads()};
+  onednn::append(key, *a_md);
+  onednn::append(key, *b_md);
+  onednn::append(key, dst_md);
+  if (bias_md) onednn::append(key, *bias_md);
   const std::optional<dnnl::matmul> matmul =
       primitives().get(key, [&] { return make_matmul(*a_md, *b_md, bias_md ? &*bias_md : nullptr, dst_md); });
   if (!matmul) return declined(a, b, out, "no optimised oneDNN kernel for this CPU");
