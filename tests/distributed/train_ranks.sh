@@ -154,7 +154,10 @@ out=$("$mixtape" train "${common[@]}" --precision bf16 --batch 64 --epochs 2 --r
 [ $? -ne 0 ] && grep -q "same number" <<<"$out" || fail "a 1-process resume of a 2-rank checkpoint was not refused: $out"
 
 # A rank killed mid-run: mpirun stops the job, non-zero, in seconds.
-long=(--model mlp --epochs 50 --train-limit 2048 --test-limit 100 --threads 1 --no-progress --batch 64)
+# The run must still be going when the kill lands 3 s in: 1000 epochs of 32
+# steps take about 45 s on a fast core (50 epochs once took 4 s, then 2.3 s
+# as the CPU kernels got faster, and the job ended before the kill).
+long=(--model mlp --epochs 1000 --train-limit 2048 --test-limit 100 --threads 1 --no-progress --batch 64)
 start=$(date +%s)
 "$mpirun" -np 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 3; kill -KILL $$) & fi; exec "$0" "$@"' \
   "$mixtape" train "${long[@]}" >"$tmp/kill.out" 2>&1
