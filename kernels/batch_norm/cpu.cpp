@@ -1,5 +1,7 @@
 // CPU batch norm over x seen as [N, C, S]. Per-channel sums accumulate in
-// double (a channel can hold N*S ~ 1e5 values); everything else computes in
+// double (a channel can hold N*S ~ 1e5 values) over eight lanes
+// (kernels/common/lane_sum.h: vectorised, the same order on any thread
+// count); everything else computes in
 // f32 (f64 for f64 inputs) and is rounded once on store. OpenMP runs over
 // channels for the statistics and over (n, c) rows for the elementwise parts.
 #include "kernels/batch_norm/cpu.h"
@@ -7,6 +9,7 @@
 #include <cmath>
 #include <optional>
 
+#include "kernels/common/lane_sum.h"
 #include "kernels/common/strided.h"
 
 namespace mt::kernels::cpu {
@@ -43,17 +46,18 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     std::vector<double> var_unbiased(static_cast<size_t>(L.c));
     parallel_for(L.c, 2 * L.count(), [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
-        double sum = 0;
+        LaneSum sum;
         for (int64_t n = 0; n < L.n; ++n) {
           const T* p = vx.data() + (n * L.c + c) * L.s;
-          for (int64_t s = 0; s < L.s; ++s) sum += p[s];
+          sum.add(L.s, [p](int64_t s) { return p[s]; });
         }
-        const double m = sum / static_cast<double>(L.count());
-        double sq = 0;
+        const double m = sum.total() / static_cast<double>(L.count());
+        LaneSum squares;
         for (int64_t n = 0; n < L.n; ++n) {
           const T* p = vx.data() + (n * L.c + c) * L.s;
-          for (int64_t s = 0; s < L.s; ++s) sq += (p[s] - m) * (p[s] - m);
+          squares.add(L.s, [p, m](int64_t s) { return (p[s] - m) * (p[s] - m); });
         }
+        const double sq = squares.total();
         const double var = sq / static_cast<double>(L.count());
         mean[static_cast<size_t>(c)] = static_cast<T>(m);
         invstd[static_cast<size_t>(c)] = static_cast<T>(1.0 / std::sqrt(var + args.eps));
@@ -118,18 +122,16 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
   std::vector<T> sum_dy(static_cast<size_t>(L.c)), sum_dy_xhat(static_cast<size_t>(L.c));
   parallel_for(L.c, 2 * L.count(), [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
-      double a = 0, b = 0;
+      LaneSum a, b;
       const double m = vmean[c];
       for (int64_t n = 0; n < L.n; ++n) {
         const T* g = vdy.data() + (n * L.c + c) * L.s;
         const T* p = vx.data() + (n * L.c + c) * L.s;
-        for (int64_t s = 0; s < L.s; ++s) {
-          a += g[s];
-          b += g[s] * (p[s] - m);
-        }
+        a.add(L.s, [g](int64_t s) { return g[s]; });
+        b.add(L.s, [g, p, m](int64_t s) { return g[s] * (p[s] - m); });
       }
-      sum_dy[static_cast<size_t>(c)] = static_cast<T>(a);
-      sum_dy_xhat[static_cast<size_t>(c)] = static_cast<T>(b * vinvstd[c]);
+      sum_dy[static_cast<size_t>(c)] = static_cast<T>(a.total());
+      sum_dy_xhat[static_cast<size_t>(c)] = static_cast<T>(b.total() * vinvstd[c]);
     }
   });
   if (dweight.defined()) store(sum_dy_xhat.data(), dweight);

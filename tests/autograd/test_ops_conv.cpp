@@ -281,6 +281,25 @@ TEST_CASE("max_pool2d routes the gradient to the first maximum", "[ops][pool]") 
   check_equal(z.grad(), {0, 2, 0, 0, 2, 0, 0, 0, 0});
 }
 
+// The CPU kernel selects instead of branching; a select that let a later NaN
+// replace an earlier one (or a finite maximum replace a NaN) would move the
+// gradient. The sim and CUDA kernels keep the first NaN too (kernels/pool/cuda.cu).
+TEST_CASE("max_pool2d routes the gradient to a window's first NaN, in f64 and f32", "[ops][pool]") {
+  for (const DType dtype : {kF64, kF32}) {
+    const Tensor x = f64({1, NAN, 0, 9,  //
+                          NAN, 7, 2, 2},
+                         {1, 1, 2, 4})
+                         .to(dtype)
+                         .requires_grad_();
+    const Tensor y = max_pool2d(x, 2, 2);
+    const std::vector<double> values = y.to_vector();
+    CHECK(std::isnan(values[0]));
+    CHECK(values[1] == 9);
+    sum(mul(y, f64({10, 20}, {1, 1, 1, 2}).to(dtype))).backward();
+    check_equal(x.grad(), {0, 10, 0, 20, 0, 0, 0, 0});
+  }
+}
+
 TEST_CASE("adaptive_avg_pool2d uses PyTorch's window bounds", "[ops][pool]") {
   const Tensor x = randn64({2, 3, 5, 7}, 21);
   for (const auto& [oh, ow] : std::vector<std::pair<int64_t, int64_t>>{{3, 4}, {1, 1}, {5, 7}, {2, 3}, {7, 9}}) {
