@@ -63,27 +63,40 @@ if(NOT MT_MPI STREQUAL "OFF")
   endif()
 endif()
 
-# oneDNN (Debian's libdnnl-dev): the CPU back end of the f32 and bf16 GEMMs
-# (kernels/gemm/onednn.cpp), the library PyTorch's CPU path uses. Optional:
-# without it Eigen runs every product. MT_ONEDNN=AUTO uses it when found.
-# Found by its library and header rather than its CMake package, which
-# drags in OpenCL for oneDNN's GPU runtime that mixtape never uses.
-# Sets MT_HAVE_ONEDNN and, when ON, the imported target mt::dnnl.
-set(MT_ONEDNN "AUTO" CACHE STRING "Build the oneDNN CPU GEMM back end: AUTO (when found), ON or OFF")
-set_property(CACHE MT_ONEDNN PROPERTY STRINGS AUTO ON OFF)
-set(MT_HAVE_ONEDNN OFF)
-if(NOT MT_ONEDNN STREQUAL "OFF")
-  find_library(MT_DNNL_LIBRARY NAMES dnnl)
-  find_path(MT_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
-  if(MT_DNNL_LIBRARY AND MT_DNNL_INCLUDE_DIR)
-    add_library(mt::dnnl UNKNOWN IMPORTED)
-    set_target_properties(mt::dnnl PROPERTIES IMPORTED_LOCATION "${MT_DNNL_LIBRARY}"
-                                              INTERFACE_INCLUDE_DIRECTORIES "${MT_DNNL_INCLUDE_DIR}")
-    set(MT_HAVE_ONEDNN ON)
-    message(STATUS "mixtape: oneDNN (${MT_DNNL_LIBRARY}): f32/bf16 CPU GEMMs run oneDNN")
-  elseif(MT_ONEDNN STREQUAL "ON")
-    message(FATAL_ERROR "MT_ONEDNN=ON but oneDNN was not found (apt install libdnnl-dev)")
-  else()
-    message(STATUS "mixtape: oneDNN not found: CPU GEMMs run Eigen (apt install libdnnl-dev)")
+# mt_optional_library(NAME LIBRARY HEADER PACKAGE GIVES): a system library
+# mixtape uses where found. MT_<NAME>=AUTO (the default) uses it when found,
+# ON requires it, OFF leaves it out. Found by its library and header (not a
+# CMake package); sets MT_HAVE_<NAME>, MT_<NAME>_LIBRARY, MT_<NAME>_INCLUDE_DIR
+# and, when found, the imported target mt::<LIBRARY>.
+macro(mt_optional_library name library header package gives)
+  string(TOUPPER "${name}" _mt_upper)
+  set(MT_${_mt_upper} "AUTO" CACHE STRING "Use ${name} (${gives}): AUTO (when found), ON or OFF")
+  set_property(CACHE MT_${_mt_upper} PROPERTY STRINGS AUTO ON OFF)
+  set(MT_HAVE_${_mt_upper} OFF)
+  if(NOT MT_${_mt_upper} STREQUAL "OFF")
+    find_library(MT_${_mt_upper}_LIBRARY NAMES ${library})
+    find_path(MT_${_mt_upper}_INCLUDE_DIR ${header})
+    if(MT_${_mt_upper}_LIBRARY AND MT_${_mt_upper}_INCLUDE_DIR)
+      add_library(mt::${library} UNKNOWN IMPORTED)
+      set_target_properties(mt::${library} PROPERTIES IMPORTED_LOCATION "${MT_${_mt_upper}_LIBRARY}"
+                                                      INTERFACE_INCLUDE_DIRECTORIES "${MT_${_mt_upper}_INCLUDE_DIR}")
+      set(MT_HAVE_${_mt_upper} ON)
+      message(STATUS "mixtape: ${name} (${MT_${_mt_upper}_LIBRARY}): ${gives}")
+    elseif(MT_${_mt_upper} STREQUAL "ON")
+      message(FATAL_ERROR "MT_${_mt_upper}=ON but ${name} was not found (apt install ${package})")
+    else()
+      message(STATUS "mixtape: ${name} not found (apt install ${package}); without it: ${gives} not used")
+    endif()
   endif()
-endif()
+endmacro()
+
+# oneDNN (Debian's libdnnl-dev): the CPU back end of the f32 and bf16 GEMMs
+# and convolutions (kernels/gemm/onednn.cpp, kernels/conv/onednn.cpp), the
+# library PyTorch's CPU path uses; without it Eigen runs them. Found by its
+# library and header because its CMake package drags in OpenCL for oneDNN's
+# GPU runtime, which mixtape never uses.
+mt_optional_library(oneDNN dnnl oneapi/dnnl/dnnl.hpp libdnnl-dev "f32/bf16 CPU GEMMs and convolutions run oneDNN")
+# SLEEF (Debian's libsleef-dev): vectorised exp and erfc for the CPU kernels
+# (kernels/common/vector_math.cpp), the library PyTorch's CPU kernels use for
+# the same; without it they call libm's scalar functions.
+mt_optional_library(SLEEF sleef sleef.h libsleef-dev "vectorised exp/erfc in the CPU kernels")

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "kernels/common/vector_math.h"
 #include "runtime/error.h"
 
 #if MT_WITH_ONEDNN
@@ -70,15 +71,17 @@ IsaFacts isa_facts(dnnl::cpu_isa isa) {
 }  // namespace
 #endif
 
-std::string cpu_backend_description() {
+namespace {
+
+std::string gemm_description() {
   const CpuGemmLibrary library = cpu_gemm_library();
 #if MT_WITH_ONEDNN
   if (library != CpuGemmLibrary::Eigen) {
     const dnnl::version_t* v = dnnl::version();
     const IsaFacts facts = isa_facts(dnnl::get_effective_cpu_isa());
     return std::string("oneDNN ") + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (f32/bf16 GEMM and convolution; Eigen for f64/f16) on " + facts.name + "; BF16 dot products " +
-           (facts.bf16_native ? "native" : "emulated") + ", INT8 dot products " +
+           std::to_string(v->patch) + " (f32/bf16 GEMM and convolution; Eigen for f64/f16) on " + facts.name +
+           "; BF16 dot products " + (facts.bf16_native ? "native" : "emulated") + ", INT8 dot products " +
            (facts.int8_native ? "native (VNNI)" : "emulated");
   }
   return "Eigen (MT_CPU_GEMM=eigen; oneDNN is built but off)";
@@ -86,6 +89,13 @@ std::string cpu_backend_description() {
   (void)library;
   return "Eigen (this build has no oneDNN: install libdnnl-dev and reconfigure)";
 #endif
+}
+
+}  // namespace
+
+std::string cpu_backend_description() {
+  return gemm_description() + "; exp/erfc " +
+         (cpu::sleef_built() ? "vectorised (SLEEF)" : "scalar (libm; install libsleef-dev and reconfigure)");
 }
 
 }  // namespace mt::kernels

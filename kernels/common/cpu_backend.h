@@ -27,7 +27,8 @@ void set_cpu_gemm_library(CpuGemmLibrary library);
 bool onednn_built();
 
 // One line for `mixtape info`: the library, the ISA oneDNN dispatches to on
-// this CPU, and whether BF16 and INT8 dot products are native here.
+// this CPU, whether BF16 and INT8 dot products are native here, and whether
+// exp/erfc are vectorised (SLEEF).
 std::string cpu_backend_description();
 
 }  // namespace mt::kernels

@@ -1,9 +1,14 @@
 // CPU elementwise kernels: load to a contiguous compute buffer (float, or
 // double for f64/integers), apply the shared per-element formula from
-// kernels/elementwise/math.h, store with one rounding.
+// kernels/elementwise/math.h, store with one rounding. The f32 GELU (erf)
+// runs the same formula through the vectorised erfc/exp of
+// kernels/elementwise/vector_gelu.h.
 #include "kernels/elementwise/cpu.h"
 
+#include <type_traits>
+
 #include "kernels/common/strided.h"
+#include "kernels/elementwise/vector_gelu.h"
 
 namespace mt::kernels::cpu {
 namespace {
@@ -14,6 +19,13 @@ void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args
   OutputBuffer<T> y(out);
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   T* py = y.data();
+  if constexpr (std::is_same_v<T, float>) {
+    if (op == UnaryOp::GeluErf) {  // erfc eight at a time
+      parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) { gelu_erf_n(x.data() + begin, py + begin, end - begin); });
+      y.commit();
+      return;
+    }
+  }
   kernels::visit_unary(op, [&](auto tag) {
     parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) py[i] = kernels::unary_forward<decltype(tag)::value, T>(x[i], a, b);
@@ -33,6 +45,15 @@ void unary_backward_typed(UnaryOp op, const Tensor& grad_out, const Tensor& in, 
   OutputBuffer<T> dx(grad_in);
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   T* pdx = dx.data();
+  if constexpr (std::is_same_v<T, float>) {
+    if (op == UnaryOp::GeluErf) {  // erfc and exp eight at a time
+      parallel_for(grad_in.numel(), 1, [&](int64_t begin, int64_t end) {
+        gelu_erf_backward_n(x.data() + begin, g.data() + begin, pdx + begin, end - begin);
+      });
+      dx.commit();
+      return;
+    }
+  }
   kernels::visit_unary(op, [&](auto tag) {
     parallel_for(grad_in.numel(), 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i)

@@ -1,10 +1,78 @@
+// CPU softmax and log_softmax over the last dim, one row per item of work.
+// f64 rows run the shared formulas of kernels/softmax/math.h as written;
+// f32 rows (f16/bf16 load as f32) run the same formulas with exp computed
+// eight at a time (kernels/common/vector_math.h): libm's scalar expf was
+// the largest single cost of a bf16 gpt-small step after the GEMMs.
 #include "kernels/softmax/cpu.h"
 
-#include "kernels/softmax/math.h"
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
 #include "kernels/common/strided.h"
+#include "kernels/common/vector_math.h"
+#include "kernels/softmax/math.h"
 
 namespace mt::kernels::cpu {
 namespace {
+
+// A per-thread float buffer of at least n values (exp of a row for log_softmax).
+float* row_scratch(int64_t n) {
+  thread_local std::vector<float> scratch;
+  if (static_cast<int64_t>(scratch.size()) < n) scratch.resize(static_cast<size_t>(n));
+  return scratch.data();
+}
+
+// softmax_row of math.h for f32: the max (a NaN wins), the shifted logits,
+// their exp in one vector pass, the sum in order, one 1/sum or log(sum).
+void softmax_row_f32(const float* row, float* out, int64_t n, bool log) {
+  if (n == 0) return;
+  float max = row[0];
+  for (int64_t i = 1; i < n; ++i) max = (row[i] > max || row[i] != row[i]) ? row[i] : max;
+  for (int64_t i = 0; i < n; ++i) out[i] = row[i] - max;
+  float* e = log ? row_scratch(n) : out;
+  exp_n(out, e, n);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += e[i];
+  if (log) {
+    const float log_sum = std::log(sum);
+    for (int64_t i = 0; i < n; ++i) out[i] -= log_sum;
+  } else {
+    const float inv_sum = 1.0f / sum;
+    for (int64_t i = 0; i < n; ++i) out[i] *= inv_sum;
+  }
+}
+
+// softmax_backward_row of math.h for f32; log_softmax's exp(y) in one vector pass.
+void softmax_backward_row_f32(const float* dy, const float* y, float* dx, int64_t n, bool log) {
+  float dot = 0;
+  for (int64_t i = 0; i < n; ++i) dot += softmax_backward_dot_term(dy[i], y[i], log);
+  if (!log) {
+    for (int64_t i = 0; i < n; ++i) dx[i] = softmax_backward_from_dot(dy[i], y[i], dot, false);
+    return;
+  }
+  float* e = row_scratch(n);
+  exp_n(y, e, n);
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] - e[i] * dot;
+}
+
+template <typename T>
+void softmax_row_any(const T* row, T* out, int64_t n, bool log) {
+  if constexpr (std::is_same_v<T, float>) {
+    softmax_row_f32(row, out, n, log);
+  } else {
+    softmax_row(row, out, n, log);
+  }
+}
+
+template <typename T>
+void softmax_backward_row_any(const T* dy, const T* y, T* dx, int64_t n, bool log) {
+  if constexpr (std::is_same_v<T, float>) {
+    softmax_backward_row_f32(dy, y, dx, n, log);
+  } else {
+    softmax_backward_row(dy, y, dx, n, log);
+  }
+}
 
 template <typename T>
 void forward_typed(const Tensor& in, const Tensor& out, bool log) {
@@ -13,7 +81,7 @@ void forward_typed(const Tensor& in, const Tensor& out, bool log) {
   Loaded<T> x(in);
   OutputBuffer<T> y(out);  // out itself when it is contiguous T: no zeroed scratch, no copy after
   parallel_for(rows, 4 * cols, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) softmax_row(x.data() + r * cols, y.data() + r * cols, cols, log);
+    for (int64_t r = begin; r < end; ++r) softmax_row_any(x.data() + r * cols, y.data() + r * cols, cols, log);
   });
   y.commit();
 }
@@ -26,7 +94,7 @@ void backward_typed(const Tensor& grad_out, const Tensor& out, const Tensor& gra
   OutputBuffer<T> dx(grad_in);
   parallel_for(rows, 4 * cols, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      softmax_backward_row(dy.data() + r * cols, y.data() + r * cols, dx.data() + r * cols, cols, log);
+      softmax_backward_row_any(dy.data() + r * cols, y.data() + r * cols, dx.data() + r * cols, cols, log);
     }
   });
   dx.commit();

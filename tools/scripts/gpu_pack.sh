@@ -6,11 +6,12 @@
 # machine lacks them. The result (~45 MB) travels with the working tree.
 #
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a \
-#         -DMT_CPU_ARCH=x86-64-v3 -DMT_STATIC_RUNTIME=ON -DMT_MPI=OFF -DMT_ONEDNN=OFF \
+#         -DMT_CPU_ARCH=x86-64-v3 -DMT_STATIC_RUNTIME=ON -DMT_MPI=OFF -DMT_ONEDNN=OFF -DMT_SLEEF=OFF \
 #         -DMT_HEADER_ONLY_LOGGING=ON && cmake --build build-gpu
 # (MT_MPI=OFF: the GPU machine has no libmpi; its one GPU is a world of one,
 # and the NCCL back end opens the machine's libnccl.so.2 at run time.
-# MT_ONEDNN=OFF: nor has it libdnnl; the CPU GEMMs there run Eigen.
+# MT_ONEDNN=OFF, MT_SLEEF=OFF: nor has it libdnnl or libsleef; the CPU GEMMs
+# there run Eigen, the CPU kernels libm's exp and erfc.
 # MT_HEADER_ONLY_LOGGING=ON: nor libfmt or libspdlog; they are compiled in.)
 #   tools/scripts/gpu_pack.sh build-gpu .gpu        # then, there: tools/scripts/gpu_check.sh .gpu
 set -euo pipefail
@@ -22,9 +23,9 @@ data=${MT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 programs="mixtape quickstart bench/gemm_bench bench/bandwidth_bench bench/attention_bench tests/test_core tests/test_autograd
   tests/test_amp tests/test_nn tests/test_tools tests/test_kernels tests/test_distributed tests/sim/test_sim tests/sim/test_sim_examples
   tests/sim/test_sim_examples_gpu"
-if ldd "$build/mixtape" | grep -qE "libdnnl|libmpi|libfmt|libspdlog"; then
-  echo "gpu_pack: $build links libdnnl, libmpi, libfmt or libspdlog, which the GPU machine lacks:" \
-    "configure it with -DMT_MPI=OFF -DMT_ONEDNN=OFF -DMT_HEADER_ONLY_LOGGING=ON" >&2
+if ldd "$build/mixtape" | grep -qE "libdnnl|libmpi|libfmt|libspdlog|libsleef"; then
+  echo "gpu_pack: $build links libdnnl, libmpi, libfmt, libspdlog or libsleef, which the GPU machine lacks:" \
+    "configure it with -DMT_MPI=OFF -DMT_ONEDNN=OFF -DMT_SLEEF=OFF -DMT_HEADER_ONLY_LOGGING=ON" >&2
   exit 1
 fi
 rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/fashion-mnist"

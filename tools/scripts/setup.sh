@@ -12,7 +12,7 @@ profile="${1:-}"
 # What building the library and the CLI and training the default model need.
 packages=(cmake ninja-build g++ ccache pkg-config
           libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
-          libboost-context-dev libdnnl-dev dataset-fashion-mnist)
+          libboost-context-dev libdnnl-dev libsleef-dev dataset-fashion-mnist)
 # What the tests and CI need on top.
 if [ "$profile" != "--train" ]; then
   packages+=(catch2 openmpi-bin libopenmpi-dev   # the test suite; the MPI back end and its 2-rank tests
