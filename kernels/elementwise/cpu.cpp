@@ -5,6 +5,8 @@
 // kernels/elementwise/vector_gelu.h.
 #include "kernels/elementwise/cpu.h"
 
+#include <algorithm>
+#include <array>
 #include <type_traits>
 
 #include "kernels/common/strided.h"
@@ -12,6 +14,103 @@
 
 namespace mt::kernels::cpu {
 namespace {
+
+// BF16 end to end. When every tensor of an op is contiguous bf16 (or, for an
+// operand, one broadcast value), the kernel reads and writes bf16 a block of
+// kBf16Block values at a time through f32 buffers on the stack: the f32 copy
+// stays in the cache instead of a full-size f32 gather before the op and a
+// scatter after it (13-18% of a bf16 training step, perf). The math is the
+// same f32 formula, rounded once on store.
+constexpr int64_t kBf16Block = 512;
+
+bool is_contiguous_bf16(const Tensor& t) { return t.dtype() == kBF16 && t.is_contiguous(); }
+
+// A bf16 operand of a block loop: its own elements, or one broadcast value;
+// in out's memory only as out itself (an op in place: each block is read
+// before it is written), never shifted or as a value some block overwrites.
+bool bf16_operand(const Tensor& t, const Tensor& out) {
+  const bool elements = is_contiguous_bf16(t), scalar = t.dtype() == kBF16 && is_broadcast_scalar(t);
+  if (!elements && !scalar) return false;
+  return t.storage() != out.storage() || (elements && t.offset() == out.offset());
+}
+
+const BFloat16* bf16_data(const Tensor& t) { return static_cast<const BFloat16*>(t.data_ptr()); }
+
+void widen(const BFloat16* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+}
+
+void narrow(const float* src, BFloat16* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = BFloat16(src[i]);
+}
+
+// Runs body(inputs, y, m) over out's elements a block at a time: inputs[k]
+// holds block values of ins[k] widened to f32 (a broadcast operand: its one
+// value repeated), y receives the block's f32 results, narrowed into out.
+template <size_t N, typename Body>
+void bf16_blocks(const std::array<const Tensor*, N>& ins, const Tensor& out, Body&& body) {
+  BFloat16* po = static_cast<BFloat16*>(out.data_ptr());
+  parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) {
+    float in[N][kBf16Block], y[kBf16Block];
+    for (size_t k = 0; k < N; ++k) {
+      if (!ins[k]->is_contiguous()) std::fill_n(in[k], kBf16Block, static_cast<float>(bf16_data(*ins[k])[0]));
+    }
+    for (int64_t b = begin; b < end; b += kBf16Block) {
+      const int64_t m = std::min(kBf16Block, end - b);
+      for (size_t k = 0; k < N; ++k) {
+        if (ins[k]->is_contiguous()) widen(bf16_data(*ins[k]) + b, in[k], m);
+      }
+      body(in, y, m);
+      narrow(y, po + b, m);
+    }
+  });
+  out.storage()->bump_version();
+}
+
+bool unary_bf16(UnaryOp op, const Tensor& in, const Tensor& out, float a, float b) {
+  if (!is_contiguous_bf16(out) || !is_contiguous_bf16(in) || !bf16_operand(in, out)) return false;
+  if (op == UnaryOp::GeluErf) {
+    bf16_blocks<1>({&in}, out, [](const auto& x, float* y, int64_t m) { gelu_erf_n(x[0], y, m); });
+    return true;
+  }
+  kernels::visit_unary(op, [&](auto tag) {
+    bf16_blocks<1>({&in}, out, [&](const auto& x, float* y, int64_t m) {
+      for (int64_t i = 0; i < m; ++i) y[i] = kernels::unary_forward<decltype(tag)::value, float>(x[0][i], a, b);
+    });
+  });
+  return true;
+}
+
+// g, then x or y where the op reads them (else g again: never read).
+bool unary_backward_bf16(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y, const Tensor& dx, float a,
+                         float b) {
+  for (const Tensor* t : {&g, &x, &y}) {
+    if (!is_contiguous_bf16(*t) || !bf16_operand(*t, dx)) return false;
+  }
+  if (!is_contiguous_bf16(dx)) return false;
+  if (op == UnaryOp::GeluErf) {
+    bf16_blocks<2>({&g, &x}, dx, [](const auto& in, float* out, int64_t m) { gelu_erf_backward_n(in[1], in[0], out, m); });
+    return true;
+  }
+  kernels::visit_unary(op, [&](auto tag) {
+    bf16_blocks<3>({&g, &x, &y}, dx, [&](const auto& in, float* out, int64_t m) {
+      for (int64_t i = 0; i < m; ++i) {
+        out[i] = kernels::unary_backward<decltype(tag)::value, float>(in[1][i], in[2][i], in[0][i], a, b);
+      }
+    });
+  });
+  return true;
+}
+
+bool binary_bf16(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (!is_contiguous_bf16(out) || !bf16_operand(a, out) || !bf16_operand(b, out)) return false;
+  kernels::visit_binary(op, [&](auto tag) {
+    bf16_blocks<2>({&a, &b}, out, [&](const auto& in, float* y, int64_t m) {
+      for (int64_t i = 0; i < m; ++i) y[i] = kernels::binary_forward<decltype(tag)::value, float>(in[0][i], in[1][i]);
+    });
+  });
+  return true;
+}
 
 template <typename T>
 void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) {
@@ -89,6 +188,7 @@ void check_same_shape(const char* op, const Tensor& in, const Tensor& out) {
 
 void unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) {
   check_same_shape("unary", in, out);
+  if (unary_bf16(op, in, out, static_cast<float>(args.a), static_cast<float>(args.b))) return;
   if (computes_in_double(in.dtype()) || computes_in_double(out.dtype())) {
     unary_typed<double>(op, in, out, args);
   } else {
@@ -99,6 +199,9 @@ void unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) {
 void unary_backward(UnaryOp op, const Tensor& grad_out, const Tensor& in, const Tensor& out, const Tensor& grad_in,
                     UnaryArgs args) {
   check_same_shape("unary_backward", grad_out, grad_in);
+  const Tensor& x = in.defined() ? in : grad_out;  // what the op does not read: never read
+  const Tensor& y = out.defined() ? out : grad_out;
+  if (unary_backward_bf16(op, grad_out, x, y, grad_in, static_cast<float>(args.a), static_cast<float>(args.b))) return;
   if (computes_in_double(grad_in.dtype())) {
     unary_backward_typed<double>(op, grad_out, in, out, grad_in, args);
   } else {
@@ -109,6 +212,7 @@ void unary_backward(UnaryOp op, const Tensor& grad_out, const Tensor& in, const 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   check_same_shape("binary", a, out);
   check_same_shape("binary", b, out);
+  if (binary_bf16(op, a, b, out)) return;
   if (computes_in_double(a.dtype()) || computes_in_double(b.dtype()) || computes_in_double(out.dtype())) {
     binary_typed<double>(op, a, b, out);
   } else {
