@@ -36,7 +36,7 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
                    const Tensor& running_var, const BatchNormArgs& args, const Tensor& y, const Tensor& save_mean,
                    const Tensor& save_invstd) {
   const Layout L = layout_of(x);
-  const Loaded<T> vx(x);
+  const RowReader<T> rx(x, L.s);  // row n * C + c: sample n's channel c
   std::optional<Loaded<T>> vw, vb;
   if (weight.defined()) vw.emplace(weight);
   if (bias.defined()) vb.emplace(bias);
@@ -45,16 +45,17 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   if (args.training) {
     std::vector<double> var_unbiased(static_cast<size_t>(L.c));
     parallel_for(L.c, 2 * L.count(), [&](int64_t begin, int64_t end) {
+      std::vector<T> buffer(static_cast<size_t>(L.s));
       for (int64_t c = begin; c < end; ++c) {
         LaneSum sum;
         for (int64_t n = 0; n < L.n; ++n) {
-          const T* p = vx.data() + (n * L.c + c) * L.s;
+          const T* p = rx.row(n * L.c + c, buffer.data());
           sum.add(L.s, [p](int64_t s) { return p[s]; });
         }
         const double m = sum.total() / static_cast<double>(L.count());
         LaneSum squares;
         for (int64_t n = 0; n < L.n; ++n) {
-          const T* p = vx.data() + (n * L.c + c) * L.s;
+          const T* p = rx.row(n * L.c + c, buffer.data());
           squares.add(L.s, [p, m](int64_t s) { return (p[s] - m) * (p[s] - m); });
         }
         const double sq = squares.total();
@@ -85,27 +86,20 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     }
   }
 
-  T* out = direct_output<T>(y);
-  std::vector<T> scratch;
-  if (out == nullptr) {
-    scratch.resize(static_cast<size_t>(y.numel()));
-    out = scratch.data();
-  }
+  RowWriter<T> wy(y, L.s);
   parallel_for(L.n * L.c, L.s, [&](int64_t begin, int64_t end) {
+    std::vector<T> in(static_cast<size_t>(L.s)), out(static_cast<size_t>(L.s));
     for (int64_t row = begin; row < end; ++row) {
       const int64_t c = row % L.c;
       const T scale = invstd[static_cast<size_t>(c)] * value_or(vw, c, T(1));
       const T shift = value_or(vb, c, T(0)) - mean[static_cast<size_t>(c)] * scale;
-      const T* p = vx.data() + row * L.s;
-      T* q = out + row * L.s;
+      const T* p = rx.row(row, in.data());
+      T* q = wy.row(row, out.data());
       for (int64_t s = 0; s < L.s; ++s) q[s] = p[s] * scale + shift;
+      wy.finish_row(row, q);
     }
   });
-  if (scratch.empty()) {
-    y.storage()->bump_version();
-  } else {
-    store(out, y);
-  }
+  wy.commit();
   store(mean.data(), save_mean);
   store(invstd.data(), save_invstd);
 }
@@ -115,18 +109,20 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
                     const Tensor& save_invstd, bool training, const Tensor& dx, const Tensor& dweight,
                     const Tensor& dbias) {
   const Layout L = layout_of(x);
-  const Loaded<T> vdy(dy), vx(x), vmean(save_mean), vinvstd(save_invstd);
+  const RowReader<T> rdy(dy, L.s), rx(x, L.s);
+  const Loaded<T> vmean(save_mean), vinvstd(save_invstd);
   std::optional<Loaded<T>> vw;
   if (weight.defined()) vw.emplace(weight);
   // Per channel: sum(dy) and sum(dy * xhat), the gradients of bias and weight.
   std::vector<T> sum_dy(static_cast<size_t>(L.c)), sum_dy_xhat(static_cast<size_t>(L.c));
   parallel_for(L.c, 2 * L.count(), [&](int64_t begin, int64_t end) {
+    std::vector<T> g_buffer(static_cast<size_t>(L.s)), x_buffer(static_cast<size_t>(L.s));
     for (int64_t c = begin; c < end; ++c) {
       LaneSum a, b;
       const double m = vmean[c];
       for (int64_t n = 0; n < L.n; ++n) {
-        const T* g = vdy.data() + (n * L.c + c) * L.s;
-        const T* p = vx.data() + (n * L.c + c) * L.s;
+        const T* g = rdy.row(n * L.c + c, g_buffer.data());
+        const T* p = rx.row(n * L.c + c, x_buffer.data());
         a.add(L.s, [g](int64_t s) { return g[s]; });
         b.add(L.s, [g, p, m](int64_t s) { return g[s] * (p[s] - m); });
       }
@@ -138,37 +134,31 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
   if (dbias.defined()) store(sum_dy.data(), dbias);
   if (!dx.defined()) return;
 
-  T* out = direct_output<T>(dx);
-  std::vector<T> scratch;
-  if (out == nullptr) {
-    scratch.resize(static_cast<size_t>(dx.numel()));
-    out = scratch.data();
-  }
+  RowWriter<T> wdx(dx, L.s);
   const T inv_count = L.count() > 0 ? T(1) / static_cast<T>(L.count()) : T(0);
   parallel_for(L.n * L.c, L.s, [&](int64_t begin, int64_t end) {
+    std::vector<T> g_buffer(static_cast<size_t>(L.s)), x_buffer(static_cast<size_t>(L.s));
+    std::vector<T> out_buffer(static_cast<size_t>(L.s));
     for (int64_t row = begin; row < end; ++row) {
       const int64_t c = row % L.c;
       const T invstd = vinvstd[c];
       const T scale = invstd * value_or(vw, c, T(1));
-      const T* g = vdy.data() + row * L.s;
-      T* q = out + row * L.s;
+      const T* g = rdy.row(row, g_buffer.data());
+      T* q = wdx.row(row, out_buffer.data());
       if (!training) {  // the statistics are constants
         for (int64_t s = 0; s < L.s; ++s) q[s] = g[s] * scale;
-        continue;
+      } else {
+        // dx = w * invstd * (dy - mean(dy) - xhat * mean(dy * xhat))
+        const T m = vmean[c];
+        const T mean_dy = sum_dy[static_cast<size_t>(c)] * inv_count;
+        const T mean_dy_xhat = sum_dy_xhat[static_cast<size_t>(c)] * inv_count;
+        const T* p = rx.row(row, x_buffer.data());
+        for (int64_t s = 0; s < L.s; ++s) q[s] = scale * (g[s] - mean_dy - (p[s] - m) * invstd * mean_dy_xhat);
       }
-      // dx = w * invstd * (dy - mean(dy) - xhat * mean(dy * xhat))
-      const T m = vmean[c];
-      const T mean_dy = sum_dy[static_cast<size_t>(c)] * inv_count;
-      const T mean_dy_xhat = sum_dy_xhat[static_cast<size_t>(c)] * inv_count;
-      const T* p = vx.data() + row * L.s;
-      for (int64_t s = 0; s < L.s; ++s) q[s] = scale * (g[s] - mean_dy - (p[s] - m) * invstd * mean_dy_xhat);
+      wdx.finish_row(row, q);
     }
   });
-  if (scratch.empty()) {
-    dx.storage()->bump_version();
-  } else {
-    store(out, dx);
-  }
+  wdx.commit();
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "core/host_scratch.h"
@@ -135,6 +137,70 @@ class OutputBuffer {
   Tensor out_;
   T* ptr_;
   HostScratch<T> scratch_;  // uninitialised: the kernel writes every element
+};
+
+// A tensor read row by row (rows of `cols` values, row r at r * cols) in
+// compute type T without a full-size copy: contiguous T is read in place,
+// contiguous bf16 (autocast's activations) is widened a row at a time into
+// the caller's buffer, where it stays in cache; anything else is gathered
+// once up front. The row-wise kernels (batch norm, pooling) read through it.
+template <typename T>
+class RowReader {
+ public:
+  RowReader(const Tensor& t, int64_t cols) : cols_(cols) {
+    if (t.is_contiguous() && t.dtype() == kBF16 && !std::is_same_v<T, double>) {
+      bf16_ = static_cast<const BFloat16*>(t.data_ptr());
+    } else {
+      loaded_.emplace(t);
+    }
+  }
+  // Row r: a pointer into the tensor (or its gathered copy), or `buffer`
+  // (cols values) filled with it.
+  const T* row(int64_t r, T* buffer) const {
+    if (loaded_) return loaded_->data() + r * cols_;
+    const BFloat16* src = bf16_ + r * cols_;
+    for (int64_t i = 0; i < cols_; ++i) buffer[i] = static_cast<T>(static_cast<float>(src[i]));
+    return buffer;
+  }
+
+ private:
+  std::optional<Loaded<T>> loaded_;
+  const BFloat16* bf16_ = nullptr;
+  int64_t cols_;
+};
+
+// The writing side: row r is written where row() says (out's memory, or the
+// caller's buffer for contiguous bf16, rounded into out by finish_row), and
+// commit() ends the op (stores a general layout, bumps the version).
+template <typename T>
+class RowWriter {
+ public:
+  RowWriter(const Tensor& out, int64_t cols) : out_(out), cols_(cols) {
+    if (out.is_contiguous() && out.dtype() == kBF16 && !std::is_same_v<T, double>) {
+      bf16_ = static_cast<BFloat16*>(out.data_ptr());
+    } else {
+      buffer_.emplace(out);
+    }
+  }
+  T* row(int64_t r, T* buffer) { return buffer_ ? buffer_->data() + r * cols_ : buffer; }
+  void finish_row(int64_t r, const T* written) {
+    if (buffer_) return;
+    BFloat16* dst = bf16_ + r * cols_;
+    for (int64_t i = 0; i < cols_; ++i) dst[i] = BFloat16(static_cast<float>(written[i]));
+  }
+  void commit() {
+    if (buffer_) {
+      buffer_->commit();
+    } else {
+      out_.storage()->bump_version();
+    }
+  }
+
+ private:
+  Tensor out_;
+  std::optional<OutputBuffer<T>> buffer_;
+  BFloat16* bf16_ = nullptr;
+  int64_t cols_;
 };
 
 // Wrappers so this header need not include omp.h.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 #include <limits>
 
 #include "kernels/common/strided.h"
@@ -104,45 +105,52 @@ void max_window(const T* xp, const Planes& in, const Pool2dWindow& k, int64_t oy
 template <typename T>
 void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const Tensor& indices) {
   const Planes in = planes_of(x), out = planes_of(y);
-  const Loaded<T> vx(x);
-  OutputBuffer<T> vy(y);
+  const int64_t in_plane = in.h * in.w, out_plane = out.h * out.w;
+  const RowReader<T> rx(x, in_plane);
+  RowWriter<T> wy(y, out_plane);
   OutputBuffer<int64_t> vi(indices);
-  T* py = vy.data();
   int64_t* pi = vi.data();
   const bool inside = k.pad_h == 0 && k.pad_w == 0;
-  parallel_for(in.count, 4 * out.h * out.w, [&](int64_t begin, int64_t end) {
+  parallel_for(in.count, 4 * out_plane, [&](int64_t begin, int64_t end) {
+    std::vector<T> x_buffer(static_cast<size_t>(in_plane)), y_buffer(static_cast<size_t>(out_plane));
     for (int64_t p = begin; p < end; ++p) {
-      const T* xp = vx.data() + p * in.h * in.w;
+      const T* xp = rx.row(p, x_buffer.data());
+      T* yp = wy.row(p, y_buffer.data());
+      int64_t* ip = pi + p * out_plane;
       for (int64_t oy = 0; oy < out.h; ++oy) {
-        const int64_t o = (p * out.h + oy) * out.w;
+        const int64_t o = oy * out.w;
         if (inside) {
-          max_row_inside(xp, in.w, k, oy, out.w, py + o, pi + o);
+          max_row_inside(xp, in.w, k, oy, out.w, yp + o, ip + o);
           continue;
         }
-        for (int64_t ox = 0; ox < out.w; ++ox) max_window(xp, in, k, oy, ox, py[o + ox], pi[o + ox]);
+        for (int64_t ox = 0; ox < out.w; ++ox) max_window(xp, in, k, oy, ox, yp[o + ox], ip[o + ox]);
       }
+      wy.finish_row(p, yp);
     }
   });
-  vy.commit();
+  wy.commit();
   vi.commit();
 }
 
 template <typename T>
 void max_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx) {
   const Planes in = planes_of(dx), out = planes_of(dy);
-  const Loaded<T> vdy(dy);
+  const int64_t in_plane = in.h * in.w, out_plane = out.h * out.w;
+  const RowReader<T> rdy(dy, out_plane);
   const Loaded<int64_t> vi(indices);
-  OutputBuffer<T> vdx(dx);
-  T* pdx = vdx.data();
-  std::fill(pdx, pdx + dx.numel(), T(0));
-  const int64_t per_plane = out.h * out.w;
-  parallel_for(in.count, 4 * out.h * out.w, [&](int64_t begin, int64_t end) {
+  RowWriter<T> wdx(dx, in_plane);
+  parallel_for(in.count, 4 * out_plane, [&](int64_t begin, int64_t end) {
+    std::vector<T> dy_buffer(static_cast<size_t>(out_plane)), dx_buffer(static_cast<size_t>(in_plane));
     for (int64_t p = begin; p < end; ++p) {
-      T* dxp = pdx + p * in.h * in.w;
-      for (int64_t o = p * per_plane; o < (p + 1) * per_plane; ++o) dxp[vi[o]] += vdy[o];
+      const T* dyp = rdy.row(p, dy_buffer.data());
+      const int64_t* ip = vi.data() + p * out_plane;
+      T* dxp = wdx.row(p, dx_buffer.data());
+      std::fill(dxp, dxp + in_plane, T(0));
+      for (int64_t o = 0; o < out_plane; ++o) dxp[ip[o]] += dyp[o];
+      wdx.finish_row(p, dxp);
     }
   });
-  vdx.commit();
+  wdx.commit();
 }
 
 // Calls fn(out_index, h0, h1, w0, w1, divisor) for every average-pooling window

@@ -71,3 +71,43 @@ TEST_CASE("bf16 elementwise in place, and with an operand overlapping the output
   kernels::binary(kernels::BinaryOp::Add, a.slice(0, 0, 3999), a.slice(0, 0, 3999), a.slice(0, 1, 4000));
   CHECK(bits(a.slice(0, 1, 4000)) == bits(want));
 }
+
+namespace {
+
+// f on a contiguous bf16 [N, C, H, W] (rows widened on the fly) and on the
+// same values through transposed views (the general path: the input and the
+// incoming gradient gathered whole), forward and backward, bit for bit.
+void check_rows_same_as_general_path(const char* name, const std::function<Tensor(const Tensor&)>& f) {
+  INFO(name);
+  Generator gen(33);
+  const Tensor x = randn({6, 5, 9, 7}, kF32, kCPU, &gen).to(kBF16);
+  const Tensor contiguous = x.detach().requires_grad_();
+  const Tensor transposed = x.transpose(2, 3).contiguous().requires_grad_();
+  const Tensor y = f(contiguous), y_general = f(transposed.transpose(2, 3));
+  CHECK(bits(y) == bits(y_general));
+  const Tensor r = randn(y.sizes(), kF32, kCPU, &gen);
+  sum(mul(y.to(kF32), r)).backward();
+  // The transposes make the gradient reaching f's backward a strided view too.
+  sum(mul(y_general.transpose(2, 3).contiguous().transpose(2, 3).to(kF32), r)).backward();
+  CHECK(bits(contiguous.grad()) == bits(transposed.grad().transpose(2, 3)));
+}
+
+}  // namespace
+
+TEST_CASE("bf16 batch norm and max-pool on the CPU: rows widened on the fly equal the general path (row bugs)",
+          "[kernels][cpu][bf16]") {
+  check_rows_same_as_general_path("batch_norm, training", [](const Tensor& x) {
+    return batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
+  });
+  check_rows_same_as_general_path("max_pool2d 2x2", [](const Tensor& x) { return max_pool2d(x, 2, 2); });
+  check_rows_same_as_general_path("max_pool2d 3x3 stride 2 padding 1",
+                                  [](const Tensor& x) { return max_pool2d(x, 3, 2, 1); });
+}
+
+TEST_CASE("bf16 batch norm on the CPU equals the f32 batch norm of the same values rounded once (row store bugs)",
+          "[kernels][cpu][bf16]") {
+  Generator gen(34);
+  const Tensor x = mul(randn({4, 3, 11, 13}, kF32, kCPU, &gen), 5.0).to(kBF16);
+  const auto bn = [](const Tensor& t) { return batch_norm(t, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5); };
+  CHECK(bits(bn(x)) == bits(bn(x.to(kF32)).to(kBF16)));
+}
