@@ -1,7 +1,7 @@
 // CPU elementwise kernels: load to a contiguous compute buffer (float, or
 // double for f64/integers), apply the shared per-element formula from
-// kernels/elementwise/math.h, store with one rounding. The f32 GELU (erf)
-// runs the same formula through the vectorised erfc/exp of
+// kernels/elementwise/math.h, store with one rounding. The f32 GELUs run
+// the same formulas through the vectorised erfc/exp of
 // kernels/elementwise/vector_gelu.h.
 #include "kernels/elementwise/cpu.h"
 
@@ -69,8 +69,8 @@ void bf16_blocks(const std::array<const Tensor*, N>& ins, const Tensor& out, Bod
 
 bool unary_bf16(UnaryOp op, const Tensor& in, const Tensor& out, float a, float b) {
   if (!is_contiguous_bf16(out) || !is_contiguous_bf16(in) || !bf16_operand(in, out)) return false;
-  if (op == UnaryOp::GeluErf) {
-    bf16_blocks<1>({&in}, out, [](const auto& x, float* y, int64_t m) { gelu_erf_n(x[0], y, m); });
+  if (const GeluForward gelu = vector_gelu_forward(op)) {
+    bf16_blocks<1>({&in}, out, [gelu](const auto& x, float* y, int64_t m) { gelu(x[0], y, m); });
     return true;
   }
   kernels::visit_unary(op, [&](auto tag) {
@@ -88,8 +88,8 @@ bool unary_backward_bf16(UnaryOp op, const Tensor& g, const Tensor& x, const Ten
     if (!is_contiguous_bf16(*t) || !bf16_operand(*t, dx)) return false;
   }
   if (!is_contiguous_bf16(dx)) return false;
-  if (op == UnaryOp::GeluErf) {
-    bf16_blocks<2>({&g, &x}, dx, [](const auto& in, float* out, int64_t m) { gelu_erf_backward_n(in[1], in[0], out, m); });
+  if (const GeluBackward gelu = vector_gelu_backward(op)) {
+    bf16_blocks<2>({&g, &x}, dx, [gelu](const auto& in, float* out, int64_t m) { gelu(in[1], in[0], out, m); });
     return true;
   }
   kernels::visit_unary(op, [&](auto tag) {
@@ -119,8 +119,8 @@ void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   T* py = y.data();
   if constexpr (std::is_same_v<T, float>) {
-    if (op == UnaryOp::GeluErf) {  // erfc eight at a time
-      parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) { gelu_erf_n(x.data() + begin, py + begin, end - begin); });
+    if (const GeluForward gelu = vector_gelu_forward(op)) {  // erfc or exp eight at a time
+      parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) { gelu(x.data() + begin, py + begin, end - begin); });
       y.commit();
       return;
     }
@@ -145,9 +145,9 @@ void unary_backward_typed(UnaryOp op, const Tensor& grad_out, const Tensor& in, 
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   T* pdx = dx.data();
   if constexpr (std::is_same_v<T, float>) {
-    if (op == UnaryOp::GeluErf) {  // erfc and exp eight at a time
+    if (const GeluBackward gelu = vector_gelu_backward(op)) {  // erfc and exp eight at a time
       parallel_for(grad_in.numel(), 1, [&](int64_t begin, int64_t end) {
-        gelu_erf_backward_n(x.data() + begin, g.data() + begin, pdx + begin, end - begin);
+        gelu(x.data() + begin, g.data() + begin, pdx + begin, end - begin);
       });
       dx.commit();
       return;

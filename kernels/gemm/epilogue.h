@@ -29,21 +29,24 @@ inline T activate(GemmActivation activation, T z) {
 // for the block of rows [r0, r0 + h) and columns [c0, c0 + w) of an m x n
 // (row stride n) output; `pre` (or null) receives the pre-activation.
 // `bias` is in T (null for none).
-// An f32 GELU (erf) runs a row at a time through the vectorised form
+// An f32 GELU runs a row at a time through its vectorised form
 // (kernels/elementwise/vector_gelu.h), the same formula.
 template <typename T>
 inline void apply_epilogue(T* c, T* pre, int64_t n, int64_t r0, int64_t h, int64_t c0, int64_t w, const T* bias,
                            GemmActivation activation) {
-  constexpr bool kF32 = std::is_same_v<T, float>;
-  const bool vector_gelu = kF32 && activation == GemmActivation::GeluErf;
+  GeluForward gelu = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    if (activation == GemmActivation::GeluErf) gelu = gelu_erf_n;
+    if (activation == GemmActivation::GeluTanh) gelu = gelu_tanh_n;
+  }
   for (int64_t r = r0; r < r0 + h; ++r) {
     for (int64_t j = c0; j < c0 + w; ++j) {
       const T z = bias == nullptr ? c[r * n + j] : c[r * n + j] + bias[j];
       if (pre != nullptr) pre[r * n + j] = z;
-      c[r * n + j] = vector_gelu ? z : activate(activation, z);
+      c[r * n + j] = gelu != nullptr ? z : activate(activation, z);
     }
-    if constexpr (kF32) {
-      if (vector_gelu) gelu_erf_n(c + r * n + c0, c + r * n + c0, w);
+    if constexpr (std::is_same_v<T, float>) {
+      if (gelu != nullptr) gelu(c + r * n + c0, c + r * n + c0, w);
     }
   }
 }
