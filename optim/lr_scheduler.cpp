@@ -9,7 +9,7 @@ namespace mt::optim {
 
 LrScheduler::LrScheduler(Optimizer& optimizer, kernels::LrSchedule schedule)
     : optimizer_(optimizer), schedule_(schedule) {
-  for (const ParamGroup& g : optimizer.param_groups()) base_lrs_.push_back(g.lr);
+  for (const ParamGroup& g : optimizer.param_groups()) base_lrs_.push_back(*g.lr);
   set_step(0);
 }
 
@@ -47,7 +47,7 @@ void LrScheduler::set_step(int64_t step) {
 
 double LrScheduler::current_lr(size_t group) const {
   const double f = has_device_counter() ? device_factor_.item<double>() : 1.0;
-  return optimizer_.param_groups().at(group).lr * f;
+  return *optimizer_.param_groups().at(group).lr * f;
 }
 
 void LrScheduler::use_device_counter(Device device) {

@@ -14,15 +14,17 @@ namespace mt::optim {
 
 Optimizer::~Optimizer() = default;
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, PrecisionOptions precision)
+Optimizer::Optimizer(std::vector<ParamGroup> groups, GroupDefaults defaults, PrecisionOptions precision)
     : groups_(std::move(groups)), precision_(precision) {
   for (size_t g = 0; g < groups_.size(); ++g) {
+    if (!groups_[g].lr) groups_[g].lr = defaults.lr;
+    if (!groups_[g].weight_decay) groups_[g].weight_decay = defaults.weight_decay;
     for (const Tensor& p : groups_[g].params) {
       MT_CHECK(p.defined() && p.is_leaf() && is_floating(p.dtype()),
                "optimizer: parameters must be floating-point leaf tensors (group {})", g);
       MT_CHECK(p.is_contiguous(), "optimizer: parameter of shape {} must be contiguous", p.shape_string());
     }
-    MT_CHECK(groups_[g].lr >= 0, "optimizer: group {} has a negative learning rate {}", g, groups_[g].lr);
+    MT_CHECK(*groups_[g].lr >= 0, "optimizer: group {} has a negative learning rate {}", g, *groups_[g].lr);
     state_.emplace_back(groups_[g].params.size());
   }
 }
@@ -55,15 +57,31 @@ Tensor host_copy(const Tensor& t) {
   return host;
 }
 
+// A parameter moved since its state was made (model.to(device) after some
+// steps; Module::to moves parameters in place): the state follows it, as
+// its values, before the step that needs it there.
+void follow_parameter(Tensor& state, Device device, MemoryCategory category) {
+  if (!state.defined() || state.device() == device) return;
+  state = state.to(device);
+  tag_memory(state, category);
+}
+
 }  // namespace
 
 Optimizer::ParamState& Optimizer::state_for(size_t group, size_t index) {
   ParamState& s = state_[group][index];
-  if (s.step.defined()) return s;
   const Tensor& p = groups_[group].params[index];
   NoGradGuard no_grad;
   // Offloaded state is made in host memory: the device never holds it all.
   const bool offload = offloaded(p);
+  if (s.step.defined()) {
+    const Device state_device = offload ? kCPU : p.device();
+    follow_parameter(s.master, state_device, MemoryCategory::MasterWeights);
+    follow_parameter(s.state1, state_device, MemoryCategory::OptimizerState);
+    follow_parameter(s.state2, state_device, MemoryCategory::OptimizerState);
+    follow_parameter(s.step, p.device(), MemoryCategory::OptimizerState);
+    return s;
+  }
   const auto placed = [&](const Tensor& t) { return offload ? host_copy(t) : t; };
   if (precision_.master_weights && is_low_precision(p.dtype())) {
     s.master = placed(p.detach().to(offload ? kCPU : p.device()).to(kF32));
@@ -139,8 +157,8 @@ StateDict Optimizer::state_dict() const {
   StateDict out;
   size_t flat = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    out[fmt::format("group.{}.lr", g)] = scalar_tensor(groups_[g].lr, kF64);
-    out[fmt::format("group.{}.weight_decay", g)] = scalar_tensor(groups_[g].weight_decay, kF64);
+    out[fmt::format("group.{}.lr", g)] = scalar_tensor(*groups_[g].lr, kF64);
+    out[fmt::format("group.{}.weight_decay", g)] = scalar_tensor(*groups_[g].weight_decay, kF64);
     for (size_t i = 0; i < groups_[g].params.size(); ++i, ++flat) {
       const ParamState& s = state_[g][i];
       if (!s.step.defined()) continue;  // never stepped: no state yet
@@ -228,39 +246,37 @@ void Optimizer::load_state_dict(const StateDict& state) {
 
 // ---------------------------------------------------------------- AdamW and SGD
 
-static std::vector<ParamGroup> single_group(const std::vector<Tensor>& params, double lr, double weight_decay) {
-  return {ParamGroup{params, lr, weight_decay}};
-}
+static std::vector<ParamGroup> single_group(const std::vector<Tensor>& params) { return {ParamGroup{params, {}, {}}}; }
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options, PrecisionOptions precision)
-    : Optimizer(std::move(groups), precision), options_(options) {
+    : Optimizer(std::move(groups), {options.lr, options.weight_decay}, precision), options_(options) {
   MT_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
            "AdamW: betas must be in [0, 1), got ({}, {})", options.beta1, options.beta2);
   MT_CHECK(options.eps >= 0, "AdamW: eps must be non-negative, got {}", options.eps);
 }
 
 AdamW::AdamW(const std::vector<Tensor>& params, AdamWOptions options, PrecisionOptions precision)
-    : AdamW(single_group(params, options.lr, options.weight_decay), options, precision) {}
+    : AdamW(single_group(params), options, precision) {}
 
 void AdamW::update(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group,
                    const kernels::AmpControl& amp, const kernels::StochasticRounding& rounding) {
-  kernels::AdamWArgs args{group.lr, options_.beta1, options_.beta2, options_.eps, group.weight_decay};
+  kernels::AdamWArgs args{*group.lr, options_.beta1, options_.beta2, options_.eps, *group.weight_decay};
   kernels::adamw_step(slots, args, amp, rounding);
 }
 
 SGD::SGD(std::vector<ParamGroup> groups, SgdOptions options, PrecisionOptions precision)
-    : Optimizer(std::move(groups), precision), options_(options) {
+    : Optimizer(std::move(groups), {options.lr, options.weight_decay}, precision), options_(options) {
   MT_CHECK(options.momentum >= 0, "SGD: momentum must be non-negative, got {}", options.momentum);
   MT_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
            "SGD: nesterov needs momentum > 0 and dampening = 0");
 }
 
 SGD::SGD(const std::vector<Tensor>& params, SgdOptions options, PrecisionOptions precision)
-    : SGD(single_group(params, options.lr, options.weight_decay), options, precision) {}
+    : SGD(single_group(params), options, precision) {}
 
 void SGD::update(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group, const kernels::AmpControl& amp,
                  const kernels::StochasticRounding& rounding) {
-  kernels::SgdArgs args{group.lr, options_.momentum, options_.dampening, group.weight_decay, options_.nesterov};
+  kernels::SgdArgs args{*group.lr, options_.momentum, options_.dampening, *group.weight_decay, options_.nesterov};
   kernels::sgd_step(slots, args, amp, rounding);
 }
 

@@ -15,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,19 @@
 
 namespace mt::optim {
 
+// Parameters with their own hyper-parameters. One left unset takes the
+// optimizer's (AdamWOptions / SgdOptions), as a PyTorch param group without
+// 'lr' takes the optimizer's default; once the optimizer is made, every
+// group has both set (schedulers and state dicts read and write them).
 struct ParamGroup {
   std::vector<Tensor> params;
-  double lr = 1e-3;
-  double weight_decay = 0;
+  std::optional<double> lr;
+  std::optional<double> weight_decay;
+};
+
+// What a group's unset hyper-parameters become: the optimizer's options.
+struct GroupDefaults {
+  double lr, weight_decay;
 };
 
 struct PrecisionOptions {
@@ -47,7 +57,7 @@ class OffloadPipeline;
 
 class Optimizer {
  public:
-  Optimizer(std::vector<ParamGroup> groups, PrecisionOptions precision);
+  Optimizer(std::vector<ParamGroup> groups, GroupDefaults defaults, PrecisionOptions precision);
   virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;

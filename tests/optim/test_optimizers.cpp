@@ -66,6 +66,40 @@ TEST_CASE("param groups carry their own lr and weight decay, params without grad
   REQUIRE_THROWS_WITH(optim::SGD({zeros({2}, kI64)}, {}), Catch::Contains("floating-point"));
 }
 
+// A PyTorch habit: groups that only split the parameters, the hyper-
+// parameters given once to the optimizer. A group without its own lr used
+// to get 1e-3 whatever the options said (AdamWOptions{.lr = 3e-3} ignored).
+TEST_CASE("a param group without lr or weight decay takes the optimizer's options (silently-ignored-options bug)",
+          "[optim]") {
+  const auto one_step = [](bool grouped, bool adamw) {
+    Tensor a = ones({2}).requires_grad_(), b = ones({2}).requires_grad_();
+    std::unique_ptr<optim::Optimizer> opt;
+    if (adamw) {
+      const optim::AdamWOptions options{.lr = 3e-3, .weight_decay = 0.2};
+      opt = grouped ? std::make_unique<optim::AdamW>(std::vector<optim::ParamGroup>{{{a}}, {{b}, 0.5}}, options)
+                    : std::make_unique<optim::AdamW>(std::vector<Tensor>{a}, options);
+    } else {
+      const optim::SgdOptions options{.lr = 3e-3, .weight_decay = 0.2};
+      opt = grouped ? std::make_unique<optim::SGD>(std::vector<optim::ParamGroup>{{{a}}, {{b}, 0.5}}, options)
+                    : std::make_unique<optim::SGD>(std::vector<Tensor>{a}, options);
+    }
+    set_grad(a, {0.5, -2.0});
+    set_grad(b, {0.5, -2.0});
+    opt->step();
+    if (grouped) {
+      CHECK(*opt->param_groups()[0].lr == 3e-3);
+      CHECK(*opt->param_groups()[0].weight_decay == 0.2);
+      CHECK(*opt->param_groups()[1].lr == 0.5);  // its own lr, the optimizer's weight decay
+      CHECK(*opt->param_groups()[1].weight_decay == 0.2);
+    }
+    return a.to_vector();
+  };
+  for (const bool adamw : {true, false}) {
+    INFO((adamw ? "AdamW" : "SGD"));
+    CHECK(one_step(true, adamw) == one_step(false, adamw));
+  }
+}
+
 TEST_CASE("master weights keep updates that f16 parameters alone would lose", "[optim][precision]") {
   // Adding 1e-4 to 1.0 is below half an f16 ulp (4.9e-4): pure f16 never moves.
   Tensor with_master = ones({4}, kF16).requires_grad_();
