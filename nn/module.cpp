@@ -36,9 +36,16 @@ void Module::visit_tensors(const std::string& prefix, bool parameters, Fn&& fn) 
   for (const auto& [name, child] : children_) child->visit_tensors(prefix + name + ".", parameters, fn);
 }
 
+// A tensor registered under two names (weights tied by assignment,
+// b->weight = a->weight) is yielded once, under the first name, as
+// PyTorch's named_parameters(remove_duplicate=True): an optimizer given
+// both would update it twice per step. state_dict() keeps both names.
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  visit_tensors("", true, [&](const std::string& n, const Tensor& t, const Module&) { out.emplace_back(n, t); });
+  std::set<const TensorImpl*> seen;
+  visit_tensors("", true, [&](const std::string& n, const Tensor& t, const Module&) {
+    if (seen.insert(t.impl()).second) out.emplace_back(n, t);
+  });
   return out;
 }
 
@@ -69,15 +76,41 @@ void Module::zero_grad() {
   for (const Tensor& p : parameters()) p.impl()->grad.reset();
 }
 
+namespace {
+
+// Makes `slot` hold `moved`'s data in place: the handle (and every copy of
+// it: an optimizer's, a tied module's, the user's) keeps its identity and
+// now sees the new storage, dtype and device, as PyTorch's module.to()
+// sets param.data. Its gradient, if any, is converted the same way.
+void assign_in_place(const Tensor& slot, const Tensor& moved) {
+  TensorImpl& impl = *slot.impl();
+  const TensorImpl& from = *moved.impl();
+  impl.storage = from.storage;
+  impl.sizes = from.sizes;
+  impl.strides = from.strides;
+  impl.offset = from.offset;
+  impl.dtype = from.dtype;
+  impl.device = from.device;
+  tag_memory(slot, MemoryCategory::Parameters);
+}
+
+template <typename Convert>
+void convert_in_place(const Tensor& slot, Convert&& convert) {
+  const Tensor moved = convert(slot.detach());
+  if (moved.storage() != slot.storage() || moved.dtype() != slot.dtype()) assign_in_place(slot, moved);
+  if (slot.impl()->grad) {
+    const Tensor grad(slot.impl()->grad);
+    const Tensor moved_grad = convert(grad);
+    if (moved_grad.storage() != grad.storage() || moved_grad.dtype() != grad.dtype()) assign_in_place(grad, moved_grad);
+  }
+}
+
+}  // namespace
+
 void Module::to(Device device) {
   NoGradGuard no_grad;
   for (auto* list : {&parameters_, &buffers_}) {
-    for (auto& [name, slot] : *list) {
-      const bool is_parameter = slot->requires_grad();
-      *slot = slot->to(device).detach();
-      if (is_parameter) slot->requires_grad_();
-      tag_memory(*slot, MemoryCategory::Parameters);
-    }
+    for (auto& [name, slot] : *list) convert_in_place(*slot, [device](const Tensor& t) { return t.to(device); });
   }
   for (auto& [name, child] : children_) child->to(device);
 }
@@ -89,10 +122,7 @@ void Module::to(DType dtype, bool keep_norms_fp32) {
   for (auto* list : {&parameters_, &buffers_}) {
     for (auto& [name, slot] : *list) {
       if (!is_floating(slot->dtype())) continue;  // e.g. num_batches_tracked stays an integer
-      const bool is_parameter = slot->requires_grad();
-      *slot = slot->to(target).detach();
-      if (is_parameter) slot->requires_grad_();
-      tag_memory(*slot, MemoryCategory::Parameters);
+      convert_in_place(*slot, [target](const Tensor& t) { return t.to(target); });
     }
   }
   for (auto& [name, child] : children_) child->to(dtype, keep_norms_fp32);

@@ -60,9 +60,13 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
   void zero_grad();
+  // Moves parameters and buffers (and their gradients) in place, as PyTorch
+  // does: each tensor handle keeps its identity, so an optimizer built
+  // before, tied weights and references the user holds follow the move.
   void to(Device device);
-  // Casts floating parameters and buffers; norm layers (is_norm_layer) stay
-  // f32 when keep_norms_fp32, as AMP's "BN in FP32" rule says.
+  // Casts floating parameters and buffers in place, the same way; norm
+  // layers (is_norm_layer) stay f32 when keep_norms_fp32, as AMP's "BN in
+  // FP32" rule says.
   void to(DType dtype, bool keep_norms_fp32 = true);
   void half(bool keep_norms_fp32 = true) { to(kF16, keep_norms_fp32); }
   virtual bool is_norm_layer() const { return false; }

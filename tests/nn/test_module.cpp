@@ -216,6 +216,57 @@ TEST_CASE("half() casts parameters but keeps norm layers in f32", "[nn][precisio
   CHECK(ln.weight.dtype() == kBF16);
 }
 
+// PyTorch habit: build the optimizer, then model.to(device). to() used to
+// replace every parameter handle, so the optimizer held the old tensors and
+// the model trained nothing ("weight moved by 0"), even for to(kCPU).
+TEST_CASE("an optimizer built before model.to(device) still trains the model (replaced-handle bug)", "[nn][optim]") {
+  for (const Device device : {kCPU, kSIM}) {
+    INFO(device.str());
+    models::Mlp model;
+    optim::AdamW opt(model.parameters(), {.lr = 1e-2});
+    const Tensor held = model.fc1->weight;  // a reference the user keeps
+    model.to(device);
+    CHECK(held.device() == device);  // the handle itself moved
+    CHECK(held.is_same(model.fc1->weight));
+    const Tensor before = model.fc1->weight.to(kCPU).clone();
+    const Tensor x = randn({8, 784}).to(device);
+    const Tensor y = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}, {8}, kI64).to(device);
+    cross_entropy(model.forward(x), y).backward();
+    opt.step();
+    const double moved = max(abs(sub(model.fc1->weight.to(kCPU), before))).item<double>();
+    CHECK(moved > 1e-4);
+    // Back to the CPU after a step: the optimizer's state follows on the next one.
+    model.to(kCPU);
+    opt.zero_grad();
+    cross_entropy(model.forward(x.to(kCPU)), y.to(kCPU)).backward();
+    CHECK_NOTHROW(opt.step());
+  }
+}
+
+// PyTorch habit: tie weights by assignment. The tied tensor used to appear
+// twice in parameters(), so the optimizer stepped it twice, and to() broke
+// the tie (each name got its own copy).
+TEST_CASE("weights tied by assignment are one parameter, stepped once, and stay tied through to() (tie bugs)",
+          "[nn][optim]") {
+  nn::Sequential model({std::make_shared<nn::Linear>(4, 4, false), std::make_shared<nn::Linear>(4, 4, false)});
+  auto first = std::dynamic_pointer_cast<nn::Linear>(model.children()[0].second);
+  auto second = std::dynamic_pointer_cast<nn::Linear>(model.children()[1].second);
+  second->weight = first->weight;
+  CHECK(model.parameters().size() == 1);
+  CHECK(model.named_parameters()[0].first == "0.weight");  // the first name wins
+  CHECK(model.state_dict().size() == 2);                   // both names are saved, as PyTorch does
+  model.to(kSIM);
+  CHECK(first->weight.is_same(second->weight));
+  CHECK(second->weight.device() == kSIM);
+  // One SGD step moves the shared weight by lr x its (accumulated) gradient, once.
+  const Tensor w0 = first->weight.to(kCPU).clone();
+  optim::SGD opt(model.parameters(), {.lr = 0.5});
+  sum(model.forward(ones({2, 4}, kF32, kSIM))).backward();
+  const Tensor grad = first->weight.grad().to(kCPU);
+  opt.step();
+  CHECK(max(abs(sub(first->weight.to(kCPU), sub(w0, mul(grad, 0.5))))).item<double>() < 1e-6);
+}
+
 TEST_CASE("Sequential, ModuleList, Dropout, Embedding, Flatten and activations", "[nn]") {
   nn::Sequential seq({std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(12, 4),
                       std::make_shared<nn::GELU>(), std::make_shared<nn::Dropout>(0.5), std::make_shared<nn::SiLU>(),
