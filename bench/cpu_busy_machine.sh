@@ -38,7 +38,7 @@ mixtape_rate() {  # precision threads: the median of three runs (a busy machine'
 }
 
 torch_rate() {  # precision
-  /usr/bin/python3 "$(dirname "$0")/pytorch_mlp.py" "$steps" "$1"
+  /usr/bin/python3 "$(dirname "$0")/pytorch_fashion.py" "$steps" "$1"
 }
 
 declare -A rate

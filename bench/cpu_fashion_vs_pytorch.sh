@@ -1,19 +1,39 @@
 #!/usr/bin/env bash
-# Side by side on this machine's CPU: mixtape vs PyTorch training the `mlp`
-# (784-256-128-10) in FP32 with AdamW at batch 128, both on 2 threads, on
-# the same Fashion-MNIST data. Prints samples/s of each and the ratio.
+# Side by side on this machine's CPU: mixtape vs PyTorch (Debian's
+# python3-torch) training the Fashion-MNIST models, mlp and cnn, with AdamW
+# at batch 128, in fp32 and in bf16 autocast, both on 2 threads, on the same
+# data. Prints a Markdown table of training samples/s and the ratio, the CPU's
+# flags and the back end mixtape's CPU GEMMs and convolutions run on. Run it
+# on an idle machine: anything else running skews both sides.
 # Needs Debian's python3-torch and libopenblas0-pthread (PyTorch's reference).
-# Usage: bench/cpu_mlp_vs_pytorch.sh [build-dir] [steps]
+# Usage: [MODELS="mlp cnn"] [PRECISIONS="fp32 bf16"] bench/cpu_fashion_vs_pytorch.sh [build-dir] [steps]
 set -euo pipefail
 build=${1:-build}
-steps=${2:-400}
+steps=${2:-200}
+here="$(cd "$(dirname "$0")" && pwd)"
 export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive
 
-# --threads 2: fixed, as PyTorch's side is (the default 0 lets the ThreadTuner choose).
-mixtape_rate=$("$build/mixtape" train --model mlp --precision fp32 --optimizer adamw --batch 128 --threads 2 \
-  --steps "$steps" --test-limit 1000 --no-progress | sed -n 's/.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1)
+mixtape_rate() {  # model precision -> samples/s
+  # --threads 2, fixed, as PyTorch's side is (the default 0 lets the ThreadTuner choose).
+  "$build/mixtape" train --model "$1" --precision "$2" --optimizer adamw --batch 128 --threads 2 \
+    --steps "$steps" --test-limit 500 --no-progress | sed -n 's/.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1
+}
 
-torch_rate=$(/usr/bin/python3 "$(dirname "$0")/pytorch_mlp.py" "$steps" fp32 2)
-echo "mixtape fp32 mlp: ${mixtape_rate} samples/s"
-echo "PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') fp32 mlp: ${torch_rate} samples/s"
-awk -v a="$mixtape_rate" -v b="$torch_rate" 'BEGIN { printf "ratio mixtape / PyTorch: %.2f\n", a / b }'
+torch_rate() {  # model precision -> samples/s
+  /usr/bin/python3 "$here/pytorch_fashion.py" "$steps" "$2" 2 "$1"
+}
+
+torch_version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
+echo "| model | precision | mixtape samples/s | PyTorch $torch_version samples/s | ratio |"
+echo "|---|---|---|---|---|"
+for model in ${MODELS:-mlp cnn}; do
+  for precision in ${PRECISIONS:-fp32 bf16}; do
+    ours=$(mixtape_rate "$model" "$precision")
+    theirs=$(torch_rate "$model" "$precision")
+    awk -v m="$model" -v p="$precision" -v a="$ours" -v b="$theirs" \
+      'BEGIN { printf "| %s | %s | %.0f | %.0f | %.2fx |\n", m, p, a, b, a / b }'
+  done
+done
+echo
+"$build/mixtape" info | grep -i "cpu gemm" || true
+echo "lscpu flags: $(lscpu | sed -n 's/^Flags: *//p')"

@@ -1,23 +1,32 @@
 #!/usr/bin/env python3
-"""PyTorch's side of the CPU mlp benchmarks: the mlp (784-256-128-10) with
-AdamW at batch 128 on Fashion-MNIST, 20 untimed steps, then STEPS timed ones.
-Prints training samples/s. PRECISION is fp32 or bf16 (CPU autocast; PyTorch
-1.13 has no f16 autocast on the CPU); THREADS, when given, is
-torch.set_num_threads (else PyTorch's default).
-Usage: pytorch_mlp.py STEPS PRECISION [THREADS]"""
+"""PyTorch's side of the CPU Fashion-MNIST benchmarks: the mlp
+(784-256-128-10) or the cnn (models/cnn.cpp: two 3x3 conv + batch norm +
+ReLU + 2x2 max-pool stages, 32 and 64 channels, then 3136-128-10) with AdamW
+at batch 128, 20 untimed steps, then STEPS timed ones. Prints training
+samples/s. PRECISION is fp32 or bf16 (CPU autocast; PyTorch 1.13 has no f16
+autocast on the CPU); THREADS, when given, is torch.set_num_threads (else
+PyTorch's default); MODEL is mlp (the default) or cnn.
+Usage: pytorch_fashion.py STEPS PRECISION [THREADS] [MODEL]"""
 import gzip, sys, time, numpy as np, torch
 
 steps, precision = int(sys.argv[1]), sys.argv[2]
-if len(sys.argv) > 3:
+if len(sys.argv) > 3 and sys.argv[3] != "0":
     torch.set_num_threads(int(sys.argv[3]))
+model_name = sys.argv[4] if len(sys.argv) > 4 else "mlp"
 with gzip.open("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") as f:
     x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 784).astype(np.float32) / 255.0
 with gzip.open("/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz") as f:
     y = np.frombuffer(f.read(), np.uint8, offset=8).astype(np.int64)
 x = torch.from_numpy((x - 0.2860) / 0.3530)
 y = torch.from_numpy(y)
-model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128), torch.nn.ReLU(),
-                            torch.nn.Linear(128, 10))
+nn = torch.nn
+if model_name == "cnn":
+    x = x.reshape(-1, 1, 28, 28)
+    stage = lambda c_in, c_out: [nn.Conv2d(c_in, c_out, 3, 1, 1), nn.BatchNorm2d(c_out), nn.ReLU(), nn.MaxPool2d(2, 2)]
+    model = nn.Sequential(*stage(1, 32), *stage(32, 64), nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(),
+                          nn.Linear(128, 10))
+else:
+    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 perm = torch.randperm(len(y))
 
