@@ -12,41 +12,15 @@
 #include "core/generator.h"
 #include "core/tensor.h"
 #include "kernels/common/cpu_backend.h"
+#include "tests/kernels/cpu_library_util.h"
 
 using namespace mt;
 using kernels::CpuGemmLibrary;
+using test::as_f64;
+using test::relative_error;
+using test::UseLibrary;
 
 namespace {
-
-struct UseLibrary {
-  explicit UseLibrary(CpuGemmLibrary library) { kernels::set_cpu_gemm_library(library); }
-  ~UseLibrary() { kernels::set_cpu_gemm_library(CpuGemmLibrary::Auto); }
-};
-
-std::vector<CpuGemmLibrary> libraries() {
-  if (kernels::onednn_built()) return {CpuGemmLibrary::Eigen, CpuGemmLibrary::OneDnn};
-  return {CpuGemmLibrary::Eigen};
-}
-
-const char* name(CpuGemmLibrary library) { return library == CpuGemmLibrary::Eigen ? "eigen" : "onednn"; }
-
-std::vector<double> as_f64(const Tensor& t) {
-  const Tensor c = t.to(kF64).contiguous();
-  const double* p = static_cast<const double*>(c.data_ptr());
-  return {p, p + c.numel()};
-}
-
-// Largest |got - want| relative to the largest |want|.
-double relative_error(const Tensor& got, const Tensor& want) {
-  const std::vector<double> g = as_f64(got), w = as_f64(want);
-  REQUIRE(g.size() == w.size());
-  double worst = 0, scale = 1e-30;
-  for (size_t i = 0; i < g.size(); ++i) {
-    worst = std::max(worst, std::abs(g[i] - w[i]));
-    scale = std::max(scale, std::abs(w[i]));
-  }
-  return worst / scale;
-}
 
 struct Case {
   const char* name;
@@ -88,16 +62,16 @@ TEST_CASE("CPU conv2d forward and backward in f32 and bf16 match f64 with oneDNN
       const Shape y_shape = conv2d(x, w, Tensor(), c.stride, c.padding, c.dilation, c.groups).sizes();
       const Tensor r = randn(y_shape, kF32, kCPU, &gen).to(dtype).to(kF64);
       const std::vector<Tensor> exact = run(c, kF64, x, w, b, r);
-      for (const CpuGemmLibrary library : libraries()) {
-        INFO(name(library) << " " << dtype_name(dtype) << " " << c.name);
+      for (const CpuGemmLibrary library : test::cpu_libraries()) {
+        INFO(test::library_name(library) << " " << dtype_name(dtype) << " " << c.name);
         const UseLibrary use(library);
         const std::vector<Tensor> got = run(c, dtype, x, w, b, r);
         // f32: the sums' own rounding; bf16: one rounding of each output (2^-8 relative).
         const double tolerance = dtype == kF32 ? 2e-5 : 8e-3;
-        CHECK(relative_error(got[0], exact[0]) < tolerance);
-        CHECK(relative_error(got[1], exact[1]) < tolerance);
-        CHECK(relative_error(got[2], exact[2]) < tolerance);
-        if (c.bias) CHECK(relative_error(got[3], exact[3]) < tolerance);
+        CHECK(relative_error(got[0], as_f64(exact[0])) < tolerance);
+        CHECK(relative_error(got[1], as_f64(exact[1])) < tolerance);
+        CHECK(relative_error(got[2], as_f64(exact[2])) < tolerance);
+        if (c.bias) CHECK(relative_error(got[3], as_f64(exact[3])) < tolerance);
         CHECK(got[0].dtype() == dtype);
         CHECK(got[2].dtype() == dtype);
       }

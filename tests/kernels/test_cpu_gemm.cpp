@@ -10,25 +10,17 @@
 #include "core/generator.h"
 #include "core/tensor.h"
 #include "kernels/common/cpu_backend.h"
+#include "tests/kernels/cpu_library_util.h"
 #include "kernels/gemm/matmul.h"
 
 using namespace mt;
 using kernels::CpuGemmLibrary;
+using test::as_f64;
+using test::relative_error;
+using test::UseLibrary;
 using kernels::GemmActivation;
 
 namespace {
-
-// Sets the CPU GEMM library for one scope.
-struct UseLibrary {
-  explicit UseLibrary(CpuGemmLibrary library) { kernels::set_cpu_gemm_library(library); }
-  ~UseLibrary() { kernels::set_cpu_gemm_library(CpuGemmLibrary::Auto); }
-};
-
-std::vector<double> as_f64(const Tensor& t) {
-  const Tensor c = t.to(kF64).contiguous();
-  const double* p = static_cast<const double*>(c.data_ptr());
-  return {p, p + c.numel()};
-}
 
 double gelu_erf(double z) { return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0))); }
 
@@ -55,19 +47,6 @@ std::vector<double> reference(const Tensor& a, const Tensor& b, const Tensor& bi
   return out;
 }
 
-// Largest |got - want| relative to the largest |want| (products of random
-// values in [-1, 1): errors scale with the output, not per element).
-double relative_error(const Tensor& got, const std::vector<double>& want) {
-  const std::vector<double> g = as_f64(got);
-  REQUIRE(g.size() == want.size());
-  double worst = 0, scale = 1e-30;
-  for (size_t i = 0; i < g.size(); ++i) {
-    worst = std::max(worst, std::abs(g[i] - want[i]));
-    scale = std::max(scale, std::abs(want[i]));
-  }
-  return worst / scale;
-}
-
 // A [batch, rows, cols] operand in the given layout (a transposed view when
 // column-major), its values rounded to `dtype`.
 Tensor operand(int64_t batch, int64_t rows, int64_t cols, DType dtype, bool column_major, Generator& gen) {
@@ -76,23 +55,16 @@ Tensor operand(int64_t batch, int64_t rows, int64_t cols, DType dtype, bool colu
   return uniform({batch, cols, rows}).transpose(1, 2);
 }
 
-std::vector<CpuGemmLibrary> libraries() {
-  if (kernels::onednn_built()) return {CpuGemmLibrary::Eigen, CpuGemmLibrary::OneDnn};
-  return {CpuGemmLibrary::Eigen};
-}
-
-const char* name(CpuGemmLibrary library) { return library == CpuGemmLibrary::Eigen ? "eigen" : "onednn"; }
-
 }  // namespace
 
 TEST_CASE("CPU GEMM in f32 and bf16 matches f64 in every layout with oneDNN and Eigen (transpose bugs)",
           "[kernels][gemm][cpu]") {
-  for (const CpuGemmLibrary library : libraries()) {
+  for (const CpuGemmLibrary library : test::cpu_libraries()) {
     const UseLibrary use(library);
     for (const DType dtype : {kF32, kBF16}) {
       for (const bool a_columns : {false, true}) {
         for (const bool b_columns : {false, true}) {
-          INFO(name(library) << " " << dtype_name(dtype) << " a column-major " << a_columns << " b column-major "
+          INFO(test::library_name(library) << " " << dtype_name(dtype) << " a column-major " << a_columns << " b column-major "
                              << b_columns);
           Generator gen(11);
           const Tensor a = operand(3, 37, 70, dtype, a_columns, gen);
@@ -110,9 +82,9 @@ TEST_CASE("CPU GEMM in f32 and bf16 matches f64 in every layout with oneDNN and 
 
 TEST_CASE("CPU GEMM: a batch-broadcast operand (batch stride 0) multiplies every batch (broadcast bug)",
           "[kernels][gemm][cpu]") {
-  for (const CpuGemmLibrary library : libraries()) {
+  for (const CpuGemmLibrary library : test::cpu_libraries()) {
     const UseLibrary use(library);
-    INFO(name(library));
+    INFO(test::library_name(library));
     Generator gen(12);
     const Tensor a = operand(4, 20, 33, kF32, false, gen);
     const Tensor shared = operand(1, 33, 17, kF32, false, gen);
@@ -126,12 +98,12 @@ TEST_CASE("CPU GEMM: a batch-broadcast operand (batch stride 0) multiplies every
 
 TEST_CASE("CPU GEMM epilogue: bias, ReLU, GELU and the stored pre-activation with oneDNN and Eigen (epilogue bugs)",
           "[kernels][gemm][cpu]") {
-  for (const CpuGemmLibrary library : libraries()) {
+  for (const CpuGemmLibrary library : test::cpu_libraries()) {
     const UseLibrary use(library);
     for (const DType dtype : {kF32, kBF16}) {
       for (const GemmActivation activation : {GemmActivation::None, GemmActivation::Relu, GemmActivation::GeluErf}) {
         for (const bool keep_pre : {false, true}) {
-          INFO(name(library) << " " << dtype_name(dtype) << " activation " << static_cast<int>(activation)
+          INFO(test::library_name(library) << " " << dtype_name(dtype) << " activation " << static_cast<int>(activation)
                              << " pre-activation kept " << keep_pre);
           Generator gen(13);
           const Tensor a = operand(2, 24, 40, dtype, false, gen);
@@ -194,11 +166,11 @@ TEST_CASE("MT_CPU_GEMM=onednn refuses a product oneDNN does not take instead of 
 
 TEST_CASE("CPU GEMM: a NaN product stays NaN through the ReLU epilogue, as in PyTorch (oneDNN post-op bug)",
           "[kernels][gemm][cpu]") {
-  for (const CpuGemmLibrary library : libraries()) {
+  for (const CpuGemmLibrary library : test::cpu_libraries()) {
     const UseLibrary use(library);
     for (const DType dtype : {kF32, kBF16}) {
       for (const bool keep_pre : {false, true}) {
-        INFO(name(library) << " " << dtype_name(dtype) << " pre-activation kept " << keep_pre);
+        INFO(test::library_name(library) << " " << dtype_name(dtype) << " pre-activation kept " << keep_pre);
         Generator gen(16);
         Tensor a = operand(1, 4, 8, kF32, false, gen);
         static_cast<float*>(a.data_ptr())[0] = std::nanf("");  // row 0 of the product is NaN
