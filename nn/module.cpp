@@ -81,7 +81,7 @@ namespace {
 // Makes `slot` hold `moved`'s data in place: the handle (and every copy of
 // it: an optimizer's, a tied module's, the user's) keeps its identity and
 // now sees the new storage, dtype and device, as PyTorch's module.to()
-// sets param.data. Its gradient, if any, is converted the same way.
+// sets param.data.
 void assign_in_place(const Tensor& slot, const Tensor& moved) {
   TensorImpl& impl = *slot.impl();
   const TensorImpl& from = *moved.impl();
@@ -94,6 +94,7 @@ void assign_in_place(const Tensor& slot, const Tensor& moved) {
   tag_memory(slot, MemoryCategory::Parameters);
 }
 
+// slot = convert(slot) in place, and its gradient, if any, the same way.
 template <typename Convert>
 void convert_in_place(const Tensor& slot, Convert&& convert) {
   const Tensor moved = convert(slot.detach());
