@@ -157,6 +157,12 @@ Tensor cast_with_cache(const Tensor& t, DType dtype) {
 }  // namespace
 
 CastInputs autocast_inputs(amp::Op op, const std::vector<Tensor>& inputs) {
+  for (const Tensor& t : inputs) {
+    MT_CHECK(!t.defined() || !is_fp8(t.dtype()),
+             "{}: does not take {} tensors: FP8 data is scaled, so dequantize it (mt::fp8::dequantize) or cast it "
+             "with .to() first",
+             amp::op_name(op), t.dtype());
+  }
   std::vector<Tensor> sources = active_dtype_recorder() != nullptr ? inputs : std::vector<Tensor>();
   const std::optional<DType> target = amp::autocast_target(op, inputs);
   if (!target) return CastInputs(op, inputs, std::move(sources));

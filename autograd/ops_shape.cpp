@@ -234,7 +234,10 @@ Tensor to_dtype(const Tensor& self, DType target) {
   if (target == self.dtype()) return self;
   Tensor out = empty(self.sizes(), target, self.device());
   kernels::copy(self, out);
-  if (!is_floating(target)) return out;  // integer results take no part in autograd
+  // Integer results take no part in autograd, nor do FP8 ones: an unscaled
+  // FP8 cast is storage, not a differentiable op (FP8 training scales its
+  // operands inside the FP8 GEMMs, which have their own backward).
+  if (!is_compute_float(target)) return out;
   // The cast's backward turns the gradient back into the source dtype
   // (e.g. f16 gradients of an f32 master parameter come back as f32).
   return record_view("to", self, out, [source = self.dtype()](const Tensor& g) { return g.to(source); });

@@ -4,9 +4,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 #include "runtime/dtype.h"
 #include "runtime/error.h"
+#include "runtime/fp8.h"
 #include "runtime/half.h"
 
 namespace mt {
@@ -16,7 +18,7 @@ constexpr size_t element_size(DType t) {
     case DType::F64: case DType::I64: return 8;
     case DType::F32: case DType::I32: return 4;
     case DType::F16: case DType::BF16: return 2;
-    case DType::U8: case DType::Bool: return 1;
+    case DType::U8: case DType::Bool: case DType::F8E4M3: case DType::F8E5M2: return 1;
   }
   return 0;
 }
@@ -31,14 +33,22 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::I32: return "i32";
     case DType::U8: return "u8";
     case DType::Bool: return "bool";
+    case DType::F8E4M3: return "f8e4m3";
+    case DType::F8E5M2: return "f8e5m2";
   }
   return "?";
 }
 
+// FP8 is floating (as in PyTorch) but holds scaled data: only casts, copies,
+// views and the FP8 kernels take it (is_fp8). is_low_precision means the
+// 16-bit autocast types.
+constexpr bool is_fp8(DType t) { return t == DType::F8E4M3 || t == DType::F8E5M2; }
 constexpr bool is_floating(DType t) {
-  return t == DType::F64 || t == DType::F32 || t == DType::F16 || t == DType::BF16;
+  return t == DType::F64 || t == DType::F32 || t == DType::F16 || t == DType::BF16 || is_fp8(t);
 }
 constexpr bool is_low_precision(DType t) { return t == DType::F16 || t == DType::BF16; }
+// The floating types ops compute in and parameters may have: not FP8.
+constexpr bool is_compute_float(DType t) { return is_floating(t) && !is_fp8(t); }
 
 // The type of the result of a binary op on two tensors (PyTorch's rules for
 // tensor-tensor promotion): floats beat integers, wider beats narrower, and
@@ -55,6 +65,8 @@ template <> struct StorageOf<DType::I64> { using type = int64_t; };
 template <> struct StorageOf<DType::I32> { using type = int32_t; };
 template <> struct StorageOf<DType::U8> { using type = uint8_t; };
 template <> struct StorageOf<DType::Bool> { using type = bool; };
+template <> struct StorageOf<DType::F8E4M3> { using type = Float8E4M3; };
+template <> struct StorageOf<DType::F8E5M2> { using type = Float8E5M2; };
 
 template <typename T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<double>() { return DType::F64; }
@@ -65,6 +77,14 @@ template <> constexpr DType dtype_of<int64_t>() { return DType::I64; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::U8; }
 template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+template <> constexpr DType dtype_of<Float8E4M3>() { return DType::F8E4M3; }
+template <> constexpr DType dtype_of<Float8E5M2>() { return DType::F8E5M2; }
+
+// The storage-only float types (16- and 8-bit): no arithmetic, converted
+// through float in both directions.
+template <typename T>
+inline constexpr bool kIsNarrowFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> ||
+                                       std::is_same_v<T, Float8E4M3> || std::is_same_v<T, Float8E5M2>;
 
 // Calls fn(StorageType{}) with a value-initialised object of the dtype's C++ type.
 template <typename Fn>
@@ -78,6 +98,8 @@ decltype(auto) visit_dtype(DType t, Fn&& fn) {
     case DType::I32: return fn(int32_t{});
     case DType::U8: return fn(uint8_t{});
     case DType::Bool: return fn(bool{});
+    case DType::F8E4M3: return fn(Float8E4M3{});
+    case DType::F8E5M2: return fn(Float8E5M2{});
   }
   fail("visit_dtype: invalid dtype {}", static_cast<int>(t));
 }

@@ -40,7 +40,7 @@ namespace {
 template <typename Sample>
 Tensor fill_random(const Shape& shape, DType dtype, Device device, Generator* gen, uint64_t per_block,
                    Sample&& sample) {
-  MT_CHECK(is_floating(dtype), "random tensors must have a floating dtype, got {}", dtype);
+  MT_CHECK(is_compute_float(dtype), "random tensors must be f64, f32, f16 or bf16, got {}", dtype);
   // The same Philox stream everywhere: drawn on the host, then moved to a GPU.
   if (!device.host_accessible()) return host_to_device(fill_random(shape, dtype, kCPU, gen, per_block, sample), device);
   Tensor t = empty(shape, dtype, device);

@@ -21,7 +21,8 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the format's limit
 
 std::optional<DType> dtype_from_name(const std::string& name) {
   static const std::map<std::string, DType> names = {{"BOOL", kBool}, {"U8", kU8},     {"I32", kI32}, {"I64", kI64},
-                                                     {"F16", kF16},   {"BF16", kBF16}, {"F32", kF32}, {"F64", kF64}};
+                                                     {"F16", kF16},   {"BF16", kBF16}, {"F32", kF32}, {"F64", kF64},
+                                                     {"F8_E4M3", kF8E4M3}, {"F8_E5M2", kF8E5M2}};
   auto it = names.find(name);
   return it == names.end() ? std::nullopt : std::optional<DType>(it->second);
 }
@@ -49,6 +50,8 @@ std::string safetensors_dtype_name(DType dtype) {
     case kBF16: return "BF16";
     case kF32: return "F32";
     case kF64: return "F64";
+    case kF8E4M3: return "F8_E4M3";
+    case kF8E5M2: return "F8_E5M2";
   }
   return "?";
 }

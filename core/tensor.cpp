@@ -86,6 +86,12 @@ Device parse_device(const std::string& text) {
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
+  // As PyTorch: FP8 data is scaled, so mixing it with another type has no
+  // meaningful result type. Dequantize (or cast) it first.
+  MT_CHECK(!is_fp8(a) && !is_fp8(b),
+           "type promotion of {} with {} is not supported: FP8 tensors hold scaled data; dequantize them "
+           "(mt::fp8::dequantize) or cast with .to() first",
+           a, b);
   auto rank = [](DType t) {  // position in the promotion lattice
     switch (t) {
       case DType::Bool: return 0;
@@ -96,6 +102,8 @@ DType promote_types(DType a, DType b) {
       case DType::BF16: return 4;
       case DType::F32: return 5;
       case DType::F64: return 6;
+      case DType::F8E4M3:
+      case DType::F8E5M2: return 4;  // unreachable: refused above
     }
     return 0;
   };
@@ -184,7 +192,7 @@ double read_element(const Tensor& t, int64_t storage_offset) {
     // Off the CPU this is one element over the bus: a host sync (counted), fine for tests and debugging.
     copy_bytes(&value, kCPU, base + storage_offset * static_cast<int64_t>(sizeof(T)), t.device(), sizeof(T),
                "item() (or another single-element read) of a device tensor");
-    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    if constexpr (kIsNarrowFloat<T>) {
       return static_cast<double>(static_cast<float>(value));
     } else {
       return static_cast<double>(value);
@@ -194,7 +202,7 @@ double read_element(const Tensor& t, int64_t storage_offset) {
 
 template <typename T>
 static T convert_from_double(double v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+  if constexpr (kIsNarrowFloat<T>) {
     return T(static_cast<float>(v));
   } else if constexpr (std::is_same_v<T, bool>) {
     return v != 0.0;

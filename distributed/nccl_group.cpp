@@ -92,7 +92,9 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::I64: return ncclInt64;
     case DType::I32: return ncclInt32;
     case DType::U8:
-    case DType::Bool: return ncclUint8;
+    case DType::Bool:
+    case DType::F8E4M3:
+    case DType::F8E5M2: return ncclUint8;  // moved as bytes; reductions refuse FP8 (process_group.cpp)
   }
   return ncclFloat32;
 }

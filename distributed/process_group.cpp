@@ -124,6 +124,9 @@ const std::string& backend_override() { return settings().backend; }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
   check_tensor("all_reduce", "", t);
+  // Summing scaled bytes means nothing; FP8 training reduces its amax in f32.
+  MT_CHECK(!is_fp8(t.dtype()), "dist::all_reduce: {} tensors cannot be reduced; reduce them in f32 (or bf16)",
+           t.dtype());
   return run(Collective::AllReduce, t, t, op, 0);
 }
 
@@ -140,6 +143,8 @@ std::shared_ptr<Work> ProcessGroup::all_gather(const Tensor& out, const Tensor& 
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) {
   check_pair("reduce_scatter", out, in, 1, size(), size());
+  MT_CHECK(!is_fp8(in.dtype()), "dist::reduce_scatter: {} tensors cannot be reduced; reduce them in f32 (or bf16)",
+           in.dtype());
   return run(Collective::ReduceScatter, out, in, op, 0);
 }
 

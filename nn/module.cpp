@@ -9,8 +9,8 @@
 namespace mt::nn {
 
 Tensor& Module::register_parameter(const std::string& name, Tensor& slot, Tensor value) {
-  MT_CHECK(is_floating(value.dtype()), "register_parameter '{}': parameters must be floating-point, got {}", name,
-           value.dtype());
+  MT_CHECK(is_compute_float(value.dtype()),
+           "register_parameter '{}': parameters must be f64, f32, f16 or bf16, got {}", name, value.dtype());
   slot = value.detach();
   slot.requires_grad_();
   tag_memory(slot, MemoryCategory::Parameters);
@@ -117,7 +117,7 @@ void Module::to(Device device) {
 }
 
 void Module::to(DType dtype, bool keep_norms_fp32) {
-  MT_CHECK(is_floating(dtype), "Module::to: can only cast to a floating dtype, got {}", dtype);
+  MT_CHECK(is_compute_float(dtype), "Module::to: can only cast to f64, f32, f16 or bf16, got {}", dtype);
   NoGradGuard no_grad;
   const DType target = keep_norms_fp32 && is_norm_layer() ? kF32 : dtype;
   for (auto* list : {&parameters_, &buffers_}) {

@@ -20,8 +20,8 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, GroupDefaults defaults, Pre
     if (!groups_[g].lr) groups_[g].lr = defaults.lr;
     if (!groups_[g].weight_decay) groups_[g].weight_decay = defaults.weight_decay;
     for (const Tensor& p : groups_[g].params) {
-      MT_CHECK(p.defined() && p.is_leaf() && is_floating(p.dtype()),
-               "optimizer: parameters must be floating-point leaf tensors (group {})", g);
+      MT_CHECK(p.defined() && p.is_leaf() && is_compute_float(p.dtype()),
+               "optimizer: parameters must be floating-point (f64, f32, f16 or bf16) leaf tensors (group {})", g);
       MT_CHECK(p.is_contiguous(), "optimizer: parameter of shape {} must be contiguous", p.shape_string());
     }
     MT_CHECK(*groups_[g].lr >= 0, "optimizer: group {} has a negative learning rate {}", g, *groups_[g].lr);

@@ -8,7 +8,10 @@
 
 namespace mt {
 
-enum class DType : uint8_t { F64, F32, F16, BF16, I64, I32, U8, Bool };
+// F8E4M3/F8E5M2 come last so the other values keep their numbers. They hold
+// scaled data (runtime/fp8.h; kernels/fp8/): casts, copies and views take
+// them, arithmetic ops refuse them.
+enum class DType : uint8_t { F64, F32, F16, BF16, I64, I32, U8, Bool, F8E4M3, F8E5M2 };
 
 inline constexpr DType kF64 = DType::F64;
 inline constexpr DType kF32 = DType::F32;
@@ -18,5 +21,7 @@ inline constexpr DType kI64 = DType::I64;
 inline constexpr DType kI32 = DType::I32;
 inline constexpr DType kU8 = DType::U8;
 inline constexpr DType kBool = DType::Bool;
+inline constexpr DType kF8E4M3 = DType::F8E4M3;
+inline constexpr DType kF8E5M2 = DType::F8E5M2;
 
 }  // namespace mt

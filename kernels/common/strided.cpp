@@ -30,11 +30,11 @@ namespace {
 // follows the same rule.
 template <typename To, typename From>
 inline To convert(From v) {
-  if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
+  if constexpr (kIsNarrowFloat<From>) {
     return convert<To>(static_cast<float>(v));
   } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> && !std::is_same_v<To, bool>) {
     return static_cast<To>(static_cast<int64_t>(v));
-  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+  } else if constexpr (kIsNarrowFloat<To>) {
     return To(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
