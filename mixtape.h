@@ -4,6 +4,7 @@
 #include "autograd/autocast.h"
 #include "amp/grad_scaler.h"
 #include "autograd/checkpoint.h"
+#include "autograd/fp8.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/hooks.h"

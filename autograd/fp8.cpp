@@ -1,0 +1,235 @@
+#include "autograd/fp8.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "kernels/fp8/fp8.h"
+#include "kernels/gemm/matmul.h"
+
+namespace mt::fp8 {
+
+namespace {
+
+constexpr int64_t kGroupEdge = 128;  // the tiles' and blocks' side
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// rows x cols of `sizes` (cols = the last dim; a 0-dim tensor is 1 x 1).
+std::pair<int64_t, int64_t> rows_cols(const Shape& sizes) {
+  if (sizes.empty()) return {1, 1};
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < sizes.size(); ++d) rows *= sizes[d];
+  return {rows, sizes.back()};
+}
+
+kernels::Fp8Groups groups_for(const Shape& sizes, ScaleLayout layout) {
+  const auto [rows, cols] = rows_cols(sizes);
+  kernels::Fp8Groups g;
+  g.rows = rows;
+  g.cols = cols;
+  switch (layout) {
+    case ScaleLayout::PerTensor: g.group_rows = std::max<int64_t>(rows, 1), g.group_cols = std::max<int64_t>(cols, 1); break;
+    case ScaleLayout::PerRow: g.group_rows = 1, g.group_cols = std::max<int64_t>(cols, 1); break;
+    case ScaleLayout::Tiles1x128: g.group_rows = 1, g.group_cols = kGroupEdge; break;
+    case ScaleLayout::Blocks128x128: g.group_rows = kGroupEdge, g.group_cols = kGroupEdge; break;
+  }
+  return g;
+}
+
+// The shape scale_inv has for a layout.
+Shape scale_shape(const Shape& sizes, ScaleLayout layout) {
+  const auto [rows, cols] = rows_cols(sizes);
+  switch (layout) {
+    case ScaleLayout::PerTensor: return {};
+    case ScaleLayout::PerRow: return {rows};
+    case ScaleLayout::Tiles1x128: return {rows, ceil_div(cols, kGroupEdge)};
+    case ScaleLayout::Blocks128x128: return {ceil_div(rows, kGroupEdge), ceil_div(cols, kGroupEdge)};
+  }
+  return {};
+}
+
+kernels::Fp8ScaleRule scale_rule(Format format, int margin) {
+  MT_CHECK(margin >= 0 && margin <= 64, "fp8: margin must be a whole number from 0 to 64, got {}", margin);
+  return {max_finite(format), std::ldexp(1.0f, -margin)};
+}
+
+Tensor contiguous_input(const Tensor& x, const char* op) {
+  MT_CHECK(x.defined() && is_compute_float(x.dtype()), "{}: expected an f64, f32, f16 or bf16 tensor, got {}", op,
+           x.defined() ? dtype_name(x.dtype()) : std::string_view("an undefined tensor"));
+  return x.is_contiguous() ? x.detach() : x.detach().contiguous();
+}
+
+Tensor f32_scalar_zero(Device device) { return zeros({}, kF32, device); }
+
+}  // namespace
+
+DType dtype_of(Format format) { return format == Format::E4M3 ? kF8E4M3 : kF8E5M2; }
+
+Format format_of(DType dtype) {
+  MT_CHECK(is_fp8(dtype), "fp8: expected an f8e4m3 or f8e5m2 tensor, got {}", dtype);
+  return dtype == kF8E4M3 ? Format::E4M3 : Format::E5M2;
+}
+
+float max_finite(Format format) { return format == Format::E4M3 ? kE4M3Format.max_finite : kE5M2Format.max_finite; }
+
+std::string_view layout_name(ScaleLayout layout) {
+  switch (layout) {
+    case ScaleLayout::PerTensor: return "tensor";
+    case ScaleLayout::PerRow: return "row";
+    case ScaleLayout::Tiles1x128: return "1x128";
+    case ScaleLayout::Blocks128x128: return "128x128";
+  }
+  return "?";
+}
+
+Fp8Tensor Fp8Tensor::t() const {
+  MT_CHECK(data.dim() == 2, "Fp8Tensor::t: expected a 2-D tensor, got {}", data.shape_string());
+  MT_CHECK(layout == ScaleLayout::PerTensor || layout == ScaleLayout::Blocks128x128,
+           "Fp8Tensor::t: {} scales do not transpose into a layout the GEMM takes (rows become columns); "
+           "quantize the transposed tensor instead",
+           layout_name(layout));
+  NoGradGuard no_grad;
+  Fp8Tensor out;
+  out.data = data.t().contiguous();
+  out.scale_inv = layout == ScaleLayout::PerTensor ? scale_inv : scale_inv.t().contiguous();
+  out.layout = layout;
+  return out;
+}
+
+Fp8Tensor quantize(const Tensor& x, Format format, ScaleLayout layout, int margin) {
+  NoGradGuard no_grad;
+  const Tensor input = contiguous_input(x, "fp8::quantize");
+  const kernels::Fp8ScaleRule rule = scale_rule(format, margin);
+  Fp8Tensor out;
+  out.data = empty(input.sizes(), dtype_of(format), input.device());
+  out.layout = layout;
+  out.scale_inv = empty(scale_shape(input.sizes(), layout), kF32, input.device());
+  kernels::fp8_quantize_grouped(input, groups_for(input.sizes(), layout), rule, out.data, out.scale_inv);
+  return out;
+}
+
+Fp8Tensor quantize_with_scale(const Tensor& x, Format format, const Tensor& scale, const Tensor& amax_out) {
+  NoGradGuard no_grad;
+  const Tensor input = contiguous_input(x, "fp8::quantize_with_scale");
+  Fp8Tensor out;
+  out.data = empty(input.sizes(), dtype_of(format), input.device());
+  out.layout = ScaleLayout::PerTensor;
+  kernels::fp8_quantize_with_scale(input, scale, out.data, amax_out);
+  // scale_inv = 1 / scale on the device: reciprocal is an elementwise kernel.
+  out.scale_inv = empty({}, kF32, input.device());
+  kernels::unary(kernels::UnaryOp::Reciprocal, scale.view({}), out.scale_inv);
+  return out;
+}
+
+Tensor amax(const Tensor& x) {
+  NoGradGuard no_grad;
+  const Tensor input = contiguous_input(x, "fp8::amax");
+  Tensor out = f32_scalar_zero(input.device());
+  kernels::fp8_amax(input, out);
+  return out;
+}
+
+Tensor dequantize(const Fp8Tensor& q, DType dtype) {
+  MT_CHECK(q.data.defined() && is_fp8(q.data.dtype()) && q.data.is_contiguous(),
+           "fp8::dequantize: expected contiguous FP8 data");
+  MT_CHECK(q.scale_inv.defined() && q.scale_inv.sizes() == scale_shape(q.sizes(), q.layout),
+           "fp8::dequantize: {} scales of {} data must have shape {}, got {}", layout_name(q.layout),
+           q.data.shape_string(), shape_str(scale_shape(q.sizes(), q.layout)),
+           q.scale_inv.defined() ? q.scale_inv.shape_string() : std::string("none"));
+  MT_CHECK(is_compute_float(dtype), "fp8::dequantize: the output dtype must be f64, f32, f16 or bf16, got {}", dtype);
+  NoGradGuard no_grad;
+  Tensor out = empty(q.sizes(), dtype, q.device());
+  kernels::fp8_dequantize(q.data, q.scale_inv.contiguous(), groups_for(q.sizes(), q.layout), out);
+  return out;
+}
+
+namespace {
+
+bool is_k_grouped(ScaleLayout layout) {
+  return layout == ScaleLayout::Tiles1x128 || layout == ScaleLayout::Blocks128x128;
+}
+
+// The operand as [k_groups, rows, k_group] in a dtype the GEMM multiplies
+// exactly (bf16 on the CPU, f32 elsewhere), K zero-padded to whole groups.
+Tensor widened_k_groups(const Tensor& data, int64_t k_groups, int64_t k_group) {
+  const DType wide = data.device().is_cpu() ? kBF16 : kF32;
+  const int64_t rows = data.size(0), k = data.size(1);
+  Tensor padded = data.to(wide);  // exact: every FP8 value is a bf16 value
+  if (k_groups * k_group != k) {
+    Tensor z = zeros({rows, k_groups * k_group}, wide, data.device());
+    kernels::copy(padded, z.narrow(1, 0, k));
+    padded = z;
+  }
+  return padded.view({rows, k_groups, k_group}).permute({1, 0, 2});
+}
+
+}  // namespace
+
+Tensor gemm_nt(const Fp8Tensor& a, const Fp8Tensor& b, DType out_dtype, const Tensor& bias) {
+  MT_CHECK(a.data.dim() == 2 && b.data.dim() == 2 && a.data.size(1) == b.data.size(1),
+           "fp8::gemm_nt: a [M, K] and b [N, K] must share K, got {} and {}", a.data.shape_string(),
+           b.data.shape_string());
+  MT_CHECK(a.device() == b.device(), "fp8::gemm_nt: a is on {} but b on {}", a.device(), b.device());
+  MT_CHECK(is_k_grouped(a.layout) == is_k_grouped(b.layout),
+           "fp8::gemm_nt: {} scales of a and {} scales of b do not meet: 1x128 tiles and 128x128 blocks split K "
+           "into groups, so both operands need one of them",
+           layout_name(a.layout), layout_name(b.layout));
+  MT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == b.data.size(0)),
+           "fp8::gemm_nt: bias must be [{}], got {}", b.data.size(0), bias.defined() ? bias.shape_string() : "");
+  MT_CHECK(is_compute_float(out_dtype), "fp8::gemm_nt: out_dtype must be f64, f32, f16 or bf16, got {}", out_dtype);
+  NoGradGuard no_grad;
+  const int64_t m = a.data.size(0), n = b.data.size(0), k = a.data.size(1);
+  const bool grouped = is_k_grouped(a.layout);
+  const int64_t k_group = grouped ? kGroupEdge : std::max<int64_t>(k, 1);
+  const int64_t k_groups = grouped ? ceil_div(k, kGroupEdge) : 1;
+  Tensor product = empty({k_groups, m, n}, kF32, a.device());
+  if (k == 0) {
+    product = zeros({k_groups, m, n}, kF32, a.device());
+  } else {
+    const Tensor lhs = widened_k_groups(a.data, k_groups, k_group);                   // [G, M, kg]
+    const Tensor rhs = widened_k_groups(b.data, k_groups, k_group).transpose(1, 2);  // [G, kg, N]
+    kernels::bmm(lhs, rhs, product);
+  }
+  Tensor out = empty({m, n}, out_dtype, a.device());
+  const Tensor bias_f32 = bias.defined() ? bias.detach().to(kF32).contiguous() : Tensor();
+  kernels::fp8_gemm_combine(product, k_group, a.scale_inv.contiguous(), groups_for(a.sizes(), a.layout),
+                            b.scale_inv.contiguous(), groups_for(b.sizes(), b.layout), bias_f32, out);
+  return out;
+}
+
+void add_to_state(std::map<std::string, Tensor>& state, const std::string& name, const Fp8Tensor& q) {
+  state[name] = q.data;
+  state[name + ".scale_inv"] = q.scale_inv;
+}
+
+Fp8Tensor from_state(const std::map<std::string, Tensor>& state, const std::string& name) {
+  const auto data = state.find(name);
+  const auto scales = state.find(name + ".scale_inv");
+  MT_CHECK(data != state.end() && scales != state.end(), "fp8: the state has no '{}' with its '{}.scale_inv'", name,
+           name);
+  MT_CHECK(is_fp8(data->second.dtype()), "fp8: '{}' is stored as {}, expected f8e4m3 or f8e5m2", name,
+           data->second.dtype());
+  const Tensor& s = scales->second;
+  MT_CHECK(s.dtype() == kF32, "fp8: '{}.scale_inv' is stored as {}, expected f32", name, s.dtype());
+  Fp8Tensor q;
+  q.data = data->second.contiguous();
+  bool matched = false;
+  for (ScaleLayout layout : {ScaleLayout::PerTensor, ScaleLayout::PerRow, ScaleLayout::Tiles1x128,
+                             ScaleLayout::Blocks128x128}) {
+    if (s.sizes() == scale_shape(q.sizes(), layout)) {
+      q.layout = layout;
+      matched = true;
+      break;
+    }
+  }
+  MT_CHECK(matched, "fp8: '{}.scale_inv' has shape {}, which is no scale layout of {} data", name, s.shape_string(),
+           q.data.shape_string());
+  // Hostile files: a zero, negative, inf or NaN scale would turn the data into garbage silently.
+  for (double v : s.to_vector()) {
+    MT_CHECK(std::isfinite(v) && v > 0, "fp8: '{}.scale_inv' holds {}, expected positive finite scales", name, v);
+  }
+  q.scale_inv = s.contiguous();
+  return q;
+}
+
+}  // namespace mt::fp8

@@ -1,0 +1,83 @@
+// FP8 tensors with their scales: quantize, dequantize, and the FP8 GEMM.
+//
+// An Fp8Tensor is FP8 bytes (E4M3 or E5M2, runtime/fp8.h) and the FP32
+// scales to read them with: x ~= value(data) * scale_inv, one scale per group
+// of elements. The groups follow the field's recipes:
+//   PerTensor     one scale (Transformer Engine's delayed and current scaling,
+//                 torchao's tensorwise)
+//   PerRow        one per row of the last dim (torchao's rowwise)
+//   Tiles1x128    one per 1x128 tile (DeepSeek-V3's activations and gradients)
+//   Blocks128x128 one per 128x128 block (DeepSeek-V3's weights)
+// A tensor is seen as rows x cols (cols = the last dim); edge groups are
+// ragged when cols or rows are not multiples of 128.
+//
+// None of this records on the tape: an FP8 tensor is storage for a GEMM
+// operand. Scales and amax live on the tensor's device and are computed
+// there, so quantizing never needs a host sync.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "core/tensor.h"
+
+namespace mt::fp8 {
+
+enum class Format { E4M3, E5M2 };
+DType dtype_of(Format format);
+Format format_of(DType dtype);  // mt::Error unless an FP8 dtype
+float max_finite(Format format);  // 448, 57344
+
+enum class ScaleLayout { PerTensor, PerRow, Tiles1x128, Blocks128x128 };
+std::string_view layout_name(ScaleLayout layout);  // "tensor", "row", "1x128", "128x128"
+
+struct Fp8Tensor {
+  Tensor data;       // kF8E4M3 or kF8E5M2, contiguous, the logical shape
+  Tensor scale_inv;  // f32 on data's device: [] | [rows] | [rows, ceil(cols/128)] | [ceil(rows/128), ceil(cols/128)]
+  ScaleLayout layout = ScaleLayout::PerTensor;
+
+  Format format() const { return format_of(data.dtype()); }
+  const Shape& sizes() const { return data.sizes(); }
+  Device device() const { return data.device(); }
+  // The transpose of a 2-D tensor whose layout transposes into itself (per
+  // tensor; 128x128 blocks, whose grid transposes with them), as contiguous
+  // copies. Rows and 1x128 tiles turn into columns and 128x1 tiles, which
+  // the GEMM does not take: quantize the transposed high-precision tensor.
+  Fp8Tensor t() const;
+};
+
+// Current scaling: each group's scale from its own amax this call,
+// scale = max_finite / amax * 2^-margin (amax floored at 1e-12).
+Fp8Tensor quantize(const Tensor& x, Format format, ScaleLayout layout = ScaleLayout::PerTensor, int margin = 0);
+
+// Delayed scaling: a per-tensor scale already on the device (f32 []).
+// When amax_out (f32 [] on the device) is given, max |x| of this same pass is
+// folded into it (amax_out = max(amax_out, max |x|)): delayed scaling points
+// it at the newest slot of its amax history.
+Fp8Tensor quantize_with_scale(const Tensor& x, Format format, const Tensor& scale, const Tensor& amax_out = Tensor());
+
+// max |x| as an f32 [] tensor on x's device (NaN if x holds one).
+Tensor amax(const Tensor& x);
+
+// value(data) * scale_inv, rounded once into `dtype`.
+Tensor dequantize(const Fp8Tensor& q, DType dtype = kF32);
+
+// a @ b^T with FP32 accumulation: a [M, K], b [N, K] (both quantized along
+// K, as a Linear's input and weight are), out [M, N] in out_dtype, plus an
+// optional bias [N] added in f32 before the one rounding. Per-tensor and
+// per-row scales multiply the f32 product; 1x128 tiles and 128x128 blocks
+// (which both operands must then use) split K into 128-wide groups whose f32
+// partial products are scaled and summed in f32 (DeepSeek-V3's promotion).
+// Every FP8 value is a bf16 value, so on the CPU the products run as exact
+// bf16 GEMMs (oneDNN's native dot products where the CPU has them); on sim
+// and CUDA as f32 GEMMs of the exactly widened operands.
+Tensor gemm_nt(const Fp8Tensor& a, const Fp8Tensor& b, DType out_dtype, const Tensor& bias = Tensor());
+
+// Checkpoints: `name` holds the data (safetensors F8_E4M3 / F8_E5M2) and
+// `name.scale_inv` the scales; the layout is read back from their shapes.
+void add_to_state(std::map<std::string, Tensor>& state, const std::string& name, const Fp8Tensor& q);
+// mt::Error when the entry is missing, not FP8, or its scales are not positive finite f32 of a layout's shape.
+Fp8Tensor from_state(const std::map<std::string, Tensor>& state, const std::string& name);
+
+}  // namespace mt::fp8

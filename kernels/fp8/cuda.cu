@@ -1,0 +1,202 @@
+// FP8 quantization kernels: amax, scale, quantize (per tensor, or per group
+// with its own scale) and dequantize.
+//
+// What: FP8 training keeps each GEMM operand as FP8 bytes plus FP32 scales.
+// fp8_quantize_with_scale writes fp8(x * scale) for a scale already on the
+// device (delayed scaling: the amax history made it) and takes this pass's
+// amax at the same time, so the tensor is read once; fp8_delayed_update then
+// turns the history into the next scale and rolls it (one thread).
+// fp8_quantize_grouped is current scaling: every group (the whole tensor, a
+// row, a 1x128 tile, a 128x128 block: DeepSeek-V3's layouts) gets its own
+// scale from its own amax, one block per group reading the group twice (the
+// amax, then the cast). fp8_gemm_combine is the FP8 GEMM's scaling step.
+//
+// Algorithm: grid-stride loops; amax is a max over |x| taken as integer bits
+// (kernels/fp8/math.h: the order of non-negative floats), reduced in each
+// warp with shuffles and across blocks with one atomicMax per warp. A max is
+// the same in any order, so the result does not depend on the launch shape.
+//
+// Precision: x is read in its own dtype and widened to f32; x * scale is one
+// f32 multiply, rounded once into FP8 with the GPU's satfinite rule
+// (runtime/fp8.h: the same code the CPU runs; the hardware cvt comes with the
+// Hopper FP8 kernels, checked against this one). Dequantize multiplies in f32
+// and rounds once into the output dtype. Scales and amax stay f32.
+//
+// Bound: memory bandwidth (read 2-4 bytes, write 1 per element; the grouped
+// kernel reads each group twice, from L1/L2 the second time). Measured
+// speed: not yet measured on a GPU.
+#include "runtime/launch.h"
+
+#include "kernels/elementwise/loop.h"
+#include "kernels/fp8/api.h"
+#include "kernels/fp8/math.h"
+
+namespace mt::MT_KERNEL_NS {
+
+namespace {
+
+constexpr int kFp8Threads = 256;
+constexpr int kGroupThreads = 128;
+
+__device__ __forceinline__ unsigned warp_max_bits(unsigned v) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const unsigned other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = other > v ? other : v;
+  }
+  return v;
+}
+
+// The block's max of `v` for every thread; every thread must call it.
+__device__ unsigned block_max_bits(unsigned v, unsigned* scratch) {
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int warps = static_cast<int>(blockDim.x / 32);
+  v = warp_max_bits(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    unsigned m = lane < warps ? scratch[lane] : 0u;
+    m = warp_max_bits(m);
+    if (lane == 0) scratch[0] = m;
+  }
+  __syncthreads();
+  const unsigned result = scratch[0];
+  __syncthreads();
+  return result;
+}
+
+// Folds a thread's max |x| bits into *amax: a warp max, then one atomic per warp.
+__device__ __forceinline__ void fold_amax(float* amax, unsigned bits) {
+  bits = warp_max_bits(bits);
+  if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<unsigned*>(amax), bits);
+}
+
+dim3 grid_for(std::int64_t n) {
+  const std::int64_t blocks = (n + kFp8Threads - 1) / kFp8Threads;
+  return dim3(static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 4096 ? 4096 : blocks)));
+}
+
+}  // namespace
+
+__global__ void fp8_amax_kernel(TensorRef x, float* amax) {
+  unsigned local = 0;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < x.numel; i += step) {
+    const unsigned bits = kernels::fp8_abs_bits(load_as<float>(x.data, x.dtype, i));
+    local = bits > local ? bits : local;
+  }
+  fold_amax(amax, local);
+}
+
+__global__ void fp8_delayed_update_kernel(float* history, std::int64_t length, bool most_recent,
+                                          kernels::Fp8ScaleRule rule, float* scale, float* scale_inv) {
+  kernels::fp8_delayed_step(history, length, most_recent, rule, scale, scale_inv);
+}
+
+__global__ void fp8_quantize_with_scale_kernel(TensorRef x, const float* scale, TensorRef out, float* amax) {
+  const float s = *scale;
+  auto* q = static_cast<std::uint8_t*>(out.data);
+  unsigned local = 0;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < x.numel; i += step) {
+    const float v = load_as<float>(x.data, x.dtype, i);
+    const unsigned bits = kernels::fp8_abs_bits(v);
+    local = bits > local ? bits : local;
+    q[i] = kernels::fp8_quantize_value(v, s, out.dtype);
+  }
+  if (amax != nullptr) fold_amax(amax, local);
+}
+
+// One block per group: the group's amax, its scale, then the cast.
+__global__ void fp8_quantize_grouped_kernel(TensorRef x, kernels::Fp8Groups groups, kernels::Fp8ScaleRule rule,
+                                            TensorRef out, float* scale_inv) {
+  __shared__ unsigned scratch[32];
+  const std::int64_t group = blockIdx.x;
+  const std::int64_t row0 = (group / groups.group_columns()) * groups.group_rows;
+  const std::int64_t col0 = (group % groups.group_columns()) * groups.group_cols;
+  // Groups at the bottom and right edges are ragged.
+  const std::int64_t height = groups.rows - row0 < groups.group_rows ? groups.rows - row0 : groups.group_rows;
+  const std::int64_t width = groups.cols - col0 < groups.group_cols ? groups.cols - col0 : groups.group_cols;
+  const std::int64_t count = height * width;
+  unsigned local = 0;
+  for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    const std::int64_t index = (row0 + i / width) * groups.cols + col0 + i % width;
+    const unsigned bits = kernels::fp8_abs_bits(load_as<float>(x.data, x.dtype, index));
+    local = bits > local ? bits : local;
+  }
+  const float amax = __uint_as_float(block_max_bits(local, scratch));
+  const float scale = kernels::fp8_current_scale(amax, rule);
+  if (threadIdx.x == 0) scale_inv[group] = 1.0f / scale;
+  auto* q = static_cast<std::uint8_t*>(out.data);
+  for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    const std::int64_t index = (row0 + i / width) * groups.cols + col0 + i % width;
+    q[index] = kernels::fp8_quantize_value(load_as<float>(x.data, x.dtype, index), scale, out.dtype);
+  }
+}
+
+__global__ void fp8_dequantize_kernel(TensorRef q, const float* scale_inv, kernels::Fp8Groups groups, TensorRef out) {
+  const auto* bytes = static_cast<const std::uint8_t*>(q.data);
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < q.numel; i += step) {
+    const std::int64_t group = kernels::fp8_group_of(groups, i / groups.cols, i % groups.cols);
+    store_as<float>(out.data, out.dtype, i, kernels::fp8_dequantize_value(bytes[i], scale_inv[group], q.dtype));
+  }
+}
+
+__global__ void fp8_gemm_combine_kernel(const float* product, std::int64_t k_groups, std::int64_t k_group,
+                                        const float* a_scale_inv, kernels::Fp8Groups a_groups,
+                                        const float* b_scale_inv, kernels::Fp8Groups b_groups, const float* bias,
+                                        TensorRef out) {
+  const std::int64_t n_cols = out.sizes[1];
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < out.numel; i += step) {
+    const std::int64_t m = i / n_cols, n = i % n_cols;
+    float v = kernels::fp8_combine_element(product + i, out.numel, k_groups, k_group, a_scale_inv, a_groups, m,
+                                           b_scale_inv, b_groups, n);
+    if (bias != nullptr) v += bias[n];
+    store_as<float>(out.data, out.dtype, i, v);
+  }
+}
+
+// ---- host entry points -----------------------------------------------------------------
+
+void fp8_amax(const TensorRef& x, float* amax, Stream stream) {
+  if (x.numel == 0) return;
+  launch("fp8_amax_kernel", fp8_amax_kernel, grid_for(x.numel), dim3(kFp8Threads), 0, stream, x, amax);
+}
+
+void fp8_delayed_update(float* history, std::int64_t length, bool most_recent, kernels::Fp8ScaleRule rule,
+                        float* scale, float* scale_inv, Stream stream) {
+  launch("fp8_delayed_update_kernel", fp8_delayed_update_kernel, dim3(1), dim3(1), 0, stream, history, length,
+         most_recent, rule, scale, scale_inv);
+}
+
+void fp8_quantize_with_scale(const TensorRef& x, const float* scale, const TensorRef& out, float* amax,
+                             Stream stream) {
+  if (x.numel == 0) return;
+  launch("fp8_quantize_with_scale_kernel", fp8_quantize_with_scale_kernel, grid_for(x.numel), dim3(kFp8Threads), 0,
+         stream, x, scale, out, amax);
+}
+
+void fp8_quantize_grouped(const TensorRef& x, kernels::Fp8Groups groups, kernels::Fp8ScaleRule rule,
+                          const TensorRef& out, float* scale_inv, Stream stream) {
+  if (groups.count() == 0) return;
+  launch("fp8_quantize_grouped_kernel", fp8_quantize_grouped_kernel, dim3(static_cast<unsigned>(groups.count())),
+         dim3(kGroupThreads), 0, stream, x, groups, rule, out, scale_inv);
+}
+
+void fp8_dequantize(const TensorRef& q, const float* scale_inv, kernels::Fp8Groups groups, const TensorRef& out,
+                    Stream stream) {
+  if (q.numel == 0) return;
+  launch("fp8_dequantize_kernel", fp8_dequantize_kernel, grid_for(q.numel), dim3(kFp8Threads), 0, stream, q,
+         scale_inv, groups, out);
+}
+
+void fp8_gemm_combine(const float* product, std::int64_t k_groups, std::int64_t k_group, const float* a_scale_inv,
+                      kernels::Fp8Groups a_groups, const float* b_scale_inv, kernels::Fp8Groups b_groups,
+                      const float* bias, const TensorRef& out, Stream stream) {
+  if (out.numel == 0) return;
+  launch("fp8_gemm_combine_kernel", fp8_gemm_combine_kernel, grid_for(out.numel), dim3(kFp8Threads), 0, stream,
+         product, k_groups, k_group, a_scale_inv, a_groups, b_scale_inv, b_groups, bias, out);
+}
+
+}  // namespace mt::MT_KERNEL_NS
