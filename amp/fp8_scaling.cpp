@@ -1,0 +1,31 @@
+#include "amp/fp8_scaling.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "kernels/fp8/fp8.h"
+
+namespace mt::amp {
+
+DelayedScaling::DelayedScaling(fp8::Format format, DelayedScalingOptions options, Device device)
+    : format_(format), options_(options) {
+  MT_CHECK(options.history_len >= 1 && options.history_len <= (int64_t{1} << 20),
+           "DelayedScaling: history_len must be from 1 to 2^20, got {}", options.history_len);
+  MT_CHECK(options.margin >= 0 && options.margin <= 64, "DelayedScaling: margin must be from 0 to 64, got {}",
+           options.margin);
+  history_ = zeros({options.history_len}, kF32, device);
+  scale_ = ones({}, kF32, device);  // Transformer Engine starts every scale at 1
+  scale_inv_ = ones({}, kF32, device);
+}
+
+fp8::Fp8Tensor DelayedScaling::quantize(const Tensor& x) {
+  return fp8::quantize_with_scale(x, format_, scale_, newest_amax().view({}));
+}
+
+void DelayedScaling::update() {
+  NoGradGuard no_grad;
+  const kernels::Fp8ScaleRule rule{fp8::max_finite(format_), std::ldexp(1.0f, -options_.margin)};
+  kernels::fp8_delayed_update(history_, options_.algo == AmaxAlgo::MostRecent, rule, scale_, scale_inv_);
+}
+
+}  // namespace mt::amp
