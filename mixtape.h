@@ -2,6 +2,7 @@
 #pragma once
 
 #include "autograd/autocast.h"
+#include "amp/fp8_recipe.h"
 #include "amp/fp8_scaling.h"
 #include "amp/grad_scaler.h"
 #include "autograd/checkpoint.h"

@@ -2,7 +2,10 @@
 
 #include <cmath>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
 #include "kernels/fp8/fp8.h"
 #include "kernels/gemm/matmul.h"
 
@@ -195,6 +198,76 @@ Tensor gemm_nt(const Fp8Tensor& a, const Fp8Tensor& b, DType out_dtype, const Te
   kernels::fp8_gemm_combine(product, k_group, a.scale_inv.contiguous(), groups_for(a.sizes(), a.layout),
                             b.scale_inv.contiguous(), groups_for(b.sizes(), b.layout), bias_f32, out);
   return out;
+}
+
+// ---- FP8 linear layers ------------------------------------------------------
+
+namespace {
+
+thread_local Region* current_region = nullptr;
+
+// The operand the weight gradient reads along M: the saved one transposed
+// when its scales transpose, else a fresh quantization of the transpose.
+Fp8Tensor along_m(LinearScaling& scaling, Fp8Role role, const Fp8Tensor& along_k, const Tensor& high_precision) {
+  return scaling.transposes(role) ? along_k.t() : scaling.quantize(role, high_precision.t().contiguous());
+}
+
+}  // namespace
+
+Region* active_region() { return current_region; }
+
+Region* set_active_region(Region* region) {
+  Region* previous = current_region;
+  current_region = region;
+  return previous;
+}
+
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, LinearScaling& scaling) {
+  // InputDType: nothing is cast; x arrives as the previous op made it, W as its master.
+  const auto in = autograd::autocast_inputs(amp::Op::Fp8Linear, {x_in, weight_in, bias_in});
+  const Tensor& x = in[0];
+  const Tensor& weight = in[1];
+  const Tensor& bias = in[2];
+  MT_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1),
+           "fp8_linear: input {} does not end in in_features of weight {}", x.shape_string(), weight.shape_string());
+  MT_CHECK(x.device() == weight.device() && (!bias.defined() || bias.device() == x.device()),
+           "fp8_linear: input, weight and bias must be on one device");
+  const int64_t k = weight.size(1), n = weight.size(0);
+  const int64_t m = shape_numel(Shape(x.sizes().begin(), x.sizes().end() - 1));
+  Shape out_shape = x.sizes();
+  out_shape.back() = n;
+  const DType out_dtype = amp::is_autocast_enabled(x.device()) ? amp::autocast_dtype(x.device()) : x.dtype();
+  const bool need_x = autograd::needs_grad({x}), need_w = autograd::needs_grad({weight});
+  const bool need_b = autograd::needs_grad({bias});
+  const Tensor x2 = x.detach().reshape({m, k});
+  Tensor out;
+  Fp8Tensor saved_x, saved_w;
+  {
+    NoGradGuard no_grad;  // the one node recorded below is this op's
+    const Fp8Tensor qx = scaling.quantize(Fp8Role::Input, x2);
+    const Fp8Tensor qw = scaling.quantize(Fp8Role::Weight, weight.detach());
+    out = gemm_nt(qx, qw, out_dtype, bias.defined() ? bias.detach() : Tensor()).reshape(out_shape);
+    // x is kept along K when its scales transpose (backward transposes it), else along M.
+    if (need_w) saved_x = scaling.transposes(Fp8Role::Input) ? qx : scaling.quantize(Fp8Role::Input, x2.t().contiguous());
+    if (need_x) saved_w = qw;
+  }
+  if (!need_x && !need_w && !need_b) return out;
+  // saves: input (FP8 + scales, along M for the weight gradient), weight (FP8 + scales)
+  return autograd::record(in, out,
+                [sx = std::move(saved_x), sw = std::move(saved_w), scaling = &scaling, x_shape = x.sizes(),
+                 x_dtype = x.dtype(), w_dtype = weight.dtype(), b_dtype = bias.defined() ? bias.dtype() : kF32, m, n,
+                 need_x, need_w, need_b](const Tensor& g) -> std::vector<Tensor> {
+                  const Tensor g2 = g.detach().reshape({m, n}).contiguous();
+                  const Fp8Tensor qg = scaling->quantize(Fp8Role::GradOutput, g2);
+                  Tensor gx, gw, gb;
+                  if (need_x) gx = gemm_nt(qg, sw.t(), x_dtype).reshape(x_shape);
+                  if (need_w) {
+                    const Fp8Tensor x_along_m = scaling->transposes(Fp8Role::Input) ? sx.t() : sx;
+                    gw = gemm_nt(along_m(*scaling, Fp8Role::GradOutput, qg, g2), x_along_m, w_dtype);
+                  }
+                  if (need_b) gb = sum(g2.to(kF32), {0}).to(b_dtype);
+                  return {gx, gw, gb};
+                });
 }
 
 void add_to_state(std::map<std::string, Tensor>& state, const std::string& name, const Fp8Tensor& q) {

@@ -74,6 +74,46 @@ Tensor dequantize(const Fp8Tensor& q, DType dtype = kF32);
 // and CUDA as f32 GEMMs of the exactly widened operands.
 Tensor gemm_nt(const Fp8Tensor& a, const Fp8Tensor& b, DType out_dtype, const Tensor& bias = Tensor());
 
+// ---- FP8 linear layers ------------------------------------------------------
+
+// The three GEMM operands of a Linear.
+enum class Fp8Role { Input, Weight, GradOutput };
+
+// One Linear's FP8 scaling under a recipe (amp/fp8_recipe.h has the
+// recipes: current, delayed, block). It quantizes each operand 2-D along its
+// last dim, and says whether that operand's quantized tensor transposes
+// exactly (per-tensor and 128x128 block scales do; rows and 1x128 tiles do
+// not, and backward then quantizes the transposed high-precision tensor).
+class LinearScaling {
+ public:
+  virtual ~LinearScaling() = default;
+  virtual Fp8Tensor quantize(Fp8Role role, const Tensor& x) = 0;
+  virtual bool transposes(Fp8Role role) const = 0;
+};
+
+// y = x W^T + b with its three GEMMs in FP8 and f32 accumulation:
+// forward fp8(x) fp8(W)^T, input gradient fp8(dy) fp8(W), weight gradient
+// fp8(dy)^T fp8(x), each operand quantized along its GEMM's K. The output
+// is in the autocast dtype when autocast is on (else x's dtype); the weight
+// and bias gradients come back in their own dtype (f32 masters), the input
+// gradient in x's. Saves x and W as FP8 + scales (x along M when its scales
+// do not transpose): one byte per element, half of bf16's. `scaling` must
+// outlive the backward pass.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearScaling& scaling);
+
+// An FP8 region (amp::Fp8Autocast installs one): while it is active on this
+// thread, mt::linear asks it for each Linear's scaling by the Linear's
+// weight, and runs fp8::linear unless it answers nullptr (that Linear stays
+// in BF16/FP32: embeddings, heads, first and last layers by choice).
+class Region {
+ public:
+  virtual ~Region() = default;
+  virtual LinearScaling* scaling_for(const Tensor& weight) = 0;
+};
+Region* active_region();
+// Returns the region it replaces (amp::Fp8Autocast restores it).
+Region* set_active_region(Region* region);
+
 // Checkpoints: `name` holds the data (safetensors F8_E4M3 / F8_E5M2) and
 // `name.scale_inv` the scales; the layout is read back from their shapes.
 void add_to_state(std::map<std::string, Tensor>& state, const std::string& name, const Fp8Tensor& q);

@@ -82,5 +82,8 @@
   X(AdaptiveAvgPool2d, "adaptive_avg_pool2d", InputDType, "nothing (input shape only)")                               \
   X(Dropout, "dropout", InputDType, "mask (u8)")                                                                      \
   X(IndexSelect, "index_select", InputDType, "index")                                                                 \
-  X(Gather, "gather", InputDType, "index")
+  X(Gather, "gather", InputDType, "index")                                                                            \
+  /* FP8 (autograd/fp8.h): x as given (bf16 under autocast), W as its f32 master */                                    \
+  X(Fp8Linear, "fp8_linear", InputDType,                                                                              \
+    "input, weight (FP8 + f32 scales, one byte per element; input along M when its scales do not transpose)")
 // clang-format on

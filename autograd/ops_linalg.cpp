@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "autograd/autocast.h"
+#include "autograd/fp8.h"
 #include "autograd/op_helpers.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/gemm/matmul.h"
@@ -102,7 +103,28 @@ std::optional<kernels::UnaryOp> activation_backward(LinearActivation activation)
 
 }  // namespace
 
+namespace {
+
+// An activation the FP8 path runs after its GEMMs (it has no fused epilogue).
+Tensor activate(const Tensor& y, LinearActivation activation) {
+  switch (activation) {
+    case LinearActivation::None: return y;
+    case LinearActivation::Relu: return relu(y);
+    case LinearActivation::Gelu: return gelu(y);
+    case LinearActivation::GeluTanh: return gelu(y, GeluApproximation::Tanh);
+  }
+  return y;
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, LinearActivation activation) {
+  // Inside an FP8 region (amp::Fp8Autocast) an eligible Linear runs its GEMMs in FP8.
+  if (fp8::Region* region = fp8::active_region()) {
+    if (fp8::LinearScaling* scaling = region->scaling_for(weight_in)) {
+      return activate(fp8::linear(x_in, weight_in, bias_in, *scaling), activation);
+    }
+  }
   const auto in = autograd::autocast_inputs(amp::Op::Linear, {x_in, weight_in, bias_in});
   const Tensor& x = in[0];
   const Tensor& weight = in[1];

@@ -369,6 +369,12 @@ std::vector<Probe> policy_probes() {
          const Tensor x = in({2, 3}, a);
          return gather(x, 1, index({0, 2, 1, 1}, {2, 2}, x.device()));
        }},
+      {amp::Op::Fp8Linear, 3,
+       [](M in, DType a, DType b) {
+         static amp::Fp8State fp8(amp::Fp8Recipe::current());
+         const Tensor w = in({3, 8}, b);
+         return fp8::linear(in({4, 8}, a), w, in({3}, b), *fp8.scaling_for(w));
+       }},
   };
 }
 

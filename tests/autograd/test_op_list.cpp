@@ -181,6 +181,14 @@ std::vector<Probe> probes() {
        {v},
        [](auto& x) { return gather(x[0], 1, zeros({64, 4}, kI64)); },
        {{"index", i64_bytes({64, 4})}, {"input", vb}, {"output", f32_bytes({64, 4})}}},
+      // FP8: one byte per element and one f32 scale for each saved operand
+      {amp::Op::Fp8Linear,
+       {v, {32, 64}},
+       [](auto& x) {
+         static amp::Fp8State fp8(amp::Fp8Recipe::current());
+         return fp8::linear(x[0], x[1], Tensor(), *fp8.scaling_for(x[1]));
+       },
+       {{"input", 64 * 64 + 4}, {"weight", 32 * 64 + 4}, {"output", f32_bytes({64, 32})}}},
   };
   return p;
 }

@@ -1,0 +1,118 @@
+#include "amp/fp8_recipe.h"
+
+#include <array>
+
+namespace mt::amp {
+
+using fp8::Format;
+using fp8::Fp8Role;
+using fp8::ScaleLayout;
+
+class Fp8State::Scaling : public fp8::LinearScaling {
+ public:
+  virtual void update() {}
+};
+
+namespace {
+
+// HYBRID: E4M3 for what the forward reads, E5M2 (range) for gradients.
+Format hybrid_format(Fp8Role role) { return role == Fp8Role::GradOutput ? Format::E5M2 : Format::E4M3; }
+
+}  // namespace
+
+// Current scaling, per tensor: scales from this call's amax.
+class CurrentScaling final : public Fp8State::Scaling {
+ public:
+  explicit CurrentScaling(int margin) : margin_(margin) {}
+  fp8::Fp8Tensor quantize(Fp8Role role, const Tensor& x) override {
+    return fp8::quantize(x, hybrid_format(role), ScaleLayout::PerTensor, margin_);
+  }
+  bool transposes(Fp8Role) const override { return true; }
+
+ private:
+  int margin_;
+};
+
+// DeepSeek-V3's block scaling: E4M3 everywhere; 1x128 tiles for activations
+// and gradients (which do not transpose), 128x128 blocks for weights.
+class BlockScaling final : public Fp8State::Scaling {
+ public:
+  fp8::Fp8Tensor quantize(Fp8Role role, const Tensor& x) override {
+    return fp8::quantize(x, Format::E4M3, role == Fp8Role::Weight ? ScaleLayout::Blocks128x128 : ScaleLayout::Tiles1x128);
+  }
+  bool transposes(Fp8Role role) const override { return role == Fp8Role::Weight; }
+};
+
+// Delayed scaling: one amax history per operand (amp/fp8_scaling.h).
+class DelayedLinearScaling final : public Fp8State::Scaling {
+ public:
+  DelayedLinearScaling(const DelayedScalingOptions& options, Device device)
+      : roles_{DelayedScaling(hybrid_format(Fp8Role::Input), options, device),
+               DelayedScaling(hybrid_format(Fp8Role::Weight), options, device),
+               DelayedScaling(hybrid_format(Fp8Role::GradOutput), options, device)} {}
+  fp8::Fp8Tensor quantize(Fp8Role role, const Tensor& x) override { return roles_[static_cast<size_t>(role)].quantize(x); }
+  bool transposes(Fp8Role) const override { return true; }
+  void update() override {
+    for (DelayedScaling& r : roles_) r.update();
+  }
+
+ private:
+  std::array<DelayedScaling, 3> roles_;
+};
+
+std::string Fp8Recipe::name() const {
+  switch (kind) {
+    case Fp8RecipeKind::Current: return "current";
+    case Fp8RecipeKind::Delayed: return "delayed";
+    case Fp8RecipeKind::Block: return "block";
+  }
+  return "?";
+}
+
+Fp8RecipeKind parse_fp8_recipe(const std::string& text) {
+  if (text == "current") return Fp8RecipeKind::Current;
+  if (text == "delayed") return Fp8RecipeKind::Delayed;
+  if (text == "block") return Fp8RecipeKind::Block;
+  fail("unknown FP8 recipe '{}': expected current, delayed or block", text);
+}
+
+Fp8State::Fp8State(Fp8Recipe recipe) : recipe_(recipe) {
+  MT_CHECK(recipe.margin >= 0 && recipe.margin <= 64, "Fp8Recipe: margin must be from 0 to 64, got {}", recipe.margin);
+}
+
+Fp8State::~Fp8State() = default;
+
+void Fp8State::keep_high_precision(const nn::Module& module) {
+  for (const auto& [name, p] : module.named_parameters()) kept_[p.impl()] = p.impl_ptr();
+}
+
+fp8::LinearScaling* Fp8State::scaling_for(const Tensor& weight) {
+  const TensorImpl* key = weight.impl();
+  if (const auto kept = kept_.find(key); kept != kept_.end() && !kept->second.expired()) return nullptr;
+  auto it = states_.find(key);
+  if (it != states_.end() && it->second.weight.expired()) {
+    states_.erase(it);  // another tensor at a dead weight's address: a new Linear
+    it = states_.end();
+  }
+  if (it == states_.end()) {
+    std::unique_ptr<Scaling> scaling;
+    switch (recipe_.kind) {
+      case Fp8RecipeKind::Current: scaling = std::make_unique<CurrentScaling>(recipe_.margin); break;
+      case Fp8RecipeKind::Delayed:
+        scaling = std::make_unique<DelayedLinearScaling>(recipe_.delayed, weight.device());
+        break;
+      case Fp8RecipeKind::Block: scaling = std::make_unique<BlockScaling>(); break;
+    }
+    it = states_.emplace(key, Entry{weight.impl_ptr(), std::move(scaling)}).first;
+  }
+  return it->second.scaling.get();
+}
+
+void Fp8State::update() {
+  for (auto& [key, entry] : states_) entry.scaling->update();
+}
+
+Fp8Autocast::Fp8Autocast(Fp8State& state) : previous_(fp8::set_active_region(&state)) {}
+Fp8Autocast::~Fp8Autocast() { fp8::set_active_region(previous_); }
+
+}  // namespace mt::amp

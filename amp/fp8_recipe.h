@@ -1,0 +1,96 @@
+// FP8 training recipes and the region that applies them (like Transformer
+// Engine's fp8_autocast), on top of BF16 autocast:
+//
+//   amp::Fp8State fp8(amp::Fp8Recipe::delayed({16, amp::AmaxAlgo::Max, 0}));
+//   fp8.keep_high_precision(model.head);      // opt a module out
+//   for (...) {
+//     { amp::Autocast ac(device, kBF16); amp::Fp8Autocast region(fp8);
+//       loss = loss_fn(model.forward(x), y); }
+//     loss.backward();
+//     fp8.update();                           // delayed scaling: next step's scales
+//     optimizer.step();
+//   }
+//
+// Inside the region every Linear whose weight is not opted out runs its
+// three GEMMs in FP8 (autograd/fp8.h: fp8::linear). The recipes:
+//   current  per-tensor scales from this step's amax (torchao's tensorwise):
+//            E4M3 forward, E5M2 gradients (HYBRID)
+//   delayed  per-tensor scales from an amax history (Transformer Engine's
+//            DelayedScaling, amp/fp8_scaling.h): one read per quantization;
+//            E4M3 forward, E5M2 gradients (HYBRID)
+//   block    DeepSeek-V3's: 1x128 tiles for inputs and gradients, 128x128
+//            blocks for weights, E4M3 everywhere, K promoted to f32 every 128
+// Each Linear's state is made on its first FP8 forward and kept, keyed by
+// its weight, for as long as that weight lives.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "amp/fp8_scaling.h"
+#include "autograd/fp8.h"
+#include "nn/module.h"
+
+namespace mt::amp {
+
+enum class Fp8RecipeKind { Current, Delayed, Block };
+
+struct Fp8Recipe {
+  Fp8RecipeKind kind = Fp8RecipeKind::Current;
+  DelayedScalingOptions delayed;  // history_len, algo, margin (delayed only)
+  int margin = 0;                 // current only: scale = max / amax * 2^-margin
+
+  static Fp8Recipe current(int margin = 0) { return {Fp8RecipeKind::Current, {}, margin}; }
+  static Fp8Recipe delayed_scaling(DelayedScalingOptions options = {}) {
+    return {Fp8RecipeKind::Delayed, options, 0};
+  }
+  static Fp8Recipe block() { return {Fp8RecipeKind::Block, {}, 0}; }
+  std::string name() const;  // "current", "delayed", "block"
+};
+
+// "current" | "delayed" | "block" -> the kind; mt::Error otherwise.
+Fp8RecipeKind parse_fp8_recipe(const std::string& text);
+
+// The recipe's per-Linear state for a model; the FP8 region asks it.
+class Fp8State final : public fp8::Region {
+ public:
+  explicit Fp8State(Fp8Recipe recipe);
+  ~Fp8State() override;
+
+  // Every parameter of `module` (and its children) stays in high precision.
+  void keep_high_precision(const nn::Module& module);
+  fp8::LinearScaling* scaling_for(const Tensor& weight) override;
+  // After each step's backward: delayed scaling turns the amax histories into
+  // the next step's scales (on the device). Current and block need nothing.
+  void update();
+
+  const Fp8Recipe& recipe() const { return recipe_; }
+  // A recipe's fp8::LinearScaling with its per-step update (fp8_recipe.cpp).
+  class Scaling;
+  size_t linears() const { return states_.size(); }  // the Linears that ran FP8 so far
+
+ private:
+  struct Entry {
+    std::weak_ptr<TensorImpl> weight;  // keys are addresses: an entry whose weight died is stale
+    std::unique_ptr<Scaling> scaling;
+  };
+  Fp8Recipe recipe_;
+  std::map<const TensorImpl*, std::weak_ptr<TensorImpl>> kept_;
+  std::map<const TensorImpl*, Entry> states_;
+};
+
+// While alive, eligible Linears on this thread run in FP8 under `state`.
+class Fp8Autocast {
+ public:
+  explicit Fp8Autocast(Fp8State& state);
+  ~Fp8Autocast();
+  Fp8Autocast(const Fp8Autocast&) = delete;
+  Fp8Autocast& operator=(const Fp8Autocast&) = delete;
+
+ private:
+  fp8::Region* previous_;
+};
+
+}  // namespace mt::amp

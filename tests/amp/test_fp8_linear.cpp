@@ -1,0 +1,171 @@
+// FP8 Linear layers (autograd/fp8.h: fp8::linear) under each recipe
+// (amp/fp8_recipe.h): the forward and both gradients against f64 products
+// of the operands quantized as the recipe says (E4M3 x and W, E5M2
+// gradients under HYBRID; tiles and blocks under block scaling), on the CPU
+// and the CUDA path; the region that routes nn::Linear to it.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "kernels/sim_tensor_util.h"
+#include "mixtape.h"
+#include "nn/layers.h"
+
+using namespace mt;
+using fp8::Format;
+using fp8::ScaleLayout;
+
+namespace {
+
+struct Matrix {
+  int64_t rows = 0, cols = 0;
+  std::vector<double> v;
+  double at(int64_t r, int64_t c) const { return v[static_cast<size_t>(r * cols + c)]; }
+};
+
+Matrix dequantized(const fp8::Fp8Tensor& q) {
+  return {q.sizes()[0], q.sizes()[1], fp8::dequantize(q, kF64).to_vector()};
+}
+
+// a @ b^T in f64, with each element's sum of |terms| (what f32 accumulation error scales with).
+Matrix matmul_nt(const Matrix& a, const Matrix& b, Matrix* magnitude) {
+  Matrix out{a.rows, b.rows, std::vector<double>(static_cast<size_t>(a.rows * b.rows))};
+  if (magnitude != nullptr) *magnitude = out;
+  for (int64_t i = 0; i < a.rows; ++i) {
+    for (int64_t j = 0; j < b.rows; ++j) {
+      double acc = 0, abs = 0;
+      for (int64_t k = 0; k < a.cols; ++k) {
+        acc += a.at(i, k) * b.at(j, k);
+        abs += std::fabs(a.at(i, k) * b.at(j, k));
+      }
+      out.v[static_cast<size_t>(i * b.rows + j)] = acc;
+      if (magnitude != nullptr) magnitude->v[static_cast<size_t>(i * b.rows + j)] = abs;
+    }
+  }
+  return out;
+}
+
+Matrix transposed(const Matrix& m) {
+  Matrix t{m.cols, m.rows, std::vector<double>(m.v.size())};
+  for (int64_t r = 0; r < m.rows; ++r) {
+    for (int64_t c = 0; c < m.cols; ++c) t.v[static_cast<size_t>(c * m.rows + r)] = m.at(r, c);
+  }
+  return t;
+}
+
+// got within f32 accumulation (n * u * sum |terms|) of want.
+void check_close(const std::vector<double>& got, const Matrix& want, const Matrix& magnitude, int64_t n_terms) {
+  REQUIRE(got.size() == want.v.size());
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double bound = static_cast<double>(n_terms + 3) * 0x1p-24 * (magnitude.v[i] + 1e-30) + 0x1p-24 * std::fabs(want.v[i]);
+    if (!(std::fabs(got[i] - want.v[i]) <= bound) && bad++ < 3) {
+      FAIL_CHECK("element " << i << ": got " << got[i] << ", want " << want.v[i] << " (bound " << bound << ")");
+    }
+  }
+  CHECK(bad == 0);
+}
+
+// How the recipe under test quantizes each operand, written from the recipe's
+// definition (not from amp/fp8_recipe.cpp).
+struct Quantizers {
+  amp::Fp8RecipeKind kind;
+  fp8::Fp8Tensor input(const Tensor& x) const {
+    if (kind == amp::Fp8RecipeKind::Block) return fp8::quantize(x, Format::E4M3, ScaleLayout::Tiles1x128);
+    if (kind == amp::Fp8RecipeKind::Delayed) return fp8::quantize_with_scale(x, Format::E4M3, ones({}, kF32, x.device()));
+    return fp8::quantize(x, Format::E4M3);
+  }
+  fp8::Fp8Tensor weight(const Tensor& w) const {
+    if (kind == amp::Fp8RecipeKind::Block) return fp8::quantize(w, Format::E4M3, ScaleLayout::Blocks128x128);
+    if (kind == amp::Fp8RecipeKind::Delayed) return fp8::quantize_with_scale(w, Format::E4M3, ones({}, kF32, w.device()));
+    return fp8::quantize(w, Format::E4M3);
+  }
+  fp8::Fp8Tensor grad(const Tensor& g) const {
+    if (kind == amp::Fp8RecipeKind::Block) return fp8::quantize(g, Format::E4M3, ScaleLayout::Tiles1x128);
+    if (kind == amp::Fp8RecipeKind::Delayed) return fp8::quantize_with_scale(g, Format::E5M2, ones({}, kF32, g.device()));
+    return fp8::quantize(g, Format::E5M2);
+  }
+};
+
+// Magnitudes that differ by row and by 128-wide column group, so every
+// scale group has its own scale.
+Tensor graded(int64_t rows, int64_t cols, Device device, unsigned seed, double base) {
+  std::vector<double> v = test::random_tensor({rows, cols}, kF64, kCPU, seed).to_vector();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) v[static_cast<size_t>(r * cols + c)] *= base * std::ldexp(1.0, int((c / 128) * 2 + r % 3) - 2);
+  }
+  return from_vector(v, {rows, cols}, kF32, device);
+}
+
+amp::Fp8Recipe recipe_of(amp::Fp8RecipeKind kind) {
+  if (kind == amp::Fp8RecipeKind::Delayed) return amp::Fp8Recipe::delayed_scaling({4, amp::AmaxAlgo::Max, 0});
+  if (kind == amp::Fp8RecipeKind::Block) return amp::Fp8Recipe::block();
+  return amp::Fp8Recipe::current();
+}
+
+}  // namespace
+
+TEST_CASE("fp8 linear: forward and both gradients, per recipe (bug: E5M2 used for the weight)", "[fp8][sim]") {
+  const int64_t m = 6, k = 260, n = 5;  // K: two whole 128-groups and a ragged third
+  for (Device device : {kCPU, test::kCudaPath}) {
+    for (amp::Fp8RecipeKind kind :
+         {amp::Fp8RecipeKind::Current, amp::Fp8RecipeKind::Delayed, amp::Fp8RecipeKind::Block}) {
+      INFO(device.str() << " " << recipe_of(kind).name());
+      amp::Fp8State state(recipe_of(kind));
+      const Tensor x = graded(m, k, device, 1, 4.0).requires_grad_();
+      const Tensor w = graded(n, k, device, 2, 0.05).requires_grad_();
+      const Tensor b = test::random_tensor({n}, kF32, device, 3).requires_grad_();
+      const Tensor r = graded(m, n, device, 4, 1e-3);  // the upstream gradient, small like real ones
+      const Tensor y = fp8::linear(x, w, b, *state.scaling_for(w));
+      CHECK(y.dtype() == kF32);
+      // The saved FP8 input must be read with the scale it was quantized
+      // with, even when the scales move before backward runs.
+      state.update();
+      sum(mul(y, r)).backward();
+
+      const Quantizers q{kind};
+      Matrix magnitude;
+      Matrix want_y = matmul_nt(dequantized(q.input(x.detach())), dequantized(q.weight(w.detach())), &magnitude);
+      const std::vector<double> bias = b.to_vector();
+      for (int64_t i = 0; i < m * n; ++i) want_y.v[static_cast<size_t>(i)] += bias[static_cast<size_t>(i % n)];
+      check_close(y.to_vector(), want_y, magnitude, k);
+
+      const Matrix qg = dequantized(q.grad(r));                                    // along N
+      const Matrix want_gx = matmul_nt(qg, transposed(dequantized(q.weight(w.detach()))), &magnitude);
+      check_close(x.grad().to_vector(), want_gx, magnitude, n);
+      const Matrix qg_m = dequantized(q.grad(r.t().contiguous()));                 // along M
+      const Matrix qx_m = dequantized(q.input(x.detach().t().contiguous()));
+      const Matrix want_gw = matmul_nt(qg_m, qx_m, &magnitude);
+      check_close(w.grad().to_vector(), want_gw, magnitude, m);
+      CHECK(w.grad().dtype() == kF32);
+      const std::vector<double> r_v = r.to_vector(), gb = b.grad().to_vector();
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t i = 0; i < m; ++i) want += r_v[static_cast<size_t>(i * n + j)];
+        CHECK(gb[static_cast<size_t>(j)] == Approx(want).epsilon(1e-6));
+      }
+    }
+  }
+}
+
+TEST_CASE("fp8 region: nn::Linear runs FP8 inside it unless kept (bug: a kept head quantized)", "[fp8]") {
+  Generator gen(5);
+  nn::Linear body(16, 8), head(8, 4);
+  amp::Fp8State state(amp::Fp8Recipe::current());
+  state.keep_high_precision(head);
+  const Tensor x = randn({3, 16}, kF32, kCPU, &gen);
+  {
+    amp::Autocast autocast(kCPU, kBF16);
+    amp::Fp8Autocast region(state);
+    const Tensor h = body.forward(x);
+    CHECK(h.grad_fn()->name() == std::string("fp8_linear"));
+    CHECK(h.dtype() == kBF16);  // the autocast dtype, from an f32 input
+    const Tensor out = head.forward(h);
+    CHECK(out.grad_fn()->name() == std::string("linear"));
+    sum(out.to(kF32)).backward();
+  }
+  CHECK(state.linears() == 1);
+  CHECK(body.weight.grad().dtype() == kF32);  // straight from the FP8 GEMM into the f32 master's grad
+  CHECK(fp8::active_region() == nullptr);
+  CHECK(body.forward(x).grad_fn()->name() == std::string("linear"));  // outside the region
+}
