@@ -11,7 +11,14 @@ using fp8::ScaleLayout;
 class Fp8State::Scaling : public fp8::LinearScaling {
  public:
   virtual void update() {}
+  virtual void add_amaxes(std::vector<Tensor>& /*out*/) const {}
+  virtual DelayedScaling* delayed(Fp8Role /*role*/) { return nullptr; }
 };
+
+namespace {
+constexpr std::array<std::pair<Fp8Role, const char*>, 3> kRoleNames = {
+    {{Fp8Role::Input, "input"}, {Fp8Role::Weight, "weight"}, {Fp8Role::GradOutput, "grad_output"}}};
+}  // namespace
 
 namespace {
 
@@ -55,12 +62,18 @@ class DelayedLinearScaling final : public Fp8State::Scaling {
   void update() override {
     for (DelayedScaling& r : roles_) r.update();
   }
+  void add_amaxes(std::vector<Tensor>& out) const override {
+    for (const DelayedScaling& r : roles_) out.push_back(r.newest_amax());
+  }
+  DelayedScaling* delayed(Fp8Role role) override { return &roles_[static_cast<size_t>(role)]; }
 
  private:
   std::array<DelayedScaling, 3> roles_;
 };
 
-std::string Fp8Recipe::name() const {
+std::string Fp8Recipe::name() const { return fp8_recipe_name(kind); }
+
+std::string fp8_recipe_name(Fp8RecipeKind kind) {
   switch (kind) {
     case Fp8RecipeKind::Current: return "current";
     case Fp8RecipeKind::Delayed: return "delayed";
@@ -110,6 +123,51 @@ fp8::LinearScaling* Fp8State::scaling_for(const Tensor& weight) {
 
 void Fp8State::update() {
   for (auto& [key, entry] : states_) entry.scaling->update();
+}
+
+std::vector<Tensor> Fp8State::amaxes_to_reduce() const {
+  std::vector<Tensor> out;
+  for (const auto& [key, entry] : states_) entry.scaling->add_amaxes(out);
+  return out;
+}
+
+std::map<std::string, Tensor> Fp8State::state_dict(const nn::Module& model) const {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const auto it = states_.find(p.impl());
+    if (it == states_.end() || it->second.weight.expired()) continue;
+    for (const auto& [role, role_name] : kRoleNames) {
+      if (DelayedScaling* d = it->second.scaling->delayed(role)) {
+        out[name + "." + role_name + ".amax_history"] = d->amax_history();
+        out[name + "." + role_name + ".scale"] = d->scale();
+      }
+    }
+  }
+  return out;
+}
+
+void Fp8State::load_state_dict(const nn::Module& model, const std::map<std::string, Tensor>& state) {
+  std::map<std::string, Tensor> parameters;
+  for (const auto& [name, p] : model.named_parameters()) parameters[name] = p;
+  size_t loaded = 0;
+  for (const auto& [name, p] : parameters) {
+    for (const auto& [role, role_name] : kRoleNames) {
+      const std::string key = name + "." + role_name;
+      const auto history = state.find(key + ".amax_history");
+      const auto scale = state.find(key + ".scale");
+      if (history == state.end() && scale == state.end()) continue;
+      MT_CHECK(history != state.end() && scale != state.end(), "FP8 state '{}': needs both amax_history and scale",
+               key);
+      fp8::LinearScaling* scaling = scaling_for(p);
+      MT_CHECK(scaling != nullptr, "FP8 state '{}': that Linear is kept in high precision in this run", key);
+      DelayedScaling* d = static_cast<Scaling*>(scaling)->delayed(role);
+      MT_CHECK(d != nullptr, "FP8 state '{}': this run's recipe ({}) keeps no amax history", key, recipe_.name());
+      d->load(history->second, scale->second, "FP8 state '" + key + "'");
+      loaded += 2;
+    }
+  }
+  MT_CHECK(loaded == state.size(), "FP8 state: {} of its {} entries name no parameter of this model", state.size() - loaded,
+           state.size());
 }
 
 Fp8Autocast::Fp8Autocast(Fp8State& state) : previous_(fp8::set_active_region(&state)) {}

@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "amp/fp8_scaling.h"
 #include "autograd/fp8.h"
@@ -50,8 +51,9 @@ struct Fp8Recipe {
   std::string name() const;  // "current", "delayed", "block"
 };
 
-// "current" | "delayed" | "block" -> the kind; mt::Error otherwise.
+// "current" | "delayed" | "block" -> the kind; mt::Error otherwise. And back.
 Fp8RecipeKind parse_fp8_recipe(const std::string& text);
+std::string fp8_recipe_name(Fp8RecipeKind kind);
 
 // The recipe's per-Linear state for a model; the FP8 region asks it.
 class Fp8State final : public fp8::Region {
@@ -65,6 +67,17 @@ class Fp8State final : public fp8::Region {
   // After each step's backward: delayed scaling turns the amax histories into
   // the next step's scales (on the device). Current and block need nothing.
   void update();
+  // Delayed scaling under data parallel: the newest amax of every history
+  // (f32 [1] views), to be reduced with a max over the ranks before update()
+  // so every rank quantizes with the same scales. Empty for current and
+  // block scaling, whose scales come from each rank's own tensors.
+  std::vector<Tensor> amaxes_to_reduce() const;
+  // Checkpoints: "<parameter>.<input|weight|grad_output>.<amax_history|scale>"
+  // for each of `model`'s weights with delayed state (empty for current and
+  // block scaling, which keep none). load_state_dict makes the state for
+  // each weight named and refuses names `model` lacks and hostile values.
+  std::map<std::string, Tensor> state_dict(const nn::Module& model) const;
+  void load_state_dict(const nn::Module& model, const std::map<std::string, Tensor>& state);
 
   const Fp8Recipe& recipe() const { return recipe_; }
   // A recipe's fp8::LinearScaling with its per-step update (fp8_recipe.cpp).

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "autograd/ops.h"
 #include "kernels/fp8/fp8.h"
 
 namespace mt::amp {
@@ -20,6 +21,22 @@ DelayedScaling::DelayedScaling(fp8::Format format, DelayedScalingOptions options
 
 fp8::Fp8Tensor DelayedScaling::quantize(const Tensor& x) {
   return fp8::quantize_with_scale(x, format_, scale_, newest_amax().view({}));
+}
+
+void DelayedScaling::load(const Tensor& amax_history, const Tensor& scale, const std::string& what) {
+  MT_CHECK(amax_history.dtype() == kF32 && amax_history.dim() == 1 && amax_history.numel() == history_.numel(),
+           "{}: the amax history must be f32 [{}] (--fp8-history), got {} {}", what, history_.numel(),
+           amax_history.dtype(), amax_history.shape_string());
+  MT_CHECK(scale.dtype() == kF32 && scale.numel() == 1, "{}: the scale must be one f32 value", what);
+  for (double a : amax_history.to_vector()) {
+    MT_CHECK(a >= 0, "{}: the amax history holds {}, expected amaxes >= 0", what, a);  // NaN fails too
+  }
+  const double s = scale.to_vector()[0];
+  MT_CHECK(std::isfinite(s) && s > 0, "{}: the scale is {}, expected a positive finite scale", what, s);
+  NoGradGuard no_grad;
+  copy_(history_, amax_history.to(history_.device()));
+  copy_(scale_, scale.reshape({}).to(scale_.device()));
+  kernels::unary(kernels::UnaryOp::Reciprocal, scale_, scale_inv_);
 }
 
 void DelayedScaling::update() {

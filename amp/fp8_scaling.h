@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "autograd/fp8.h"
 
@@ -33,6 +34,11 @@ class DelayedScaling {
 
   fp8::Fp8Tensor quantize(const Tensor& x);
   void update();
+  // Checkpoints: the history and scale (scale_inv follows from it). load()
+  // refuses (mt::Error naming `what`) a history of another length, a
+  // negative or NaN amax (+inf records an overflow and is kept), and a scale
+  // that is not positive and finite.
+  void load(const Tensor& amax_history, const Tensor& scale, const std::string& what);
 
   const Tensor& amax_history() const { return history_; }  // f32 [history_len]
   Tensor newest_amax() const { return history_.narrow(0, 0, 1); }  // a view of history[0]

@@ -14,6 +14,7 @@
 
 #include "kernels/sim_tensor_util.h"
 #include "mixtape.h"
+#include "nn/layers.h"
 
 using namespace mt;
 using Catch::Contains;
@@ -103,4 +104,43 @@ TEST_CASE("delayed scaling: an overflow holds the scale for the history's length
   CHECK(scaling.scale().item<float>() == 57344.0f / 8.0f);
   REQUIRE_THROWS_WITH(amp::DelayedScaling(fp8::Format::E4M3, {0, amp::AmaxAlgo::Max, 0}, kCPU),
                       Contains("history_len"));
+}
+
+TEST_CASE("delayed scaling state round-trips and refuses hostile values (bug: a zero scale loaded)", "[fp8]") {
+  Generator gen(3);
+  nn::Linear layer(8, 4);
+  amp::Fp8State saved(amp::Fp8Recipe::delayed_scaling({4, amp::AmaxAlgo::Max, 0}));
+  {
+    amp::Fp8Autocast region(saved);
+    sum(layer.forward(randn({2, 8}, kF32, kCPU, &gen))).backward();
+  }
+  saved.update();
+  const std::map<std::string, Tensor> state = saved.state_dict(layer);
+  CHECK(state.size() == 6);  // input, weight, grad_output: a history and a scale each
+  amp::Fp8State restored(amp::Fp8Recipe::delayed_scaling({4, amp::AmaxAlgo::Max, 0}));
+  restored.load_state_dict(layer, state);
+  for (const auto& [name, t] : restored.state_dict(layer)) {
+    INFO(name);
+    CHECK(t.to_vector() == state.at(name).to_vector());
+  }
+  auto with = [&](const std::string& key, Tensor value) {
+    auto hostile = state;
+    hostile[key] = value;
+    amp::Fp8State target(amp::Fp8Recipe::delayed_scaling({4, amp::AmaxAlgo::Max, 0}));
+    target.load_state_dict(layer, hostile);
+  };
+  for (double bad : {0.0, -2.0, std::nan(""), HUGE_VAL}) {
+    REQUIRE_THROWS_WITH(with("weight.input.scale", full({}, bad)), Contains("positive finite scale"));
+  }
+  REQUIRE_THROWS_WITH(with("weight.weight.amax_history", full({4}, -1.0)), Contains("amaxes >= 0"));
+  REQUIRE_THROWS_WITH(with("weight.weight.amax_history", full({4}, std::nan(""))), Contains("amaxes >= 0"));
+  REQUIRE_THROWS_WITH(with("weight.weight.amax_history", zeros({5})), Contains("f32 [4]"));
+  with("weight.weight.amax_history", full({4}, HUGE_VAL));  // an overflow on record is kept
+  auto unknown = state;
+  unknown["nowhere.input.scale"] = ones({});
+  unknown["nowhere.input.amax_history"] = zeros({4});
+  amp::Fp8State target(amp::Fp8Recipe::delayed_scaling({4, amp::AmaxAlgo::Max, 0}));
+  REQUIRE_THROWS_WITH(target.load_state_dict(layer, unknown), Contains("name no parameter"));
+  amp::Fp8State current(amp::Fp8Recipe::current());
+  REQUIRE_THROWS_WITH(current.load_state_dict(layer, state), Contains("keeps no amax history"));
 }
