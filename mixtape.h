@@ -19,5 +19,6 @@
 #include "core/graph.h"
 #include "core/tensor.h"
 #include "distributed/ddp.h"
+#include "distributed/fp8.h"
 #include "distributed/process_group.h"
 #include "optim/optimizer.h"
