@@ -2,7 +2,7 @@
 # `mpirun -np 2 mixtape train ...` as the README describes it, checked end to end:
 #  * equivalence: 2 ranks at batch B follow 1 process at batch 2B (per-step
 #    losses and the final accuracy), in fp32, with --grad-accum, and in fp16
-#    with the scaler (the same loss scales);
+#    with the scaler (the same loss scales); fp8 with delayed scaling runs;
 #  * only rank 0 writes the checkpoint and the log; resuming needs the same
 #    world size;
 #  * a rank killed mid-run makes the job exit non-zero quickly, and a rank
@@ -77,6 +77,11 @@ equivalent fp16 2e-3 --precision fp16 --batch 128 -- --precision fp16 --batch 64
 equivalent zero-fp32 1e-5 --precision fp32 --batch 128 -- --precision fp32 --batch 64 --shard-optimizer
 equivalent zero-fp16-masters 2e-3 --precision fp16 --master-weights --batch 128 -- \
   --precision fp16 --master-weights --batch 64 --shard-optimizer
+# Delayed FP8 scaling trains across ranks (that the scales agree is test_fp8.cpp under mpirun; the losses
+# of two half batches differ from one whole batch's by the BF16 and FP8 roundings, ~3e-3 here).
+out=$("$mpirun" -np 2 "$mixtape" train "${common[@]}" --steps 4 --precision fp8 --fp8-recipe delayed --fp8-history 4 \
+  --fp8-keep-bf16 none 2>&1) && grep -q "per rank x 2 ranks (mpi" <<<"$out" ||
+  fail "fp8 delayed on 2 ranks: $(tail -3 <<<"$out")"
 
 # ledger_ratio <name> <1-process log> <2-rank log> <category> <ratio>: the
 # 2-rank run's ledger at its peak holds <ratio> times the 1-process run's

@@ -83,7 +83,7 @@ void resume_seeds(const fs::path& dir) {
     }
     mt::tools::save_checkpoint((dir / (overflowed ? "after_skipped_steps" : "after_two_steps")).string(), run.config,
                                run.model, run.optimizer.state_dict(), run.scaler, run.schedule,
-                               {.epoch = 0, .batch_in_epoch = 2, .step = 2});
+                               {.epoch = 0, .batch_in_epoch = 2, .step = 2}, nullptr);
   }
 }
 

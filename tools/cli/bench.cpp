@@ -63,6 +63,8 @@ Subcommand add_bench(CLI::App& app) {
                 "the low-memory ladder at effective batch B: AMP, + gradient accumulation, + activation "
                 "checkpointing (transformers)");
   add_integer_option(cmd, "--accum", o.accum, "--ladder: micro-batches per step (default 4)", 1);
+  cmd->add_flag("--fp8", o.fp8, "also time amp-fp8: BF16 autocast with FP8 Linear GEMMs at batch B (--fp8-recipe)");
+  add_fp8_options(cmd, o.fp8_options);
   return {cmd, [a](const std::string&) { return run_bench(*a); }};
 }
 

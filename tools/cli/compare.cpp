@@ -40,8 +40,8 @@ void add_precisions_option(CLI::App* cmd, std::vector<tools::Precision>& precisi
            precisions.clear();
            for (const std::string& name : names) precisions.push_back(tools::parse_precision(name));
          },
-         "the runs, in order (default fp32 fp16 bf16)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+         "the runs, in order (default fp32 fp16 bf16; fp8 too)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8"}));
 }
 
 }  // namespace
@@ -59,6 +59,7 @@ Subcommand add_compare(CLI::App& app) {
   cmd->add_option("--out", options.out, "the HTML report to write")->required();
   add_integer_option(cmd, "--steps", c.max_steps, "optimizer steps per run (default 100)", 1);
   add_precisions_option(cmd, options.precisions);
+  add_fp8_options(cmd, c.precision.fp8);
   add_device_option(cmd, args->device);
   add_run_options(cmd, c);
   cmd->add_option("--log-dir", options.log_dir, "also keep each run's metrics log here");

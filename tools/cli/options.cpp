@@ -124,6 +124,19 @@ CLI::Option* add_integer_option(CLI::App* cmd, const std::string& flag, int64_t&
 CLI::Validator non_negative_number() { return real_number_check(/*zero_allowed=*/true); }
 CLI::Validator positive_number() { return real_number_check(/*zero_allowed=*/false); }
 
+void add_fp8_options(CLI::App* cmd, tools::Fp8Options& o) {
+  add_choice_option(cmd, "--fp8-recipe", o.recipe, amp::parse_fp8_recipe, {"current", "delayed", "block"},
+                    "--precision fp8: current (per-tensor scales from this step's amax; default) | delayed (from an "
+                    "amax history, Transformer Engine's) | block (1x128 tiles, 128x128 weight blocks, DeepSeek-V3's)");
+  add_integer_option(cmd, "--fp8-history", o.history, "delayed: amax history length (default 1024)", 1, 1 << 20);
+  add_integer_option(cmd, "--fp8-margin", o.margin, "scale = max / amax * 2^-margin (default 0)", 0, 64);
+  cmd->add_option("--fp8-keep-bf16", o.keep_bf16,
+                  "Linears kept in BF16: first, last, head (a Linear named classifier, head or lm_head), or none "
+                  "(default first,last,head)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"first", "last", "head", "none"}));
+}
+
 void add_diagnostic_options(CLI::App* cmd, tools::DebugOptions& d) {
   cmd->add_flag("--detect-anomaly", d.detect_anomaly,
                 "stop at the first NaN/inf an op produces in forward or backward and name the op, its module, dtype "

@@ -60,6 +60,9 @@ CLI::Option* add_integer_option(CLI::App* cmd, const std::string& flag, int64_t&
 CLI::Validator non_negative_number();
 CLI::Validator positive_number();
 
+// --fp8-recipe, --fp8-history, --fp8-margin, --fp8-keep-bf16 (for --precision fp8), shared by train and compare.
+void add_fp8_options(CLI::App* cmd, tools::Fp8Options& o);
+
 // The mixed-precision debugging aids, shared by train and compare.
 void add_diagnostic_options(CLI::App* cmd, tools::DebugOptions& d);
 

@@ -22,8 +22,10 @@ void add_model_options(CLI::App* cmd, TrainArgs& a) {
   add_model_option(cmd, c.model, "auto (" + auto_model_help() + ") | " + model_names_help(),
                    /*with_auto=*/true);
   add_choice_option(cmd, "--precision", c.precision.mode, tools::parse_precision_choice,
-                    {"auto", "fp32", "fp16", "bf16"},
-                    "auto (bf16 on a CPU, fp16 on a GPU) | fp32 | fp16 (autocast + GradScaler) | bf16 (autocast)");
+                    {"auto", "fp32", "fp16", "bf16", "fp8"},
+                    "auto (bf16 on a CPU, fp16 on a GPU) | fp32 | fp16 (autocast + GradScaler) | bf16 (autocast) | "
+                    "fp8 (bf16 autocast, Linear GEMMs in FP8: --fp8-recipe)");
+  add_fp8_options(cmd, c.precision.fp8);
   cmd->add_flag("--master-weights", c.precision.master_weights,
                 "f16/bf16 parameters with f32 master weights in the optimizer");
   add_device_option(cmd, a.device);

@@ -69,6 +69,7 @@ class Bench {
     c.model = o_.model;
     c.device = o_.device;
     c.precision.mode = spec.precision;
+    c.precision.fp8 = o_.fp8_options;
     c.batch = batch;
     c.optim.grad_accum = spec.grad_accum;
     c.memory.checkpoint_activations = spec.checkpoint_activations;
@@ -205,6 +206,7 @@ BenchResult run_bench(const BenchOptions& o, std::FILE* out) {
   const int64_t max_batch = std::max<int64_t>(batch, fp32.training_samples);
   const int64_t best = bench.largest_batch(amp, batch, max_batch, result.budget_bytes, result);
   result.rows.push_back(bench.timed_row("amp-" + precision_name(amp) + "-max-batch", {amp, best}));
+  if (o.fp8) result.rows.push_back(bench.timed_row("amp-fp8", {Precision::Fp8, batch}));
   bench.end_progress();
 
   const BenchRow& base = result.rows[0];

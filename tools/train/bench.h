@@ -37,6 +37,8 @@ struct BenchOptions {
   int64_t train_limit = 0;
   bool progress = true;
   int64_t accum = 4;  // --ladder: micro-batches per step on the accumulation rungs
+  bool fp8 = false;   // --fp8: one more row, amp-fp8 (BF16 autocast + FP8 Linears) at batch B
+  Fp8Options fp8_options;
 };
 
 struct BenchRow {

@@ -56,7 +56,8 @@ void check_checkpoint_values(const std::map<std::string, Tensor>& tensors, const
                              const std::string& refusal) {
   NoGradGuard no_grad;
   for (const auto& [name, t] : tensors) {
-    if (!is_floating(t.dtype()) || t.numel() == 0) continue;
+    // FP8 state has its own rules (an inf amax records an overflow): amp::Fp8State::load_state_dict.
+    if (!is_floating(t.dtype()) || t.numel() == 0 || name.rfind("fp8.", 0) == 0) continue;
     const bool second_moment = name.size() >= 10 && name.compare(name.size() - 10, 10, "exp_avg_sq") == 0;
     const double low = second_moment ? 0.0 : -std::numeric_limits<double>::infinity();
     // f16/bf16 widen to f32 exactly; f32 and f64 are read where they are.
@@ -96,7 +97,7 @@ std::map<std::string, Tensor> with_prefix(const SafetensorsFile& f, const std::s
 std::map<std::string, Tensor> model_tensors(const SafetensorsFile& f) {
   std::map<std::string, Tensor> out;
   for (const auto& [k, v] : f.tensors) {
-    if (k.rfind("optimizer.", 0) != 0 && k.rfind("scaler.", 0) != 0) out[k] = v;
+    if (k.rfind("optimizer.", 0) != 0 && k.rfind("scaler.", 0) != 0 && k.rfind("fp8.", 0) != 0) out[k] = v;
   }
   return out;
 }
@@ -105,10 +106,13 @@ std::map<std::string, Tensor> model_tensors(const SafetensorsFile& f) {
 
 void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
                      const optim::StateDict& optimizer_state, const amp::GradScaler& scaler,
-                     const optim::LrScheduler& sched, const CheckpointPosition& pos) {
+                     const optim::LrScheduler& sched, const CheckpointPosition& pos, const amp::Fp8State* fp8) {
   std::map<std::string, Tensor> tensors = model.state_dict();
   for (const auto& [k, v] : optimizer_state) tensors["optimizer." + k] = v;
   for (const auto& [k, v] : scaler.state_dict()) tensors["scaler." + k] = v;
+  if (fp8 != nullptr) {
+    for (const auto& [k, v] : fp8->state_dict(model)) tensors["fp8." + k] = v;
+  }
   const GeneratorState rng = default_generator().state();
   save_safetensors(path, tensors,
                    {{"format", "mixtape-checkpoint-1"},
@@ -126,7 +130,7 @@ void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Mo
 
 CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches, nn::Module& model,
                                    const LoadOptimizerState& load_optimizer, amp::GradScaler& scaler,
-                                   optim::LrScheduler& sched) {
+                                   optim::LrScheduler& sched, amp::Fp8State* fp8) {
   const SafetensorsFile f = load_safetensors(path);
   auto it = f.metadata.find("model");
   MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no model name in its metadata (not a mixtape checkpoint?)",
@@ -139,6 +143,7 @@ CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c
     model.load_state_dict(stored);
     load_optimizer(with_prefix(f, "optimizer.", true));
     scaler.load_state_dict(with_prefix(f, "scaler.", true));
+    if (fp8 != nullptr) fp8->load_state_dict(model, with_prefix(f, "fp8.", true));
   } catch (const Error& e) {
     fail("checkpoint '{}' does not match this run: {}", path, e.what());
   }

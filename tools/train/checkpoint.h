@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "amp/fp8_recipe.h"
 #include "amp/grad_scaler.h"
 #include "core/safetensors.h"
 #include "nn/module.h"
@@ -27,22 +28,25 @@ struct CheckpointPosition {
 
 // The model's state, `optimizer_state` (an unsharded optimizer's
 // state_dict: ZeRO's consolidated one), the scaler's and the schedule's
-// state, the position, the RNG and the run's configuration, written
+// state, delayed FP8 scaling's amax histories and scales (under "fp8."; fp8
+// may be null), the position, the RNG and the run's configuration, written
 // atomically to `path` (safetensors).
 void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
                      const optim::StateDict& optimizer_state, const amp::GradScaler& scaler,
-                     const optim::LrScheduler& sched, const CheckpointPosition& pos);
+                     const optim::LrScheduler& sched, const CheckpointPosition& pos, const amp::Fp8State* fp8);
 
 // Restores a checkpoint into a run of configuration `c` whose epochs have
 // `batches` batches, refusing (mt::Error naming the file and the field)
 // anything that does not fit: another model, another dtype, non-finite
 // weights or optimizer state, negative second moments, metadata that is not
-// a whole number in range (a step above 2^53), another world size. The file is another person's
-// until it has been checked: the fuzzer (tests/fuzz) feeds it garbage.
+// a whole number in range (a step above 2^53), another world size, hostile
+// FP8 state (amp::Fp8State::load_state_dict). The file is another person's
+// until it has been checked: the fuzzer (tests/fuzz) feeds it garbage. A
+// run that is not --precision fp8 ignores the FP8 state.
 using LoadOptimizerState = std::function<void(const optim::StateDict&)>;
 CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches, nn::Module& model,
                                    const LoadOptimizerState& load_optimizer, amp::GradScaler& scaler,
-                                   optim::LrScheduler& sched);
+                                   optim::LrScheduler& sched, amp::Fp8State* fp8);
 
 // Whether a checkpoint whose weights hold NaN or inf is loaded: refused
 // (mt::Error naming the tensor) unless asked for, for a post-mortem

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "runtime/error.h"
 #include "tools/train/machine.h"
 #include "tools/train/output_paths.h"
@@ -35,6 +37,14 @@ std::string train_command_line(const TrainConfig& c) {
   flag("train-limit", c.data.train_limit, defaults.data.train_limit);
   flag("test-limit", c.data.test_limit, defaults.data.test_limit);
   flag("threads", c.parallel.threads, defaults.parallel.threads);
+  if (c.precision.mode == Precision::Fp8) {
+    const Fp8Options& f = c.precision.fp8;
+    const Fp8Options fallback;
+    flag("fp8-recipe", amp::fp8_recipe_name(f.recipe), amp::fp8_recipe_name(fallback.recipe));
+    flag("fp8-history", f.history, fallback.history);
+    flag("fp8-margin", f.margin, fallback.margin);
+    if (f.keep_bf16 != fallback.keep_bf16) line += fmt::format(" --fp8-keep-bf16 {}", fmt::join(f.keep_bf16, ","));
+  }
   if (c.precision.master_weights) line += " --master-weights";
   if (c.debug.dtype_report) line += " --dtype-report";
   if (c.debug.explain_skips > 0) line += fmt::format(" --explain-skips {}", c.debug.explain_skips);

@@ -13,7 +13,8 @@ Precision parse_precision(const std::string& text) {
   if (text == "fp32") return Precision::Fp32;
   if (text == "fp16") return Precision::Fp16;
   if (text == "bf16") return Precision::Bf16;
-  fail("unknown precision '{}': expected fp32, fp16 or bf16", text);
+  if (text == "fp8") return Precision::Fp8;
+  fail("unknown precision '{}': expected fp32, fp16, bf16 or fp8", text);
 }
 
 std::string precision_name(Precision p) {
@@ -21,6 +22,7 @@ std::string precision_name(Precision p) {
     case Precision::Fp32: return "fp32";
     case Precision::Fp16: return "fp16";
     case Precision::Bf16: return "bf16";
+    case Precision::Fp8: return "fp8";
   }
   return "?";
 }
@@ -96,7 +98,8 @@ Device resolve_device(const DeviceChoice& choice) {
 
 Device resolve_device(const std::string& text) { return resolve_device(parse_device_choice(text)); }
 
-DType low_precision_dtype(Precision p) { return p == Precision::Bf16 ? kBF16 : kF16; }
+// FP8 rides on BF16 autocast: everything but the FP8 GEMMs runs as under bf16.
+DType low_precision_dtype(Precision p) { return p == Precision::Bf16 || p == Precision::Fp8 ? kBF16 : kF16; }
 
 // Resolves the "auto" choices against the device the run will use.
 TrainConfig resolve_defaults(const TrainConfig& requested, Device device) {
@@ -124,6 +127,10 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"cuda_graph", c.cuda_graph},
           {"clip", c.optim.clip},
           {"init_scale", c.precision.init_scale},
+          {"fp8_recipe", amp::fp8_recipe_name(c.precision.fp8.recipe)},
+          {"fp8_history", c.precision.fp8.history},
+          {"fp8_margin", c.precision.fp8.margin},
+          {"fp8_keep_bf16", c.precision.fp8.keep_bf16},
           {"seed", c.seed},
           {"dataset", c.data.dataset},
           {"augment", c.data.augment},

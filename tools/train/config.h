@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "amp/fp8_recipe.h"
 #include "core/tensor.h"
 #include "tools/data/dataset.h"
 
@@ -18,8 +19,9 @@ namespace mt::tools {
 // Each is parsed once, at the CLI's edge (tools/cli), and printed back by its
 // name function where a log, a checkpoint or a command line needs the text.
 
-enum class Precision { Fp32, Fp16, Bf16 };
-// "fp32", "fp16", "bf16"; anything else is an mt::Error listing them.
+// Fp8: BF16 autocast with each eligible Linear's GEMMs in FP8 (amp/fp8_recipe.h).
+enum class Precision { Fp32, Fp16, Bf16, Fp8 };
+// "fp32", "fp16", "bf16", "fp8"; anything else is an mt::Error listing them.
 Precision parse_precision(const std::string& text);
 std::string precision_name(Precision p);
 // --precision: "auto" (none: bf16 on a CPU, fp16 on a GPU) or a precision.
@@ -80,11 +82,22 @@ struct OptimOptions {
   bool offload = false;  // --offload-optimizer: master weights and optimizer state in host memory (optim/optimizer.h)
 };
 
+// --precision fp8: the recipe and which Linears stay in BF16.
+struct Fp8Options {
+  amp::Fp8RecipeKind recipe = amp::Fp8RecipeKind::Current;  // torchao's default: tensorwise, this step's amax
+  int64_t history = 1024;  // delayed: amax history length (Transformer Engine's default; 16-32 adapt faster)
+  int64_t margin = 0;      // scale = max / amax * 2^-margin
+  // Linears kept in BF16: "first", "last" (in the model's registration
+  // order), "head" (a Linear named classifier, head or lm_head); "none" for none.
+  std::vector<std::string> keep_bf16 = {"first", "last", "head"};
+};
+
 // Mixed precision.
 struct PrecisionOptions {
   std::optional<Precision> mode;  // none: auto (bf16 on a CPU, fp16 on a GPU: autocast's default dtypes)
   bool master_weights = false;    // f16/bf16 parameters with f32 masters in the optimizer
   double init_scale = 65536;      // fp16: the GradScaler's first loss scale (PyTorch's init_scale)
+  Fp8Options fp8;
 };
 
 // Data parallel training (mpirun -np N) and the CPU's threads.

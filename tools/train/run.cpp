@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "core/allocator.h"
@@ -9,6 +10,7 @@
 #include "core/device_info.h"
 #endif
 #include "distributed/process_group.h"
+#include "nn/layers.h"
 #include "tools/train/output_paths.h"
 
 namespace mt::tools {
@@ -133,8 +135,17 @@ void check_config(const TrainingRun& r) {
   MT_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "train: the weight decay must be finite and >= 0");
   // Checked before training, not when the first file is written.
   check_train_outputs(c);
-  MT_CHECK(!c.precision.master_weights || r.precision != Precision::Fp32,
+  MT_CHECK(!c.precision.master_weights || r.precision == Precision::Fp16 || r.precision == Precision::Bf16,
            "train: --master-weights needs --precision fp16 or bf16");
+  const Fp8Options& fp8 = c.precision.fp8;
+  MT_CHECK(fp8.history >= 1 && fp8.history <= (int64_t{1} << 20), "train: --fp8-history must be from 1 to 2^20, got {}",
+           fp8.history);
+  MT_CHECK(fp8.margin >= 0 && fp8.margin <= 64, "train: --fp8-margin must be from 0 to 64, got {}", fp8.margin);
+  for (const std::string& k : fp8.keep_bf16) {
+    MT_CHECK(k == "first" || k == "last" || k == "head" || k == "none",
+             "train: --fp8-keep-bf16 takes first, last, head or none, got '{}'", k);
+  }
+
 
   MT_CHECK(c.report.eval_every >= 0, "train: --eval-every must not be negative");
 }
@@ -251,6 +262,41 @@ void build_scaler(TrainingRun& r) {
   }
 }
 
+// The Linears --fp8-keep-bf16 names: the first and last in registration
+// order, and heads (a Linear named classifier, head or lm_head).
+std::vector<const nn::Linear*> linears_kept_in_bf16(const nn::Module& model, const std::vector<std::string>& keep) {
+  std::vector<std::pair<std::string, const nn::Linear*>> all;
+  const std::function<void(const nn::Module&)> walk = [&](const nn::Module& m) {
+    for (const auto& [name, child] : m.children()) {
+      if (const auto* linear = dynamic_cast<const nn::Linear*>(child.get())) all.emplace_back(name, linear);
+      walk(*child);
+    }
+  };
+  walk(model);
+  std::vector<const nn::Linear*> kept;
+  auto wants = [&](const char* what) { return std::find(keep.begin(), keep.end(), what) != keep.end(); };
+  if (all.empty()) return kept;
+  if (wants("first")) kept.push_back(all.front().second);
+  if (wants("last")) kept.push_back(all.back().second);
+  for (const auto& [name, linear] : all) {
+    if (wants("head") && (name == "classifier" || name == "head" || name == "lm_head")) kept.push_back(linear);
+  }
+  return kept;
+}
+
+// --precision fp8: the recipe's state, with the kept Linears opted out.
+void build_fp8(TrainingRun& r) {
+  if (r.precision != Precision::Fp8) return;
+  const Fp8Options& o = r.c.precision.fp8;
+  amp::Fp8Recipe recipe = amp::Fp8Recipe::current(static_cast<int>(o.margin));
+  if (o.recipe == amp::Fp8RecipeKind::Delayed) {
+    recipe = amp::Fp8Recipe::delayed_scaling({o.history, amp::AmaxAlgo::Max, static_cast<int>(o.margin)});
+  }
+  if (o.recipe == amp::Fp8RecipeKind::Block) recipe = amp::Fp8Recipe::block();
+  r.fp8 = std::make_unique<amp::Fp8State>(recipe);
+  for (const nn::Linear* linear : linears_kept_in_bf16(*r.model, o.keep_bf16)) r.fp8->keep_high_precision(*linear);
+}
+
 // --resume: the model, optimizer, scaler and schedule as the checkpoint left them.
 void resume_run(TrainingRun& r) {
   const LoadOptimizerState load_optimizer = [&](const optim::StateDict& state) {
@@ -260,7 +306,8 @@ void resume_run(TrainingRun& r) {
       r.opt->load_state_dict(state);
     }
   };
-  r.pos = load_checkpoint(r.c.checkpoint.resume, r.c, r.batches, *r.model, load_optimizer, *r.scaler, *r.scheduler);
+  r.pos = load_checkpoint(r.c.checkpoint.resume, r.c, r.batches, *r.model, load_optimizer, *r.scaler, *r.scheduler,
+                          r.fp8.get());
 }
 
 // --explain-skips: the scaler flags each parameter whose gradient held an
@@ -301,6 +348,7 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   build_loader(r);
   build_optimizer(r);
   build_scaler(r);
+  build_fp8(r);
   if (!r.c.checkpoint.resume.empty()) resume_run(r);
   r.summary.parameters = r.model->parameter_count();
   watch_nonfinite_gradients(r);

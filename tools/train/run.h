@@ -49,6 +49,7 @@ struct TrainingRun {
   std::unique_ptr<dist::ShardedOptimizer> zero;
   std::unique_ptr<optim::LrScheduler> scheduler;
   std::unique_ptr<amp::GradScaler> scaler;
+  std::unique_ptr<amp::Fp8State> fp8;  // --precision fp8: each Linear's FP8 scaling
   // Data parallel (`mpirun -np N mixtape train`): this process's rank, the
   // world size, and the model wrapped for gradient averaging (null in a world of one).
   int rank = 0, world = 1;

@@ -5,9 +5,10 @@
 //
 //   for each of the --grad-accum micro-batches             train_epoch
 //     upload the batch (asynchronous, BatchStager)
-//     forward under autocast; the loss (f32 by policy)      forward_backward
+//     forward under autocast (fp8: FP8 Linears); f32 loss   forward_backward
 //     scaler.scale(loss / grad_accum).backward()
-//   ZeRO-1: reduce-scatter the gradients                    device_step
+//   delayed FP8 scaling: next step's scales from the amax   device_step
+//   ZeRO-1: reduce-scatter the gradients
 //   scaler.unscale_(opt); clip_grad_norm_      (--clip)
 //   scaler.step(opt): the update, skipped on the device when found_inf
 //   BatchNorm's staged running statistics committed unless found_inf
@@ -33,6 +34,7 @@
 #include "autograd/dtype_report.h"
 #include "autograd/grad_mode.h"
 #include "core/host_sync.h"
+#include "distributed/fp8.h"
 #include "nn/layers.h"
 #include "tools/train/run.h"
 
@@ -60,6 +62,8 @@ void forward_backward(TrainingRun& r, const Tensor& inputs, const Tensor& target
     std::optional<autograd::DtypeRecorder> recorder;
     if (r.c.debug.dtype_report && !r.dtype_report_done) recorder.emplace();
     amp::Autocast guard(r.device, low_precision_dtype(r.precision), r.precision != Precision::Fp32);
+    std::optional<amp::Fp8Autocast> fp8;  // --precision fp8: the eligible Linears' GEMMs in FP8
+    if (r.fp8) fp8.emplace(*r.fp8);
     loss = model.forward_loss(inputs, targets);  // defined where the model fuses its head and loss
     if (!loss.defined()) loss = task_loss(model.forward(inputs), targets);
     if (recorder) keep_dtype_report(r, recorder->rows());
@@ -80,6 +84,10 @@ void forward_backward(TrainingRun& r, const Tensor& inputs, const Tensor& target
 // Unscale, clip, step, update: every decision (skip, schedule) on the device,
 // so the whole of it can be captured in a CUDA graph.
 StepTensors device_step(TrainingRun& r) {
+  if (r.fp8) {  // delayed FP8 scaling: next step's scales from the amax over all ranks, on the device
+    if (r.world > 1) dist::reduce_fp8_amaxes(*r.fp8, dist::group_for(r.device));
+    r.fp8->update();
+  }
   if (r.zero) r.zero->reduce_gradients();  // ZeRO-1: this rank's shard of the mean gradient
   Tensor grad_norm;
   const double clip = r.c.optim.clip;

@@ -47,7 +47,8 @@ void save_epoch_checkpoint(TrainingRun& r, Throughput& throughput) {
     // Consolidating ZeRO's shards is a collective: every rank takes part, rank 0 writes.
     const optim::StateDict optimizer_state = r.zero ? r.zero->consolidated_state_dict() : r.opt->state_dict();
     if (r.rank == 0)
-      save_checkpoint(r.c.checkpoint.save, r.c, *r.model, optimizer_state, *r.scaler, *r.scheduler, r.pos);
+      save_checkpoint(r.c.checkpoint.save, r.c, *r.model, optimizer_state, *r.scaler, *r.scheduler, r.pos,
+                      r.fp8.get());
   }
   throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - saving).count());
   restart_step_clock(r);

@@ -23,7 +23,10 @@ expect_failure() {  # expect_failure "<message regex>" args...
 expect_failure "unknown model|not in" train --model vgg
 expect_failure "not expected|extra|--bogus" train --bogus-flag
 expect_failure "dataset-fashion-mnist" train --data "$tmp/none" --steps 1
-expect_failure "precision" train --precision fp8
+expect_failure "precision" train --precision fp4
+expect_failure "fp8-recipe" train --precision fp8 --fp8-recipe per-row --steps 1
+expect_failure "fp8-keep-bf16" train --precision fp8 --fp8-keep-bf16 middle --steps 1
+expect_failure "fp8-history" train --precision fp8 --fp8-recipe delayed --fp8-history 0 --steps 1
 expect_failure "seed.*not a whole number" train --seed 99999999999999999999999 --steps 1
 expect_failure "seed.*not a whole number" train --seed -1 --steps 1
 expect_failure "threads" train --threads -2 --steps 1
@@ -91,6 +94,16 @@ expect_failure "detect-anomaly.*CUDA graph" train --device sim --cuda-graph --de
   --dtype-report > "$tmp/dtypes.txt" 2>&1
 grep -qE "fc1 +linear +lower_precision .*-> bf16" "$tmp/dtypes.txt" ||
   { echo "FAIL: --dtype-report"; tail -5 "$tmp/dtypes.txt"; failures=$((failures + 1)); }
+# --precision fp8: the middle Linear runs FP8, the first and last stay BF16 (the default --fp8-keep-bf16).
+"$mixtape" train --model mlp --precision fp8 --steps 2 --train-limit 256 --test-limit 10 --no-progress \
+  --dtype-report > "$tmp/fp8.txt" 2>&1
+grep -qE "fc2 +fp8_linear +input_dtype .*-> bf16" "$tmp/fp8.txt" && grep -qE "fc1 +linear +lower_precision" "$tmp/fp8.txt" &&
+  grep -qE "fc3 +linear +lower_precision" "$tmp/fp8.txt" ||
+  { echo "FAIL: --precision fp8 --dtype-report"; tail -5 "$tmp/fp8.txt"; failures=$((failures + 1)); }
+"$mixtape" train --model mlp --precision fp8 --fp8-recipe delayed --fp8-history 8 --steps 2 --train-limit 256 \
+  --test-limit 10 --no-progress --save "$tmp/fp8.safetensors" > /dev/null 2>&1
+expect_failure "FP8 state 'fc2.weight.input': the amax history must be f32 \\[4\\]" train --precision fp8 \
+  --fp8-recipe delayed --fp8-history 4 --resume "$tmp/fp8.safetensors" --steps 3 --train-limit 256 --test-limit 10
 # fp16 from a loss scale of 1e30: every step overflows. --explain-skips 2 names the parameters at skips 1 and 3;
 # --detect-anomaly names the first backward that overflowed and lets the scaler skip.
 "$mixtape" train --model mlp --precision fp16 --init-scale 1e30 --steps 4 --train-limit 512 --test-limit 32 \
