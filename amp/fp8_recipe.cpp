@@ -1,6 +1,9 @@
 #include "amp/fp8_recipe.h"
 
+#include <algorithm>
 #include <array>
+
+#include "autograd/grad_mode.h"
 
 namespace mt::amp {
 
@@ -8,11 +11,42 @@ using fp8::Format;
 using fp8::Fp8Role;
 using fp8::ScaleLayout;
 
+// A recipe's scaling, with the statistics its quantizations leave when the
+// state collects them.
 class Fp8State::Scaling : public fp8::LinearScaling {
  public:
+  explicit Scaling(const bool& collect) : collect_(collect) {}
+  fp8::Fp8Tensor quantize(Fp8Role role, const Tensor& x) final {
+    fp8::Fp8Tensor q = quantize_operand(role, x);
+    if (collect_) note(role, x, q);
+    return q;
+  }
   virtual void update() {}
   virtual void add_amaxes(std::vector<Tensor>& /*out*/) const {}
   virtual DelayedScaling* delayed(Fp8Role /*role*/) { return nullptr; }
+
+  struct Counters {
+    Tensor amax, counts, scale_inv;  // f32 [], f32 [2] (saturated, flushed), the last scales
+    int64_t elements = 0;
+  };
+  std::array<Counters, 3>& counters() { return counters_; }
+
+ protected:
+  virtual fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x) = 0;
+
+ private:
+  void note(Fp8Role role, const Tensor& x, const fp8::Fp8Tensor& q) {
+    NoGradGuard no_grad;
+    Counters& c = counters_[static_cast<size_t>(role)];
+    if (!c.counts.defined()) c.counts = zeros({2}, kF32, x.device());
+    fp8::count_saturated_and_flushed(x, q, c.counts);
+    c.amax = fp8::amax(x);
+    c.scale_inv = q.scale_inv;
+    c.elements += x.numel();
+  }
+
+  const bool& collect_;
+  std::array<Counters, 3> counters_;
 };
 
 namespace {
@@ -30,8 +64,8 @@ Format hybrid_format(Fp8Role role) { return role == Fp8Role::GradOutput ? Format
 // Current scaling, per tensor: scales from this call's amax.
 class CurrentScaling final : public Fp8State::Scaling {
  public:
-  explicit CurrentScaling(int margin) : margin_(margin) {}
-  fp8::Fp8Tensor quantize(Fp8Role role, const Tensor& x) override {
+  CurrentScaling(const bool& collect, int margin) : Scaling(collect), margin_(margin) {}
+  fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x) override {
     return fp8::quantize(x, hybrid_format(role), ScaleLayout::PerTensor, margin_);
   }
   bool transposes(Fp8Role) const override { return true; }
@@ -44,7 +78,8 @@ class CurrentScaling final : public Fp8State::Scaling {
 // and gradients (which do not transpose), 128x128 blocks for weights.
 class BlockScaling final : public Fp8State::Scaling {
  public:
-  fp8::Fp8Tensor quantize(Fp8Role role, const Tensor& x) override {
+  explicit BlockScaling(const bool& collect) : Scaling(collect) {}
+  fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x) override {
     return fp8::quantize(x, Format::E4M3, role == Fp8Role::Weight ? ScaleLayout::Blocks128x128 : ScaleLayout::Tiles1x128);
   }
   bool transposes(Fp8Role role) const override { return role == Fp8Role::Weight; }
@@ -53,11 +88,14 @@ class BlockScaling final : public Fp8State::Scaling {
 // Delayed scaling: one amax history per operand (amp/fp8_scaling.h).
 class DelayedLinearScaling final : public Fp8State::Scaling {
  public:
-  DelayedLinearScaling(const DelayedScalingOptions& options, Device device)
-      : roles_{DelayedScaling(hybrid_format(Fp8Role::Input), options, device),
+  DelayedLinearScaling(const bool& collect, const DelayedScalingOptions& options, Device device)
+      : Scaling(collect),
+        roles_{DelayedScaling(hybrid_format(Fp8Role::Input), options, device),
                DelayedScaling(hybrid_format(Fp8Role::Weight), options, device),
                DelayedScaling(hybrid_format(Fp8Role::GradOutput), options, device)} {}
-  fp8::Fp8Tensor quantize(Fp8Role role, const Tensor& x) override { return roles_[static_cast<size_t>(role)].quantize(x); }
+  fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x) override {
+    return roles_[static_cast<size_t>(role)].quantize(x);
+  }
   bool transposes(Fp8Role) const override { return true; }
   void update() override {
     for (DelayedScaling& r : roles_) r.update();
@@ -110,11 +148,11 @@ fp8::LinearScaling* Fp8State::scaling_for(const Tensor& weight) {
   if (it == states_.end()) {
     std::unique_ptr<Scaling> scaling;
     switch (recipe_.kind) {
-      case Fp8RecipeKind::Current: scaling = std::make_unique<CurrentScaling>(recipe_.margin); break;
+      case Fp8RecipeKind::Current: scaling = std::make_unique<CurrentScaling>(statistics_, recipe_.margin); break;
       case Fp8RecipeKind::Delayed:
-        scaling = std::make_unique<DelayedLinearScaling>(recipe_.delayed, weight.device());
+        scaling = std::make_unique<DelayedLinearScaling>(statistics_, recipe_.delayed, weight.device());
         break;
-      case Fp8RecipeKind::Block: scaling = std::make_unique<BlockScaling>(); break;
+      case Fp8RecipeKind::Block: scaling = std::make_unique<BlockScaling>(statistics_); break;
     }
     it = states_.emplace(key, Entry{weight.impl_ptr(), std::move(scaling)}).first;
   }
@@ -168,6 +206,28 @@ void Fp8State::load_state_dict(const nn::Module& model, const std::map<std::stri
   }
   MT_CHECK(loaded == state.size(), "FP8 state: {} of its {} entries name no parameter of this model", state.size() - loaded,
            state.size());
+}
+
+std::vector<Fp8TensorStatistics> Fp8State::take_statistics(const nn::Module& model) {
+  NoGradGuard no_grad;
+  std::vector<Fp8TensorStatistics> out;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const auto it = states_.find(p.impl());
+    if (it == states_.end() || it->second.weight.expired()) continue;
+    for (const auto& [role, role_name] : kRoleNames) {
+      Scaling::Counters& c = it->second.scaling->counters()[static_cast<size_t>(role)];
+      if (c.elements == 0) continue;
+      const std::vector<double> counts = c.counts.to_vector();  // the host reads: a sync
+      const std::vector<double> inv = c.scale_inv.to_vector();
+      const auto [lo, hi] = std::minmax_element(inv.begin(), inv.end());
+      const auto n = static_cast<double>(c.elements);
+      out.push_back({name, role_name, c.amax.item<double>(), 1.0 / *hi, 1.0 / *lo, counts[0] / n, counts[1] / n,
+                     c.elements});
+      c.counts = zeros_like(c.counts);
+      c.elements = 0;
+    }
+  }
+  return out;
 }
 
 Fp8Autocast::Fp8Autocast(Fp8State& state) : previous_(fp8::set_active_region(&state)) {}

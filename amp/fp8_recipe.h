@@ -55,6 +55,19 @@ struct Fp8Recipe {
 Fp8RecipeKind parse_fp8_recipe(const std::string& text);
 std::string fp8_recipe_name(Fp8RecipeKind kind);
 
+// Where FP8 hurts, for one GEMM operand of one Linear, over the
+// quantizations since the statistics were last taken.
+struct Fp8TensorStatistics {
+  std::string parameter;   // the Linear's weight, "blocks.0.attn.c_attn.weight"
+  std::string role;        // input | weight | grad_output
+  double amax = 0;         // max |x| of the last quantization
+  double scale_min = 0;    // its scales (one for per-tensor recipes)
+  double scale_max = 0;
+  double saturated = 0;    // share of elements clipped at the format's largest value (|x * scale| > max)
+  double flushed = 0;      // share of elements that were not 0 and became 0
+  int64_t elements = 0;    // elements quantized
+};
+
 // The recipe's per-Linear state for a model; the FP8 region asks it.
 class Fp8State final : public fp8::Region {
  public:
@@ -79,6 +92,15 @@ class Fp8State final : public fp8::Region {
   std::map<std::string, Tensor> state_dict(const nn::Module& model) const;
   void load_state_dict(const nn::Module& model, const std::map<std::string, Tensor>& state);
 
+  // From now on each quantization also counts its saturated and flushed
+  // elements and keeps its amax, on the device (two more passes over each
+  // operand: a diagnostic, off by default).
+  void collect_statistics(bool on) { statistics_ = on; }
+  bool collects_statistics() const { return statistics_; }
+  // The statistics of `model`'s Linears since the last call, in parameter
+  // order and roles, read back to the host (a sync), then reset.
+  std::vector<Fp8TensorStatistics> take_statistics(const nn::Module& model);
+
   const Fp8Recipe& recipe() const { return recipe_; }
   // A recipe's fp8::LinearScaling with its per-step update (fp8_recipe.cpp).
   class Scaling;
@@ -90,6 +112,7 @@ class Fp8State final : public fp8::Region {
     std::unique_ptr<Scaling> scaling;
   };
   Fp8Recipe recipe_;
+  bool statistics_ = false;
   std::map<const TensorImpl*, std::weak_ptr<TensorImpl>> kept_;
   std::map<const TensorImpl*, Entry> states_;
 };

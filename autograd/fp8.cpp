@@ -132,6 +132,14 @@ Tensor amax(const Tensor& x) {
   return out;
 }
 
+void count_saturated_and_flushed(const Tensor& x, const Fp8Tensor& q, const Tensor& counts) {
+  MT_CHECK(x.defined() && x.sizes() == q.sizes(), "fp8::count_saturated_and_flushed: x {} is not the shape of q {}",
+           x.defined() ? x.shape_string() : "undefined", q.data.shape_string());
+  NoGradGuard no_grad;
+  kernels::fp8_count_saturated_and_flushed(q.data, x.contiguous(), q.scale_inv.contiguous(),
+                                           groups_for(q.sizes(), q.layout), counts);
+}
+
 Tensor dequantize(const Fp8Tensor& q, DType dtype) {
   MT_CHECK(q.data.defined() && is_fp8(q.data.dtype()) && q.data.is_contiguous(),
            "fp8::dequantize: expected contiguous FP8 data");

@@ -60,6 +60,11 @@ Fp8Tensor quantize_with_scale(const Tensor& x, Format format, const Tensor& scal
 // max |x| as an f32 [] tensor on x's device (NaN if x holds one).
 Tensor amax(const Tensor& x);
 
+// Where FP8 hurts: counts (f32 [2], a running count on q's device) += the
+// elements of x that q clipped at the format's largest value (|x * scale| >
+// max) and those that were not 0 and became 0. x is what q was quantized from.
+void count_saturated_and_flushed(const Tensor& x, const Fp8Tensor& q, const Tensor& counts);
+
 // value(data) * scale_inv, rounded once into `dtype`.
 Tensor dequantize(const Fp8Tensor& q, DType dtype = kF32);
 

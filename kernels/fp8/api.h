@@ -51,6 +51,13 @@ MT_CUDA_KERNEL_API(void fp8_quantize_with_scale(const mt::kernels::TensorRef& x,
 MT_CUDA_KERNEL_API(void fp8_quantize_grouped(const mt::kernels::TensorRef& x, mt::kernels::Fp8Groups groups,
                                              mt::kernels::Fp8ScaleRule rule, const mt::kernels::TensorRef& out,
                                              float* scale_inv, mt::kernels::Stream stream))
+// Where FP8 hurts, counted: counts[0] += the elements of x beyond the
+// format's largest finite value once scaled (|x| > max * scale_inv of its
+// group: saturated), counts[1] += those that were not 0 and became +-0 in q
+// (flushed). counts: two f32, exact up to 2^24 counted elements.
+MT_CUDA_KERNEL_API(void fp8_count_saturated_and_flushed(const mt::kernels::TensorRef& q, const mt::kernels::TensorRef& x,
+                                                        const float* scale_inv, mt::kernels::Fp8Groups groups,
+                                                        float* counts, mt::kernels::Stream stream))
 // out = value(q) * scale_inv[group of the element], rounded once into out's dtype.
 MT_CUDA_KERNEL_API(void fp8_dequantize(const mt::kernels::TensorRef& q, const float* scale_inv,
                                        mt::kernels::Fp8Groups groups, const mt::kernels::TensorRef& out,

@@ -93,6 +93,22 @@ void fp8_quantize_grouped(const Tensor& x, Fp8Groups groups, Fp8ScaleRule rule, 
   scale_inv.storage()->bump_version();
 }
 
+void fp8_count_saturated_and_flushed(const Tensor& q, const Tensor& x, const Tensor& scale_inv, Fp8Groups groups,
+                                     const Tensor& counts) {
+  const auto* bytes = static_cast<const uint8_t*>(q.data_ptr());
+  const float* inv = scale_inv.data<float>();
+  Loaded<float> values(x);
+  int64_t saturated = 0, flushed = 0;
+  for (int64_t i = 0; i < q.numel(); ++i) {
+    saturated += fp8_saturated(values[i], inv[fp8_group_of(groups, i / groups.cols, i % groups.cols)], q.dtype()) ? 1 : 0;
+    flushed += fp8_flushed(bytes[i], values[i]) ? 1 : 0;
+  }
+  float* c = counts.data<float>();
+  c[0] += static_cast<float>(saturated);
+  c[1] += static_cast<float>(flushed);
+  counts.storage()->bump_version();
+}
+
 void fp8_dequantize(const Tensor& q, const Tensor& scale_inv, Fp8Groups groups, const Tensor& out) {
   const auto* bytes = static_cast<const uint8_t*>(q.data_ptr());
   const float* inv = scale_inv.data<float>();

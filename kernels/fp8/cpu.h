@@ -16,6 +16,8 @@ void fp8_delayed_update(const Tensor& history, bool most_recent, Fp8ScaleRule ru
 void fp8_quantize_with_scale(const Tensor& x, const Tensor& scale, const Tensor& out, const Tensor& amax);
 void fp8_quantize_grouped(const Tensor& x, Fp8Groups groups, Fp8ScaleRule rule, const Tensor& out,
                           const Tensor& scale_inv);
+void fp8_count_saturated_and_flushed(const Tensor& q, const Tensor& x, const Tensor& scale_inv, Fp8Groups groups,
+                                     const Tensor& counts);
 void fp8_dequantize(const Tensor& q, const Tensor& scale_inv, Fp8Groups groups, const Tensor& out);
 
 // product: f32 [k_groups, M, N]; bias: f32 [N] or undefined; out: [M, N].

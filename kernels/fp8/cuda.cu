@@ -157,6 +157,21 @@ __global__ void fp8_gemm_combine_kernel(const float* product, std::int64_t k_gro
   }
 }
 
+__global__ void fp8_count_kernel(TensorRef q, TensorRef x, const float* scale_inv, kernels::Fp8Groups groups,
+                                 float* counts) {
+  const auto* bytes = static_cast<const std::uint8_t*>(q.data);
+  unsigned saturated = 0, flushed = 0;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < q.numel; i += step) {
+    const float v = load_as<float>(x.data, x.dtype, i);
+    const float inv = scale_inv[kernels::fp8_group_of(groups, i / groups.cols, i % groups.cols)];
+    saturated += kernels::fp8_saturated(v, inv, q.dtype) ? 1u : 0u;
+    flushed += kernels::fp8_flushed(bytes[i], v) ? 1u : 0u;
+  }
+  if (saturated > 0) atomicAdd(&counts[0], static_cast<float>(saturated));
+  if (flushed > 0) atomicAdd(&counts[1], static_cast<float>(flushed));
+}
+
 // ---- host entry points -----------------------------------------------------------------
 
 void fp8_amax(const TensorRef& x, float* amax, Stream stream) {
@@ -197,6 +212,13 @@ void fp8_gemm_combine(const float* product, std::int64_t k_groups, std::int64_t 
   if (out.numel == 0) return;
   launch("fp8_gemm_combine_kernel", fp8_gemm_combine_kernel, grid_for(out.numel), dim3(kFp8Threads), 0, stream,
          product, k_groups, k_group, a_scale_inv, a_groups, b_scale_inv, b_groups, bias, out);
+}
+
+void fp8_count_saturated_and_flushed(const TensorRef& q, const TensorRef& x, const float* scale_inv,
+                                     kernels::Fp8Groups groups, float* counts, Stream stream) {
+  if (q.numel == 0) return;
+  launch("fp8_count_kernel", fp8_count_kernel, grid_for(q.numel), dim3(kFp8Threads), 0, stream, q, x, scale_inv,
+         groups, counts);
 }
 
 }  // namespace mt::MT_KERNEL_NS

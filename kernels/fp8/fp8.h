@@ -82,6 +82,21 @@ inline void fp8_quantize_grouped(const Tensor& x, Fp8Groups groups, Fp8ScaleRule
   mark_written(scale_inv);
 }
 
+// counts (f32 [2], running) += saturated and flushed-to-zero elements (x: what q was quantized from).
+inline void fp8_count_saturated_and_flushed(const Tensor& q, const Tensor& x, const Tensor& scale_inv,
+                                            Fp8Groups groups, const Tensor& counts) {
+  detail::check_fp8_operands("fp8_count_saturated_and_flushed", x, q);
+  MT_CHECK(is_fp8(q.dtype()) && counts.dtype() == kF32 && counts.numel() == 2 && counts.is_contiguous() &&
+               counts.device() == q.device() && scale_inv.is_contiguous() && scale_inv.numel() == groups.count(),
+           "fp8_count_saturated_and_flushed: expected FP8 data, its scales and an f32 [2] on {}", q.device());
+  const Backend backend = backend_for(q.device(), "fp8_count_saturated_and_flushed");
+  if (backend == Backend::Cpu) return cpu::fp8_count_saturated_and_flushed(q, x, scale_inv, groups, counts);
+  MT_DEVICE_CALL(backend, fp8_count_saturated_and_flushed, tensor_ref(q), tensor_ref(x),
+                 static_cast<const float*>(scale_inv.data_ptr()), groups, static_cast<float*>(counts.data_ptr()),
+                 launch_stream(q.device()));
+  mark_written(counts);
+}
+
 // out = value(q) * scale_inv[group], rounded once into out's dtype.
 inline void fp8_dequantize(const Tensor& q, const Tensor& scale_inv, Fp8Groups groups, const Tensor& out) {
   detail::check_fp8_operands("fp8_dequantize", q, out);

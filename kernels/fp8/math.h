@@ -78,6 +78,14 @@ MT_HOST_DEVICE inline float fp8_dequantize_value(uint8_t q, float scale_inv, DTy
 }
 
 
+// Was x clipped at the format's largest finite value (|x * scale| > max)?
+MT_HOST_DEVICE inline bool fp8_saturated(float x, float scale_inv, DType format) {
+  const float max = format == DType::F8E4M3 ? kE4M3Format.max_finite : kE5M2Format.max_finite;
+  return !(x <= max * scale_inv && x >= -max * scale_inv) && x == x;  // inf counts; NaN does not
+}
+// Did a non-zero x become +-0 (underflow below half the smallest subnormal)?
+MT_HOST_DEVICE inline bool fp8_flushed(uint8_t q, float x) { return (q & 0x7fu) == 0 && x != 0.0f; }
+
 // The scale group of element (row, col).
 MT_HOST_DEVICE inline int64_t fp8_group_of(const Fp8Groups& g, int64_t row, int64_t col) {
   return (row / g.group_rows) * g.group_columns() + col / g.group_cols;

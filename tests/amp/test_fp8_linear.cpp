@@ -169,3 +169,43 @@ TEST_CASE("fp8 region: nn::Linear runs FP8 inside it unless kept (bug: a kept he
   CHECK(fp8::active_region() == nullptr);
   CHECK(body.forward(x).grad_fn()->name() == std::string("linear"));  // outside the region
 }
+
+TEST_CASE("fp8 statistics count saturated and flushed elements (bug: a stale scale's overflow not seen)",
+          "[fp8][sim]") {
+  for (Device device : {kCPU, test::kCudaPath}) {
+    INFO(device.str());
+    nn::Linear layer(16, 4);
+    layer.to(device);
+    amp::Fp8State state(amp::Fp8Recipe::delayed_scaling({1, amp::AmaxAlgo::Max, 0}));
+    state.collect_statistics(true);
+    auto step = [&](const std::vector<double>& values) {
+      const Tensor x = from_vector(values, {2, 16}, kF32, device);
+      {
+        amp::Fp8Autocast region(state);
+        sum(layer.forward(x)).backward();
+      }
+      state.update();
+    };
+    step(std::vector<double>(32, 1.0));  // amax 1: the next step's input scale is 448
+    state.take_statistics(layer);
+    // 5 values beyond |x| = 1 saturate at 448; 3 of 1e-7 (x 448 = 4.5e-5 < 2^-10) flush to zero.
+    std::vector<double> v(32, 0.25);
+    for (int i : {0, 3, 9, 17, 30}) v[static_cast<size_t>(i)] = i % 2 ? -7.5 : 3.0;
+    for (int i : {5, 6, 21}) v[static_cast<size_t>(i)] = 1e-7;
+    v[12] = 0.0;  // a zero is not a flush
+    step(v);
+    const std::vector<amp::Fp8TensorStatistics> stats = state.take_statistics(layer);
+    REQUIRE(stats.size() == 3);
+    const amp::Fp8TensorStatistics& input = stats[0];
+    CHECK(input.parameter == "weight");
+    CHECK(input.role == "input");
+    CHECK(input.elements == 32);
+    CHECK(input.saturated == 5.0 / 32);
+    CHECK(input.flushed == 3.0 / 32);
+    CHECK(input.amax == 7.5);
+    CHECK(input.scale_min == Approx(448.0).epsilon(1e-6));
+    CHECK(stats[1].role == "weight");
+    CHECK(stats[2].role == "grad_output");
+    CHECK(state.take_statistics(layer).empty());  // taken: the counters start again
+  }
+}
