@@ -135,6 +135,10 @@ void add_fp8_options(CLI::App* cmd, tools::Fp8Options& o) {
                   "(default first,last,head)")
       ->delimiter(',')
       ->check(CLI::IsMember({"first", "last", "head", "none"}));
+  add_integer_option(cmd, "--fp8-stats", o.stats_every,
+                     "every N steps, log each FP8 operand's amax, scales and shares of saturated and flushed-to-zero "
+                     "elements (--log, --tensorboard; a host read then; 0 = off)",
+                     0);
 }
 
 void add_diagnostic_options(CLI::App* cmd, tools::DebugOptions& d) {

@@ -43,6 +43,7 @@ std::string train_command_line(const TrainConfig& c) {
     flag("fp8-recipe", amp::fp8_recipe_name(f.recipe), amp::fp8_recipe_name(fallback.recipe));
     flag("fp8-history", f.history, fallback.history);
     flag("fp8-margin", f.margin, fallback.margin);
+    flag("fp8-stats", f.stats_every, fallback.stats_every);
     if (f.keep_bf16 != fallback.keep_bf16) line += fmt::format(" --fp8-keep-bf16 {}", fmt::join(f.keep_bf16, ","));
   }
   if (c.precision.master_weights) line += " --master-weights";

@@ -141,6 +141,25 @@ nlohmann::json step_record(const TrainingRun& r, const StepValues& v, const Thro
 
 }  // namespace
 
+void report_fp8_statistics(TrainingRun& r, Reporter& reporter) {
+  const int64_t every = r.c.precision.fp8.stats_every;
+  if (!r.fp8 || every <= 0 || r.pos.step % every != 0) return;
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const amp::Fp8TensorStatistics& s : r.fp8->take_statistics(*r.model)) {
+    tensors.push_back({{"parameter", s.parameter}, {"role", s.role}, {"amax", s.amax}, {"scale_min", s.scale_min},
+                       {"scale_max", s.scale_max}, {"saturated", s.saturated}, {"flushed", s.flushed},
+                       {"elements", s.elements}});
+    if (r.tensorboard) {
+      const std::string tag = "fp8/" + s.parameter + "/" + s.role + "/";
+      r.tensorboard->scalar(tag + "amax", s.amax, r.pos.step);
+      r.tensorboard->scalar(tag + "scale_min", s.scale_min, r.pos.step);
+      r.tensorboard->scalar(tag + "saturated", s.saturated, r.pos.step);
+      r.tensorboard->scalar(tag + "flushed", s.flushed, r.pos.step);
+    }
+  }
+  reporter.record({{"fp8", {{"step", r.pos.step}, {"recipe", r.fp8->recipe().name()}, {"tensors", tensors}}}});
+}
+
 void report_steps(TrainingRun& r, const std::vector<StepValues>& arrived, Reporter& reporter,
                   const Throughput& throughput) {
   for (const StepValues& v : arrived) {

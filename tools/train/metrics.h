@@ -81,4 +81,9 @@ void write_tensorboard_step(TensorBoardWriter& tb, const nlohmann::json& m, Devi
 void report_steps(TrainingRun& r, const std::vector<StepValues>& arrived, Reporter& reporter,
                   const Throughput& throughput);
 
+// --fp8-stats N: every N steps, each FP8 operand's amax, scales and shares
+// of saturated and flushed-to-zero elements since the last report, as a
+// {"fp8": ...} record of the log and as TensorBoard scalars (fp8/<weight>/<role>/...).
+void report_fp8_statistics(TrainingRun& r, Reporter& reporter);
+
 }  // namespace mt::tools

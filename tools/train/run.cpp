@@ -141,6 +141,8 @@ void check_config(const TrainingRun& r) {
   MT_CHECK(fp8.history >= 1 && fp8.history <= (int64_t{1} << 20), "train: --fp8-history must be from 1 to 2^20, got {}",
            fp8.history);
   MT_CHECK(fp8.margin >= 0 && fp8.margin <= 64, "train: --fp8-margin must be from 0 to 64, got {}", fp8.margin);
+  MT_CHECK(fp8.stats_every == 0 || !c.cuda_graph,
+           "train: --fp8-stats reads the statistics back every N steps and cannot run inside --cuda-graph's capture");
   for (const std::string& k : fp8.keep_bf16) {
     MT_CHECK(k == "first" || k == "last" || k == "head" || k == "none",
              "train: --fp8-keep-bf16 takes first, last, head or none, got '{}'", k);
@@ -294,6 +296,7 @@ void build_fp8(TrainingRun& r) {
   }
   if (o.recipe == amp::Fp8RecipeKind::Block) recipe = amp::Fp8Recipe::block();
   r.fp8 = std::make_unique<amp::Fp8State>(recipe);
+  r.fp8->collect_statistics(o.stats_every > 0);
   for (const nn::Linear* linear : linears_kept_in_bf16(*r.model, o.keep_bf16)) r.fp8->keep_high_precision(*linear);
 }
 

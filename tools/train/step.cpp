@@ -217,6 +217,7 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
     throughput.step_done();
     time_step(r);
     report_steps(r, r.metrics->poll(), reporter, throughput);
+    report_fp8_statistics(r, reporter);  // --fp8-stats N: a host read every N steps
     if (++r.steps_this_run > 1) {  // the first step carries one-time set-up
       r.steady_syncs += host_sync_count() - syncs_before;
       ++r.steady_steps;

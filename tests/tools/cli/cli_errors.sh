@@ -100,6 +100,13 @@ grep -qE "fc1 +linear +lower_precision .*-> bf16" "$tmp/dtypes.txt" ||
 grep -qE "fc2 +fp8_linear +input_dtype .*-> bf16" "$tmp/fp8.txt" && grep -qE "fc1 +linear +lower_precision" "$tmp/fp8.txt" &&
   grep -qE "fc3 +linear +lower_precision" "$tmp/fp8.txt" ||
   { echo "FAIL: --precision fp8 --dtype-report"; tail -5 "$tmp/fp8.txt"; failures=$((failures + 1)); }
+# --fp8-stats 2: a record per 2 steps with each FP8 operand's shares, never inside a CUDA graph.
+"$mixtape" train --model mlp --precision fp8 --fp8-stats 2 --steps 4 --train-limit 256 --test-limit 10 --no-progress \
+  --log "$tmp/fp8_stats.jsonl" > /dev/null 2>&1
+[ "$(grep -c '"fp8":{' "$tmp/fp8_stats.jsonl")" -eq 2 ] && grep -q '"role":"grad_output","saturated":' "$tmp/fp8_stats.jsonl" ||
+  { echo "FAIL: --fp8-stats"; tail -2 "$tmp/fp8_stats.jsonl"; failures=$((failures + 1)); }
+expect_failure "fp8-stats.*cuda-graph" train --device sim --cuda-graph --precision fp8 --fp8-stats 1 --steps 1 \
+  --train-limit 256 --test-limit 10
 "$mixtape" train --model mlp --precision fp8 --fp8-recipe delayed --fp8-history 8 --steps 2 --train-limit 256 \
   --test-limit 10 --no-progress --save "$tmp/fp8.safetensors" > /dev/null 2>&1
 expect_failure "FP8 state 'fc2.weight.input': the amax history must be f32 \\[4\\]" train --precision fp8 \
