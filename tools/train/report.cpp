@@ -35,6 +35,10 @@ bool RunRecord::add_line(const nlohmann::json& line) {
     skips.push_back(line["skip"]);
     return true;
   }
+  if (line.contains("fp8") && line["fp8"].is_object()) {
+    fp8.push_back(line["fp8"]);
+    return true;
+  }
   if (line.contains("dtype_report") && line["dtype_report"].is_array()) {
     dtype_report = line["dtype_report"];
     return true;
@@ -162,6 +166,53 @@ std::string dtype_report_section(const std::vector<RunRecord>& runs) {
           note.empty() ? "" : " class=\"flag\"", escape(text_or(row, "module")), escape(text_or(row, "op")),
           escape(text_or(row, "policy")), escape(text_or(row, "inputs")), escape(text_or(row, "compute")),
           escape(text_or(row, "output")), number_or(row, "calls", 0), escape(note));
+    }
+    html += "</table>\n";
+  }
+  return html;
+}
+
+// --fp8-stats: one row per FP8 operand (weight x role), one column per
+// record; each cell's colour is the share of that operand's elements that
+// were clipped (red) or flushed to zero (blue), its text the larger share.
+std::string fp8_section(const std::vector<RunRecord>& runs) {
+  std::string html;
+  for (const RunRecord& r : runs) {
+    if (r.fp8.empty()) continue;
+    std::vector<std::string> rows;
+    std::map<std::string, std::map<size_t, std::pair<double, double>>> cells;  // row -> column -> (clipped, flushed)
+    for (size_t col = 0; col < r.fp8.size(); ++col) {
+      const nlohmann::json& record = r.fp8[col];
+      if (!record.contains("tensors") || !record["tensors"].is_array()) continue;
+      for (const nlohmann::json& t : record["tensors"]) {
+        if (!t.is_object()) continue;
+        const std::string row = text_or(t, "parameter") + " " + text_or(t, "role");
+        if (!cells.contains(row)) rows.push_back(row);
+        cells[row][col] = {number_or(t, "saturated", 0), number_or(t, "flushed", 0)};
+      }
+    }
+    html += fmt::format("<h3>Where FP8 hurts: {}</h3><table class=\"fp8\" data-run=\"{}\"><tr><th>operand</th>",
+                        escape(r.label), escape(r.label));
+    for (const nlohmann::json& record : r.fp8) html += fmt::format("<th>step {}</th>", number_or(record, "step", 0));
+    html += "</tr>\n";
+    for (const std::string& row : rows) {
+      html += "<tr><td>" + escape(row) + "</td>";
+      for (size_t col = 0; col < r.fp8.size(); ++col) {
+        const auto at = cells[row].find(col);
+        if (at == cells[row].end()) {
+          html += "<td></td>";
+          continue;
+        }
+        const auto [clipped, flushed] = at->second;
+        // Shares are small: a 1% share is already a full colour.
+        const int red = static_cast<int>(255 * std::min(1.0, clipped * 100)),
+                  blue = static_cast<int>(255 * std::min(1.0, flushed * 100));
+        html += fmt::format(
+            "<td style=\"background:rgb({},{},{})\" data-clipped=\"{}\" data-flushed=\"{}\">{:.2g}%</td>",
+            255 - blue / 2, 255 - (red + blue) / 2, 255 - red / 2, exact(clipped), exact(flushed),
+            100 * std::max(clipped, flushed));
+      }
+      html += "</tr>\n";
     }
     html += "</table>\n";
   }
@@ -322,6 +373,8 @@ std::string render_report_html(const ReportPage& page) {
   html += speed_and_memory_section(runs);
   const std::string dtypes = dtype_report_section(runs);
   if (!dtypes.empty()) html += "<h2>Autocast dtype report</h2>\n" + dtypes;
+  const std::string fp8 = fp8_section(runs);
+  if (!fp8.empty()) html += "<h2>FP8: clipped and flushed elements per operand</h2>\n" + fp8;
   const std::string skips = skips_section(runs);
   if (!skips.empty()) html += "<h2>Overflow attribution</h2>\n" + skips;
   html += how_this_was_made(page);

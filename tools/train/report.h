@@ -26,13 +26,14 @@ struct RunRecord {
   std::vector<nlohmann::json> evals;
   std::vector<nlohmann::json> skips;  // {"step", "parameters"} from --explain-skips
   nlohmann::json dtype_report;        // an array, or null
+  std::vector<nlohmann::json> fp8;    // --fp8-stats: {"step", "recipe", "tensors": [...]} every N steps
   nlohmann::json summary;             // null when the run did not finish
   std::string source;                 // where it was read from (a path), or empty
   // What went wrong reading it (a line that is not JSON, a file cut off
   // mid-line): the page draws what came before and says where it stopped.
   std::string problem;
 
-  // Files a parsed line under steps, evals, skips, dtype_report or summary;
+  // Files a parsed line under steps, evals, skips, dtype_report, fp8 or summary;
   // false when it is none of them (unknown lines are kept out, not fatal).
   bool add_line(const nlohmann::json& line);
 };

@@ -111,6 +111,30 @@ TEST_CASE("the page carries exact values, escapes what it quotes and marks skipp
   std::remove(path.c_str());
 }
 
+// Catches: --fp8-stats records ending the log's reading (they once did), and
+// a heat map cell that names another operand's share or leaves markup unescaped.
+TEST_CASE("fp8 statistics records are read and drawn as a heat map per operand", "[report][fp8]") {
+  const std::string path = temp_path("fp8.jsonl");
+  write_text(path,
+             "{\"step\":1,\"epoch\":0,\"batch\":0,\"loss\":2.0,\"lr\":0.001,\"scale\":1}\n"
+             "{\"fp8\":{\"step\":1,\"recipe\":\"delayed\",\"tensors\":[{\"parameter\":\"fc<2>.weight\",\"role\":"
+             "\"input\",\"saturated\":0.125,\"flushed\":0.0},{\"parameter\":\"fc<2>.weight\",\"role\":"
+             "\"grad_output\",\"saturated\":0.0,\"flushed\":0.25}]}}\n"
+             "{\"step\":2,\"epoch\":0,\"batch\":1,\"loss\":1.5,\"lr\":0.001,\"scale\":1}\n");
+  tools::ReportPage page;
+  page.runs = {tools::read_metrics_log(path)};
+  std::remove(path.c_str());
+  REQUIRE(page.runs[0].problem.empty());
+  CHECK(page.runs[0].steps.size() == 2);  // the step after the fp8 record is read too
+  REQUIRE(page.runs[0].fp8.size() == 1);
+  const std::string html = tools::render_report_html(page);
+  CHECK_THAT(html, Contains("<table class=\"fp8\""));
+  CHECK_THAT(html, Contains("<td>fc&lt;2&gt;.weight input</td><td style=\"background:rgb(255,128,128)\" "
+                            "data-clipped=\"0.125\" data-flushed=\"0\">12%</td>"));
+  CHECK_THAT(html, Contains("<td>fc&lt;2&gt;.weight grad_output</td><td style=\"background:rgb(128,128,255)\" "
+                            "data-clipped=\"0\" data-flushed=\"0.25\">25%</td>"));
+}
+
 // Bugs caught: a NaN pixel or an out-of-range label passing unnoticed, the
 // first-index lists pointing at the wrong samples.
 TEST_CASE("check-data counts non-finite inputs, out-of-range targets and empty samples with their indices",
