@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+
+#include <fmt/format.h>
 
 #include "autograd/grad_mode.h"
 
@@ -228,6 +231,35 @@ std::vector<Fp8TensorStatistics> Fp8State::take_statistics(const nn::Module& mod
     }
   }
   return out;
+}
+
+std::string Fp8State::first_nonfinite_operand(const nn::Module& model) const {
+  std::string found;
+  int64_t oldest = -1;  // steps ago; ties keep the first in parameter and role order
+  for (const auto& [name, p] : model.named_parameters()) {
+    const auto it = states_.find(p.impl());
+    if (it == states_.end() || it->second.weight.expired()) continue;
+    for (const auto& [role, role_name] : kRoleNames) {
+      std::vector<double> amaxes;  // oldest first, the newest (this step, in progress) last
+      if (DelayedScaling* d = it->second.scaling->delayed(role)) {
+        const std::vector<double> h = d->amax_history().to_vector();
+        amaxes.assign(h.begin() + 1, h.end());  // history[1] is the oldest step, the last slot the newest
+        amaxes.push_back(h.front());
+      } else if (const Scaling::Counters& c = it->second.scaling->counters()[static_cast<size_t>(role)]; c.amax.defined()) {
+        amaxes.push_back(c.amax.item<double>());
+      }
+      for (size_t i = 0; i < amaxes.size(); ++i) {
+        if (std::isfinite(amaxes[i])) continue;
+        const auto ago = static_cast<int64_t>(amaxes.size() - 1 - i);
+        if (ago > oldest) {
+          oldest = ago;
+          found = fmt::format("{} {}: amax {}, {} step(s) ago", name, role_name, amaxes[i], ago);
+        }
+        break;
+      }
+    }
+  }
+  return found;
 }
 
 Fp8Autocast::Fp8Autocast(Fp8State& state) : previous_(fp8::set_active_region(&state)) {}

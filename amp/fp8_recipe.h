@@ -101,6 +101,13 @@ class Fp8State final : public fp8::Region {
   // order and roles, read back to the host (a sync), then reset.
   std::vector<Fp8TensorStatistics> take_statistics(const nn::Module& model);
 
+  // At a non-finite loss: the FP8 operand whose amax went non-finite first
+  // ("fc2.weight grad_output: amax inf, 3 step(s) ago"), from delayed
+  // scaling's histories (which say when) or, with statistics on, the last
+  // amaxes; "" when every recorded amax is finite or none was recorded.
+  // Reads back to the host.
+  std::string first_nonfinite_operand(const nn::Module& model) const;
+
   const Fp8Recipe& recipe() const { return recipe_; }
   // A recipe's fp8::LinearScaling with its per-step update (fp8_recipe.cpp).
   class Scaling;

@@ -5,6 +5,7 @@
 // and the CUDA path; the region that routes nn::Linear to it.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels/sim_tensor_util.h"
@@ -208,4 +209,23 @@ TEST_CASE("fp8 statistics count saturated and flushed elements (bug: a stale sca
     CHECK(stats[2].role == "grad_output");
     CHECK(state.take_statistics(layer).empty());  // taken: the counters start again
   }
+}
+
+TEST_CASE("fp8 names the operand whose amax went non-finite first (bug: the NaN stop blind to FP8)", "[fp8]") {
+  nn::Linear layer(8, 4);
+  amp::Fp8State state(amp::Fp8Recipe::delayed_scaling({4, amp::AmaxAlgo::Max, 0}));
+  auto step = [&](double fill) {
+    std::vector<double> v(16, 0.5);
+    v[3] = fill;
+    {
+      amp::Fp8Autocast region(state);
+      sum(layer.forward(from_vector(v, {2, 8}))).backward();
+    }
+    state.update();
+  };
+  step(1.0);
+  CHECK(state.first_nonfinite_operand(layer).empty());
+  step(std::numeric_limits<double>::infinity());  // this step's input overflows
+  step(1.0);
+  CHECK(state.first_nonfinite_operand(layer) == "weight input: amax inf, 2 step(s) ago");
 }

@@ -77,9 +77,17 @@ namespace {
       !r.c.debug.detect_anomaly ? " Run with --detect-anomaly to name the op that produces the first NaN or inf."
       : overflow.empty()        ? " Anomaly mode saw no non-finite value in any op's forward or backward."
                                 : fmt::format(" Anomaly mode: {}.", overflow);
+  std::string fp8;
+  if (r.fp8) {
+    const std::string operand = r.fp8->first_nonfinite_operand(*r.model);
+    fp8 = !operand.empty() ? fmt::format(" FP8: the first operand to go non-finite was {}.", operand)
+          : r.fp8->recipe().kind == amp::Fp8RecipeKind::Delayed || r.fp8->collects_statistics()
+              ? " FP8: every recorded amax is finite."
+              : " FP8: run with --fp8-recipe delayed or --fp8-stats N to see which FP8 operand went bad.";
+  }
   throw NonFiniteLoss(fmt::format(
-      "the loss became {} at step {} (epoch {}). Recent loss scales: [{}]. Last finite losses: [{}].{}{} {}", v.loss,
-      v.step, v.epoch + 1, fmt::join(r.recent_scales, ", "), fmt::join(r.recent_losses, ", "), norm, anomaly,
+      "the loss became {} at step {} (epoch {}). Recent loss scales: [{}]. Last finite losses: [{}].{}{}{} {}", v.loss,
+      v.step, v.epoch + 1, fmt::join(r.recent_scales, ", "), fmt::join(r.recent_losses, ", "), norm, anomaly, fp8,
       r.c.checkpoint.save.empty() ? "No checkpoint was being written."
       : std::filesystem::exists(r.c.checkpoint.save)
           ? fmt::format("The last good checkpoint '{}' was kept.", r.c.checkpoint.save)
