@@ -8,7 +8,8 @@
 // reached the data loader and crashed it), tensors of another dtype or shape
 // loaded silently, NaN/inf weights or negative second moments trained on,
 // a loss scale of 0/NaN/inf or negative accepted, optimizer keys that are
-// unknown or missing, config JSON of the wrong types.
+// unknown or missing, config JSON of the wrong types, hostile FP8 state
+// (a zero or NaN scale, a history of another length: the seeds carry one).
 #include <cstdint>
 
 #include "core/safetensors.h"

@@ -75,15 +75,21 @@ void resume_seeds(const fs::path& dir) {
     const mt::Tensor y = mt::argmax(mt::randn({8, 2}, mt::kF32, mt::kCPU, &gen), 1);
     for (int step = 0; step < 2; ++step) {
       run.optimizer.zero_grad();
-      const mt::Tensor loss = mt::cross_entropy(run.model(x), y);
+      mt::Tensor logits;
+      {
+        mt::amp::Fp8Autocast region(run.fp8);  // so the seeds carry delayed FP8 state for the fuzzer to bend
+        logits = run.model(x);
+      }
+      const mt::Tensor loss = mt::cross_entropy(logits, y);
       run.scaler.scale(overflowed ? loss * 1e38 : loss).backward();
+      run.fp8.update();
       run.scaler.step(run.optimizer);
       run.scaler.update();
       run.schedule.step();
     }
     mt::tools::save_checkpoint((dir / (overflowed ? "after_skipped_steps" : "after_two_steps")).string(), run.config,
                                run.model, run.optimizer.state_dict(), run.scaler, run.schedule,
-                               {.epoch = 0, .batch_in_epoch = 2, .step = 2}, nullptr);
+                               {.epoch = 0, .batch_in_epoch = 2, .step = 2}, &run.fp8);
   }
 }
 
