@@ -214,8 +214,9 @@ namespace {
 
 thread_local Region* current_region = nullptr;
 
-// The operand the weight gradient reads along M: the saved one transposed
-// when its scales transpose, else a fresh quantization of the transpose.
+// An operand as the weight gradient reads it, along M: the one quantized
+// along K transposed when its scales transpose, else a fresh quantization of
+// the transposed high-precision tensor.
 Fp8Tensor along_m(LinearScaling& scaling, Fp8Role role, const Fp8Tensor& along_k, const Tensor& high_precision) {
   return scaling.transposes(role) ? along_k.t() : scaling.quantize(role, high_precision.t().contiguous());
 }
@@ -255,12 +256,11 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     const Fp8Tensor qx = scaling.quantize(Fp8Role::Input, x2);
     const Fp8Tensor qw = scaling.quantize(Fp8Role::Weight, weight.detach());
     out = gemm_nt(qx, qw, out_dtype, bias.defined() ? bias.detach() : Tensor()).reshape(out_shape);
-    // x is kept along K when its scales transpose (backward transposes it), else along M.
-    if (need_w) saved_x = scaling.transposes(Fp8Role::Input) ? qx : scaling.quantize(Fp8Role::Input, x2.t().contiguous());
+    if (need_w) saved_x = along_m(scaling, Fp8Role::Input, qx, x2);
     if (need_x) saved_w = qw;
   }
   if (!need_x && !need_w && !need_b) return out;
-  // saves: input (FP8 + scales, along M for the weight gradient), weight (FP8 + scales)
+  // saves: input (FP8 + scales, along M: what the weight gradient reads), weight (FP8 + scales)
   return autograd::record(in, out,
                 [sx = std::move(saved_x), sw = std::move(saved_w), scaling = &scaling, x_shape = x.sizes(),
                  x_dtype = x.dtype(), w_dtype = weight.dtype(), b_dtype = bias.defined() ? bias.dtype() : kF32, m, n,
@@ -269,10 +269,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
                   const Fp8Tensor qg = scaling->quantize(Fp8Role::GradOutput, g2);
                   Tensor gx, gw, gb;
                   if (need_x) gx = gemm_nt(qg, sw.t(), x_dtype).reshape(x_shape);
-                  if (need_w) {
-                    const Fp8Tensor x_along_m = scaling->transposes(Fp8Role::Input) ? sx.t() : sx;
-                    gw = gemm_nt(along_m(*scaling, Fp8Role::GradOutput, qg, g2), x_along_m, w_dtype);
-                  }
+                  if (need_w) gw = gemm_nt(along_m(*scaling, Fp8Role::GradOutput, qg, g2), sx, w_dtype);
                   if (need_b) gb = sum(g2.to(kF32), {0}).to(b_dtype);
                   return {gx, gw, gb};
                 });

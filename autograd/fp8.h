@@ -101,8 +101,8 @@ class LinearScaling {
 // fp8(dy)^T fp8(x), each operand quantized along its GEMM's K. The output
 // is in the autocast dtype when autocast is on (else x's dtype); the weight
 // and bias gradients come back in their own dtype (f32 masters), the input
-// gradient in x's. Saves x and W as FP8 + scales (x along M when its scales
-// do not transpose): one byte per element, half of bf16's. `scaling` must
+// gradient in x's. Saves x (along M, as the weight gradient reads it) and W
+// as FP8 + scales: one byte per element, half of bf16's. `scaling` must
 // outlive the backward pass.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearScaling& scaling);
 

@@ -85,5 +85,5 @@
   X(Gather, "gather", InputDType, "index")                                                                            \
   /* FP8 (autograd/fp8.h): x as given (bf16 under autocast), W as its f32 master */                                    \
   X(Fp8Linear, "fp8_linear", InputDType,                                                                              \
-    "input, weight (FP8 + f32 scales, one byte per element; input along M when its scales do not transpose)")
+    "input, weight (FP8 + f32 scales, one byte per element; the input along M, as the weight gradient reads it)")
 // clang-format on
