@@ -141,6 +141,10 @@ void Fp8State::keep_high_precision(const nn::Module& module) {
 }
 
 fp8::LinearScaling* Fp8State::scaling_for(const Tensor& weight) {
+  // A weight computed in the step (a cast, a parametrization) is a new
+  // tensor every step: state keyed by it would start afresh each time and
+  // pile up. Only leaves, a module's own weights, run in FP8.
+  if (weight.grad_fn() != nullptr) return nullptr;
   const TensorImpl* key = weight.impl();
   if (const auto kept = kept_.find(key); kept != kept_.end() && !kept->second.expired()) return nullptr;
   auto it = states_.find(key);
@@ -163,6 +167,7 @@ fp8::LinearScaling* Fp8State::scaling_for(const Tensor& weight) {
 }
 
 void Fp8State::update() {
+  std::erase_if(states_, [](const auto& item) { return item.second.weight.expired(); });  // dead Linears' state
   for (auto& [key, entry] : states_) entry.scaling->update();
 }
 

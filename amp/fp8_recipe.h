@@ -21,7 +21,10 @@
 //   block    DeepSeek-V3's: 1x128 tiles for inputs and gradients, 128x128
 //            blocks for weights, E4M3 everywhere, K promoted to f32 every 128
 // Each Linear's state is made on its first FP8 forward and kept, keyed by
-// its weight, for as long as that weight lives.
+// its weight, for as long as that weight lives (update() drops the state of
+// dead weights). A weight that is not a leaf (computed in the step: a cast,
+// a parametrization) has no lasting identity to key state by and stays in
+// high precision.
 #pragma once
 
 #include <cstdint>
@@ -78,7 +81,8 @@ class Fp8State final : public fp8::Region {
   void keep_high_precision(const nn::Module& module);
   fp8::LinearScaling* scaling_for(const Tensor& weight) override;
   // After each step's backward: delayed scaling turns the amax histories into
-  // the next step's scales (on the device). Current and block need nothing.
+  // the next step's scales (on the device); current and block need nothing.
+  // Every recipe drops here the state of Linears whose weight has died.
   void update();
   // Delayed scaling under data parallel: the newest amax of every history
   // (f32 [1] views), to be reduced with a max over the ranks before update()

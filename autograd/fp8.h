@@ -119,6 +119,20 @@ Region* active_region();
 // Returns the region it replaces (amp::Fp8Autocast restores it).
 Region* set_active_region(Region* region);
 
+// While alive, no FP8 region is active on this thread (an op whose backward
+// recomputes a Linear outside any region, as linear_cross_entropy does,
+// runs its forward Linears so too).
+class NoRegionGuard {
+ public:
+  NoRegionGuard() : previous_(set_active_region(nullptr)) {}
+  ~NoRegionGuard() { set_active_region(previous_); }
+  NoRegionGuard(const NoRegionGuard&) = delete;
+  NoRegionGuard& operator=(const NoRegionGuard&) = delete;
+
+ private:
+  Region* previous_;
+};
+
 // Checkpoints: `name` holds the data (safetensors F8_E4M3 / F8_E5M2) and
 // `name.scale_inv` the scales; the layout is read back from their shapes.
 void add_to_state(std::map<std::string, Tensor>& state, const std::string& name, const Fp8Tensor& q);

@@ -20,6 +20,7 @@
 #include <algorithm>
 
 #include "autograd/autocast.h"
+#include "autograd/fp8.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 #include "kernels/cross_entropy/cross_entropy.h"
@@ -76,6 +77,9 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
   {
     NoGradGuard no_grad;
     const amp::Autocast inside(hidden.device(), amp::autocast_dtype(hidden.device()), /*enabled=*/false);
+    // The head stays out of FP8 (as Transformer Engine keeps it), here and
+    // where backward recomputes these logits: both must agree.
+    const fp8::NoRegionGuard no_fp8;
     const Tensor row_loss = empty({n}, loss_dtype, hidden.device());
     for (int64_t start = 0; start < n; start += chunk) {
       const int64_t rows = std::min(chunk, n - start);
@@ -98,6 +102,7 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
        ss = autograd::save(row_stats), sc = autograd::save(counted), args, chunk, loss_dtype,
        mean = options.reduction == Reduction::Mean](const Tensor& g) -> std::vector<Tensor> {
         NoGradGuard no_grad;
+        const fp8::NoRegionGuard no_fp8;  // a backward run inside the region too
         const Tensor hidden_ = sh.get(), weight_ = sw.get(), target_ = st.get(), stats = ss.get();
         const int64_t n_ = hidden_.size(0);
         const Tensor total = g.reshape({1}).to(loss_dtype);

@@ -171,6 +171,41 @@ TEST_CASE("fp8 region: nn::Linear runs FP8 inside it unless kept (bug: a kept he
   CHECK(body.forward(x).grad_fn()->name() == std::string("linear"));  // outside the region
 }
 
+// Catches linear_cross_entropy's forward quantizing the head inside the
+// region (its backward recomputes the logits outside it) and a weight made
+// in the step keying fresh delayed state every step, never freed.
+TEST_CASE("fp8 region: a fused head and a computed weight stay high precision (bug: state every step)", "[fp8]") {
+  Generator gen(6);
+  const Tensor hidden = randn({4, 16}, kF32, kCPU, &gen).requires_grad_();
+  const Tensor head = randn({32, 16}, kF32, kCPU, &gen).requires_grad_();
+  const Tensor target = from_vector(std::vector<int64_t>{1, 5, 9, 31}, {4});
+  amp::Fp8State state(amp::Fp8Recipe::delayed_scaling({16, amp::AmaxAlgo::Max, 0}));
+  for (int step = 0; step < 4; ++step) {
+    amp::Autocast autocast(kCPU, kBF16, /*enabled=*/step % 2 == 0);  // a bf16 cast of the head, or the head
+    amp::Fp8Autocast region(state);
+    const Tensor loss = linear_cross_entropy(hidden, head, target);
+    const Tensor y = linear(hidden, mul(head, 2.0));  // a weight computed in the step
+    CHECK(y.grad_fn()->name() == std::string("linear"));
+    add(loss, sum(y.to(kF32))).backward();
+  }
+  CHECK(state.linears() == 0);
+}
+
+// Catches Fp8State keeping a dead Linear's histories for the rest of the run.
+TEST_CASE("fp8 state: update drops the state of Linears whose weight died (bug: a leak)", "[fp8]") {
+  Generator gen(7);
+  amp::Fp8State state(amp::Fp8Recipe::delayed_scaling({64, amp::AmaxAlgo::Max, 0}));
+  {
+    nn::Linear layer(16, 8);
+    amp::Autocast autocast(kCPU, kBF16);
+    amp::Fp8Autocast region(state);
+    sum(layer.forward(randn({3, 16}, kF32, kCPU, &gen)).to(kF32)).backward();
+    CHECK(state.linears() == 1);
+  }
+  state.update();
+  CHECK(state.linears() == 0);
+}
+
 TEST_CASE("fp8 statistics count saturated and flushed elements (bug: a stale scale's overflow not seen)",
           "[fp8][sim]") {
   for (Device device : {kCPU, test::kCudaPath}) {
