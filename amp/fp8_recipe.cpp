@@ -27,6 +27,21 @@ class Fp8State::Scaling : public fp8::LinearScaling {
   virtual void update() {}
   virtual void add_amaxes(std::vector<Tensor>& /*out*/) const {}
   virtual DelayedScaling* delayed(Fp8Role /*role*/) { return nullptr; }
+  virtual const DelayedScaling* delayed(Fp8Role /*role*/) const { return nullptr; }
+  // The scale layout each operand is quantized in.
+  virtual ScaleLayout layout(Fp8Role role) const = 0;
+
+  // What the Linear saves for backward (the memory theory).
+  struct Saved {
+    int64_t rows = 0;  // the most rows (M) a recorded forward had
+    bool input = false, weight = false;
+  };
+  void note_saved_for_backward(int64_t rows, bool input, bool weight) final {
+    saved_.rows = std::max(saved_.rows, rows);
+    saved_.input = saved_.input || input;
+    saved_.weight = saved_.weight || weight;
+  }
+  const Saved& saved() const { return saved_; }
 
   struct Counters {
     Tensor amax, counts, scale_inv;  // f32 [], f32 [2] (saturated, flushed), the last scales
@@ -50,6 +65,7 @@ class Fp8State::Scaling : public fp8::LinearScaling {
 
   const bool& collect_;
   std::array<Counters, 3> counters_;
+  Saved saved_;
 };
 
 namespace {
@@ -69,8 +85,9 @@ class CurrentScaling final : public Fp8State::Scaling {
  public:
   CurrentScaling(const bool& collect, int margin) : Scaling(collect), margin_(margin) {}
   fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x) override {
-    return fp8::quantize(x, hybrid_format(role), ScaleLayout::PerTensor, margin_);
+    return fp8::quantize(x, hybrid_format(role), layout(role), margin_);
   }
+  ScaleLayout layout(Fp8Role) const override { return ScaleLayout::PerTensor; }
   bool transposes(Fp8Role) const override { return true; }
 
  private:
@@ -83,7 +100,10 @@ class BlockScaling final : public Fp8State::Scaling {
  public:
   explicit BlockScaling(const bool& collect) : Scaling(collect) {}
   fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x) override {
-    return fp8::quantize(x, Format::E4M3, role == Fp8Role::Weight ? ScaleLayout::Blocks128x128 : ScaleLayout::Tiles1x128);
+    return fp8::quantize(x, Format::E4M3, layout(role));
+  }
+  ScaleLayout layout(Fp8Role role) const override {
+    return role == Fp8Role::Weight ? ScaleLayout::Blocks128x128 : ScaleLayout::Tiles1x128;
   }
   bool transposes(Fp8Role role) const override { return role == Fp8Role::Weight; }
 };
@@ -99,6 +119,7 @@ class DelayedLinearScaling final : public Fp8State::Scaling {
   fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x) override {
     return roles_[static_cast<size_t>(role)].quantize(x);
   }
+  ScaleLayout layout(Fp8Role) const override { return ScaleLayout::PerTensor; }
   bool transposes(Fp8Role) const override { return true; }
   void update() override {
     for (DelayedScaling& r : roles_) r.update();
@@ -107,6 +128,7 @@ class DelayedLinearScaling final : public Fp8State::Scaling {
     for (const DelayedScaling& r : roles_) out.push_back(r.newest_amax());
   }
   DelayedScaling* delayed(Fp8Role role) override { return &roles_[static_cast<size_t>(role)]; }
+  const DelayedScaling* delayed(Fp8Role role) const override { return &roles_[static_cast<size_t>(role)]; }
 
  private:
   std::array<DelayedScaling, 3> roles_;
@@ -175,6 +197,37 @@ std::vector<Tensor> Fp8State::amaxes_to_reduce() const {
   std::vector<Tensor> out;
   for (const auto& [key, entry] : states_) entry.scaling->add_amaxes(out);
   return out;
+}
+
+namespace {
+
+int64_t scale_bytes(const Shape& sizes, ScaleLayout layout) {
+  return 4 * shape_numel(fp8::scale_shape(sizes, layout));
+}
+
+// A Linear's saved input along M: its own quantization transposed, or the
+// transposed tensor [K, M] quantized afresh (tiles run along M then).
+int64_t saved_input_bytes(const Fp8State::Scaling& s, int64_t rows, int64_t k) {
+  const Shape along_m = s.transposes(Fp8Role::Input) ? Shape{rows, k} : Shape{k, rows};
+  return rows * k + scale_bytes(along_m, s.layout(Fp8Role::Input));
+}
+
+}  // namespace
+
+Fp8MemoryTheory Fp8State::memory_theory() const {
+  Fp8MemoryTheory t;
+  for (const auto& [key, entry] : states_) {
+    const std::shared_ptr<TensorImpl> weight = entry.weight.lock();
+    if (!weight) continue;
+    const Scaling& s = *entry.scaling;
+    const Shape& w = weight->sizes;  // [N, K]
+    if (s.saved().input) t.activations += saved_input_bytes(s, s.saved().rows, w[1]);
+    if (s.saved().weight) t.weight_casts += shape_numel(w) + scale_bytes(w, s.layout(Fp8Role::Weight));
+    for (const auto& [role, role_name] : kRoleNames) {
+      if (const DelayedScaling* d = s.delayed(role)) t.state += 4 * (d->amax_history().numel() + 2);
+    }
+  }
+  return t;
 }
 
 std::map<std::string, Tensor> Fp8State::state_dict(const nn::Module& model) const {

@@ -71,6 +71,23 @@ struct Fp8TensorStatistics {
   int64_t elements = 0;    // elements quantized
 };
 
+// What FP8 training keeps, in bytes, by theory, for the Linears that ran FP8
+// so far (the memory ledger's fp8_* categories, `mixtape train --memory`):
+//   activations   each Linear's saved input: M x K bytes along M, and its
+//                 scales in the input's layout (M: the most rows a recorded
+//                 forward of it had; none when its weight needs no grad)
+//   weight_casts  each Linear's saved weight: N x K bytes and its scales
+//                 (none when its input needs no grad, as a first layer's)
+//   state         delayed scaling: three amax histories of H f32 with their
+//                 scale and scale_inv, 12 (H + 2) bytes per Linear; 0 else
+// Scales are 4 bytes each. A Linear called more than once per forward
+// counts once.
+struct Fp8MemoryTheory {
+  int64_t activations = 0;
+  int64_t weight_casts = 0;
+  int64_t state = 0;
+};
+
 // The recipe's per-Linear state for a model; the FP8 region asks it.
 class Fp8State final : public fp8::Region {
  public:
@@ -116,6 +133,7 @@ class Fp8State final : public fp8::Region {
   // A recipe's fp8::LinearScaling with its per-step update (fp8_recipe.cpp).
   class Scaling;
   size_t linears() const { return states_.size(); }  // the Linears that ran FP8 so far
+  Fp8MemoryTheory memory_theory() const;
 
  private:
   struct Entry {

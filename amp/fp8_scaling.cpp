@@ -17,6 +17,7 @@ DelayedScaling::DelayedScaling(fp8::Format format, DelayedScalingOptions options
   history_ = zeros({options.history_len}, kF32, device);
   scale_ = ones({}, kF32, device);  // Transformer Engine starts every scale at 1
   scale_inv_ = ones({}, kF32, device);
+  for (const Tensor* t : {&history_, &scale_, &scale_inv_}) tag_memory(*t, MemoryCategory::Fp8State);
 }
 
 fp8::Fp8Tensor DelayedScaling::quantize(const Tensor& x) {

@@ -39,18 +39,6 @@ kernels::Fp8Groups groups_for(const Shape& sizes, ScaleLayout layout) {
   return g;
 }
 
-// The shape scale_inv has for a layout.
-Shape scale_shape(const Shape& sizes, ScaleLayout layout) {
-  const auto [rows, cols] = rows_cols(sizes);
-  switch (layout) {
-    case ScaleLayout::PerTensor: return {};
-    case ScaleLayout::PerRow: return {rows};
-    case ScaleLayout::Tiles1x128: return {rows, ceil_div(cols, kGroupEdge)};
-    case ScaleLayout::Blocks128x128: return {ceil_div(rows, kGroupEdge), ceil_div(cols, kGroupEdge)};
-  }
-  return {};
-}
-
 kernels::Fp8ScaleRule scale_rule(Format format, int margin) {
   MT_CHECK(margin >= 0 && margin <= 64, "fp8: margin must be a whole number from 0 to 64, got {}", margin);
   return {max_finite(format), std::ldexp(1.0f, -margin)};
@@ -83,6 +71,17 @@ std::string_view layout_name(ScaleLayout layout) {
     case ScaleLayout::Blocks128x128: return "128x128";
   }
   return "?";
+}
+
+Shape scale_shape(const Shape& sizes, ScaleLayout layout) {
+  const auto [rows, cols] = rows_cols(sizes);
+  switch (layout) {
+    case ScaleLayout::PerTensor: return {};
+    case ScaleLayout::PerRow: return {rows};
+    case ScaleLayout::Tiles1x128: return {rows, ceil_div(cols, kGroupEdge)};
+    case ScaleLayout::Blocks128x128: return {ceil_div(rows, kGroupEdge), ceil_div(cols, kGroupEdge)};
+  }
+  return {};
 }
 
 Fp8Tensor Fp8Tensor::t() const {
@@ -221,6 +220,13 @@ Fp8Tensor along_m(LinearScaling& scaling, Fp8Role role, const Fp8Tensor& along_k
   return scaling.transposes(role) ? along_k.t() : scaling.quantize(role, high_precision.t().contiguous());
 }
 
+// A saved operand's bytes (data and scales) in the ledger's FP8 category;
+// only while Other, so a scale shared with delayed scaling's state stays there.
+void file_saved(const Fp8Tensor& q, MemoryCategory category) {
+  tag_memory_if_other(q.data, category);
+  tag_memory_if_other(q.scale_inv, category);
+}
+
 }  // namespace
 
 Region* active_region() { return current_region; }
@@ -260,6 +266,9 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     if (need_x) saved_w = qw;
   }
   if (!need_x && !need_w && !need_b) return out;
+  file_saved(saved_x, MemoryCategory::Fp8Activations);
+  file_saved(saved_w, MemoryCategory::Fp8WeightCasts);
+  scaling.note_saved_for_backward(m, need_w, need_x);
   // saves: input (FP8 + scales, along M: what the weight gradient reads), weight (FP8 + scales)
   return autograd::record(in, out,
                 [sx = std::move(saved_x), sw = std::move(saved_w), scaling = &scaling, x_shape = x.sizes(),

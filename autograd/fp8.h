@@ -31,6 +31,8 @@ float max_finite(Format format);  // 448, 57344
 
 enum class ScaleLayout { PerTensor, PerRow, Tiles1x128, Blocks128x128 };
 std::string_view layout_name(ScaleLayout layout);  // "tensor", "row", "1x128", "128x128"
+// The shape of the scales a tensor of `sizes` has in `layout` (below).
+Shape scale_shape(const Shape& sizes, ScaleLayout layout);
 
 struct Fp8Tensor {
   Tensor data;       // kF8E4M3 or kF8E5M2, contiguous, the logical shape
@@ -94,6 +96,9 @@ class LinearScaling {
   virtual ~LinearScaling() = default;
   virtual Fp8Tensor quantize(Fp8Role role, const Tensor& x) = 0;
   virtual bool transposes(Fp8Role role) const = 0;
+  // After a forward that recorded on the tape: its rows (M) and whether it
+  // saved the input and the weight (the memory theory reads them).
+  virtual void note_saved_for_backward(int64_t /*rows*/, bool /*input*/, bool /*weight*/) {}
 };
 
 // y = x W^T + b with its three GEMMs in FP8 and f32 accumulation:
@@ -102,8 +107,9 @@ class LinearScaling {
 // is in the autocast dtype when autocast is on (else x's dtype); the weight
 // and bias gradients come back in their own dtype (f32 masters), the input
 // gradient in x's. Saves x (along M, as the weight gradient reads it) and W
-// as FP8 + scales: one byte per element, half of bf16's. `scaling` must
-// outlive the backward pass.
+// as FP8 + scales: one byte per element, half of bf16's, filed in the memory
+// ledger as fp8_activations and fp8_weight_casts. `scaling` must outlive
+// the backward pass.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearScaling& scaling);
 
 // An FP8 region (amp::Fp8Autocast installs one): while it is active on this

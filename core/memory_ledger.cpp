@@ -17,6 +17,9 @@ const char* memory_category_name(MemoryCategory category) {
     case MemoryCategory::OptimizerState: return "optimizer_state";
     case MemoryCategory::Activations: return "activations";
     case MemoryCategory::AutocastCache: return "autocast_cache";
+    case MemoryCategory::Fp8Activations: return "fp8_activations";
+    case MemoryCategory::Fp8WeightCasts: return "fp8_weight_casts";
+    case MemoryCategory::Fp8State: return "fp8_state";
     case MemoryCategory::Workspace: return "workspace";
     case MemoryCategory::Data: return "data";
     case MemoryCategory::Other: return "other";

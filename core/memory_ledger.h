@@ -5,7 +5,8 @@
 // thread (Other when none) and is re-filed by the layer that learns what it
 // is: nn files parameters and buffers, the autograd engine the gradients it
 // writes into .grad and the tensors a backward node saves, autocast its
-// weight-cast cache, the optimizers their state and master weights, the
+// weight-cast cache, the FP8 Linear the FP8 tensors it saves and delayed
+// scaling its histories, the optimizers their state and master weights, the
 // trainer its batches, kernels their workspaces. Re-filing moves the bytes
 // between categories, so the totals stay exact.
 //
@@ -33,11 +34,14 @@ enum class MemoryCategory : uint8_t {
   OptimizerState,  // Adam's moments, SGD's momentum, step counts
   Activations,     // tensors saved for backward
   AutocastCache,   // autocast's low-precision copies of weights
+  Fp8Activations,  // FP8 inputs an FP8 Linear saves for backward, with their scales
+  Fp8WeightCasts,  // FP8 copies of weights an FP8 Linear saves, with their scales
+  Fp8State,        // delayed scaling's amax histories and scales
   Workspace,       // scratch of cuBLASLt, cuDNN and mixtape's own kernels
   Data,            // batches (and their staging buffers)
   Other,           // everything else: temporaries, outputs, gradients in flight
 };
-inline constexpr int kMemoryCategories = 9;
+inline constexpr int kMemoryCategories = 12;
 const char* memory_category_name(MemoryCategory category);
 
 struct MemoryLedger {

@@ -192,18 +192,22 @@ TEST_CASE("fp8 region: a fused head and a computed weight stay high precision (b
 }
 
 // Catches Fp8State keeping a dead Linear's histories for the rest of the run.
-TEST_CASE("fp8 state: update drops the state of Linears whose weight died (bug: a leak)", "[fp8]") {
+TEST_CASE("fp8 state: update drops the state of Linears whose weight died (bug: a leak)", "[fp8][memory_ledger]") {
   Generator gen(7);
   amp::Fp8State state(amp::Fp8Recipe::delayed_scaling({64, amp::AmaxAlgo::Max, 0}));
+  const int64_t before = memory_ledger(kCPU)[MemoryCategory::Fp8State];
   {
     nn::Linear layer(16, 8);
     amp::Autocast autocast(kCPU, kBF16);
     amp::Fp8Autocast region(state);
     sum(layer.forward(randn({3, 16}, kF32, kCPU, &gen)).to(kF32)).backward();
     CHECK(state.linears() == 1);
+    CHECK(memory_ledger(kCPU)[MemoryCategory::Fp8State] - before == 3 * (64 + 2) * 4);
+    CHECK(state.memory_theory().state == 3 * (64 + 2) * 4);
   }
   state.update();
   CHECK(state.linears() == 0);
+  CHECK(memory_ledger(kCPU)[MemoryCategory::Fp8State] == before);
 }
 
 TEST_CASE("fp8 statistics count saturated and flushed elements (bug: a stale scale's overflow not seen)",

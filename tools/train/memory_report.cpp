@@ -46,6 +46,9 @@ int64_t theory_bytes(const MemoryTheory& theory, MemoryCategory category) {
     case MemoryCategory::Gradients: return theory.gradients;
     case MemoryCategory::MasterWeights: return theory.master_weights;
     case MemoryCategory::OptimizerState: return theory.optimizer_state;
+    case MemoryCategory::Fp8Activations: return theory.fp8_activations;
+    case MemoryCategory::Fp8WeightCasts: return theory.fp8_weight_casts;
+    case MemoryCategory::Fp8State: return theory.fp8_state;
     default: return -1;
   }
 }
@@ -63,6 +66,7 @@ void print_memory_report(std::FILE* out, const MemoryLedger& ledger, const Memor
   for (MemoryCategory c : all_memory_categories()) {
     const auto i = static_cast<size_t>(c);
     const int64_t theory_figure = theory_bytes(theory, c);
+    if (theory_figure < 0 && ledger.peak[i] == 0) continue;
     const double share = ledger.total_peak > 0
                              ? 100.0 * static_cast<double>(ledger.at_peak[i]) / static_cast<double>(ledger.total_peak)
                              : 0.0;

@@ -9,8 +9,11 @@
 //                    momentum: state is f32 whenever the parameter or its
 //                    master is, else in s bytes; + 4 bytes of step count.
 // So FP32 AdamW is 4 + 4 + 4 + 4 bytes per parameter, and f16 parameters
-// with f32 masters 2 + 2 + 4 + 4 + 4. Activations, the autocast cache,
-// workspace and data have no closed form here: the ledger measures them.
+// with f32 masters 2 + 2 + 4 + 4 + 4. FP8 training's saved inputs, weight
+// casts and delayed-scaling state follow amp::Fp8State::memory_theory (the
+// saved inputs have none when activation checkpointing recomputes them).
+// Activations, the autocast cache, workspace and data have no closed form
+// here: the ledger measures them.
 #pragma once
 
 #include <array>
@@ -27,6 +30,10 @@ struct MemoryTheory {
   int64_t gradients = 0;
   int64_t master_weights = 0;
   int64_t optimizer_state = 0;
+  // FP8 training's (-1: no theory, the run is not FP8 or recomputes them).
+  int64_t fp8_activations = -1;
+  int64_t fp8_weight_casts = -1;
+  int64_t fp8_state = -1;
 };
 
 // Every category, in the enum's order.
@@ -51,7 +58,8 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int opt
 // The theory's figure for `category`, or -1 where it has none.
 int64_t theory_bytes(const MemoryTheory& theory, MemoryCategory category);
 
-// A table: each category at the total's peak, its own peak, and the theory.
+// A table: each category at the total's peak, its own peak, and the theory
+// (a category with no bytes and no theory is left out).
 void print_memory_report(std::FILE* out, const MemoryLedger& ledger, const MemoryTheory& theory,
                          const std::string& device);
 

@@ -258,13 +258,15 @@ const char* category_color(const std::string& category) {
   static const std::map<std::string, const char*> colors = {
       {"parameters", "#4e79a7"},      {"master_weights", "#a0cbe8"}, {"gradients", "#f28e2b"},
       {"optimizer_state", "#59a14f"}, {"activations", "#e15759"},    {"autocast_cache", "#b07aa1"},
+      {"fp8_activations", "#ff9da7"}, {"fp8_weight_casts", "#edc948"}, {"fp8_state", "#76b7b2"},
       {"workspace", "#9c755f"},       {"data", "#bab0ac"},           {"other", "#79706e"}};
   auto it = colors.find(category);
   return it == colors.end() ? "#cccccc" : it->second;
 }
 
 // The memory ledger at the training peak, one stacked bar per run, and a
-// tick where the theory's parameters + gradients + masters + optimizer state end.
+// tick where the theory's parameters + gradients + masters + optimizer state
+// (+ FP8's saved tensors and state) end.
 std::string ledger_chart(const std::vector<RunRecord>& runs) {
   std::vector<std::pair<std::string, nlohmann::json>> ledgers;
   for (const RunRecord& r : runs) {
@@ -283,7 +285,8 @@ std::string ledger_chart(const std::vector<RunRecord>& runs) {
   if (ledgers.empty()) return "";
   double most = 0;
   // The theory's four categories first, so its tick ends where they do.
-  std::vector<std::string> categories = {"parameters", "master_weights", "gradients", "optimizer_state"};
+  std::vector<std::string> categories = {"parameters",      "master_weights",   "gradients", "optimizer_state",
+                                         "fp8_activations", "fp8_weight_casts", "fp8_state"};
   for (const auto& [label, ledger] : ledgers) {
     double total = 0, theory = 0;
     if (ledger.contains("at_peak") && ledger["at_peak"].is_object()) {
@@ -305,7 +308,7 @@ std::string ledger_chart(const std::vector<RunRecord>& runs) {
   std::string svg = fmt::format(
       "<figure><figcaption>Memory ledger at the training peak (bytes by category, the dataset held in memory left "
       "out; the black tick is the theory of parameters + gradients + master weights + optimizer "
-      "state)</figcaption><svg id=\"plot-ledger\" "
+      "state, and FP8 training's saved tensors and state)</figcaption><svg id=\"plot-ledger\" "
       "xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" role=\"img\">",
       width, height);
   const double scale = most > 0 ? (width - left - right) / most : 0;

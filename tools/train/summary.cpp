@@ -24,6 +24,12 @@ void fill_summary(TrainingRun& r) {
   summary.memory_theory =
       memory_theory(*r.model, r.c.precision.master_weights, optimizer_states(r.c),
                     {.world = r.world, .ddp = r.ddp != nullptr, .shard_optimizer = r.c.parallel.shard_optimizer});
+  if (r.fp8) {
+    const amp::Fp8MemoryTheory fp8 = r.fp8->memory_theory();
+    summary.memory_theory.fp8_activations = r.c.memory.checkpoint_activations ? -1 : fp8.activations;
+    summary.memory_theory.fp8_weight_casts = fp8.weight_casts;
+    summary.memory_theory.fp8_state = fp8.state;
+  }
   summary.host_syncs_per_step =
       r.steady_steps > 0 ? static_cast<double>(r.steady_syncs) / static_cast<double>(r.steady_steps) : 0.0;
 }
