@@ -1,12 +1,13 @@
-// What the fused attention kernels share (private to kernels/attention):
-// which (query, key) pairs a mask keeps, where a [B, H, T, D] row lives, the
-// dtype visit, and the per-rung launchers the entry points call.
+// What the fused CUDA/sim attention kernels share (private to
+// kernels/attention): the mask and dropout rules of math.h, where a
+// [B, H, T, D] row lives, the dtype visit, and the per-rung launchers the
+// entry points call.
 #pragma once
 
 #include <cstdint>
 
-#include "core/philox.h"
 #include "kernels/attention/api.h"
+#include "kernels/attention/math.h"
 #include "kernels/common/element.h"
 #include "runtime/launch.h"
 
@@ -14,38 +15,10 @@ namespace mt::MT_KERNEL_NS::attention {
 
 using kernels::AttentionProblem;
 
-// What the masks add to the scaled score of query `i` and key `j` of head
-// `bh` (= b * heads + h): -inf outside the query or key range, in the causal future,
-// on padding or where a bool attn_mask is false; else a float attn_mask's
-// value, or 0.
-__device__ __forceinline__ float score_bias(const AttentionProblem& p, int64_t bh, int64_t i, int64_t j) {
-  constexpr float kMasked = -INFINITY;
-  // Rows and keys past the ends (the padding of a tile) read no mask memory.
-  if (i >= p.q_len || j >= p.k_len || (p.causal && j > i)) return kMasked;
-  const int64_t b = bh / p.heads;
-  if (p.key_padding != nullptr && p.key_padding[b * p.k_len + j]) return kMasked;
-  if (p.keep_mask == nullptr && p.bias_mask == nullptr) return 0.0f;
-  const int64_t* s = p.mask_strides;
-  const int64_t at = b * s[0] + (bh - b * p.heads) * s[1] + i * s[2] + j * s[3];
-  if (p.keep_mask != nullptr) return p.keep_mask[at] ? 0.0f : kMasked;
-  return p.bias_mask[at];
-}
-
-// The last key any query of [first_query, first_query + rows) may see: with
-// a causal mask the key loop of a query tile stops there.
-__device__ __forceinline__ int64_t key_end(const AttentionProblem& p, int64_t first_query, int64_t rows) {
-  if (!p.causal) return p.k_len;
-  const int64_t end = first_query + rows;
-  return end < p.k_len ? end : p.k_len;
-}
-
-// What dropout multiplies the probability of (query i, key j) of head bh by:
-// 0 when dropped, dropout_scale when kept, 1 without dropout.
-__device__ __forceinline__ float dropout_factor(const AttentionProblem& p, int64_t bh, int64_t i, int64_t j) {
-  if (p.dropout_p <= 0.0f) return 1.0f;
-  const auto element = static_cast<uint64_t>((bh * p.q_len + i) * p.k_len + j);
-  return philox_uniform(p.dropout_seed, p.dropout_offset, element) >= p.dropout_p ? p.dropout_scale : 0.0f;
-}
+// The mask, causal and dropout rules, shared with the CPU kernel (math.h).
+using ::mt::kernels::attention::dropout_factor;
+using ::mt::kernels::attention::key_end;
+using ::mt::kernels::attention::score_bias;
 
 // Element offset of row `t` of head `bh` (= b * heads + h) in a [B, H, T, width] buffer.
 __device__ __forceinline__ int64_t row_offset(int64_t bh, int64_t length, int64_t t, int64_t width) {
