@@ -33,7 +33,7 @@
   X(Conv2d, "conv2d", LowerPrecision,                                                                                 \
     "input, weight (compute dtype; input only if weight needs grad, weight only if input does)")                      \
   X(ScaledDotProductAttention, "scaled_dot_product_attention", LowerPrecision,                                        \
-    "q, k, v, output (compute dtype), lse (f32 per row), masks; reference path (CPU): its steps' nodes")              \
+    "q, k, v, output, lse (compute dtype; lse f32 per row; the masks given); reference path (f64, math): its nodes")  \
   /* the GEMMs; the loss inside is f32 (as softmax statistics are in attention) */                                    \
   X(LinearCrossEntropy, "linear_cross_entropy", LowerPrecision,                                                       \
     "hidden, weight, target, stats, count (compute dtype; f32 stats: max, lse per row; count: mean only)")            \

@@ -1,11 +1,12 @@
 // scaled_dot_product_attention. Two implementations:
 // - the reference path: matmul -> mask -> softmax -> dropout -> matmul, each
-//   step an existing differentiable op, so its backward is theirs. It runs on
-//   the CPU, for f64, and for whatever the fused kernels do not take (saying
-//   so once in the log); the fused kernels are tested against it.
-// - the fused kernels (kernels/attention/attention.h, kernels/attention/ladder/) on SIM
-//   and CUDA tensors: the T x T scores are never stored, only out and each
-//   row's log-sum-exp are saved for backward. MT_ATTENTION=math turns them off.
+//   step an existing differentiable op, so its backward is theirs. It runs
+//   for f64 and for whatever the fused kernels do not take (saying so once
+//   in the log); the fused kernels are tested against it.
+// - the fused kernels (kernels/attention/attention.h): the ladder's on SIM
+//   and CUDA tensors, cpu.cpp's on the CPU. The T x T scores are never
+//   stored; only out and each row's log-sum-exp are saved for backward.
+//   MT_ATTENTION=math turns them off.
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -197,8 +198,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   // The steps inside run in the dtype chosen above (softmax's kernel keeps f32 statistics).
   const amp::Autocast inside(q.device(), amp::autocast_dtype(q.device()), /*enabled=*/false);
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-  if (!q.device().is_cpu() && q.dtype() != kF64 &&
-      kernels::attention_backend_from_env() == kernels::AttentionBackend::Own) {
+  if (q.dtype() != kF64 && kernels::attention_backend_from_env() == kernels::AttentionBackend::Own) {
     const Tensor& mask = float_mask ? in[3] : mask_in;
     const std::string gap = fused_attention_gap(q, k, v, mask);
     if (gap.empty()) return fused_attention(in, mask, options, scale);

@@ -1,9 +1,9 @@
-// Fused attention (flash-attention style) for SIM and CUDA tensors: the
+// Fused attention (flash-attention style): on SIM and CUDA tensors the
 // kernels of kernels/attention/ladder/ (the ladder and its speeds are in that
-// folder's README). The op, scaled_dot_product_attention
-// (autograd/ops_attention.cpp), decides when they run; everywhere else it
-// runs the reference path (matmul -> softmax -> matmul), which is also the
-// CPU's implementation.
+// folder's README), on the CPU cpu.cpp's tiled kernel. The op,
+// scaled_dot_product_attention (autograd/ops_attention.cpp), decides when
+// they run; everywhere else it runs the reference path
+// (matmul -> softmax -> matmul).
 //
 // Tensors are [B, H, T, D] of one dtype (f32, f16 or bf16) on one device;
 // they are made contiguous here. lse is f32 [B, H, Tq].
@@ -15,14 +15,15 @@
 #include <initializer_list>
 
 #include "kernels/attention/api.h"
+#include "kernels/attention/cpu.h"
 #include "kernels/common/dispatch_helpers.h"
 #include "kernels/dispatch.h"
 
 namespace mt::kernels {
 
-// Which implementation scaled_dot_product_attention uses on SIM and CUDA
-// tensors, from MT_ATTENTION: auto (or unset) and own run the fused kernels
-// where they apply; math always runs the reference path.
+// Which implementation scaled_dot_product_attention uses on f32/f16/bf16
+// tensors of any device, from MT_ATTENTION: auto (or unset) and own run the
+// fused kernels where they apply; math always runs the reference path.
 enum class AttentionBackend { Own, Math };
 
 inline AttentionBackend attention_backend_from_env() {
@@ -105,15 +106,19 @@ inline void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& attn_mask, AttentionProblem problem, AttentionKernel kernel,
                               const Tensor& out, const Tensor& lse) {
   const Backend backend = backend_for(out.device(), "attention_forward");
-  MT_CHECK(backend != Backend::Cpu, "attention_forward: the fused kernels run on sim or CUDA tensors");
   using namespace device_buffers;
   const DType dtype = q.dtype();
-  const KernelDType kd = kernel_dtype(dtype, "attention_forward");
   const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, attn_mask, problem);
   const Tensor vout = output_buffer(out, dtype), vlse = output_buffer(lse, kF32);
-  if (!detail::sixteen_byte_aligned({in.q, in.k, in.v})) kernel = AttentionKernel::V2Scalar;
-  MT_DEVICE_CALL(backend, attention_forward, kd, problem, kernel, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(),
-                 vout.data_ptr(), static_cast<float*>(vlse.data_ptr()), launch_stream(out.device()));
+  if (backend == Backend::Cpu) {
+    cpu::attention_forward(dtype, problem, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(), vout.data_ptr(),
+                           static_cast<float*>(vlse.data_ptr()));
+  } else {
+    if (!detail::sixteen_byte_aligned({in.q, in.k, in.v})) kernel = AttentionKernel::V2Scalar;
+    MT_DEVICE_CALL(backend, attention_forward, kernel_dtype(dtype, "attention_forward"), problem, kernel,
+                   in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(), vout.data_ptr(),
+                   static_cast<float*>(vlse.data_ptr()), launch_stream(out.device()));
+  }
   finish_output(vout, out);
   finish_output(vlse, lse);
 }
@@ -124,19 +129,23 @@ inline void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
                                AttentionProblem problem, AttentionKernel kernel, const Tensor& grad_q,
                                const Tensor& grad_k, const Tensor& grad_v) {
   const Backend backend = backend_for(grad_q.device(), "attention_backward");
-  MT_CHECK(backend != Backend::Cpu, "attention_backward: the fused kernels run on sim or CUDA tensors");
   using namespace device_buffers;
   const DType dtype = q.dtype();
-  const KernelDType kd = kernel_dtype(dtype, "attention_backward");
   const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, attn_mask, problem);
   const Tensor cout = contiguous_as(out, dtype), cdo = contiguous_as(grad_out, dtype), clse = contiguous_as(lse, kF32);
-  const Tensor delta = empty({problem.batch, problem.heads, problem.q_len}, kF32, q.device());
   const Tensor dq = output_buffer(grad_q, dtype), dk = output_buffer(grad_k, dtype), dv = output_buffer(grad_v, dtype);
-  if (!detail::sixteen_byte_aligned({in.q, in.k, in.v, cdo})) kernel = AttentionKernel::V2Scalar;
-  MT_DEVICE_CALL(backend, attention_backward, kd, problem, kernel, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(),
-                 cout.data_ptr(), cdo.data_ptr(), static_cast<const float*>(clse.data_ptr()),
-                 static_cast<float*>(delta.data_ptr()), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
-                 launch_stream(grad_q.device()));
+  const auto* lse_data = static_cast<const float*>(clse.data_ptr());
+  if (backend == Backend::Cpu) {
+    cpu::attention_backward(dtype, problem, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(), cout.data_ptr(),
+                            cdo.data_ptr(), lse_data, dq.data_ptr(), dk.data_ptr(), dv.data_ptr());
+  } else {
+    const Tensor delta = empty({problem.batch, problem.heads, problem.q_len}, kF32, q.device());
+    if (!detail::sixteen_byte_aligned({in.q, in.k, in.v, cdo})) kernel = AttentionKernel::V2Scalar;
+    MT_DEVICE_CALL(backend, attention_backward, kernel_dtype(dtype, "attention_backward"), problem, kernel,
+                   in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(), cout.data_ptr(), cdo.data_ptr(), lse_data,
+                   static_cast<float*>(delta.data_ptr()), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
+                   launch_stream(grad_q.device()));
+  }
   finish_output(dq, grad_q);
   finish_output(dk, grad_k);
   finish_output(dv, grad_v);

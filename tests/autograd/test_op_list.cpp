@@ -181,6 +181,15 @@ std::vector<Probe> probes() {
        {v},
        [](auto& x) { return gather(x[0], 1, zeros({64, 4}, kI64)); },
        {{"index", i64_bytes({64, 4})}, {"input", vb}, {"output", f32_bytes({64, 4})}}},
+      // The CPU's fused kernel (cpu.cpp): beside q, k, v and out, one f32 lse per query row
+      {amp::Op::ScaledDotProductAttention,
+       {{1, 2, 16, 8}, {1, 2, 16, 8}, {1, 2, 16, 8}},
+       [](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
+       {{"q", f32_bytes({1, 2, 16, 8})},
+        {"k", f32_bytes({1, 2, 16, 8})},
+        {"v", f32_bytes({1, 2, 16, 8})},
+        {"output", f32_bytes({1, 2, 16, 8})},
+        {"lse", f32_bytes({1, 2, 16})}}},
       // FP8: one byte per element and one f32 scale for each saved operand
       {amp::Op::Fp8Linear,
        {v, {32, 64}},
@@ -198,9 +207,8 @@ std::vector<Probe> probes() {
 
 // Rows with no probe, and why: their own call records another op's node.
 const std::set<amp::Op> kComposite{
-    amp::Op::MatMul,                     // views around one bmm node
-    amp::Op::MseLoss,                    // sub, square and mean nodes
-    amp::Op::ScaledDotProductAttention,  // on the CPU, the reference path's nodes (fused: test_sim_attention)
+    amp::Op::MatMul,   // views around one bmm node
+    amp::Op::MseLoss,  // sub, square and mean nodes
 };
 
 // The bytes the op's own tape node keeps alive, its saved output included:

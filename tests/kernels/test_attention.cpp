@@ -1,16 +1,18 @@
-// The fused attention kernels (kernels/attention/ladder/: v2 scalar, v3 Tensor
-// Core) on the CUDA path (sim without a GPU) against the reference path in
-// f64 on the CPU, forward and backward, with every mask they take; the op
-// choosing them, falling back, and MT_ATTENTION.
+// The fused attention kernels against the reference path in f64, forward
+// and backward, with every mask they take: the CPU's (kernels/attention/
+// cpu.cpp) and the CUDA path's (kernels/attention/ladder/: v2 scalar, v3
+// Tensor Core; sim without a GPU); the op choosing them, falling back, and
+// MT_ATTENTION.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "core/threads.h"
 #include "kernels/attention/attention.h"
-#include "runtime/launch_check.h"
 #include "mixtape.h"
+#include "runtime/launch_check.h"
 #include "test_util.h"
 #include "tests/kernels/sim_tensor_util.h"
 
@@ -93,6 +95,15 @@ Result run(const Inputs& in, const AttentionOptions& options) {
   return {out, in.q.grad(), in.k.grad(), in.v.grad()};
 }
 
+// out and the three gradients of `got` against `want`, within `tol`.
+void check_all(const Result& got, const Result& want, double tol) {
+  const auto f64 = [](const Tensor& t) { return t.to(kCPU).to(kF64); };
+  check_close(f64(got.out), f64(want.out), tol, "out");
+  check_close(f64(got.dq), f64(want.dq), tol, "grad q");
+  check_close(f64(got.dk), f64(want.dk), tol, "grad k");
+  check_close(f64(got.dv), f64(want.dv), tol, "grad v");
+}
+
 Inputs with_grad(Inputs in) {
   in.q.requires_grad_(true);
   in.k.requires_grad_(true);
@@ -124,6 +135,15 @@ Tensor reference_lse(const Case& c, const Tensor& q, const Tensor& k, const Tens
 // The profile table's row for `kernel` exists.
 bool ran(const std::string& kernel) { return kernels::profile_report(200).find(kernel) != std::string::npos; }
 
+// The fused kernels made `out`: its node is the op's own (the reference
+// path's last node is its matmul's).
+bool fused(const Tensor& out) {
+  return out.grad_fn() != nullptr && out.grad_fn()->name() == std::string("scaled_dot_product_attention");
+}
+
+// Both back ends of the fused op: the CPU's kernel and the CUDA path's.
+const std::vector<Device> kDevices = {kCPU, kCudaPath};
+
 }  // namespace
 
 // Catches: a running max not rescaling the sum and accumulator (wrong when a
@@ -131,28 +151,30 @@ bool ran(const std::string& kernel) { return kernels::profile_report(200).find(k
 // off by one at tile edges, padding read for the wrong batch or meaning,
 // keys past the end of a ragged tile counted, lse not m + log l, a head
 // offset using the wrong length, and in backward: delta not rowsum(dO * O),
-// ds missing the scale, grad_k/grad_v missing queries of another query tile.
+// ds missing the scale, grad_k/grad_v missing queries of another query tile
+// (the CPU's tiles are 64 x 64: the cases cross them too).
 TEST_CASE("fused attention matches the f64 reference forward and backward in f32, f16 and bf16", "[attention][sim]") {
-  for (const DType dtype : {kF32, kF16, kBF16}) {
-    for (const Case& c : kCases) {
-      INFO(c.name << " in " << dtype_name(dtype));
-      const Inputs device_in = with_grad(make_inputs(c, dtype, kCudaPath, 11));
-      const Inputs cpu_in = to_cpu_f64(device_in, true);
-      kernels::profile_reset();
-      kernels::set_profiling(true);
-      const Result got = run(device_in, options_of(c, kCudaPath));
-      kernels::set_profiling(false);
-      const Result want = run(cpu_in, options_of(c, kCPU));
-      const bool tensor_cores = dtype != kF32 && c.head_dim == c.value_dim && c.head_dim % 64 == 0;
-      CHECK(ran(tensor_cores ? "attention_v3_forward" : "attention_v2_forward"));
-      CHECK(ran(tensor_cores ? "attention_v3_grad_kv" : "attention_v2_grad_kv"));
-      CHECK(ran(tensor_cores ? "attention_v3_grad_q" : "attention_v2_grad_q"));
-      CHECK_FALSE(ran("softmax_forward_kernel"));  // the reference path did not run
-      const double tol = dtype_tolerance(dtype);
-      check_matches(got.out.to(kF64), want.out, tol, "out");
-      check_matches(got.dq.to(kF64), want.dq, tol, "grad q");
-      check_matches(got.dk.to(kF64), want.dk, tol, "grad k");
-      check_matches(got.dv.to(kF64), want.dv, tol, "grad v");
+  for (const Device device : kDevices) {
+    for (const DType dtype : {kF32, kF16, kBF16}) {
+      for (const Case& c : kCases) {
+        INFO(c.name << " in " << dtype_name(dtype) << " on " << device.str());
+        const Inputs device_in = with_grad(make_inputs(c, dtype, device, 11));
+        const Inputs cpu_in = to_cpu_f64(device_in, true);
+        kernels::profile_reset();
+        kernels::set_profiling(true);
+        const Result got = run(device_in, options_of(c, device));
+        kernels::set_profiling(false);
+        const Result want = run(cpu_in, options_of(c, kCPU));
+        CHECK(fused(got.out));
+        if (device == kCudaPath) {
+          const bool tensor_cores = dtype != kF32 && c.head_dim == c.value_dim && c.head_dim % 64 == 0;
+          CHECK(ran(tensor_cores ? "attention_v3_forward" : "attention_v2_forward"));
+          CHECK(ran(tensor_cores ? "attention_v3_grad_kv" : "attention_v2_grad_kv"));
+          CHECK(ran(tensor_cores ? "attention_v3_grad_q" : "attention_v2_grad_q"));
+          CHECK_FALSE(ran("softmax_forward_kernel"));  // the reference path did not run
+        }
+        check_all(got, want, dtype_tolerance(dtype));
+      }
     }
   }
   kernels::profile_reset();
@@ -192,30 +214,33 @@ TEST_CASE("attention ladder: v2 and v3 give the same out and lse", "[attention][
 // the keys' gradients through delta.
 TEST_CASE("fused attention: a row with every key masked is NaN and leaves the other gradients finite",
           "[attention][sim]") {
-  for (const DType dtype : {kF32, kF16}) {
-    INFO(dtype_name(dtype));
-    const Case c{"all padding in batch 0", 2, 1, 5, 64, 64, 64, false, true};
-    Inputs in = with_grad(make_inputs(c, dtype, kCudaPath, 31));
-    AttentionOptions options;
-    std::vector<double> bits(static_cast<size_t>(2 * c.k_len), 0.0);
-    for (int64_t j = 0; j < c.k_len; ++j) bits[static_cast<size_t>(j)] = 1.0;  // batch 0: every key is padding
-    options.key_padding_mask = from_vector(bits, {2, c.k_len}, kBool, kCudaPath);
-    const Tensor out = scaled_dot_product_attention(in.q, in.k, in.v, options);
-    const std::vector<double> values = out.to(kCPU).to_vector();
-    const size_t per_batch = values.size() / 2;
-    for (size_t e = 0; e < values.size(); ++e) {
-      if (e < per_batch) {
-        CHECK(std::isnan(values[e]));
-      } else {
-        CHECK(std::isfinite(values[e]));
+  for (const Device device : kDevices) {
+    for (const DType dtype : {kF32, kF16}) {
+      INFO(dtype_name(dtype) << " on " << device.str());
+      const Case c{"all padding in batch 0", 2, 1, 5, 64, 64, 64, false, true};
+      Inputs in = with_grad(make_inputs(c, dtype, device, 31));
+      AttentionOptions options;
+      std::vector<double> bits(static_cast<size_t>(2 * c.k_len), 0.0);
+      for (int64_t j = 0; j < c.k_len; ++j) bits[static_cast<size_t>(j)] = 1.0;  // batch 0: every key is padding
+      options.key_padding_mask = from_vector(bits, {2, c.k_len}, kBool, device);
+      const Tensor out = scaled_dot_product_attention(in.q, in.k, in.v, options);
+      CHECK(fused(out));
+      const std::vector<double> values = out.to(kCPU).to_vector();
+      const size_t per_batch = values.size() / 2;
+      for (size_t e = 0; e < values.size(); ++e) {
+        if (e < per_batch) {
+          CHECK(std::isnan(values[e]));
+        } else {
+          CHECK(std::isfinite(values[e]));
+        }
       }
+      // Backward from batch 1's rows only: every gradient finite, batch 0's q gradient zero.
+      sum(mul(out.select(0, 1), in.weight.select(0, 1))).backward();
+      for (const Tensor* g : {&in.q, &in.k, &in.v}) {
+        for (double x : g->grad().to(kCPU).to_vector()) REQUIRE(std::isfinite(x));
+      }
+      for (double x : in.q.grad().select(0, 0).to(kCPU).to_vector()) CHECK(x == 0.0);
     }
-    // Backward from batch 1's rows only: every gradient finite, batch 0's q gradient zero.
-    sum(mul(out.select(0, 1), in.weight.select(0, 1))).backward();
-    for (const Tensor* g : {&in.q, &in.k, &in.v}) {
-      for (double x : g->grad().to(kCPU).to_vector()) REQUIRE(std::isfinite(x));
-    }
-    for (double x : in.q.grad().select(0, 0).to(kCPU).to_vector()) CHECK(x == 0.0);
   }
 }
 
@@ -223,37 +248,30 @@ TEST_CASE("fused attention: a row with every key masked is NaN and leaves the ot
 // wrong dim, a float mask scaled with the scores or dropped in backward's
 // recomputed probabilities, and broadcast dims read with their real strides.
 TEST_CASE("fused attention takes bool and float attn_masks that broadcast to the scores", "[attention][sim]") {
-  for (const DType dtype : {kF32, kF16, kBF16}) {
-    const Case c{"masked", 2, 2, 37, 45, 64, 64};
-    INFO(dtype_name(dtype));
-    const Inputs device_in = with_grad(make_inputs(c, dtype, kCudaPath, 71));
-    const Inputs cpu_in = to_cpu_f64(device_in, true);
-    std::vector<double> keep(static_cast<size_t>(c.q_len * c.k_len));
-    for (size_t e = 0; e < keep.size(); ++e) keep[e] = (e * 7 % 5 != 0) || e % static_cast<size_t>(c.k_len) == 0;
-    const Tensor bool_mask = from_vector(keep, {c.q_len, c.k_len}, kBool);
-    const Tensor float_mask = random_tensor({c.batch, 1, c.q_len, c.k_len}, kF32, kCPU, 72, -2, 2);
-    for (const Tensor& mask : {bool_mask, float_mask}) {
-      INFO((mask.dtype() == kBool ? "bool [Tq, Tk]" : "float [B, 1, Tq, Tk]"));
-      AttentionOptions on_device, on_cpu;
-      on_device.attn_mask = mask.dtype() == kBool ? mask.to(kCudaPath) : mask.to(dtype).to(kCudaPath);
-      on_cpu.attn_mask = mask.dtype() == kBool ? mask : on_device.attn_mask.to(kCPU).to(kF64);
-      kernels::profile_reset();
-      kernels::set_profiling(true);
-      const Result got = run(device_in, on_device);
-      kernels::set_profiling(false);
-      CHECK_FALSE(ran("softmax_forward_kernel"));
-      const Result want = run(cpu_in, on_cpu);
-      const double tol = dtype_tolerance(dtype);
-      check_matches(got.out.to(kF64), want.out, tol, "out");
-      check_matches(got.dq.to(kF64), want.dq, tol, "grad q");
-      check_matches(got.dk.to(kF64), want.dk, tol, "grad k");
-      check_matches(got.dv.to(kF64), want.dv, tol, "grad v");
-      for (const Tensor* t : {&device_in.q, &device_in.k, &device_in.v, &cpu_in.q, &cpu_in.k, &cpu_in.v}) {
-        t->set_grad(Tensor());
+  for (const Device device : kDevices) {
+    for (const DType dtype : {kF32, kF16, kBF16}) {
+      const Case c{"masked", 2, 2, 37, 45, 64, 64};
+      INFO(dtype_name(dtype) << " on " << device.str());
+      const Inputs device_in = with_grad(make_inputs(c, dtype, device, 71));
+      const Inputs cpu_in = to_cpu_f64(device_in, true);
+      std::vector<double> keep(static_cast<size_t>(c.q_len * c.k_len));
+      for (size_t e = 0; e < keep.size(); ++e) keep[e] = (e * 7 % 5 != 0) || e % static_cast<size_t>(c.k_len) == 0;
+      const Tensor bool_mask = from_vector(keep, {c.q_len, c.k_len}, kBool);
+      const Tensor float_mask = random_tensor({c.batch, 1, c.q_len, c.k_len}, kF32, kCPU, 72, -2, 2);
+      for (const Tensor& mask : {bool_mask, float_mask}) {
+        INFO((mask.dtype() == kBool ? "bool [Tq, Tk]" : "float [B, 1, Tq, Tk]"));
+        AttentionOptions on_device, on_cpu;
+        on_device.attn_mask = mask.dtype() == kBool ? mask.to(device) : mask.to(dtype).to(device);
+        on_cpu.attn_mask = mask.dtype() == kBool ? mask : on_device.attn_mask.to(kCPU).to(kF64);
+        const Result got = run(device_in, on_device);
+        CHECK(fused(got.out));
+        check_all(got, run(cpu_in, on_cpu), dtype_tolerance(dtype));
+        for (const Tensor* t : {&device_in.q, &device_in.k, &device_in.v, &cpu_in.q, &cpu_in.k, &cpu_in.v}) {
+          t->set_grad(Tensor());
+        }
       }
     }
   }
-  kernels::profile_reset();
 }
 
 // Catches: a fused dropout mask that differs from the dropout op's (another
@@ -262,28 +280,28 @@ TEST_CASE("fused attention takes bool and float attn_masks that broadcast to the
 // dp through it, and the generator left where the reference path would not
 // leave it (every later random draw would change).
 TEST_CASE("fused attention with dropout draws the dropout op's mask, forward and backward", "[attention][sim]") {
-  for (const DType dtype : {kF32, kF16, kBF16}) {
-    for (const Case& c : {Case{"causal, padded", 2, 2, 37, 37, 64, 64, true, true},
-                          Case{"head dims 40 and 24", 1, 2, 20, 33, 40, 24}}) {
-      INFO(c.name << " in " << dtype_name(dtype));
-      std::vector<Result> results;
-      std::vector<double> next_draws;
-      for (const bool math : {true, false}) {
-        if (math) ::setenv("MT_ATTENTION", "math", 1);
-        const Inputs in = with_grad(make_inputs(c, dtype, kCudaPath, 61));
-        AttentionOptions options = options_of(c, kCudaPath);
-        options.dropout_p = 0.3;
-        manual_seed(77);
-        results.push_back(run(in, options));
-        next_draws.push_back(rand({1}).item<double>());
-        ::unsetenv("MT_ATTENTION");
+  for (const Device device : kDevices) {
+    for (const DType dtype : {kF32, kF16, kBF16}) {
+      for (const Case& c : {Case{"causal, padded", 2, 2, 37, 37, 64, 64, true, true},
+                            Case{"head dims 40 and 24, two key tiles", 1, 2, 20, 70, 40, 24}}) {
+        INFO(c.name << " in " << dtype_name(dtype) << " on " << device.str());
+        std::vector<Result> results;
+        std::vector<double> next_draws;
+        for (const bool math : {true, false}) {
+          if (math) ::setenv("MT_ATTENTION", "math", 1);
+          const Inputs in = with_grad(make_inputs(c, dtype, device, 61));
+          AttentionOptions options = options_of(c, device);
+          options.dropout_p = 0.3;
+          manual_seed(77);
+          results.push_back(run(in, options));
+          next_draws.push_back(rand({1}).item<double>());
+          ::unsetenv("MT_ATTENTION");
+        }
+        CHECK_FALSE(fused(results[0].out));
+        CHECK(fused(results[1].out));
+        CHECK(next_draws[1] == next_draws[0]);
+        check_all(results[1], results[0], 2 * dtype_tolerance(dtype));
       }
-      CHECK(next_draws[1] == next_draws[0]);
-      const double tol = 2 * dtype_tolerance(dtype);
-      check_matches(results[1].out.to(kF64), results[0].out.to(kCPU).to(kF64), tol, "out");
-      check_matches(results[1].dq.to(kF64), results[0].dq.to(kCPU).to(kF64), tol, "grad q");
-      check_matches(results[1].dk.to(kF64), results[0].dk.to(kCPU).to(kF64), tol, "grad k");
-      check_matches(results[1].dv.to(kF64), results[0].dv.to(kCPU).to(kF64), tol, "grad v");
     }
   }
 }
@@ -294,37 +312,43 @@ TEST_CASE("fused attention with dropout draws the dropout op's mask, forward and
 // turning them off; a bad MT_ATTENTION silently meaning auto.
 TEST_CASE("scaled_dot_product_attention falls back to the reference path where the kernels do not apply",
           "[attention][sim]") {
-  const Case c{"small", 1, 2, 9, 12, 64, 64};
-  const Inputs in = make_inputs(c, kF16, kCudaPath, 41);
-  const auto uses_fused = [&](const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
-    kernels::profile_reset();
-    kernels::set_profiling(true);
-    scaled_dot_product_attention(q, k, v, o);
-    kernels::set_profiling(false);
-    const bool fused = ran("attention_v3_forward") || ran("attention_v2_forward");
-    CHECK(fused != ran("softmax_forward_kernel"));
-    return fused;
-  };
-  CHECK(uses_fused(in.q, in.k, in.v, {}));
-  AttentionOptions dropout;
-  dropout.dropout_p = 0.1;
-  CHECK(uses_fused(in.q, in.k, in.v, dropout));
-  AttentionOptions masked;
-  masked.attn_mask = ones({c.q_len, c.k_len}, kBool, kCudaPath);
-  CHECK(uses_fused(in.q, in.k, in.v, masked));
-  AttentionOptions learned_bias;
-  learned_bias.attn_mask = zeros({c.q_len, c.k_len}, kF16, kCudaPath).requires_grad_();
-  CHECK_FALSE(uses_fused(in.q, in.k, in.v, learned_bias));
-  AttentionOptions misshapen;  // left to the reference path, whose where() names the shapes
-  misshapen.attn_mask = ones({c.q_len + 1, c.k_len}, kBool, kCudaPath);
-  CHECK_THROWS_WITH(scaled_dot_product_attention(in.q, in.k, in.v, misshapen), Catch::Contains("cannot be broadcast"));
-  CHECK_FALSE(uses_fused(in.q.to(kF64), in.k.to(kF64), in.v.to(kF64), {}));
-  CHECK_FALSE(uses_fused(in.q, in.k.narrow(0, 0, 1).narrow(1, 0, 1), in.v.narrow(0, 0, 1).narrow(1, 0, 1), {}));
-  ::setenv("MT_ATTENTION", "math", 1);
-  CHECK_FALSE(uses_fused(in.q, in.k, in.v, {}));
-  ::setenv("MT_ATTENTION", "flash", 1);
-  CHECK_THROWS_WITH(scaled_dot_product_attention(in.q, in.k, in.v), Catch::Contains("expected auto, own or math"));
-  ::unsetenv("MT_ATTENTION");
+  for (const Device device : kDevices) {
+    INFO(device.str());
+    const Case c{"small", 1, 2, 9, 12, 64, 64};
+    const Inputs in = with_grad(make_inputs(c, kF16, device, 41));
+    const auto uses_fused = [&](const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+      kernels::profile_reset();
+      kernels::set_profiling(true);
+      const bool made_by_kernels = fused(scaled_dot_product_attention(q, k, v, o));
+      kernels::set_profiling(false);
+      if (device == kCudaPath) {
+        CHECK(made_by_kernels == (ran("attention_v3_forward") || ran("attention_v2_forward")));
+        CHECK(made_by_kernels != ran("softmax_forward_kernel"));
+      }
+      return made_by_kernels;
+    };
+    CHECK(uses_fused(in.q, in.k, in.v, {}));
+    AttentionOptions dropout;
+    dropout.dropout_p = 0.1;
+    CHECK(uses_fused(in.q, in.k, in.v, dropout));
+    AttentionOptions masked;
+    masked.attn_mask = ones({c.q_len, c.k_len}, kBool, device);
+    CHECK(uses_fused(in.q, in.k, in.v, masked));
+    AttentionOptions learned_bias;
+    learned_bias.attn_mask = zeros({c.q_len, c.k_len}, kF16, device).requires_grad_();
+    CHECK_FALSE(uses_fused(in.q, in.k, in.v, learned_bias));
+    AttentionOptions misshapen;  // left to the reference path, whose where() names the shapes
+    misshapen.attn_mask = ones({c.q_len + 1, c.k_len}, kBool, device);
+    CHECK_THROWS_WITH(scaled_dot_product_attention(in.q, in.k, in.v, misshapen),
+                      Catch::Contains("cannot be broadcast"));
+    CHECK_FALSE(uses_fused(in.q.to(kF64), in.k.to(kF64), in.v.to(kF64), {}));
+    CHECK_FALSE(uses_fused(in.q, in.k.narrow(0, 0, 1).narrow(1, 0, 1), in.v.narrow(0, 0, 1).narrow(1, 0, 1), {}));
+    ::setenv("MT_ATTENTION", "math", 1);
+    CHECK_FALSE(uses_fused(in.q, in.k, in.v, {}));
+    ::setenv("MT_ATTENTION", "flash", 1);
+    CHECK_THROWS_WITH(scaled_dot_product_attention(in.q, in.k, in.v), Catch::Contains("expected auto, own or math"));
+    ::unsetenv("MT_ATTENTION");
+  }
   kernels::profile_reset();
 }
 
@@ -334,8 +358,29 @@ TEST_CASE("scaled_dot_product_attention falls back to the reference path where t
 TEST_CASE("fused attention keeps no T x T tensor for backward", "[attention][sim]") {
   const int64_t t = 256, d = 64;
   const Shape shape{1, 1, t, d};
-  const int64_t saved = test::saved_bytes(
-      kCudaPath, {shape, shape, shape},
-      [](const std::vector<Tensor>& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, kBF16);
-  CHECK(saved == 3 * t * d * 2 + t * 4);  // q, k, v in bf16 and the f32 lse
+  for (const Device device : kDevices) {
+    INFO(device.str());
+    const int64_t saved = test::saved_bytes(
+        device, {shape, shape, shape},
+        [](const std::vector<Tensor>& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, kBF16);
+    CHECK(saved == 3 * t * d * 2 + t * 4);  // q, k, v in bf16 and the f32 lse
+  }
+}
+
+// Catches: a CPU result that depends on how many threads ran it (a task
+// split that changes an accumulation order, a per-thread buffer shared
+// between tasks), forward and backward, with dropout and a causal mask.
+TEST_CASE("the CPU's fused attention gives the same bits on 1 and 2 threads", "[attention]") {
+  const Case c{"causal, padded, three query tiles", 2, 3, 150, 150, 64, 64, true, true};
+  std::vector<Result> results;
+  for (const int threads : {1, 2}) {
+    set_num_threads(threads);
+    const Inputs in = with_grad(make_inputs(c, kBF16, kCPU, 81));
+    AttentionOptions options = options_of(c, kCPU);
+    options.dropout_p = 0.2;
+    manual_seed(5);
+    results.push_back(run(in, options));
+  }
+  set_num_threads(default_num_threads());
+  check_all(results[1], results[0], 0.0);
 }

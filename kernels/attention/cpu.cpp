@@ -1,0 +1,357 @@
+// Fused attention on the CPU (flash-attention style), forward and backward.
+//
+// What: out = softmax(q k^T * scale + masks) v with each row's log-sum-exp
+//   (lse), and grad_q, grad_k, grad_v from grad_out, for contiguous
+//   [B, H, T, D] f32, f16 or bf16 tensors, with the causal, key-padding,
+//   bool and float masks and the dropout of kernels/attention/math.h (the
+//   CUDA/sim kernels' own rules, so the dropout mask is the same Philox mask).
+// How: the reference path (matmul -> where -> softmax -> dropout -> matmul)
+//   writes the [B, H, Tq, Tk] scores, probabilities and their gradients to
+//   memory and reads them back in eight or so passes. Here they exist only a
+//   tile at a time (kQueryTile x kKeyTile, 16 KiB of f32, in L1/L2):
+//   - forward, one task per (head, query tile): for each key tile,
+//     S = scale Q K^T (an Eigen GEMM on f32 tiles), the masks, then the
+//     "online softmax": raise each row's running max m, rescale its sum l and
+//     accumulator by exp(m_old - m_new), add exp(S - m) (SLEEF, eight at a
+//     time) to l and exp(S - m) V to the accumulator; dropout multiplies the
+//     accumulated weights only, never l. out = acc / l, lse = m + log l.
+//   - backward, one task per head: delta_i = grad_out_i . out_i; for each key
+//     tile, for each query tile at or below the causal diagonal, recompute
+//     P = exp(S - lse), dP = dO V^T, dS = P (z dP - delta) (z: the dropout
+//     factor), and accumulate dV += (z P)^T dO, dK += scale dS^T Q, and
+//     dQ += dS K in f32 per head.
+//   Only lse (4 bytes per query row) is saved beyond q, k, v and out, where
+//   the reference path saves the T x T probabilities.
+// Precision: f16/bf16 tiles widen exactly to f32; scores, statistics,
+//   accumulators and gradients are f32; each output is rounded once. A row
+//   with every key masked has l = 0: out is NaN (as the reference path and
+//   PyTorch's math path) and lse -inf; backward gives it zero gradients.
+// Determinism: every output element is summed by one task in a fixed order,
+//   so results do not depend on the thread count.
+// Speed: bench/cpu_attention_bench.cpp against the reference path (tokens/s
+//   and peak memory at T = 256, 1024, 4096, in bench/results/).
+#include "kernels/attention/cpu.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "core/philox.h"
+#include "kernels/attention/math.h"
+#include "kernels/common/strided.h"
+#include "kernels/common/vector_math.h"
+#include "runtime/error.h"
+#include "runtime/half.h"
+
+namespace mt::kernels::cpu {
+namespace {
+
+constexpr int64_t kQueryTile = 64;  // query rows per forward task and backward step
+constexpr int64_t kKeyTile = 64;    // keys per score tile
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Matrix = Eigen::Map<RowMajor>;
+using ConstMatrix = Eigen::Map<const RowMajor>;
+constexpr float kMinusInf = -INFINITY;
+
+// Per-thread f32 buffers, grown on first use and kept (tasks on one thread
+// reuse them).
+struct Scratch {
+  std::vector<float> q, k, v, grad_out, out, scores, grad_scores, acc, grad_q, grad_k, grad_v;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+float* sized(std::vector<float>& buffer, int64_t n) {
+  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(static_cast<size_t>(n));
+  return buffer.data();
+}
+
+// n values of S as f32: the values themselves for f32, else widened
+// (exactly) into `buffer`.
+template <typename S>
+const float* as_f32(const S* values, int64_t n, std::vector<float>& buffer) {
+  if constexpr (std::is_same_v<S, float>) {
+    return values;
+  } else {
+    float* out = sized(buffer, n);
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(values[i]);
+    return out;
+  }
+}
+
+// dst[i] = src[i] * factor, rounded once to S.
+template <typename S>
+void store(const float* src, int64_t n, float factor, S* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = S(src[i] * factor);
+}
+
+// The [B, H, T, width] operands of one call and where a head's rows start.
+template <typename S>
+struct Heads {
+  const AttentionProblem& p;
+  const S *q, *k, *v;
+  const S* q_row(int64_t bh, int64_t i) const { return q + (bh * p.q_len + i) * p.head_dim; }
+  const S* k_row(int64_t bh, int64_t j) const { return k + (bh * p.k_len + j) * p.head_dim; }
+  const S* v_row(int64_t bh, int64_t j) const { return v + (bh * p.k_len + j) * p.value_dim; }
+};
+
+// Applies the masks to a rows x cols tile of scaled scores (query i0 + r,
+// key j0 + c): masked scores become -inf whatever the product was (a NaN or
+// inf product of a masked key must not leak), float mask values are added.
+void mask_scores(const AttentionProblem& p, int64_t bh, int64_t i0, int64_t j0, int64_t rows, int64_t cols,
+                 float* scores) {
+  using attention::score_bias;
+  if (attention::only_causal_mask(p)) {
+    if (!p.causal || j0 + cols - 1 <= i0) return;  // the whole tile is on or below the diagonal
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = std::max<int64_t>(0, i0 + r - j0 + 1); c < cols; ++c) scores[r * cols + c] = kMinusInf;
+    }
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const float bias = score_bias(p, bh, i0 + r, j0 + c);
+      float& s = scores[r * cols + c];
+      s = bias == kMinusInf ? kMinusInf : s + bias;
+    }
+  }
+}
+
+// row[c] *= the dropout factor of (query i, key j0 + c): the Philox numbers
+// of math.h's dropout_element, one block drawn per four elements.
+void apply_dropout(const AttentionProblem& p, int64_t bh, int64_t i, int64_t j0, int64_t cols, float* row) {
+  uint64_t block = ~uint64_t{0};
+  PhiloxBlock words{};
+  for (int64_t c = 0; c < cols; ++c) {
+    const uint64_t element = attention::dropout_element(p, bh, i, j0 + c);
+    if (element / 4 != block) {
+      block = element / 4;
+      words = philox4x32_10(p.dropout_seed, p.dropout_offset + block);
+    }
+    row[c] *= attention::dropout_keep_factor(p, uniform_from_bits(words.word[element % 4]));
+  }
+}
+
+// The largest score of a row (NaN ignored, as fmaxf).
+float row_max(const float* row, int64_t n) {
+  float m = kMinusInf;
+  for (int64_t c = 0; c < n; ++c) m = std::fmax(m, row[c]);
+  return m;
+}
+
+// ---- forward ----------------------------------------------------------------
+
+// The online-softmax state of one query tile: running max m, sum l and the
+// unnormalised output acc (rows x value_dim), all f32.
+struct RowState {
+  float m[kQueryTile], l[kQueryTile];
+  float* acc;
+};
+
+// Turns a rows x cols tile of masked scores into the weights exp(s - m_new)
+// (times the dropout factor) that multiply V, updating each row's m, l and
+// acc; a row with nothing kept in this tile gets zero weights.
+void online_softmax_step(const AttentionProblem& p, int64_t bh, int64_t i0, int64_t j0, int64_t rows, int64_t cols,
+                         float* scores, RowState& state) {
+  const int64_t dv = p.value_dim;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = scores + r * cols;
+    const float tile_max = row_max(row, cols);
+    if (tile_max == kMinusInf) {
+      std::fill(row, row + cols, 0.0f);
+      continue;
+    }
+    const float m_new = std::max(state.m[r], tile_max);
+    const float correction = std::exp(state.m[r] - m_new);  // 0 on the row's first kept tile
+    if (correction != 1.0f) {
+      state.l[r] *= correction;
+      for (int64_t c = 0; c < dv; ++c) state.acc[r * dv + c] *= correction;
+    }
+    for (int64_t c = 0; c < cols; ++c) row[c] -= m_new;
+    exp_n(row, row, cols);
+    float sum = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) sum += row[c];
+    state.l[r] += sum;  // the softmax's own sum: before dropout
+    if (p.dropout_p > 0.0f) apply_dropout(p, bh, i0 + r, j0, cols, row);
+    state.m[r] = m_new;
+  }
+}
+
+template <typename S>
+void forward_query_tile(const Heads<S>& in, int64_t bh, int64_t i0, S* out, float* lse) {
+  const AttentionProblem& p = in.p;
+  const int64_t rows = std::min(kQueryTile, p.q_len - i0), d = p.head_dim, dv = p.value_dim;
+  Scratch& s = scratch();
+  const ConstMatrix q(as_f32(in.q_row(bh, i0), rows * d, s.q), rows, d);
+  RowState state;
+  std::fill(state.m, state.m + rows, kMinusInf);
+  std::fill(state.l, state.l + rows, 0.0f);
+  state.acc = sized(s.acc, rows * dv);
+  std::fill(state.acc, state.acc + rows * dv, 0.0f);
+  Matrix acc(state.acc, rows, dv);
+  float* scores = sized(s.scores, kQueryTile * kKeyTile);
+  const int64_t keys = attention::key_end(p, i0, rows);
+  for (int64_t j0 = 0; j0 < keys; j0 += kKeyTile) {
+    const int64_t cols = std::min(kKeyTile, keys - j0);
+    const ConstMatrix k(as_f32(in.k_row(bh, j0), cols * d, s.k), cols, d);
+    const ConstMatrix v(as_f32(in.v_row(bh, j0), cols * dv, s.v), cols, dv);
+    Matrix tile(scores, rows, cols);
+    tile.noalias() = p.scale * (q * k.transpose());
+    mask_scores(p, bh, i0, j0, rows, cols, scores);
+    online_softmax_step(p, bh, i0, j0, rows, cols, scores, state);
+    acc.noalias() += tile * v;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float l = state.l[r];
+    // 1 / 0 = inf for a fully masked row: 0 * inf makes its output NaN.
+    store(state.acc + r * dv, dv, 1.0f / l, out + (bh * p.q_len + i0 + r) * dv);
+    lse[bh * p.q_len + i0 + r] = l > 0.0f ? state.m[r] + std::log(l) : kMinusInf;
+  }
+}
+
+template <typename S>
+void forward_typed(const AttentionProblem& p, const void* q, const void* k, const void* v, void* out, float* lse) {
+  const Heads<S> in{p, static_cast<const S*>(q), static_cast<const S*>(k), static_cast<const S*>(v)};
+  const int64_t tiles = (p.q_len + kQueryTile - 1) / kQueryTile, heads = p.batch * p.heads;
+  const int64_t work = kQueryTile * p.k_len * (p.head_dim + p.value_dim);
+  parallel_for(heads * tiles, work, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      forward_query_tile(in, task / tiles, task % tiles * kQueryTile, static_cast<S*>(out), lse);
+    }
+  });
+}
+
+// ---- backward ---------------------------------------------------------------
+
+// The probabilities of a rows x cols tile recomputed from its scores:
+// P = exp(s - lse_i), 0 where masked or where the row kept no key.
+void probabilities(const float* lse, int64_t rows, int64_t cols, float* scores) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = scores + r * cols;
+    if (lse[r] == kMinusInf) {
+      std::fill(row, row + cols, 0.0f);
+      continue;
+    }
+    for (int64_t c = 0; c < cols; ++c) row[c] -= lse[r];  // -inf stays -inf: exp gives 0
+    exp_n(row, row, cols);
+  }
+}
+
+// From P and dP = dO V^T of a tile: z P (for dV) into `weights`, and
+// dS = P (z dP - delta_i) into `grad_scores`, z being the dropout factor. A
+// row that kept no key (lse -inf, out NaN) contributes nothing: its NaN
+// delta must not reach the keys' gradients.
+void score_gradients(const AttentionProblem& p, int64_t bh, int64_t i0, int64_t j0, int64_t rows, int64_t cols,
+                     const float* lse, const float* delta, float* weights, float* grad_scores) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* prob = weights + r * cols;
+    float* ds = grad_scores + r * cols;
+    if (lse[r] == kMinusInf) {
+      std::fill(ds, ds + cols, 0.0f);
+      continue;
+    }
+    if (p.dropout_p > 0.0f) {
+      apply_dropout(p, bh, i0 + r, j0, cols, ds);  // z dP
+      for (int64_t c = 0; c < cols; ++c) ds[c] = prob[c] * (ds[c] - delta[r]);
+      apply_dropout(p, bh, i0 + r, j0, cols, prob);  // z P
+    } else {
+      for (int64_t c = 0; c < cols; ++c) ds[c] = prob[c] * (ds[c] - delta[r]);
+    }
+  }
+}
+
+template <typename S>
+void backward_head(const Heads<S>& in, int64_t bh, const S* out, const S* grad_out, const float* lse, S* grad_q,
+                   S* grad_k, S* grad_v) {
+  const AttentionProblem& p = in.p;
+  const int64_t tq = p.q_len, tk = p.k_len, d = p.head_dim, dv = p.value_dim;
+  Scratch& s = scratch();
+  const float* q = as_f32(in.q_row(bh, 0), tq * d, s.q);
+  const float* k = as_f32(in.k_row(bh, 0), tk * d, s.k);
+  const float* v = as_f32(in.v_row(bh, 0), tk * dv, s.v);
+  const float* dout = as_f32(grad_out + bh * tq * dv, tq * dv, s.grad_out);
+  const float* o = as_f32(out + bh * tq * dv, tq * dv, s.out);
+  std::vector<float> delta(static_cast<size_t>(tq));
+  for (int64_t i = 0; i < tq; ++i) {
+    float dot = 0.0f;
+    for (int64_t c = 0; c < dv; ++c) dot += dout[i * dv + c] * o[i * dv + c];
+    delta[static_cast<size_t>(i)] = dot;
+  }
+  const float* head_lse = lse + bh * tq;
+  float* dq_all = sized(s.grad_q, tq * d);
+  std::fill(dq_all, dq_all + tq * d, 0.0f);
+  float* scores = sized(s.scores, kQueryTile * kKeyTile);
+  float* grad_scores = sized(s.grad_scores, kQueryTile * kKeyTile);
+  for (int64_t j0 = 0; j0 < tk; j0 += kKeyTile) {
+    const int64_t cols = std::min(kKeyTile, tk - j0);
+    const ConstMatrix kt(k + j0 * d, cols, d), vt(v + j0 * dv, cols, dv);
+    Matrix dk(sized(s.grad_k, cols * d), cols, d), dvt(sized(s.grad_v, cols * dv), cols, dv);
+    dk.setZero();
+    dvt.setZero();
+    // Causal: queries before this key tile's first key see none of it.
+    const int64_t first_query = p.causal ? std::min(j0, tq) / kQueryTile * kQueryTile : 0;
+    for (int64_t i0 = first_query; i0 < tq; i0 += kQueryTile) {
+      const int64_t rows = std::min(kQueryTile, tq - i0);
+      const ConstMatrix qt(q + i0 * d, rows, d), dot(dout + i0 * dv, rows, dv);
+      Matrix prob(scores, rows, cols), ds(grad_scores, rows, cols);
+      prob.noalias() = p.scale * (qt * kt.transpose());
+      mask_scores(p, bh, i0, j0, rows, cols, scores);
+      probabilities(head_lse + i0, rows, cols, scores);
+      ds.noalias() = dot * vt.transpose();  // dP
+      score_gradients(p, bh, i0, j0, rows, cols, head_lse + i0, delta.data() + i0, scores, grad_scores);
+      dvt.noalias() += prob.transpose() * dot;
+      dk.noalias() += p.scale * (ds.transpose() * qt);
+      Matrix(dq_all + i0 * d, rows, d).noalias() += ds * kt;
+    }
+    store(dk.data(), cols * d, 1.0f, grad_k + (bh * tk + j0) * d);
+    store(dvt.data(), cols * dv, 1.0f, grad_v + (bh * tk + j0) * dv);
+  }
+  store(dq_all, tq * d, p.scale, grad_q + bh * tq * d);
+}
+
+template <typename S>
+void backward_typed(const AttentionProblem& p, const void* q, const void* k, const void* v, const void* out,
+                    const void* grad_out, const float* lse, void* grad_q, void* grad_k, void* grad_v) {
+  const Heads<S> in{p, static_cast<const S*>(q), static_cast<const S*>(k), static_cast<const S*>(v)};
+  const int64_t work = p.q_len * p.k_len * (2 * p.head_dim + 2 * p.value_dim);
+  parallel_for(p.batch * p.heads, work, [&](int64_t begin, int64_t end) {
+    for (int64_t bh = begin; bh < end; ++bh) {
+      backward_head(in, bh, static_cast<const S*>(out), static_cast<const S*>(grad_out), lse, static_cast<S*>(grad_q),
+                    static_cast<S*>(grad_k), static_cast<S*>(grad_v));
+    }
+  });
+}
+
+template <typename Body>
+void visit_fused_dtype(DType dtype, Body&& body) {
+  switch (dtype) {
+    case kF32: body(float{}); return;
+    case kBF16: body(BFloat16{}); return;
+    case kF16: body(Half{}); return;
+    default: fail("attention (CPU fused): takes f32, f16 or bf16, got {}", dtype);
+  }
+}
+
+}  // namespace
+
+void attention_forward(DType dtype, const AttentionProblem& problem, const void* q, const void* k, const void* v,
+                       void* out, float* lse) {
+  if (problem.batch * problem.heads * problem.q_len == 0) return;
+  visit_fused_dtype(dtype, [&](auto tag) { forward_typed<decltype(tag)>(problem, q, k, v, out, lse); });
+}
+
+void attention_backward(DType dtype, const AttentionProblem& problem, const void* q, const void* k, const void* v,
+                        const void* out, const void* grad_out, const float* lse, void* grad_q, void* grad_k,
+                        void* grad_v) {
+  if (problem.batch * problem.heads == 0) return;
+  visit_fused_dtype(dtype, [&](auto tag) {
+    backward_typed<decltype(tag)>(problem, q, k, v, out, grad_out, lse, grad_q, grad_k, grad_v);
+  });
+}
+
+}  // namespace mt::kernels::cpu
