@@ -66,12 +66,18 @@ namespace detail {
 struct AttentionOperands {
   Tensor q, k, v, padding, mask;
 };
+// On the CPU (`strided_rows`) q, k and v stay views when their last dim is
+// contiguous (the kernel reads rows through their strides); the GPU kernels
+// take contiguous buffers.
 inline AttentionOperands attention_operands(const Tensor& q, const Tensor& k, const Tensor& v,
                                             const Tensor& key_padding, const Tensor& attn_mask,
-                                            AttentionProblem& problem) {
-  using device_buffers::contiguous_as;
-  AttentionOperands in{contiguous_as(q, q.dtype()), contiguous_as(k, q.dtype()), contiguous_as(v, q.dtype()),
-                       key_padding.defined() ? key_padding.contiguous() : Tensor(), attn_mask};
+                                            AttentionProblem& problem, bool strided_rows) {
+  const auto operand = [&](const Tensor& t) {
+    const bool readable = strided_rows && t.dtype() == q.dtype() && t.stride(-1) == 1;
+    return readable ? t : device_buffers::contiguous_as(t, q.dtype());
+  };
+  AttentionOperands in{operand(q), operand(k), operand(v), key_padding.defined() ? key_padding.contiguous() : Tensor(),
+                       attn_mask};
   problem.key_padding = in.padding.defined() ? static_cast<const bool*>(in.padding.data_ptr()) : nullptr;
   problem.keep_mask = nullptr;
   problem.bias_mask = nullptr;
@@ -108,11 +114,11 @@ inline void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   const Backend backend = backend_for(out.device(), "attention_forward");
   using namespace device_buffers;
   const DType dtype = q.dtype();
-  const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, attn_mask, problem);
+  const bool on_cpu = backend == Backend::Cpu;
+  const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, attn_mask, problem, on_cpu);
   const Tensor vout = output_buffer(out, dtype), vlse = output_buffer(lse, kF32);
-  if (backend == Backend::Cpu) {
-    cpu::attention_forward(dtype, problem, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(), vout.data_ptr(),
-                           static_cast<float*>(vlse.data_ptr()));
+  if (on_cpu) {
+    cpu::attention_forward(problem, in.q, in.k, in.v, vout, vlse);
   } else {
     if (!detail::sixteen_byte_aligned({in.q, in.k, in.v})) kernel = AttentionKernel::V2Scalar;
     MT_DEVICE_CALL(backend, attention_forward, kernel_dtype(dtype, "attention_forward"), problem, kernel,
@@ -131,13 +137,15 @@ inline void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
   const Backend backend = backend_for(grad_q.device(), "attention_backward");
   using namespace device_buffers;
   const DType dtype = q.dtype();
-  const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, attn_mask, problem);
-  const Tensor cout = contiguous_as(out, dtype), cdo = contiguous_as(grad_out, dtype), clse = contiguous_as(lse, kF32);
+  const bool on_cpu = backend == Backend::Cpu;
+  const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, attn_mask, problem, on_cpu);
+  const bool grad_out_readable = on_cpu && grad_out.dtype() == dtype && grad_out.stride(-1) == 1;
+  const Tensor cout = contiguous_as(out, dtype), clse = contiguous_as(lse, kF32);
+  const Tensor cdo = grad_out_readable ? grad_out : contiguous_as(grad_out, dtype);
   const Tensor dq = output_buffer(grad_q, dtype), dk = output_buffer(grad_k, dtype), dv = output_buffer(grad_v, dtype);
   const auto* lse_data = static_cast<const float*>(clse.data_ptr());
-  if (backend == Backend::Cpu) {
-    cpu::attention_backward(dtype, problem, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(), cout.data_ptr(),
-                            cdo.data_ptr(), lse_data, dq.data_ptr(), dk.data_ptr(), dv.data_ptr());
+  if (on_cpu) {
+    cpu::attention_backward(problem, in.q, in.k, in.v, cout, cdo, clse, dq, dk, dv);
   } else {
     const Tensor delta = empty({problem.batch, problem.heads, problem.q_len}, kF32, q.device());
     if (!detail::sixteen_byte_aligned({in.q, in.k, in.v, cdo})) kernel = AttentionKernel::V2Scalar;

@@ -52,14 +52,14 @@ constexpr int64_t kQueryTile = 64;  // query rows per forward task and backward 
 constexpr int64_t kKeyTile = 64;    // keys per score tile
 
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using Matrix = Eigen::Map<RowMajor>;
-using ConstMatrix = Eigen::Map<const RowMajor>;
+using Matrix = Eigen::Map<RowMajor>;                                      // contiguous f32 scratch
+using ConstMatrix = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;  // rows of an operand, as f32
 constexpr float kMinusInf = -INFINITY;
 
 // Per-thread f32 buffers, grown on first use and kept (tasks on one thread
 // reuse them).
 struct Scratch {
-  std::vector<float> q, k, v, grad_out, out, scores, grad_scores, acc, grad_q, grad_k, grad_v;
+  std::vector<float> q, k, v, grad_out, scores, grad_scores, acc, grad_q, grad_k, grad_v;
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -71,16 +71,19 @@ float* sized(std::vector<float>& buffer, int64_t n) {
   return buffer.data();
 }
 
-// n values of S as f32: the values themselves for f32, else widened
-// (exactly) into `buffer`.
+// `rows` rows of `width` values, `stride` elements apart from `first` on, as
+// an f32 matrix: the values themselves for f32, else widened (exactly) into
+// `buffer`.
 template <typename S>
-const float* as_f32(const S* values, int64_t n, std::vector<float>& buffer) {
+ConstMatrix rows_as_f32(const S* first, int64_t rows, int64_t width, int64_t stride, std::vector<float>& buffer) {
   if constexpr (std::is_same_v<S, float>) {
-    return values;
+    return ConstMatrix(first, rows, width, Eigen::OuterStride<>(stride));
   } else {
-    float* out = sized(buffer, n);
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(values[i]);
-    return out;
+    float* out = sized(buffer, rows * width);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < width; ++c) out[r * width + c] = static_cast<float>(first[r * stride + c]);
+    }
+    return ConstMatrix(out, rows, width, Eigen::OuterStride<>(width));
   }
 }
 
@@ -90,57 +93,87 @@ void store(const float* src, int64_t n, float factor, S* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = S(src[i] * factor);
 }
 
-// The [B, H, T, width] operands of one call and where a head's rows start.
+// A [B, H, T, width] operand whose last dim is contiguous (the head split's
+// views are read in place, with no copy): where row t of head bh starts.
+template <typename S>
+struct Rows {
+  const S* data;
+  int64_t heads, batch_stride, head_stride, row_stride, width;
+  explicit Rows(const Tensor& t)
+      : data(static_cast<const S*>(t.data_ptr())),
+        heads(t.size(1)),
+        batch_stride(t.stride(0)),
+        head_stride(t.stride(1)),
+        row_stride(t.stride(2)),
+        width(t.size(3)) {}
+  const S* row(int64_t bh, int64_t t) const {
+    return data + bh / heads * batch_stride + bh % heads * head_stride + t * row_stride;
+  }
+  // Rows [first, first + count) of head bh as an f32 matrix.
+  ConstMatrix as_f32(int64_t bh, int64_t first, int64_t count, std::vector<float>& buffer) const {
+    return rows_as_f32(row(bh, first), count, width, row_stride, buffer);
+  }
+};
+
+// The operands of one call.
 template <typename S>
 struct Heads {
   const AttentionProblem& p;
-  const S *q, *k, *v;
-  const S* q_row(int64_t bh, int64_t i) const { return q + (bh * p.q_len + i) * p.head_dim; }
-  const S* k_row(int64_t bh, int64_t j) const { return k + (bh * p.k_len + j) * p.head_dim; }
-  const S* v_row(int64_t bh, int64_t j) const { return v + (bh * p.k_len + j) * p.value_dim; }
+  Rows<S> q, k, v;
 };
 
 // Applies the masks to a rows x cols tile of scaled scores (query i0 + r,
 // key j0 + c): masked scores become -inf whatever the product was (a NaN or
 // inf product of a masked key must not leak), float mask values are added.
+// Causal and key-padding masks (what the models use) take a short way: a
+// padded key is one column, the causal future a triangle.
 void mask_scores(const AttentionProblem& p, int64_t bh, int64_t i0, int64_t j0, int64_t rows, int64_t cols,
                  float* scores) {
-  using attention::score_bias;
-  if (attention::only_causal_mask(p)) {
-    if (!p.causal || j0 + cols - 1 <= i0) return;  // the whole tile is on or below the diagonal
+  if (p.keep_mask != nullptr || p.bias_mask != nullptr) {
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = std::max<int64_t>(0, i0 + r - j0 + 1); c < cols; ++c) scores[r * cols + c] = kMinusInf;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float bias = attention::score_bias(p, bh, i0 + r, j0 + c);
+        float& s = scores[r * cols + c];
+        s = bias == kMinusInf ? kMinusInf : s + bias;
+      }
     }
     return;
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      const float bias = score_bias(p, bh, i0 + r, j0 + c);
-      float& s = scores[r * cols + c];
-      s = bias == kMinusInf ? kMinusInf : s + bias;
+  if (p.key_padding != nullptr) {
+    const bool* padded = p.key_padding + bh / p.heads * p.k_len + j0;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = scores + r * cols;
+      for (int64_t c = 0; c < cols; ++c) row[c] = padded[c] ? kMinusInf : row[c];
+    }
+  }
+  if (p.causal && j0 + cols - 1 > i0) {  // the tile reaches above the diagonal
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = std::max<int64_t>(0, i0 + r - j0 + 1); c < cols; ++c) scores[r * cols + c] = kMinusInf;
     }
   }
 }
 
-// row[c] *= the dropout factor of (query i, key j0 + c): the Philox numbers
-// of math.h's dropout_element, one block drawn per four elements.
-void apply_dropout(const AttentionProblem& p, int64_t bh, int64_t i, int64_t j0, int64_t cols, float* row) {
-  uint64_t block = ~uint64_t{0};
-  PhiloxBlock words{};
-  for (int64_t c = 0; c < cols; ++c) {
-    const uint64_t element = attention::dropout_element(p, bh, i, j0 + c);
-    if (element / 4 != block) {
-      block = element / 4;
-      words = philox4x32_10(p.dropout_seed, p.dropout_offset + block);
+// factors[c] = the dropout factor of (query i, key j0 + c): the Philox
+// numbers of math.h's dropout_element (consecutive along a row), drawn
+// eight blocks (32 numbers) at a time.
+void dropout_factors(const AttentionProblem& p, int64_t bh, int64_t i, int64_t j0, int64_t cols, float* factors) {
+  const uint64_t first = attention::dropout_element(p, bh, i, j0);
+  uint64_t block = first / 4;
+  int64_t word = static_cast<int64_t>(first % 4);  // where the row starts in its first block
+  for (int64_t c = 0; c < cols; block += 8, word = 0) {
+    uint32_t words[4][8];
+    philox4x32_10_x8(p.dropout_seed, p.dropout_offset + block, words);
+    for (int64_t k = word; k < 32 && c < cols; ++k, ++c) {
+      factors[c] = attention::dropout_keep_factor(p, uniform_from_bits(words[k % 4][k / 4]));
     }
-    row[c] *= attention::dropout_keep_factor(p, uniform_from_bits(words.word[element % 4]));
   }
 }
 
-// The largest score of a row (NaN ignored, as fmaxf).
+// The largest score of a row, NaN ignored (as fmaxf, whose libm call
+// would cost more than the comparison).
 float row_max(const float* row, int64_t n) {
   float m = kMinusInf;
-  for (int64_t c = 0; c < n; ++c) m = std::fmax(m, row[c]);
+  for (int64_t c = 0; c < n; ++c) m = row[c] > m ? row[c] : m;
   return m;
 }
 
@@ -177,7 +210,11 @@ void online_softmax_step(const AttentionProblem& p, int64_t bh, int64_t i0, int6
     float sum = 0.0f;
     for (int64_t c = 0; c < cols; ++c) sum += row[c];
     state.l[r] += sum;  // the softmax's own sum: before dropout
-    if (p.dropout_p > 0.0f) apply_dropout(p, bh, i0 + r, j0, cols, row);
+    if (p.dropout_p > 0.0f) {
+      float factors[kKeyTile];
+      dropout_factors(p, bh, i0 + r, j0, cols, factors);
+      for (int64_t c = 0; c < cols; ++c) row[c] *= factors[c];
+    }
     state.m[r] = m_new;
   }
 }
@@ -185,9 +222,9 @@ void online_softmax_step(const AttentionProblem& p, int64_t bh, int64_t i0, int6
 template <typename S>
 void forward_query_tile(const Heads<S>& in, int64_t bh, int64_t i0, S* out, float* lse) {
   const AttentionProblem& p = in.p;
-  const int64_t rows = std::min(kQueryTile, p.q_len - i0), d = p.head_dim, dv = p.value_dim;
+  const int64_t rows = std::min(kQueryTile, p.q_len - i0), dv = p.value_dim;
   Scratch& s = scratch();
-  const ConstMatrix q(as_f32(in.q_row(bh, i0), rows * d, s.q), rows, d);
+  const ConstMatrix q = in.q.as_f32(bh, i0, rows, s.q);
   RowState state;
   std::fill(state.m, state.m + rows, kMinusInf);
   std::fill(state.l, state.l + rows, 0.0f);
@@ -198,8 +235,8 @@ void forward_query_tile(const Heads<S>& in, int64_t bh, int64_t i0, S* out, floa
   const int64_t keys = attention::key_end(p, i0, rows);
   for (int64_t j0 = 0; j0 < keys; j0 += kKeyTile) {
     const int64_t cols = std::min(kKeyTile, keys - j0);
-    const ConstMatrix k(as_f32(in.k_row(bh, j0), cols * d, s.k), cols, d);
-    const ConstMatrix v(as_f32(in.v_row(bh, j0), cols * dv, s.v), cols, dv);
+    const ConstMatrix k = in.k.as_f32(bh, j0, cols, s.k);
+    const ConstMatrix v = in.v.as_f32(bh, j0, cols, s.v);
     Matrix tile(scores, rows, cols);
     tile.noalias() = p.scale * (q * k.transpose());
     mask_scores(p, bh, i0, j0, rows, cols, scores);
@@ -215,14 +252,13 @@ void forward_query_tile(const Heads<S>& in, int64_t bh, int64_t i0, S* out, floa
 }
 
 template <typename S>
-void forward_typed(const AttentionProblem& p, const void* q, const void* k, const void* v, void* out, float* lse) {
-  const Heads<S> in{p, static_cast<const S*>(q), static_cast<const S*>(k), static_cast<const S*>(v)};
+void forward_typed(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v, S* out, float* lse) {
+  const Heads<S> in{p, Rows<S>(q), Rows<S>(k), Rows<S>(v)};
   const int64_t tiles = (p.q_len + kQueryTile - 1) / kQueryTile, heads = p.batch * p.heads;
   const int64_t work = kQueryTile * p.k_len * (p.head_dim + p.value_dim);
   parallel_for(heads * tiles, work, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      forward_query_tile(in, task / tiles, task % tiles * kQueryTile, static_cast<S*>(out), lse);
-    }
+    for (int64_t task = begin; task < end; ++task)
+      forward_query_tile(in, task / tiles, task % tiles * kQueryTile, out, lse);
   });
 }
 
@@ -256,40 +292,57 @@ void score_gradients(const AttentionProblem& p, int64_t bh, int64_t i0, int64_t 
       continue;
     }
     if (p.dropout_p > 0.0f) {
-      apply_dropout(p, bh, i0 + r, j0, cols, ds);  // z dP
-      for (int64_t c = 0; c < cols; ++c) ds[c] = prob[c] * (ds[c] - delta[r]);
-      apply_dropout(p, bh, i0 + r, j0, cols, prob);  // z P
+      float z[kKeyTile];
+      dropout_factors(p, bh, i0 + r, j0, cols, z);
+      for (int64_t c = 0; c < cols; ++c) {
+        ds[c] = prob[c] * (z[c] * ds[c] - delta[r]);
+        prob[c] *= z[c];
+      }
     } else {
       for (int64_t c = 0; c < cols; ++c) ds[c] = prob[c] * (ds[c] - delta[r]);
     }
   }
 }
 
+// What backward reads beyond q, k and v: out (contiguous, as forward wrote
+// it), grad_out (any rows) and lse.
 template <typename S>
-void backward_head(const Heads<S>& in, int64_t bh, const S* out, const S* grad_out, const float* lse, S* grad_q,
-                   S* grad_k, S* grad_v) {
+struct Upstream {
+  const S* out;
+  Rows<S> grad_out;
+  const float* lse;
+};
+
+// rowsum(grad_out * out) of each of head bh's query rows.
+template <typename S>
+std::vector<float> output_dots(const AttentionProblem& p, const ConstMatrix& grad_out, const S* out) {
+  const int64_t dv = p.value_dim;
+  std::vector<float> delta(static_cast<size_t>(p.q_len));
+  for (int64_t i = 0; i < p.q_len; ++i) {
+    float dot = 0.0f;
+    for (int64_t c = 0; c < dv; ++c) dot += grad_out(i, c) * static_cast<float>(out[i * dv + c]);
+    delta[static_cast<size_t>(i)] = dot;
+  }
+  return delta;
+}
+
+template <typename S>
+void backward_head(const Heads<S>& in, const Upstream<S>& up, int64_t bh, S* grad_q, S* grad_k, S* grad_v) {
   const AttentionProblem& p = in.p;
   const int64_t tq = p.q_len, tk = p.k_len, d = p.head_dim, dv = p.value_dim;
   Scratch& s = scratch();
-  const float* q = as_f32(in.q_row(bh, 0), tq * d, s.q);
-  const float* k = as_f32(in.k_row(bh, 0), tk * d, s.k);
-  const float* v = as_f32(in.v_row(bh, 0), tk * dv, s.v);
-  const float* dout = as_f32(grad_out + bh * tq * dv, tq * dv, s.grad_out);
-  const float* o = as_f32(out + bh * tq * dv, tq * dv, s.out);
-  std::vector<float> delta(static_cast<size_t>(tq));
-  for (int64_t i = 0; i < tq; ++i) {
-    float dot = 0.0f;
-    for (int64_t c = 0; c < dv; ++c) dot += dout[i * dv + c] * o[i * dv + c];
-    delta[static_cast<size_t>(i)] = dot;
-  }
-  const float* head_lse = lse + bh * tq;
-  float* dq_all = sized(s.grad_q, tq * d);
-  std::fill(dq_all, dq_all + tq * d, 0.0f);
+  const ConstMatrix q = in.q.as_f32(bh, 0, tq, s.q), k = in.k.as_f32(bh, 0, tk, s.k), v = in.v.as_f32(bh, 0, tk, s.v);
+  const ConstMatrix dout = up.grad_out.as_f32(bh, 0, tq, s.grad_out);
+  const std::vector<float> delta = output_dots(p, dout, up.out + bh * tq * dv);
+  const float* head_lse = up.lse + bh * tq;
+  Matrix dq(sized(s.grad_q, tq * d), tq, d);
+  dq.setZero();
   float* scores = sized(s.scores, kQueryTile * kKeyTile);
   float* grad_scores = sized(s.grad_scores, kQueryTile * kKeyTile);
   for (int64_t j0 = 0; j0 < tk; j0 += kKeyTile) {
     const int64_t cols = std::min(kKeyTile, tk - j0);
-    const ConstMatrix kt(k + j0 * d, cols, d), vt(v + j0 * dv, cols, dv);
+    const auto kt = k.middleRows(j0, cols);
+    const auto vt = v.middleRows(j0, cols);
     Matrix dk(sized(s.grad_k, cols * d), cols, d), dvt(sized(s.grad_v, cols * dv), cols, dv);
     dk.setZero();
     dvt.setZero();
@@ -297,7 +350,8 @@ void backward_head(const Heads<S>& in, int64_t bh, const S* out, const S* grad_o
     const int64_t first_query = p.causal ? std::min(j0, tq) / kQueryTile * kQueryTile : 0;
     for (int64_t i0 = first_query; i0 < tq; i0 += kQueryTile) {
       const int64_t rows = std::min(kQueryTile, tq - i0);
-      const ConstMatrix qt(q + i0 * d, rows, d), dot(dout + i0 * dv, rows, dv);
+      const auto qt = q.middleRows(i0, rows);
+      const auto dot = dout.middleRows(i0, rows);
       Matrix prob(scores, rows, cols), ds(grad_scores, rows, cols);
       prob.noalias() = p.scale * (qt * kt.transpose());
       mask_scores(p, bh, i0, j0, rows, cols, scores);
@@ -306,24 +360,23 @@ void backward_head(const Heads<S>& in, int64_t bh, const S* out, const S* grad_o
       score_gradients(p, bh, i0, j0, rows, cols, head_lse + i0, delta.data() + i0, scores, grad_scores);
       dvt.noalias() += prob.transpose() * dot;
       dk.noalias() += p.scale * (ds.transpose() * qt);
-      Matrix(dq_all + i0 * d, rows, d).noalias() += ds * kt;
+      dq.middleRows(i0, rows).noalias() += ds * kt;
     }
     store(dk.data(), cols * d, 1.0f, grad_k + (bh * tk + j0) * d);
     store(dvt.data(), cols * dv, 1.0f, grad_v + (bh * tk + j0) * dv);
   }
-  store(dq_all, tq * d, p.scale, grad_q + bh * tq * d);
+  store(dq.data(), tq * d, p.scale, grad_q + bh * tq * d);
 }
 
 template <typename S>
-void backward_typed(const AttentionProblem& p, const void* q, const void* k, const void* v, const void* out,
-                    const void* grad_out, const float* lse, void* grad_q, void* grad_k, void* grad_v) {
-  const Heads<S> in{p, static_cast<const S*>(q), static_cast<const S*>(k), static_cast<const S*>(v)};
+void backward_typed(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                    const Tensor& grad_out, const Tensor& lse, S* grad_q, S* grad_k, S* grad_v) {
+  const Heads<S> in{p, Rows<S>(q), Rows<S>(k), Rows<S>(v)};
+  const Upstream<S> up{static_cast<const S*>(out.data_ptr()), Rows<S>(grad_out),
+                       static_cast<const float*>(lse.data_ptr())};
   const int64_t work = p.q_len * p.k_len * (2 * p.head_dim + 2 * p.value_dim);
   parallel_for(p.batch * p.heads, work, [&](int64_t begin, int64_t end) {
-    for (int64_t bh = begin; bh < end; ++bh) {
-      backward_head(in, bh, static_cast<const S*>(out), static_cast<const S*>(grad_out), lse, static_cast<S*>(grad_q),
-                    static_cast<S*>(grad_k), static_cast<S*>(grad_v));
-    }
+    for (int64_t bh = begin; bh < end; ++bh) backward_head(in, up, bh, grad_q, grad_k, grad_v);
   });
 }
 
@@ -339,18 +392,23 @@ void visit_fused_dtype(DType dtype, Body&& body) {
 
 }  // namespace
 
-void attention_forward(DType dtype, const AttentionProblem& problem, const void* q, const void* k, const void* v,
-                       void* out, float* lse) {
+void attention_forward(const AttentionProblem& problem, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& out, const Tensor& lse) {
   if (problem.batch * problem.heads * problem.q_len == 0) return;
-  visit_fused_dtype(dtype, [&](auto tag) { forward_typed<decltype(tag)>(problem, q, k, v, out, lse); });
+  visit_fused_dtype(q.dtype(), [&](auto tag) {
+    using S = decltype(tag);
+    forward_typed<S>(problem, q, k, v, static_cast<S*>(out.data_ptr()), static_cast<float*>(lse.data_ptr()));
+  });
 }
 
-void attention_backward(DType dtype, const AttentionProblem& problem, const void* q, const void* k, const void* v,
-                        const void* out, const void* grad_out, const float* lse, void* grad_q, void* grad_k,
-                        void* grad_v) {
+void attention_backward(const AttentionProblem& problem, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& out, const Tensor& grad_out, const Tensor& lse, const Tensor& grad_q,
+                        const Tensor& grad_k, const Tensor& grad_v) {
   if (problem.batch * problem.heads == 0) return;
-  visit_fused_dtype(dtype, [&](auto tag) {
-    backward_typed<decltype(tag)>(problem, q, k, v, out, grad_out, lse, grad_q, grad_k, grad_v);
+  visit_fused_dtype(q.dtype(), [&](auto tag) {
+    using S = decltype(tag);
+    backward_typed<S>(problem, q, k, v, out, grad_out, lse, static_cast<S*>(grad_q.data_ptr()),
+                      static_cast<S*>(grad_k.data_ptr()), static_cast<S*>(grad_v.data_ptr()));
   });
 }
 

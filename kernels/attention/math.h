@@ -32,12 +32,6 @@ MT_HOST_DEVICE inline float score_bias(const AttentionProblem& p, int64_t bh, in
   return p.bias_mask[at];
 }
 
-// True when no mask beyond the causal one applies: score_bias is then 0 for
-// every key a causal query block reaches below its diagonal.
-MT_HOST_DEVICE inline bool only_causal_mask(const AttentionProblem& p) {
-  return p.key_padding == nullptr && p.keep_mask == nullptr && p.bias_mask == nullptr;
-}
-
 // The last key any query of [first_query, first_query + rows) may see: with
 // a causal mask the key loop of a query tile stops there.
 MT_HOST_DEVICE inline int64_t key_end(const AttentionProblem& p, int64_t first_query, int64_t rows) {

@@ -367,6 +367,36 @@ TEST_CASE("fused attention keeps no T x T tensor for backward", "[attention][sim
   }
 }
 
+// Catches: the CPU kernel reading a view's rows as if contiguous (the head
+// split's [B, T, H, D] -> [B, H, T, D] transposes, which it reads in place
+// through their strides: a wrong batch, head or row stride), for q, k, v and
+// a transposed upstream gradient.
+TEST_CASE("fused attention reads transposed head views and a transposed gradient", "[attention][sim]") {
+  for (const Device device : kDevices) {
+    for (const DType dtype : {kF32, kBF16}) {
+      INFO(dtype_name(dtype) << " on " << device.str());
+      const int64_t b = 2, h = 3, t = 70, d = 40;
+      const auto heads_view = [&](unsigned seed) {  // [B, T, H, D] storage seen as [B, H, T, D]
+        return random_tensor({b, t, h, d}, dtype, device, seed, -3, 3).transpose(1, 2);
+      };
+      Inputs in{heads_view(91), heads_view(92), heads_view(93), random_tensor({b, t, h, d}, dtype, device, 94)};
+      in = with_grad(in);
+      REQUIRE_FALSE(in.q.is_contiguous());
+      const Inputs want_in = to_cpu_f64(in, true);
+      AttentionOptions options;
+      options.is_causal = true;
+      const auto run_merged = [&](const Inputs& x) {  // the upstream gradient arrives transposed, as after merge_heads
+        const Tensor out = scaled_dot_product_attention(x.q, x.k, x.v, options);
+        sum(mul(out.transpose(1, 2), x.weight)).backward();
+        return Result{out, x.q.grad(), x.k.grad(), x.v.grad()};
+      };
+      const Result got = run_merged(in);
+      CHECK(fused(got.out));
+      check_all(got, run_merged(want_in), dtype_tolerance(dtype));
+    }
+  }
+}
+
 // Catches: a CPU result that depends on how many threads ran it (a task
 // split that changes an accumulation order, a per-thread buffer shared
 // between tasks), forward and backward, with dropout and a causal mask.
