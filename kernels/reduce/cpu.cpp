@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/common/strided.h"
 
@@ -16,10 +17,11 @@ namespace {
 // the kept ones contiguous inside (a bias gradient: [N, C] summed over N),
 // returns the pointer to element 0: output r sums x[c * rows + r] over c.
 // Walking rows would then read each output's inputs `rows` apart (and copy
-// the transpose first); whole input rows are read in order instead.
-template <typename T>
-const T* outer_reduced_base(const Tensor& view, ReduceArgs args) {
-  if (view.dtype() != dtype_of<T>() || args.rows <= 1 || args.cols <= 1) return nullptr;
+// the transpose first); whole input rows are read in order instead. S is
+// the stored type: a bf16 gradient under autocast is read as it is.
+template <typename S>
+const S* outer_reduced_base(const Tensor& view, ReduceArgs args) {
+  if (view.dtype() != dtype_of<S>() || args.rows <= 1 || args.cols <= 1) return nullptr;
   int64_t kept = 0;
   for (int64_t product = 1; kept < view.dim() && product != args.rows; ++kept) product *= view.size(kept);
   // In memory order: reduced dims outer, kept dims inner, densely packed.
@@ -35,20 +37,21 @@ const T* outer_reduced_base(const Tensor& view, ReduceArgs args) {
   for (int64_t d = view.dim(); d-- > kept;) {
     if (!packed(d)) return nullptr;
   }
-  return static_cast<const T*>(view.data_ptr());
+  return static_cast<const S*>(view.data_ptr());
 }
 
 // Sum/Mean over outer dims: each thread owns a range of outputs and adds
 // the input rows into their accumulators in c order, the same order (and
 // double accumulation) as the row walk, so the result is bit-identical to it.
-template <typename T>
-void reduce_outer(ReduceOp op, const T* x, const Tensor& out, ReduceArgs args) {
+// Stored values S (f16/bf16) widen exactly to T on the way, as a load does.
+template <typename T, typename S>
+void reduce_outer(ReduceOp op, const S* x, const Tensor& out, ReduceArgs args) {
   std::vector<T> result(static_cast<size_t>(args.rows));
   parallel_for(args.rows, args.cols, [&](int64_t begin, int64_t end) {
     std::vector<double> acc(static_cast<size_t>(end - begin), 0.0);
     for (int64_t c = 0; c < args.cols; ++c) {
-      const T* row = x + c * args.rows + begin;
-      for (int64_t r = 0; r < end - begin; ++r) acc[static_cast<size_t>(r)] += row[r];
+      const S* row = x + c * args.rows + begin;
+      for (int64_t r = 0; r < end - begin; ++r) acc[static_cast<size_t>(r)] += static_cast<T>(row[r]);
     }
     for (int64_t r = begin; r < end; ++r) {
       double v = acc[static_cast<size_t>(r - begin)];
@@ -62,7 +65,11 @@ void reduce_outer(ReduceOp op, const T* x, const Tensor& out, ReduceArgs args) {
 template <typename T>
 void reduce_typed(ReduceOp op, const Tensor& in, const Tensor& out, ReduceArgs args) {
   if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
-    if (const T* base = outer_reduced_base<T>(in, args)) return reduce_outer(op, base, out, args);
+    if (const T* base = outer_reduced_base<T>(in, args)) return reduce_outer<T>(op, base, out, args);
+    if constexpr (std::is_same_v<T, float>) {
+      if (const BFloat16* base = outer_reduced_base<BFloat16>(in, args)) return reduce_outer<T>(op, base, out, args);
+      if (const Half* base = outer_reduced_base<Half>(in, args)) return reduce_outer<T>(op, base, out, args);
+    }
   }
   Loaded<T> x(in);
   std::vector<T> result(static_cast<size_t>(args.rows));

@@ -252,30 +252,38 @@ TEST_CASE("reductions over empty dims", "[ops][reduce]") {
 }
 
 // Sums over leading dims of a dense tensor (a bias gradient: [N, C] over N)
-// take a path of their own on the CPU that reads whole input rows in order.
-// Each output must still be the double sum in index order, rounded once.
+// take a path of their own on the CPU that reads whole input rows in order,
+// bf16/f16 ones (autocast's gradients) without widening a copy first.
+// Each output must still be the double sum in index order, rounded once to
+// f32 and then stored in the input's dtype, as the row walk does.
 // Catches that path reading the wrong stride, splitting dims at the wrong
-// place, accumulating in float, or keeping a thread's partial sums.
-TEST_CASE("f32 sum/mean over leading dims: the double sum in index order, rounded once", "[ops][reduce]") {
+// place, accumulating in float, keeping a thread's partial sums, or reading
+// 16-bit storage as f32.
+TEST_CASE("sum/mean over leading dims: the double sum in index order, rounded once", "[ops][reduce]") {
   struct Case {
     Shape shape;
     Shape dims;
   };
-  for (const Case& c : std::vector<Case>{{{2048, 300}, {0}}, {{6, 50, 41}, {0, 1}}, {{7, 1, 3, 50}, {0}}}) {
-    const Tensor x = randn64(c.shape, 77).to(kF32);
-    const std::vector<double> v = x.to_vector();
-    int64_t cols = 1;
-    for (int64_t d : c.dims) cols *= c.shape[static_cast<size_t>(d)];
-    const int64_t rows = x.numel() / cols;
-    std::vector<double> want_sum, want_mean;
-    for (int64_t r = 0; r < rows; ++r) {
-      double acc = 0;
-      for (int64_t k = 0; k < cols; ++k) acc += v[static_cast<size_t>(k * rows + r)];
-      want_sum.push_back(static_cast<float>(acc));
-      want_mean.push_back(static_cast<float>(acc / static_cast<double>(cols)));
+  for (const DType dtype : {kF32, kBF16, kF16}) {
+    for (const Case& c : std::vector<Case>{{{2048, 300}, {0}}, {{6, 50, 41}, {0, 1}}, {{7, 1, 3, 50}, {0}}}) {
+      const Tensor x = randn64(c.shape, 77).to(dtype);
+      const std::vector<double> v = x.to_vector();
+      int64_t cols = 1;
+      for (int64_t d : c.dims) cols *= c.shape[static_cast<size_t>(d)];
+      const int64_t rows = x.numel() / cols;
+      std::vector<double> want_sum, want_mean;
+      for (int64_t r = 0; r < rows; ++r) {
+        double acc = 0;
+        for (int64_t k = 0; k < cols; ++k) acc += v[static_cast<size_t>(k * rows + r)];
+        want_sum.push_back(static_cast<float>(acc));
+        want_mean.push_back(static_cast<float>(acc / static_cast<double>(cols)));
+      }
+      const auto stored = [&](const std::vector<double>& values) {  // f32 values rounded once more to dtype
+        return from_vector(values, {rows}, kF32).to(dtype).to_vector();
+      };
+      INFO("shape " << x.shape_string() << " over " << c.dims.size() << " leading dims in " << dtype_name(dtype));
+      CHECK(sum(x, c.dims).to_vector() == stored(want_sum));
+      CHECK(mean(x, c.dims).to_vector() == stored(want_mean));
     }
-    INFO("shape " << x.shape_string() << " over " << c.dims.size() << " leading dims");
-    CHECK(sum(x, c.dims).to_vector() == want_sum);
-    CHECK(mean(x, c.dims).to_vector() == want_mean);
   }
 }
