@@ -15,6 +15,10 @@
 #include <cmath>
 #include <cstdint>
 
+#if defined(__AVX2__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#endif
+
 #include "runtime/macros.h"
 
 namespace mt {
@@ -51,10 +55,56 @@ MT_HOST_DEVICE inline PhiloxBlock philox4x32_10(uint64_t seed, uint64_t block) {
 }
 
 // Eight consecutive blocks, first_block .. first_block + 7, of mixtape's
-// stream: the same ten rounds, written lane by lane over arrays so the CPU
-// compiler turns each round into a few vector instructions (vpmuludq for the
-// 32x32->64 products) instead of eight scalar rounds. words[w][j] is word w
-// of block first_block + j. Host code only (the CPU dropout kernel).
+// stream: the same ten rounds, eight blocks at once. words[w][j] is word w
+// of block first_block + j. Host code only (the CPU dropout and attention
+// kernels). With AVX2 each round is a few vector instructions on eight
+// lanes (the 32x32 -> 64-bit products by vpmuludq, even and odd lanes
+// apart); elsewhere the lane-by-lane loop below, which compilers vectorise
+// less well (1.3 ns per number on the project's AVX-512 VM).
+#if defined(__AVX2__) && !defined(__CUDACC__)
+namespace philox_detail {
+// The high and low 32 bits of a * m for each of eight unsigned lanes.
+inline void mul_hi_lo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
+  const __m256i even = _mm256_mul_epu32(a, m);                        // lanes 0, 2, 4, 6 as 64-bit products
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);  // lanes 1, 3, 5, 7
+  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0b10101010);
+  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0b10101010);
+}
+}  // namespace philox_detail
+
+inline void philox4x32_10_x8(uint64_t seed, uint64_t first_block, uint32_t (&words)[4][8]) {
+  using philox_detail::mul_hi_lo;
+  const auto low = static_cast<uint32_t>(first_block), high = static_cast<uint32_t>(first_block >> 32);
+  __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(low)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  // A lane whose low word wrapped past 2^32 carries one into the high word
+  // (unsigned c0 < low: compared with the sign bits flipped).
+  const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  const __m256i wrapped =
+      _mm256_cmpgt_epi32(_mm256_xor_si256(_mm256_set1_epi32(static_cast<int>(low)), sign), _mm256_xor_si256(c0, sign));
+  __m256i c1 = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(high)), wrapped);  // wrapped is -1
+  __m256i c2 = _mm256_setzero_si256(), c3 = _mm256_setzero_si256();
+  const __m256i mul0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m256i mul1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    __m256i hi0, lo0, hi1, lo1;
+    mul_hi_lo(c0, mul0, hi0, lo0);
+    mul_hi_lo(c2, mul1, hi1, lo1);
+    const __m256i next0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
+    const __m256i next2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
+    c1 = lo1;
+    c3 = lo0;
+    c0 = next0;
+    c2 = next2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(words[0]), c0);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(words[1]), c1);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(words[2]), c2);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(words[3]), c3);
+}
+#else
 inline void philox4x32_10_x8(uint64_t seed, uint64_t first_block, uint32_t (&words)[4][8]) {
   constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
   constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
@@ -88,6 +138,7 @@ inline void philox4x32_10_x8(uint64_t seed, uint64_t first_block, uint32_t (&wor
     words[3][j] = c3[j];
   }
 }
+#endif
 
 // A uniform float in [0, 1) from the top 24 bits (exactly representable in f32).
 MT_HOST_DEVICE inline float uniform_from_bits(uint32_t bits) {
