@@ -71,6 +71,14 @@ IsaFacts isa_facts(dnnl::cpu_isa isa) {
 }  // namespace
 #endif
 
+bool onednn_int8_native() {
+#if MT_WITH_ONEDNN
+  return isa_facts(dnnl::get_effective_cpu_isa()).int8_native;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
 std::string gemm_description() {

@@ -26,6 +26,12 @@ void set_cpu_gemm_library(CpuGemmLibrary library);
 // True when this build has oneDNN.
 bool onednn_built();
 
+// True when oneDNN's INT8 products are native on this CPU (VNNI or AMX):
+// u8 x s8 products then accumulate exactly in s32. (Without VNNI, AVX2's
+// vpmaddubsw adds pairs of products in saturating 16 bits, so full-range
+// u8 activations could saturate; the INT8 GEMM does not use oneDNN there.)
+bool onednn_int8_native();
+
 // One line for `mixtape info`: the library, the ISA oneDNN dispatches to on
 // this CPU, whether BF16 and INT8 dot products are native here, and whether
 // exp/erfc are vectorised (SLEEF).

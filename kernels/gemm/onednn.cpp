@@ -142,4 +142,52 @@ bool onednn_bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
   return true;
 }
 
+// ---- INT8 --------------------------------------------------------------
+
+namespace {
+
+// The INT8 matmul for one shape: u8 [m, k] x s8 [k, n] (the [n, k] weight
+// read column-major) -> f32, the per-column scales and the activations'
+// zero point given at run time.
+std::optional<dnnl::matmul> make_int8_matmul(int64_t m, int64_t n, int64_t k) {
+  const memory::desc a_md({m, k}, memory::data_type::u8, Dims{k, 1});
+  const memory::desc b_md({k, n}, memory::data_type::s8, Dims{1, k});
+  const memory::desc dst_md({m, n}, memory::data_type::f32, Dims{n, 1});
+  dnnl::primitive_attr attr;
+  attr.set_output_scales(1 << 1, {DNNL_RUNTIME_F32_VAL});
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, dst_md), attr, onednn::engine(),
+                                        /*allow_empty=*/true);
+  if (!pd || onednn::is_reference(pd)) return std::nullopt;
+  return dnnl::matmul(pd);
+}
+
+}  // namespace
+
+bool onednn_int8_gemm(const Int8Gemm& g, float* product) {
+  if (cpu_gemm_library() == CpuGemmLibrary::Eigen || !onednn_int8_native()) return false;
+  static onednn::PrimitiveCache<dnnl::matmul> cache;
+  const std::optional<dnnl::matmul> matmul =
+      cache.get({omp_get_max_threads(), g.m, g.n, g.k}, [&] { return make_int8_matmul(g.m, g.n, g.k); });
+  if (!matmul) {
+    MT_CHECK(cpu_gemm_library() != CpuGemmLibrary::OneDnn,
+             "MT_CPU_GEMM=onednn: oneDNN has no optimised INT8 matmul for [{}, {}] x [{}, {}] on this CPU", g.m, g.k,
+             g.k, g.n);
+    return false;
+  }
+  const dnnl::engine& engine = onednn::engine();
+  int32_t zero_point = g.a_zero_point;
+  matmul->execute(
+      onednn::stream(),
+      {{DNNL_ARG_SRC, memory({{g.m, g.k}, memory::data_type::u8, Dims{g.k, 1}}, engine, const_cast<uint8_t*>(g.a))},
+       {DNNL_ARG_WEIGHTS, memory({{g.k, g.n}, memory::data_type::s8, Dims{1, g.k}}, engine, const_cast<int8_t*>(g.b))},
+       {DNNL_ARG_DST, memory({{g.m, g.n}, memory::data_type::f32, Dims{g.n, 1}}, engine, product)},
+       {DNNL_ARG_ATTR_OUTPUT_SCALES,
+        memory({{g.n}, memory::data_type::f32, Dims{1}}, engine, const_cast<float*>(g.scales))},
+       {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
+        memory({{1}, memory::data_type::s32, Dims{1}}, engine, &zero_point)}});
+  onednn::stream().wait();
+  return true;
+}
+
 }  // namespace mt::kernels::cpu
