@@ -1,10 +1,10 @@
 #include "amp/fp8_recipe.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "autograd/grad_mode.h"
 
@@ -158,8 +158,16 @@ Fp8State::Fp8State(Fp8Recipe recipe) : recipe_(recipe) {
 
 Fp8State::~Fp8State() = default;
 
-void Fp8State::keep_high_precision(const nn::Module& module) {
-  for (const auto& [name, p] : module.named_parameters()) kept_[p.impl()] = p.impl_ptr();
+void Fp8State::keep_high_precision(const nn::Module& module, std::string reason) {
+  for (const auto& [name, p] : module.named_parameters()) kept_[p.impl()] = {p.impl_ptr(), reason};
+}
+
+std::string Fp8State::high_precision_reason(const Tensor& weight) const {
+  if (weight.grad_fn() != nullptr) return "its weight is computed in the step (only a module's own weights run FP8)";
+  if (const auto kept = kept_.find(weight.impl()); kept != kept_.end() && !kept->second.weight.expired()) {
+    return kept->second.reason;
+  }
+  return "";
 }
 
 fp8::LinearScaling* Fp8State::scaling_for(const Tensor& weight) {
@@ -168,7 +176,7 @@ fp8::LinearScaling* Fp8State::scaling_for(const Tensor& weight) {
   // pile up. Only leaves, a module's own weights, run in FP8.
   if (weight.grad_fn() != nullptr) return nullptr;
   const TensorImpl* key = weight.impl();
-  if (const auto kept = kept_.find(key); kept != kept_.end() && !kept->second.expired()) return nullptr;
+  if (const auto kept = kept_.find(key); kept != kept_.end() && !kept->second.weight.expired()) return nullptr;
   auto it = states_.find(key);
   if (it != states_.end() && it->second.weight.expired()) {
     states_.erase(it);  // another tensor at a dead weight's address: a new Linear
@@ -201,9 +209,7 @@ std::vector<Tensor> Fp8State::amaxes_to_reduce() const {
 
 namespace {
 
-int64_t scale_bytes(const Shape& sizes, ScaleLayout layout) {
-  return 4 * shape_numel(fp8::scale_shape(sizes, layout));
-}
+int64_t scale_bytes(const Shape& sizes, ScaleLayout layout) { return 4 * shape_numel(fp8::scale_shape(sizes, layout)); }
 
 // A Linear's saved input along M: its own quantization transposed, or the
 // transposed tensor [K, M] quantized afresh (tiles run along M then).
@@ -265,8 +271,8 @@ void Fp8State::load_state_dict(const nn::Module& model, const std::map<std::stri
       loaded += 2;
     }
   }
-  MT_CHECK(loaded == state.size(), "FP8 state: {} of its {} entries name no parameter of this model", state.size() - loaded,
-           state.size());
+  MT_CHECK(loaded == state.size(), "FP8 state: {} of its {} entries name no parameter of this model",
+           state.size() - loaded, state.size());
 }
 
 std::vector<Fp8TensorStatistics> Fp8State::take_statistics(const nn::Module& model) {
@@ -282,8 +288,8 @@ std::vector<Fp8TensorStatistics> Fp8State::take_statistics(const nn::Module& mod
       const std::vector<double> inv = c.scale_inv.to_vector();
       const auto [lo, hi] = std::minmax_element(inv.begin(), inv.end());
       const auto n = static_cast<double>(c.elements);
-      out.push_back({name, role_name, c.amax.item<double>(), 1.0 / *hi, 1.0 / *lo, counts[0] / n, counts[1] / n,
-                     c.elements});
+      out.push_back(
+          {name, role_name, c.amax.item<double>(), 1.0 / *hi, 1.0 / *lo, counts[0] / n, counts[1] / n, c.elements});
       c.counts = zeros_like(c.counts);
       c.elements = 0;
     }
@@ -303,7 +309,8 @@ std::string Fp8State::first_nonfinite_operand(const nn::Module& model) const {
         const std::vector<double> h = d->amax_history().to_vector();
         amaxes.assign(h.begin() + 1, h.end());  // history[1] is the oldest step, the last slot the newest
         amaxes.push_back(h.front());
-      } else if (const Scaling::Counters& c = it->second.scaling->counters()[static_cast<size_t>(role)]; c.amax.defined()) {
+      } else if (const Scaling::Counters& c = it->second.scaling->counters()[static_cast<size_t>(role)];
+                 c.amax.defined()) {
         amaxes.push_back(c.amax.item<double>());
       }
       for (size_t i = 0; i < amaxes.size(); ++i) {

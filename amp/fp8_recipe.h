@@ -47,9 +47,7 @@ struct Fp8Recipe {
   int margin = 0;                 // current only: scale = max / amax * 2^-margin
 
   static Fp8Recipe current(int margin = 0) { return {Fp8RecipeKind::Current, {}, margin}; }
-  static Fp8Recipe delayed_scaling(DelayedScalingOptions options = {}) {
-    return {Fp8RecipeKind::Delayed, options, 0};
-  }
+  static Fp8Recipe delayed_scaling(DelayedScalingOptions options = {}) { return {Fp8RecipeKind::Delayed, options, 0}; }
   static Fp8Recipe block() { return {Fp8RecipeKind::Block, {}, 0}; }
   std::string name() const;  // "current", "delayed", "block"
 };
@@ -61,14 +59,14 @@ std::string fp8_recipe_name(Fp8RecipeKind kind);
 // Where FP8 hurts, for one GEMM operand of one Linear, over the
 // quantizations since the statistics were last taken.
 struct Fp8TensorStatistics {
-  std::string parameter;   // the Linear's weight, "blocks.0.attn.c_attn.weight"
-  std::string role;        // input | weight | grad_output
-  double amax = 0;         // max |x| of the last quantization
-  double scale_min = 0;    // its scales (one for per-tensor recipes)
+  std::string parameter;  // the Linear's weight, "blocks.0.attn.c_attn.weight"
+  std::string role;       // input | weight | grad_output
+  double amax = 0;        // max |x| of the last quantization
+  double scale_min = 0;   // its scales (one for per-tensor recipes)
   double scale_max = 0;
-  double saturated = 0;    // share of elements clipped at the format's largest value (|x * scale| > max)
-  double flushed = 0;      // share of elements that were not 0 and became 0
-  int64_t elements = 0;    // elements quantized
+  double saturated = 0;  // share of elements clipped at the format's largest value (|x * scale| > max)
+  double flushed = 0;    // share of elements that were not 0 and became 0
+  int64_t elements = 0;  // elements quantized
 };
 
 // What FP8 training keeps, in bytes, by theory, for the Linears that ran FP8
@@ -94,9 +92,11 @@ class Fp8State final : public fp8::Region {
   explicit Fp8State(Fp8Recipe recipe);
   ~Fp8State() override;
 
-  // Every parameter of `module` (and its children) stays in high precision.
-  void keep_high_precision(const nn::Module& module);
+  // Every parameter of `module` (and its children) stays in high precision;
+  // `reason` is what the dtype report says of it.
+  void keep_high_precision(const nn::Module& module, std::string reason = "kept by keep_high_precision");
   fp8::LinearScaling* scaling_for(const Tensor& weight) override;
+  std::string high_precision_reason(const Tensor& weight) const override;
   // After each step's backward: delayed scaling turns the amax histories into
   // the next step's scales (on the device); current and block need nothing.
   // Every recipe drops here the state of Linears whose weight has died.
@@ -142,7 +142,11 @@ class Fp8State final : public fp8::Region {
   };
   Fp8Recipe recipe_;
   bool statistics_ = false;
-  std::map<const TensorImpl*, std::weak_ptr<TensorImpl>> kept_;
+  struct Kept {
+    std::weak_ptr<TensorImpl> weight;
+    std::string reason;
+  };
+  std::map<const TensorImpl*, Kept> kept_;
   std::map<const TensorImpl*, Entry> states_;
 };
 

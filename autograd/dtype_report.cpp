@@ -86,8 +86,15 @@ void DtypeRecorder::note(const std::string& op, const char* policy, const std::v
   if (it != rows_.end()) {
     ++it->calls;
   } else {
-    rows_.push_back(std::move(row));
+    it = rows_.insert(rows_.end(), std::move(row));
   }
+  last_output_ = output.defined() ? output.impl() : nullptr;
+  last_row_ = static_cast<size_t>(it - rows_.begin());
+}
+
+void DtypeRecorder::note_not_fp8(const Tensor& output, const std::string& why) {
+  // Only when `output` is what the last note() was for: an op that recorded no node has no row.
+  if (!why.empty() && output.defined() && output.impl() == last_output_) rows_[last_row_].fp8 = why;
 }
 
 }  // namespace mt::autograd

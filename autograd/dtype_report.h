@@ -32,6 +32,7 @@ struct DtypeReportRow {
   std::string output;
   int64_t calls = 0;
   std::string flag;  // why an f32 activation stayed f32 ("" when nothing is wrong)
+  std::string fp8;   // inside an FP8 region: why this Linear did not run FP8 ("" otherwise)
 };
 
 class DtypeRecorder {
@@ -45,9 +46,14 @@ class DtypeRecorder {
   // Called by the tape for each recorded op (autocast_cast.cpp, engine.cpp).
   void note(const std::string& op, const char* policy, const std::vector<Tensor>& sources,
             const std::vector<Tensor>& cast, const Tensor& output);
+  // Called by an op that an FP8 region left in high precision, after it
+  // recorded `output`: the row of that call gets `why`.
+  void note_not_fp8(const Tensor& output, const std::string& why);
 
  private:
   std::vector<DtypeReportRow> rows_;
+  const TensorImpl* last_output_ = nullptr;  // the output the last note() was for, and its row
+  size_t last_row_ = 0;
   DtypeRecorder* previous_;
 };
 

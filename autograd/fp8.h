@@ -26,7 +26,7 @@ namespace mt::fp8 {
 
 enum class Format { E4M3, E5M2 };
 DType dtype_of(Format format);
-Format format_of(DType dtype);  // mt::Error unless an FP8 dtype
+Format format_of(DType dtype);    // mt::Error unless an FP8 dtype
 float max_finite(Format format);  // 448, 57344
 
 enum class ScaleLayout { PerTensor, PerRow, Tiles1x128, Blocks128x128 };
@@ -120,6 +120,8 @@ class Region {
  public:
   virtual ~Region() = default;
   virtual LinearScaling* scaling_for(const Tensor& weight) = 0;
+  // Why scaling_for answered nullptr for `weight` (the dtype report shows it).
+  virtual std::string high_precision_reason(const Tensor& weight) const = 0;
 };
 Region* active_region();
 // Returns the region it replaces (amp::Fp8Autocast restores it).

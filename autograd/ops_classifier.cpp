@@ -20,6 +20,7 @@
 #include <algorithm>
 
 #include "autograd/autocast.h"
+#include "autograd/dtype_report.h"
 #include "autograd/fp8.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
@@ -94,9 +95,10 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
     }
   }
   if (!autograd::needs_grad({hidden, weight})) return out;
+  const bool in_fp8_region = fp8::active_region() != nullptr;
   // saves: hidden, weight (compute dtype), target, stats (f32 max, lse per row),
   // count (mean only, on the device): O(N + V) beyond the inputs, not O(N V)
-  return autograd::record(
+  const Tensor loss = autograd::record(
       in, out,
       [sh = autograd::save(hidden), sw = autograd::save(weight), st = autograd::save(target),
        ss = autograd::save(row_stats), sc = autograd::save(counted), args, chunk, loss_dtype,
@@ -123,6 +125,10 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
         if (!grad_weight.defined()) grad_weight = zeros(weight_.sizes(), loss_dtype, weight_.device());
         return {grad_hidden, grad_weight.to(weight_.dtype())};
       });
+  if (autograd::DtypeRecorder* recorder = autograd::active_dtype_recorder(); recorder != nullptr && in_fp8_region) {
+    recorder->note_not_fp8(loss, "the fused vocabulary head and its loss stay in high precision, as TE keeps the head");
+  }
+  return loss;
 }
 
 }  // namespace mt

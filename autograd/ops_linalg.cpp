@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "autograd/autocast.h"
+#include "autograd/dtype_report.h"
 #include "autograd/fp8.h"
 #include "autograd/op_helpers.h"
 #include "kernels/elementwise/elementwise.h"
@@ -116,15 +117,10 @@ Tensor activate(const Tensor& y, LinearActivation activation) {
   return y;
 }
 
-}  // namespace
-
-Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, LinearActivation activation) {
-  // Inside an FP8 region (amp::Fp8Autocast) an eligible Linear runs its GEMMs in FP8.
-  if (fp8::Region* region = fp8::active_region()) {
-    if (fp8::LinearScaling* scaling = region->scaling_for(weight_in)) {
-      return activate(fp8::linear(x_in, weight_in, bias_in, *scaling), activation);
-    }
-  }
+// y = act(x W^T + b) in the autocast dtype: one GEMM with the bias and the
+// activation in its epilogue, one tape node.
+Tensor high_precision_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
+                             LinearActivation activation) {
   const auto in = autograd::autocast_inputs(amp::Op::Linear, {x_in, weight_in, bias_in});
   const Tensor& x = in[0];
   const Tensor& weight = in[1];
@@ -179,6 +175,22 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
                   const Tensor gb = has_bias && need_b ? sum(g2, {0}) : Tensor();
                   return {gx, gw, gb};
                 });
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearActivation activation) {
+  // Inside an FP8 region (amp::Fp8Autocast) an eligible Linear runs its GEMMs in FP8.
+  fp8::Region* region = fp8::active_region();
+  if (region == nullptr) return high_precision_linear(x, weight, bias, activation);
+  if (fp8::LinearScaling* scaling = region->scaling_for(weight)) {
+    return activate(fp8::linear(x, weight, bias, *scaling), activation);
+  }
+  const Tensor y = high_precision_linear(x, weight, bias, activation);
+  if (autograd::DtypeRecorder* recorder = autograd::active_dtype_recorder()) {
+    recorder->note_not_fp8(y, region->high_precision_reason(weight));
+  }
+  return y;
 }
 
 }  // namespace mt

@@ -6,8 +6,11 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "autograd/dtype_report.h"
 #include "kernels/sim_tensor_util.h"
 #include "mixtape.h"
 #include "nn/layers.h"
@@ -59,7 +62,8 @@ void check_close(const std::vector<double>& got, const Matrix& want, const Matri
   REQUIRE(got.size() == want.v.size());
   int bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const double bound = static_cast<double>(n_terms + 3) * 0x1p-24 * (magnitude.v[i] + 1e-30) + 0x1p-24 * std::fabs(want.v[i]);
+    const double bound =
+        static_cast<double>(n_terms + 3) * 0x1p-24 * (magnitude.v[i] + 1e-30) + 0x1p-24 * std::fabs(want.v[i]);
     if (!(std::fabs(got[i] - want.v[i]) <= bound) && bad++ < 3) {
       FAIL_CHECK("element " << i << ": got " << got[i] << ", want " << want.v[i] << " (bound " << bound << ")");
     }
@@ -73,17 +77,20 @@ struct Quantizers {
   amp::Fp8RecipeKind kind;
   fp8::Fp8Tensor input(const Tensor& x) const {
     if (kind == amp::Fp8RecipeKind::Block) return fp8::quantize(x, Format::E4M3, ScaleLayout::Tiles1x128);
-    if (kind == amp::Fp8RecipeKind::Delayed) return fp8::quantize_with_scale(x, Format::E4M3, ones({}, kF32, x.device()));
+    if (kind == amp::Fp8RecipeKind::Delayed)
+      return fp8::quantize_with_scale(x, Format::E4M3, ones({}, kF32, x.device()));
     return fp8::quantize(x, Format::E4M3);
   }
   fp8::Fp8Tensor weight(const Tensor& w) const {
     if (kind == amp::Fp8RecipeKind::Block) return fp8::quantize(w, Format::E4M3, ScaleLayout::Blocks128x128);
-    if (kind == amp::Fp8RecipeKind::Delayed) return fp8::quantize_with_scale(w, Format::E4M3, ones({}, kF32, w.device()));
+    if (kind == amp::Fp8RecipeKind::Delayed)
+      return fp8::quantize_with_scale(w, Format::E4M3, ones({}, kF32, w.device()));
     return fp8::quantize(w, Format::E4M3);
   }
   fp8::Fp8Tensor grad(const Tensor& g) const {
     if (kind == amp::Fp8RecipeKind::Block) return fp8::quantize(g, Format::E4M3, ScaleLayout::Tiles1x128);
-    if (kind == amp::Fp8RecipeKind::Delayed) return fp8::quantize_with_scale(g, Format::E5M2, ones({}, kF32, g.device()));
+    if (kind == amp::Fp8RecipeKind::Delayed)
+      return fp8::quantize_with_scale(g, Format::E5M2, ones({}, kF32, g.device()));
     return fp8::quantize(g, Format::E5M2);
   }
 };
@@ -93,7 +100,8 @@ struct Quantizers {
 Tensor graded(int64_t rows, int64_t cols, Device device, unsigned seed, double base) {
   std::vector<double> v = test::random_tensor({rows, cols}, kF64, kCPU, seed).to_vector();
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) v[static_cast<size_t>(r * cols + c)] *= base * std::ldexp(1.0, int((c / 128) * 2 + r % 3) - 2);
+    for (int64_t c = 0; c < cols; ++c)
+      v[static_cast<size_t>(r * cols + c)] *= base * std::ldexp(1.0, int((c / 128) * 2 + r % 3) - 2);
   }
   return from_vector(v, {rows, cols}, kF32, device);
 }
@@ -131,10 +139,10 @@ TEST_CASE("fp8 linear: forward and both gradients, per recipe (bug: E5M2 used fo
       for (int64_t i = 0; i < m * n; ++i) want_y.v[static_cast<size_t>(i)] += bias[static_cast<size_t>(i % n)];
       check_close(y.to_vector(), want_y, magnitude, k);
 
-      const Matrix qg = dequantized(q.grad(r));                                    // along N
+      const Matrix qg = dequantized(q.grad(r));  // along N
       const Matrix want_gx = matmul_nt(qg, transposed(dequantized(q.weight(w.detach()))), &magnitude);
       check_close(x.grad().to_vector(), want_gx, magnitude, n);
-      const Matrix qg_m = dequantized(q.grad(r.t().contiguous()));                 // along M
+      const Matrix qg_m = dequantized(q.grad(r.t().contiguous()));  // along M
       const Matrix qx_m = dequantized(q.input(x.detach().t().contiguous()));
       const Matrix want_gw = matmul_nt(qg_m, qx_m, &magnitude);
       check_close(w.grad().to_vector(), want_gw, magnitude, m);
@@ -189,6 +197,40 @@ TEST_CASE("fp8 region: a fused head and a computed weight stay high precision (b
     add(loss, sum(y.to(kF32))).backward();
   }
   CHECK(state.linears() == 0);
+}
+
+// Catches the dtype report leaving a user to guess why a Linear ran in BF16
+// inside an FP8 region: a kept Linear without the reason it was kept, a
+// computed weight or the fused head without theirs, and a reason pinned on
+// a row that ran FP8 or on the op after the Linear.
+TEST_CASE("dtype report: why a Linear inside an FP8 region did not run FP8 (bug: no reason given)", "[fp8]") {
+  Generator gen(8);
+  nn::Linear body(16, 8), head(8, 32);
+  amp::Fp8State state(amp::Fp8Recipe::current());
+  state.keep_high_precision(head, "kept for this test");
+  const Tensor x = randn({4, 16}, kF32, kCPU, &gen);
+  const Tensor target = from_vector(std::vector<int64_t>{1, 5, 9, 31}, {4});
+  autograd::DtypeRecorder recorder;
+  {
+    amp::Autocast autocast(kCPU, kBF16);
+    amp::Fp8Autocast region(state);
+    const Tensor h = relu(body.forward(x));
+    head.forward(h);
+    linear(h, mul(head.weight, 2.0));  // a weight computed in the step
+    linear_cross_entropy(h, head.weight, target);
+  }
+  head.forward(randn({4, 8}, kF32, kCPU, &gen));  // outside the region: no reason to give
+  std::map<std::string, std::string> why;         // op -> reason, for the rows that have one
+  for (const autograd::DtypeReportRow& row : recorder.rows()) {
+    INFO(row.module << " " << row.op << " " << row.inputs);
+    if (row.op == "fp8_linear" || row.op == "relu" || row.op == "mul") CHECK(row.fp8.empty());
+    const bool computed_weight = row.op == "linear" && row.inputs.find("param") == std::string::npos;
+    if (!row.fp8.empty()) CHECK(why.emplace(row.op + (computed_weight ? " computed" : ""), row.fp8).second);
+  }
+  CHECK(why.size() == 3);
+  CHECK(why["linear"] == "kept for this test");
+  CHECK_THAT(why["linear computed"], Catch::Contains("computed in the step"));
+  CHECK_THAT(why["linear_cross_entropy"], Catch::Contains("vocabulary head"));
 }
 
 // Catches Fp8State keeping a dead Linear's histories for the rest of the run.

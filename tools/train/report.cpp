@@ -160,10 +160,11 @@ std::string dtype_report_section(const std::vector<RunRecord>& runs) {
         escape(r.label), escape(r.label));
     for (const nlohmann::json& row : r.dtype_report) {
       if (!row.is_object()) continue;
-      const std::string note = text_or(row, "flag");
+      const std::string flag = text_or(row, "flag"), not_fp8 = text_or(row, "fp8");
+      const std::string note = !flag.empty() ? flag : !not_fp8.empty() ? "not FP8: " + not_fp8 : "";
       html += fmt::format(
           "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-          note.empty() ? "" : " class=\"flag\"", escape(text_or(row, "module")), escape(text_or(row, "op")),
+          flag.empty() ? "" : " class=\"flag\"", escape(text_or(row, "module")), escape(text_or(row, "op")),
           escape(text_or(row, "policy")), escape(text_or(row, "inputs")), escape(text_or(row, "compute")),
           escape(text_or(row, "output")), number_or(row, "calls", 0), escape(note));
     }
@@ -207,10 +208,10 @@ std::string fp8_section(const std::vector<RunRecord>& runs) {
         // Shares are small: a 1% share is already a full colour.
         const int red = static_cast<int>(255 * std::min(1.0, clipped * 100)),
                   blue = static_cast<int>(255 * std::min(1.0, flushed * 100));
-        html += fmt::format(
-            "<td style=\"background:rgb({},{},{})\" data-clipped=\"{}\" data-flushed=\"{}\">{:.2g}%</td>",
-            255 - blue / 2, 255 - (red + blue) / 2, 255 - red / 2, exact(clipped), exact(flushed),
-            100 * std::max(clipped, flushed));
+        html +=
+            fmt::format("<td style=\"background:rgb({},{},{})\" data-clipped=\"{}\" data-flushed=\"{}\">{:.2g}%</td>",
+                        255 - blue / 2, 255 - (red + blue) / 2, 255 - red / 2, exact(clipped), exact(flushed),
+                        100 * std::max(clipped, flushed));
       }
       html += "</tr>\n";
     }

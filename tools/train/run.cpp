@@ -150,7 +150,6 @@ void check_config(const TrainingRun& r) {
              "train: --fp8-keep-bf16 takes first, last, head or none, got '{}'", k);
   }
 
-
   MT_CHECK(c.report.eval_every >= 0, "train: --eval-every must not be negative");
 }
 
@@ -268,7 +267,9 @@ void build_scaler(TrainingRun& r) {
 
 // The Linears --fp8-keep-bf16 names: the first and last in registration
 // order, and heads (a Linear named classifier, head or lm_head).
-std::vector<const nn::Linear*> linears_kept_in_bf16(const nn::Module& model, const std::vector<std::string>& keep) {
+// The Linears --fp8-keep-bf16 keeps (first, last, head), each with its reason.
+std::vector<std::pair<const nn::Linear*, std::string>> linears_kept_in_bf16(const nn::Module& model,
+                                                                            const std::vector<std::string>& keep) {
   std::vector<std::pair<std::string, const nn::Linear*>> all;
   const std::function<void(const nn::Module&)> walk = [&](const nn::Module& m) {
     for (const auto& [name, child] : m.children()) {
@@ -277,13 +278,15 @@ std::vector<const nn::Linear*> linears_kept_in_bf16(const nn::Module& model, con
     }
   };
   walk(model);
-  std::vector<const nn::Linear*> kept;
+  std::vector<std::pair<const nn::Linear*, std::string>> kept;
   auto wants = [&](const char* what) { return std::find(keep.begin(), keep.end(), what) != keep.end(); };
   if (all.empty()) return kept;
-  if (wants("first")) kept.push_back(all.front().second);
-  if (wants("last")) kept.push_back(all.back().second);
+  if (wants("first")) kept.emplace_back(all.front().second, "--fp8-keep-bf16 first: the first Linear stays in BF16");
+  if (wants("last")) kept.emplace_back(all.back().second, "--fp8-keep-bf16 last: the last Linear stays in BF16");
   for (const auto& [name, linear] : all) {
-    if (wants("head") && (name == "classifier" || name == "head" || name == "lm_head")) kept.push_back(linear);
+    if (wants("head") && (name == "classifier" || name == "head" || name == "lm_head")) {
+      kept.emplace_back(linear, "--fp8-keep-bf16 head: the output head stays in BF16");
+    }
   }
   return kept;
 }
@@ -305,7 +308,9 @@ void build_fp8(TrainingRun& r) {
         "treat this run's numbers as unverified until a GPU check has passed",
         r.device.str());
   }
-  for (const nn::Linear* linear : linears_kept_in_bf16(*r.model, o.keep_bf16)) r.fp8->keep_high_precision(*linear);
+  for (const auto& [linear, reason] : linears_kept_in_bf16(*r.model, o.keep_bf16)) {
+    r.fp8->keep_high_precision(*linear, reason);
+  }
 }
 
 // --resume: the model, optimizer, scaler and schedule as the checkpoint left them.

@@ -218,7 +218,7 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
     time_step(r);
     report_steps(r, r.metrics->poll(), reporter, throughput);
     report_fp8_statistics(r, reporter);  // --fp8-stats N: a host read every N steps
-    if (++r.steps_this_run > 1) {  // the first step carries one-time set-up
+    if (++r.steps_this_run > 1) {        // the first step carries one-time set-up
       r.steady_syncs += host_sync_count() - syncs_before;
       ++r.steady_steps;
     }
@@ -249,7 +249,8 @@ void keep_dtype_report(TrainingRun& r, const std::vector<autograd::DtypeReportRo
                      {"compute", row.compute},
                      {"output", row.output},
                      {"calls", row.calls},
-                     {"flag", row.flag}});
+                     {"flag", row.flag},
+                     {"fp8", row.fp8}});
   }
   r.summary.dtype_report = table;
 }

@@ -92,12 +92,14 @@ void print_dtype_report(std::FILE* out, const nlohmann::json& rows) {
   int64_t flagged = 0;
   for (const nlohmann::json& row : rows) {
     const std::string flag = row["flag"].get<std::string>();
+    const std::string not_fp8 = row.value("fp8", std::string());
+    const std::string note = !flag.empty() ? "  ! " + flag : !not_fp8.empty() ? "  not FP8: " + not_fp8 : "";
     flagged += flag.empty() ? 0 : 1;
-    std::fprintf(out, "  %s %-28s %-22s %-16s %-28s -> %-4s -> %-4s x%lld%s%s\n", flag.empty() ? " " : "!",
+    std::fprintf(out, "  %s %-28s %-22s %-16s %-28s -> %-4s -> %-4s x%lld%s\n", flag.empty() ? " " : "!",
                  row["module"].get<std::string>().c_str(), row["op"].get<std::string>().c_str(),
                  row["policy"].get<std::string>().c_str(), row["inputs"].get<std::string>().c_str(),
                  row["compute"].get<std::string>().c_str(), row["output"].get<std::string>().c_str(),
-                 static_cast<long long>(row["calls"].get<int64_t>()), flag.empty() ? "" : "  ! ", flag.c_str());
+                 static_cast<long long>(row["calls"].get<int64_t>()), note.c_str());
   }
   std::fprintf(out, "%lld row(s) flagged: f32 activations under autocast (each costs f32 memory when saved)\n",
                static_cast<long long>(flagged));
