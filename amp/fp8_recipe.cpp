@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <utility>
 
 #include "autograd/grad_mode.h"
 
@@ -14,14 +15,20 @@ using fp8::Format;
 using fp8::Fp8Role;
 using fp8::ScaleLayout;
 
+using Flags = Fp8State::Flags;
+
 // A recipe's scaling, with the statistics its quantizations leave when the
-// state collects them.
+// state collects them and the last --fp8-shadow error.
 class Fp8State::Scaling : public fp8::LinearScaling {
  public:
-  explicit Scaling(const bool& collect) : collect_(collect) {}
+  explicit Scaling(const Flags& flags) : flags_(flags) {}
+  bool wants_shadow() const final { return flags_.shadow; }
+  void note_shadow_error(const Tensor& relative_error) final { shadow_error_ = relative_error; }
+  // The last --fp8-shadow error (undefined when none since the last take), handed over once.
+  Tensor take_shadow_error() { return std::exchange(shadow_error_, Tensor()); }
   fp8::Fp8Tensor quantize(Fp8Role role, const Tensor& x) final {
     fp8::Fp8Tensor q = quantize_operand(role, x);
-    if (collect_) note(role, x, q);
+    if (flags_.statistics) note(role, x, q);
     return q;
   }
   virtual void update() {}
@@ -63,7 +70,8 @@ class Fp8State::Scaling : public fp8::LinearScaling {
     c.elements += x.numel();
   }
 
-  const bool& collect_;
+  const Flags& flags_;
+  Tensor shadow_error_;
   std::array<Counters, 3> counters_;
   Saved saved_;
 };
@@ -83,7 +91,7 @@ Format hybrid_format(Fp8Role role) { return role == Fp8Role::GradOutput ? Format
 // Current scaling, per tensor: scales from this call's amax.
 class CurrentScaling final : public Fp8State::Scaling {
  public:
-  CurrentScaling(const bool& collect, int margin) : Scaling(collect), margin_(margin) {}
+  CurrentScaling(const Flags& flags, int margin) : Scaling(flags), margin_(margin) {}
   fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x) override {
     return fp8::quantize(x, hybrid_format(role), layout(role), margin_);
   }
@@ -98,7 +106,7 @@ class CurrentScaling final : public Fp8State::Scaling {
 // and gradients (which do not transpose), 128x128 blocks for weights.
 class BlockScaling final : public Fp8State::Scaling {
  public:
-  explicit BlockScaling(const bool& collect) : Scaling(collect) {}
+  explicit BlockScaling(const Flags& flags) : Scaling(flags) {}
   fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x) override {
     return fp8::quantize(x, Format::E4M3, layout(role));
   }
@@ -111,8 +119,8 @@ class BlockScaling final : public Fp8State::Scaling {
 // Delayed scaling: one amax history per operand (amp/fp8_scaling.h).
 class DelayedLinearScaling final : public Fp8State::Scaling {
  public:
-  DelayedLinearScaling(const bool& collect, const DelayedScalingOptions& options, Device device)
-      : Scaling(collect),
+  DelayedLinearScaling(const Flags& flags, const DelayedScalingOptions& options, Device device)
+      : Scaling(flags),
         roles_{DelayedScaling(hybrid_format(Fp8Role::Input), options, device),
                DelayedScaling(hybrid_format(Fp8Role::Weight), options, device),
                DelayedScaling(hybrid_format(Fp8Role::GradOutput), options, device)} {}
@@ -185,11 +193,11 @@ fp8::LinearScaling* Fp8State::scaling_for(const Tensor& weight) {
   if (it == states_.end()) {
     std::unique_ptr<Scaling> scaling;
     switch (recipe_.kind) {
-      case Fp8RecipeKind::Current: scaling = std::make_unique<CurrentScaling>(statistics_, recipe_.margin); break;
+      case Fp8RecipeKind::Current: scaling = std::make_unique<CurrentScaling>(flags_, recipe_.margin); break;
       case Fp8RecipeKind::Delayed:
-        scaling = std::make_unique<DelayedLinearScaling>(statistics_, recipe_.delayed, weight.device());
+        scaling = std::make_unique<DelayedLinearScaling>(flags_, recipe_.delayed, weight.device());
         break;
-      case Fp8RecipeKind::Block: scaling = std::make_unique<BlockScaling>(statistics_); break;
+      case Fp8RecipeKind::Block: scaling = std::make_unique<BlockScaling>(flags_); break;
     }
     it = states_.emplace(key, Entry{weight.impl_ptr(), std::move(scaling)}).first;
   }
@@ -292,6 +300,18 @@ std::vector<Fp8TensorStatistics> Fp8State::take_statistics(const nn::Module& mod
           {name, role_name, c.amax.item<double>(), 1.0 / *hi, 1.0 / *lo, counts[0] / n, counts[1] / n, c.elements});
       c.counts = zeros_like(c.counts);
       c.elements = 0;
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> Fp8State::take_shadow_errors(const nn::Module& model) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const auto it = states_.find(p.impl());
+    if (it == states_.end() || it->second.weight.expired()) continue;
+    if (const Tensor error = it->second.scaling->take_shadow_error(); error.defined()) {
+      out.emplace_back(name, error.item<double>());  // the host reads: a sync
     }
   }
   return out;

@@ -116,8 +116,8 @@ class Fp8State final : public fp8::Region {
   // From now on each quantization also counts its saturated and flushed
   // elements and keeps its amax, on the device (two more passes over each
   // operand: a diagnostic, off by default).
-  void collect_statistics(bool on) { statistics_ = on; }
-  bool collects_statistics() const { return statistics_; }
+  void collect_statistics(bool on) { flags_.statistics = on; }
+  bool collects_statistics() const { return flags_.statistics; }
   // The statistics of `model`'s Linears since the last call, in parameter
   // order and roles, read back to the host (a sync), then reset.
   std::vector<Fp8TensorStatistics> take_statistics(const nn::Module& model);
@@ -129,7 +129,21 @@ class Fp8State final : public fp8::Region {
   // Reads back to the host.
   std::string first_nonfinite_operand(const nn::Module& model) const;
 
+  // --fp8-shadow: while on, every FP8 Linear's forward also runs its
+  // high-precision twin on the same inputs and keeps the relative error of
+  // its output (on the device: one extra GEMM and a norm, no host read).
+  void shadow_forward(bool on) { flags_.shadow = on; }
+  // The relative errors of `model`'s FP8 Linears since the last call, by
+  // weight in parameter order, read back to the host (a sync), then reset.
+  std::vector<std::pair<std::string, double>> take_shadow_errors(const nn::Module& model);
+
   const Fp8Recipe& recipe() const { return recipe_; }
+  // What the Linears' scalings read of the state (by reference: a switch
+  // here reaches every Linear at once).
+  struct Flags {
+    bool statistics = false;
+    bool shadow = false;
+  };
   // A recipe's fp8::LinearScaling with its per-step update (fp8_recipe.cpp).
   class Scaling;
   size_t linears() const { return states_.size(); }  // the Linears that ran FP8 so far
@@ -141,7 +155,7 @@ class Fp8State final : public fp8::Region {
     std::unique_ptr<Scaling> scaling;
   };
   Fp8Recipe recipe_;
-  bool statistics_ = false;
+  Flags flags_;
   struct Kept {
     std::weak_ptr<TensorImpl> weight;
     std::string reason;

@@ -31,7 +31,9 @@ kernels::Fp8Groups groups_for(const Shape& sizes, ScaleLayout layout) {
   g.rows = rows;
   g.cols = cols;
   switch (layout) {
-    case ScaleLayout::PerTensor: g.group_rows = std::max<int64_t>(rows, 1), g.group_cols = std::max<int64_t>(cols, 1); break;
+    case ScaleLayout::PerTensor:
+      g.group_rows = std::max<int64_t>(rows, 1), g.group_cols = std::max<int64_t>(cols, 1);
+      break;
     case ScaleLayout::PerRow: g.group_rows = 1, g.group_cols = std::max<int64_t>(cols, 1); break;
     case ScaleLayout::Tiles1x128: g.group_rows = 1, g.group_cols = kGroupEdge; break;
     case ScaleLayout::Blocks128x128: g.group_rows = kGroupEdge, g.group_cols = kGroupEdge; break;
@@ -196,7 +198,7 @@ Tensor gemm_nt(const Fp8Tensor& a, const Fp8Tensor& b, DType out_dtype, const Te
   if (k == 0) {
     product = zeros({k_groups, m, n}, kF32, a.device());
   } else {
-    const Tensor lhs = widened_k_groups(a.data, k_groups, k_group);                   // [G, M, kg]
+    const Tensor lhs = widened_k_groups(a.data, k_groups, k_group);                  // [G, M, kg]
     const Tensor rhs = widened_k_groups(b.data, k_groups, k_group).transpose(1, 2);  // [G, kg, N]
     kernels::bmm(lhs, rhs, product);
   }
@@ -237,6 +239,20 @@ Region* set_active_region(Region* region) {
   return previous;
 }
 
+namespace {
+
+// --fp8-shadow: ||y - y_twin|| / ||y_twin|| in f32 on the device (no host
+// read), y_twin the Linear's high-precision twin on the same inputs: the
+// autocast dtype's GEMM, outside any FP8 region.
+Tensor shadow_error(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const NoRegionGuard no_fp8;
+  const Tensor twin = mt::linear(x.detach(), weight.detach(), bias.defined() ? bias.detach() : Tensor()).to(kF32);
+  const Tensor diff = sub(y.to(kF32), twin);
+  return div(sqrt(sum(mul(diff, diff))), sqrt(sum(mul(twin, twin))));
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, LinearScaling& scaling) {
   // InputDType: nothing is cast; x arrives as the previous op made it, W as its master.
   const auto in = autograd::autocast_inputs(amp::Op::Fp8Linear, {x_in, weight_in, bias_in});
@@ -262,6 +278,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     const Fp8Tensor qx = scaling.quantize(Fp8Role::Input, x2);
     const Fp8Tensor qw = scaling.quantize(Fp8Role::Weight, weight.detach());
     out = gemm_nt(qx, qw, out_dtype, bias.defined() ? bias.detach() : Tensor()).reshape(out_shape);
+    if (scaling.wants_shadow()) scaling.note_shadow_error(shadow_error(out, x, weight, bias));
     if (need_w) saved_x = along_m(scaling, Fp8Role::Input, qx, x2);
     if (need_x) saved_w = qw;
   }
@@ -270,18 +287,19 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   file_saved(saved_w, MemoryCategory::Fp8WeightCasts);
   scaling.note_saved_for_backward(m, need_w, need_x);
   // saves: input (FP8 + scales, along M: what the weight gradient reads), weight (FP8 + scales)
-  return autograd::record(in, out,
-                [sx = std::move(saved_x), sw = std::move(saved_w), scaling = &scaling, x_shape = x.sizes(),
-                 x_dtype = x.dtype(), w_dtype = weight.dtype(), b_dtype = bias.defined() ? bias.dtype() : kF32, m, n,
-                 need_x, need_w, need_b](const Tensor& g) -> std::vector<Tensor> {
-                  const Tensor g2 = g.detach().reshape({m, n}).contiguous();
-                  const Fp8Tensor qg = scaling->quantize(Fp8Role::GradOutput, g2);
-                  Tensor gx, gw, gb;
-                  if (need_x) gx = gemm_nt(qg, sw.t(), x_dtype).reshape(x_shape);
-                  if (need_w) gw = gemm_nt(along_m(*scaling, Fp8Role::GradOutput, qg, g2), sx, w_dtype);
-                  if (need_b) gb = sum(g2.to(kF32), {0}).to(b_dtype);
-                  return {gx, gw, gb};
-                });
+  return autograd::record(
+      in, out,
+      [sx = std::move(saved_x), sw = std::move(saved_w), scaling = &scaling, x_shape = x.sizes(), x_dtype = x.dtype(),
+       w_dtype = weight.dtype(), b_dtype = bias.defined() ? bias.dtype() : kF32, m, n, need_x, need_w,
+       need_b](const Tensor& g) -> std::vector<Tensor> {
+        const Tensor g2 = g.detach().reshape({m, n}).contiguous();
+        const Fp8Tensor qg = scaling->quantize(Fp8Role::GradOutput, g2);
+        Tensor gx, gw, gb;
+        if (need_x) gx = gemm_nt(qg, sw.t(), x_dtype).reshape(x_shape);
+        if (need_w) gw = gemm_nt(along_m(*scaling, Fp8Role::GradOutput, qg, g2), sx, w_dtype);
+        if (need_b) gb = sum(g2.to(kF32), {0}).to(b_dtype);
+        return {gx, gw, gb};
+      });
 }
 
 void add_to_state(std::map<std::string, Tensor>& state, const std::string& name, const Fp8Tensor& q) {
@@ -301,8 +319,8 @@ Fp8Tensor from_state(const std::map<std::string, Tensor>& state, const std::stri
   Fp8Tensor q;
   q.data = data->second.contiguous();
   bool matched = false;
-  for (ScaleLayout layout : {ScaleLayout::PerTensor, ScaleLayout::PerRow, ScaleLayout::Tiles1x128,
-                             ScaleLayout::Blocks128x128}) {
+  for (ScaleLayout layout :
+       {ScaleLayout::PerTensor, ScaleLayout::PerRow, ScaleLayout::Tiles1x128, ScaleLayout::Blocks128x128}) {
     if (s.sizes() == scale_shape(q.sizes(), layout)) {
       q.layout = layout;
       matched = true;

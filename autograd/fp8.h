@@ -99,6 +99,11 @@ class LinearScaling {
   // After a forward that recorded on the tape: its rows (M) and whether it
   // saved the input and the weight (the memory theory reads them).
   virtual void note_saved_for_backward(int64_t /*rows*/, bool /*input*/, bool /*weight*/) {}
+  // --fp8-shadow: when wants_shadow(), the forward also runs the Linear's
+  // high-precision twin (the autocast dtype's GEMM) on the same inputs and
+  // hands over ||y_fp8 - y_twin|| / ||y_twin||, f32 [] on the device.
+  virtual bool wants_shadow() const { return false; }
+  virtual void note_shadow_error(const Tensor& /*relative_error*/) {}
 };
 
 // y = x W^T + b with its three GEMMs in FP8 and f32 accumulation:

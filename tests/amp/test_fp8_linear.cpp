@@ -233,6 +233,38 @@ TEST_CASE("dtype report: why a Linear inside an FP8 region did not run FP8 (bug:
   CHECK_THAT(why["linear_cross_entropy"], Catch::Contains("vocabulary head"));
 }
 
+// Catches --fp8-shadow measuring against the wrong twin (the FP8 output
+// itself, or an f32 product where the region's dtype is bf16), an error
+// kept from an earlier step, and twins run while shadowing is off.
+TEST_CASE("fp8 shadow: each Linear's relative error against its BF16 twin (bug: a stale error)", "[fp8]") {
+  Generator gen(9);
+  nn::Linear layer(64, 32);
+  amp::Fp8State state(amp::Fp8Recipe::current());
+  const Tensor x = randn({16, 64}, kF32, kCPU, &gen);
+  const auto forward = [&] {
+    amp::Autocast autocast(kCPU, kBF16);
+    amp::Fp8Autocast region(state);
+    return layer.forward(x);
+  };
+  forward();
+  CHECK(state.take_shadow_errors(layer).empty());  // off: no twin ran
+  state.shadow_forward(true);
+  const Tensor y = forward().detach().to(kF64);
+  Tensor twin;
+  {
+    amp::Autocast autocast(kCPU, kBF16);
+    twin = layer.forward(x).detach().to(kF64);  // outside the region: the BF16 Linear
+  }
+  const double want =
+      std::sqrt(sum(mul(sub(y, twin), sub(y, twin))).item<double>() / sum(mul(twin, twin)).item<double>());
+  const auto errors = state.take_shadow_errors(layer);
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].first == "weight");
+  CHECK(errors[0].second == Approx(want).epsilon(1e-5));
+  CHECK(errors[0].second > 1e-3);                  // FP8 differs from BF16 by E4M3's rounding, not by nothing
+  CHECK(state.take_shadow_errors(layer).empty());  // taken once
+}
+
 // Catches Fp8State keeping a dead Linear's histories for the rest of the run.
 TEST_CASE("fp8 state: update drops the state of Linears whose weight died (bug: a leak)", "[fp8][memory_ledger]") {
   Generator gen(7);

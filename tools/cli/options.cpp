@@ -139,6 +139,11 @@ void add_fp8_options(CLI::App* cmd, tools::Fp8Options& o) {
                      "every N steps, log each FP8 operand's amax, scales and shares of saturated and flushed-to-zero "
                      "elements (--log, --tensorboard; a host read then; 0 = off)",
                      0);
+  add_integer_option(cmd, "--fp8-shadow", o.shadow_every,
+                     "every N steps, run each FP8 Linear's BF16 twin on the same inputs and report the relative "
+                     "error of its output (stdout, --log, --tensorboard; one more GEMM per Linear and a host read "
+                     "then; 0 = off)",
+                     0);
 }
 
 void add_diagnostic_options(CLI::App* cmd, tools::DebugOptions& d) {

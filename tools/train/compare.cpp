@@ -1,8 +1,8 @@
 #include "tools/train/compare.h"
 
-#include <filesystem>
-
 #include <fmt/format.h>
+
+#include <filesystem>
 
 #include "runtime/error.h"
 #include "tools/train/machine.h"
@@ -44,6 +44,7 @@ std::string train_command_line(const TrainConfig& c) {
     flag("fp8-history", f.history, fallback.history);
     flag("fp8-margin", f.margin, fallback.margin);
     flag("fp8-stats", f.stats_every, fallback.stats_every);
+    flag("fp8-shadow", f.shadow_every, fallback.shadow_every);
     if (f.keep_bf16 != fallback.keep_bf16) line += fmt::format(" --fp8-keep-bf16 {}", fmt::join(f.keep_bf16, ","));
   }
   if (c.precision.master_weights) line += " --master-weights";

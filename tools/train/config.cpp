@@ -132,6 +132,7 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"fp8_margin", c.precision.fp8.margin},
           {"fp8_keep_bf16", c.precision.fp8.keep_bf16},
           {"fp8_stats", c.precision.fp8.stats_every},
+          {"fp8_shadow", c.precision.fp8.shadow_every},
           {"seed", c.seed},
           {"dataset", c.data.dataset},
           {"augment", c.data.augment},

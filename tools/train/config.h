@@ -90,7 +90,8 @@ struct Fp8Options {
   // Linears kept in BF16: "first", "last" (in the model's registration
   // order), "head" (a Linear named classifier, head or lm_head); "none" for none.
   std::vector<std::string> keep_bf16 = {"first", "last", "head"};
-  int64_t stats_every = 0;  // --fp8-stats N: where FP8 hurts, logged every N steps (0 = off)
+  int64_t stats_every = 0;   // --fp8-stats N: where FP8 hurts, logged every N steps (0 = off)
+  int64_t shadow_every = 0;  // --fp8-shadow N: each FP8 Linear against its BF16 twin, every N steps (0 = off)
 };
 
 // Mixed precision.

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -154,8 +155,13 @@ void report_fp8_statistics(TrainingRun& r, Reporter& reporter) {
   if (!r.fp8 || every <= 0 || r.pos.step % every != 0) return;
   nlohmann::json tensors = nlohmann::json::array();
   for (const amp::Fp8TensorStatistics& s : r.fp8->take_statistics(*r.model)) {
-    tensors.push_back({{"parameter", s.parameter}, {"role", s.role}, {"amax", s.amax}, {"scale_min", s.scale_min},
-                       {"scale_max", s.scale_max}, {"saturated", s.saturated}, {"flushed", s.flushed},
+    tensors.push_back({{"parameter", s.parameter},
+                       {"role", s.role},
+                       {"amax", s.amax},
+                       {"scale_min", s.scale_min},
+                       {"scale_max", s.scale_max},
+                       {"saturated", s.saturated},
+                       {"flushed", s.flushed},
                        {"elements", s.elements}});
     if (r.tensorboard) {
       const std::string tag = "fp8/" + s.parameter + "/" + s.role + "/";
@@ -166,6 +172,33 @@ void report_fp8_statistics(TrainingRun& r, Reporter& reporter) {
     }
   }
   reporter.record({{"fp8", {{"step", r.pos.step}, {"recipe", r.fp8->recipe().name()}, {"tensors", tensors}}}});
+}
+
+void prepare_fp8_shadow(TrainingRun& r) {
+  const int64_t every = r.c.precision.fp8.shadow_every;
+  if (r.fp8 && every > 0) r.fp8->shadow_forward((r.pos.step + 1) % every == 0);
+}
+
+void report_fp8_shadow(TrainingRun& r, Reporter& reporter) {
+  const int64_t every = r.c.precision.fp8.shadow_every;
+  if (!r.fp8 || every <= 0 || r.pos.step % every != 0) return;
+  r.fp8->shadow_forward(false);
+  const std::vector<std::pair<std::string, double>> errors = r.fp8->take_shadow_errors(*r.model);
+  if (errors.empty()) return;
+  nlohmann::json table = nlohmann::json::object();
+  const auto worst = std::max_element(errors.begin(), errors.end(), [](const auto& a, const auto& b) {
+    return !(a.second >= b.second);  // a NaN counts as the worst
+  });
+  for (const auto& [weight, error] : errors) {
+    table[weight] = std::isfinite(error) ? nlohmann::json(error) : nlohmann::json(nullptr);
+    if (r.tensorboard) r.tensorboard->scalar("fp8_shadow/" + weight, error, r.pos.step);
+  }
+  if (reporter.progress) std::fprintf(stderr, "\n");
+  std::fprintf(reporter.out,
+               "step %lld FP8 shadow: the largest relative error against the BF16 twin is %.3g in %s (%zu FP8 "
+               "Linears)\n",
+               static_cast<long long>(r.pos.step), worst->second, worst->first.c_str(), errors.size());
+  reporter.record({{"fp8_shadow", {{"step", r.pos.step}, {"recipe", r.fp8->recipe().name()}, {"errors", table}}}});
 }
 
 void report_steps(TrainingRun& r, const std::vector<StepValues>& arrived, Reporter& reporter,

@@ -86,4 +86,12 @@ void report_steps(TrainingRun& r, const std::vector<StepValues>& arrived, Report
 // {"fp8": ...} record of the log and as TensorBoard scalars (fp8/<weight>/<role>/...).
 void report_fp8_statistics(TrainingRun& r, Reporter& reporter);
 
+// --fp8-shadow N: before a step's first micro-batch, whether its FP8
+// Linears also run their BF16 twins (every Nth step); after the step, each
+// Linear's relative error ||y_fp8 - y_bf16|| / ||y_bf16|| (its last
+// micro-batch's): a line on stdout with the worst, a {"fp8_shadow": ...}
+// record of the log and TensorBoard scalars (fp8_shadow/<weight>).
+void prepare_fp8_shadow(TrainingRun& r);
+void report_fp8_shadow(TrainingRun& r, Reporter& reporter);
+
 }  // namespace mt::tools

@@ -39,6 +39,10 @@ bool RunRecord::add_line(const nlohmann::json& line) {
     fp8.push_back(line["fp8"]);
     return true;
   }
+  if (line.contains("fp8_shadow") && line["fp8_shadow"].is_object()) {
+    fp8_shadow.push_back(line["fp8_shadow"]);
+    return true;
+  }
   if (line.contains("dtype_report") && line["dtype_report"].is_array()) {
     dtype_report = line["dtype_report"];
     return true;
@@ -220,6 +224,39 @@ std::string fp8_section(const std::vector<RunRecord>& runs) {
   return html;
 }
 
+// --fp8-shadow: one row per FP8 Linear, one column per record, each cell
+// the relative error of its output against its BF16 twin.
+std::string fp8_shadow_section(const std::vector<RunRecord>& runs) {
+  std::string html;
+  for (const RunRecord& r : runs) {
+    if (r.fp8_shadow.empty()) continue;
+    std::vector<std::string> weights;
+    for (const nlohmann::json& record : r.fp8_shadow) {
+      if (!record.contains("errors") || !record["errors"].is_object()) continue;
+      for (const auto& [weight, error] : record["errors"].items()) {
+        if (std::find(weights.begin(), weights.end(), weight) == weights.end()) weights.push_back(weight);
+      }
+    }
+    html += fmt::format("<h3>FP8 against BF16: {}</h3><table class=\"fp8-shadow\" data-run=\"{}\"><tr><th>Linear</th>",
+                        escape(r.label), escape(r.label));
+    for (const nlohmann::json& record : r.fp8_shadow)
+      html += fmt::format("<th>step {}</th>", number_or(record, "step", 0));
+    html += "</tr>\n";
+    for (const std::string& weight : weights) {
+      html += "<tr><td>" + escape(weight) + "</td>";
+      for (const nlohmann::json& record : r.fp8_shadow) {
+        const bool has = record.contains("errors") && record["errors"].is_object() && record["errors"].contains(weight);
+        const nlohmann::json error = has ? record["errors"][weight] : nlohmann::json();
+        html += error.is_number() ? fmt::format("<td>{:.3g}</td>", error.get<double>())
+                                  : "<td>" + std::string(has ? "NaN" : "") + "</td>";
+      }
+      html += "</tr>\n";
+    }
+    html += "</table>\n";
+  }
+  return html;
+}
+
 std::string skips_section(const std::vector<RunRecord>& runs) {
   std::string html;
   for (const RunRecord& r : runs) {
@@ -376,6 +413,8 @@ std::string render_report_html(const ReportPage& page) {
   if (!dtypes.empty()) html += "<h2>Autocast dtype report</h2>\n" + dtypes;
   const std::string fp8 = fp8_section(runs);
   if (!fp8.empty()) html += "<h2>FP8: clipped and flushed elements per operand</h2>\n" + fp8;
+  const std::string shadow = fp8_shadow_section(runs);
+  if (!shadow.empty()) html += "<h2>FP8: each Linear's relative error against its BF16 twin</h2>\n" + shadow;
   const std::string skips = skips_section(runs);
   if (!skips.empty()) html += "<h2>Overflow attribution</h2>\n" + skips;
   html += how_this_was_made(page);

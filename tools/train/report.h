@@ -24,11 +24,12 @@ struct RunRecord {
   std::string label;  // "fp32", "fp16", "bf16", or the log's file name
   std::vector<nlohmann::json> steps;
   std::vector<nlohmann::json> evals;
-  std::vector<nlohmann::json> skips;  // {"step", "parameters"} from --explain-skips
-  nlohmann::json dtype_report;        // an array, or null
-  std::vector<nlohmann::json> fp8;    // --fp8-stats: {"step", "recipe", "tensors": [...]} every N steps
-  nlohmann::json summary;             // null when the run did not finish
-  std::string source;                 // where it was read from (a path), or empty
+  std::vector<nlohmann::json> skips;       // {"step", "parameters"} from --explain-skips
+  nlohmann::json dtype_report;             // an array, or null
+  std::vector<nlohmann::json> fp8;         // --fp8-stats: {"step", "recipe", "tensors": [...]} every N steps
+  std::vector<nlohmann::json> fp8_shadow;  // --fp8-shadow: {"step", "recipe", "errors": {weight: error}}
+  nlohmann::json summary;                  // null when the run did not finish
+  std::string source;                      // where it was read from (a path), or empty
   // What went wrong reading it (a line that is not JSON, a file cut off
   // mid-line): the page draws what came before and says where it stopped.
   std::string problem;

@@ -145,6 +145,9 @@ void check_config(const TrainingRun& r) {
   MT_CHECK(fp8.margin >= 0 && fp8.margin <= 64, "train: --fp8-margin must be from 0 to 64, got {}", fp8.margin);
   MT_CHECK(fp8.stats_every == 0 || !c.cuda_graph,
            "train: --fp8-stats reads the statistics back every N steps and cannot run inside --cuda-graph's capture");
+  MT_CHECK(fp8.shadow_every == 0 || !c.cuda_graph,
+           "train: --fp8-shadow runs extra GEMMs every N steps and reads their errors back, which --cuda-graph's "
+           "one captured step cannot do");
   for (const std::string& k : fp8.keep_bf16) {
     MT_CHECK(k == "first" || k == "last" || k == "head" || k == "none",
              "train: --fp8-keep-bf16 takes first, last, head or none, got '{}'", k);

@@ -206,6 +206,7 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
   while (auto batch = r.loader->next()) {
     if (batch->index >= batches_used) break;
     const int64_t syncs_before = host_sync_count();
+    if (r.micro == 0) prepare_fp8_shadow(r);  // --fp8-shadow N: every Nth step runs the BF16 twins too
     run_micro_batch(r, *batch);
     throughput.add_samples(batch->targets.size(0) * r.world);  // every rank trains a batch of this size
     if (++r.micro < r.c.optim.grad_accum) {
@@ -218,6 +219,7 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
     time_step(r);
     report_steps(r, r.metrics->poll(), reporter, throughput);
     report_fp8_statistics(r, reporter);  // --fp8-stats N: a host read every N steps
+    report_fp8_shadow(r, reporter);      // --fp8-shadow N: the same
     if (++r.steps_this_run > 1) {        // the first step carries one-time set-up
       r.steady_syncs += host_sync_count() - syncs_before;
       ++r.steady_steps;

@@ -97,8 +97,9 @@ grep -qE "fc1 +linear +lower_precision .*-> bf16" "$tmp/dtypes.txt" ||
 # --precision fp8: the middle Linear runs FP8, the first and last stay BF16 (the default --fp8-keep-bf16).
 "$mixtape" train --model mlp --precision fp8 --steps 2 --train-limit 256 --test-limit 10 --no-progress \
   --dtype-report > "$tmp/fp8.txt" 2>&1
-grep -qE "fc2 +fp8_linear +input_dtype .*-> bf16" "$tmp/fp8.txt" && grep -qE "fc1 +linear +lower_precision" "$tmp/fp8.txt" &&
-  grep -qE "fc3 +linear +lower_precision" "$tmp/fp8.txt" ||
+grep -qE "fc2 +fp8_linear +input_dtype .*-> bf16" "$tmp/fp8.txt" &&
+  grep -qE "fc1 +linear +lower_precision .* not FP8: --fp8-keep-bf16 first" "$tmp/fp8.txt" &&
+  grep -qE "fc3 +linear +lower_precision .* not FP8: --fp8-keep-bf16 last" "$tmp/fp8.txt" ||
   { echo "FAIL: --precision fp8 --dtype-report"; tail -5 "$tmp/fp8.txt"; failures=$((failures + 1)); }
 # A run that blows up under delayed FP8 scaling: the NaN stop names the FP8 operand that went bad first.
 expect_failure "FP8: the first operand to go non-finite was fc2\.weight [a-z_]+: amax (inf|nan)" train --precision fp8 \
@@ -109,6 +110,15 @@ expect_failure "FP8: the first operand to go non-finite was fc2\.weight [a-z_]+:
 [ "$(grep -c '"fp8":{' "$tmp/fp8_stats.jsonl")" -eq 2 ] && grep -q '"role":"grad_output","saturated":' "$tmp/fp8_stats.jsonl" ||
   { echo "FAIL: --fp8-stats"; tail -2 "$tmp/fp8_stats.jsonl"; failures=$((failures + 1)); }
 expect_failure "fp8-stats.*cuda-graph" train --device sim --cuda-graph --precision fp8 --fp8-stats 1 --steps 1 \
+  --train-limit 256 --test-limit 10
+# --fp8-shadow 2: each FP8 Linear against its BF16 twin every 2 steps (a line and a record), never in a CUDA graph.
+"$mixtape" train --model mlp --precision fp8 --fp8-keep-bf16 none --fp8-shadow 2 --steps 4 --train-limit 512 \
+  --test-limit 10 --no-progress --log "$tmp/fp8_shadow.jsonl" > "$tmp/fp8_shadow.txt" 2>&1
+[ "$(grep -c '"fp8_shadow":{' "$tmp/fp8_shadow.jsonl")" -eq 2 ] && grep -q '"fc3.weight":0\.0' "$tmp/fp8_shadow.jsonl" &&
+  grep -qE "^step 4 FP8 shadow: the largest relative error against the BF16 twin is 0\.0[0-9]+ in fc[123]\.weight \(3 FP8" \
+    "$tmp/fp8_shadow.txt" ||
+  { echo "FAIL: --fp8-shadow"; tail -3 "$tmp/fp8_shadow.txt"; failures=$((failures + 1)); }
+expect_failure "fp8-shadow.*cuda-graph" train --device sim --cuda-graph --precision fp8 --fp8-shadow 1 --steps 1 \
   --train-limit 256 --test-limit 10
 "$mixtape" train --model mlp --precision fp8 --fp8-recipe delayed --fp8-history 8 --steps 2 --train-limit 256 \
   --test-limit 10 --no-progress --save "$tmp/fp8.safetensors" > /dev/null 2>&1

@@ -135,6 +135,29 @@ TEST_CASE("fp8 statistics records are read and drawn as a heat map per operand",
                             "data-clipped=\"0\" data-flushed=\"0.25\">25%</td>"));
 }
 
+// Catches: --fp8-shadow records ending the log's reading, and an error
+// drawn in another Linear's row or step's column, or a NaN error (logged as
+// null) drawn as a number.
+TEST_CASE("fp8 shadow records are read and drawn per Linear and step", "[report][fp8]") {
+  const std::string path = temp_path("fp8_shadow.jsonl");
+  write_text(
+      path,
+      "{\"step\":1,\"epoch\":0,\"batch\":0,\"loss\":2.0,\"lr\":0.001,\"scale\":1}\n"
+      "{\"fp8_shadow\":{\"step\":1,\"recipe\":\"current\",\"errors\":{\"fc1.weight\":0.0125,\"fc<2>.weight\":null}}}\n"
+      "{\"fp8_shadow\":{\"step\":2,\"recipe\":\"current\",\"errors\":{\"fc<2>.weight\":0.5}}}\n"
+      "{\"step\":2,\"epoch\":0,\"batch\":1,\"loss\":1.5,\"lr\":0.001,\"scale\":1}\n");
+  tools::ReportPage page;
+  page.runs = {tools::read_metrics_log(path)};
+  std::remove(path.c_str());
+  REQUIRE(page.runs[0].problem.empty());
+  CHECK(page.runs[0].steps.size() == 2);
+  REQUIRE(page.runs[0].fp8_shadow.size() == 2);
+  const std::string html = tools::render_report_html(page);
+  CHECK_THAT(html, Contains("<table class=\"fp8-shadow\""));
+  CHECK_THAT(html, Contains("<tr><td>fc1.weight</td><td>0.0125</td><td></td></tr>"));
+  CHECK_THAT(html, Contains("<tr><td>fc&lt;2&gt;.weight</td><td>NaN</td><td>0.5</td></tr>"));
+}
+
 // Bugs caught: a NaN pixel or an out-of-range label passing unnoticed, the
 // first-index lists pointing at the wrong samples.
 TEST_CASE("check-data counts non-finite inputs, out-of-range targets and empty samples with their indices",
