@@ -1,6 +1,6 @@
 // Drives amp::DelayedScaling (amp/fp8_scaling.h) over random amax
 // sequences for the NumPy model of Transformer Engine's rule
-// (te_delayed_scaling.py, run by run_te_model.sh): one JSON line per step
+// (te_delayed_scaling.py; tests/dump_then_check.sh runs both): one JSON line per step
 // with the configuration, the amax the step's quantize() recorded, and the
 // scale and amax history update() left, each f32 as its bit pattern.
 //

@@ -111,6 +111,20 @@ TEST_CASE("the page carries exact values, escapes what it quotes and marks skipp
   std::remove(path.c_str());
 }
 
+namespace {
+
+// The page of one run from the metrics log at `path` (removed after), read
+// to its end.
+tools::ReportPage page_of_log(const std::string& path) {
+  tools::ReportPage page;
+  page.runs = {tools::read_metrics_log(path)};
+  std::remove(path.c_str());
+  REQUIRE(page.runs[0].problem.empty());
+  return page;
+}
+
+}  // namespace
+
 // Catches: --fp8-stats records ending the log's reading (they once did), and
 // a heat map cell that names another operand's share or leaves markup unescaped.
 TEST_CASE("fp8 statistics records are read and drawn as a heat map per operand", "[report][fp8]") {
@@ -121,10 +135,7 @@ TEST_CASE("fp8 statistics records are read and drawn as a heat map per operand",
              "\"input\",\"saturated\":0.125,\"flushed\":0.0},{\"parameter\":\"fc<2>.weight\",\"role\":"
              "\"grad_output\",\"saturated\":0.0,\"flushed\":0.25}]}}\n"
              "{\"step\":2,\"epoch\":0,\"batch\":1,\"loss\":1.5,\"lr\":0.001,\"scale\":1}\n");
-  tools::ReportPage page;
-  page.runs = {tools::read_metrics_log(path)};
-  std::remove(path.c_str());
-  REQUIRE(page.runs[0].problem.empty());
+  const tools::ReportPage page = page_of_log(path);
   CHECK(page.runs[0].steps.size() == 2);  // the step after the fp8 record is read too
   REQUIRE(page.runs[0].fp8.size() == 1);
   const std::string html = tools::render_report_html(page);
@@ -146,11 +157,8 @@ TEST_CASE("fp8 shadow records are read and drawn per Linear and step", "[report]
       "{\"fp8_shadow\":{\"step\":1,\"recipe\":\"current\",\"errors\":{\"fc1.weight\":0.0125,\"fc<2>.weight\":null}}}\n"
       "{\"fp8_shadow\":{\"step\":2,\"recipe\":\"current\",\"errors\":{\"fc<2>.weight\":0.5}}}\n"
       "{\"step\":2,\"epoch\":0,\"batch\":1,\"loss\":1.5,\"lr\":0.001,\"scale\":1}\n");
-  tools::ReportPage page;
-  page.runs = {tools::read_metrics_log(path)};
-  std::remove(path.c_str());
-  REQUIRE(page.runs[0].problem.empty());
-  CHECK(page.runs[0].steps.size() == 2);
+  const tools::ReportPage page = page_of_log(path);
+  CHECK(page.runs[0].steps.size() == 2);  // the step after the fp8_shadow records is read too
   REQUIRE(page.runs[0].fp8_shadow.size() == 2);
   const std::string html = tools::render_report_html(page);
   CHECK_THAT(html, Contains("<table class=\"fp8-shadow\""));
