@@ -9,6 +9,10 @@
 // most 255 x 128 overflows only past K = 65,000), so the two paths differ
 // at most in the rounding of the s32 -> f32 conversion and the scaling,
 // which both do once.
+//
+// Speed (2-core AMD EPYC with AVX512-VNNI, 2 threads, M=2048 K=768 N=3072,
+// side by side in one run, twice): 783-794 GOP/s, against 430-432 GFLOP/s
+// for a bf16 mt::linear of the same shape and 213-214 for f32.
 #include <algorithm>
 #include <optional>
 #include <vector>
