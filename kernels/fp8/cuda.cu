@@ -25,11 +25,10 @@
 // Bound: memory bandwidth (read 2-4 bytes, write 1 per element; the grouped
 // kernel reads each group twice, from L1/L2 the second time). Measured
 // speed: not yet measured on a GPU.
-#include "runtime/launch.h"
-
 #include "kernels/elementwise/loop.h"
 #include "kernels/fp8/api.h"
 #include "kernels/fp8/math.h"
+#include "runtime/launch.h"
 
 namespace mt::MT_KERNEL_NS {
 
@@ -143,9 +142,8 @@ __global__ void fp8_dequantize_kernel(TensorRef q, const float* scale_inv, kerne
 }
 
 __global__ void fp8_gemm_combine_kernel(const float* product, std::int64_t k_groups, std::int64_t k_group,
-                                        const float* a_scale_inv, kernels::Fp8Groups a_groups,
-                                        const float* b_scale_inv, kernels::Fp8Groups b_groups, const float* bias,
-                                        TensorRef out) {
+                                        const float* a_scale_inv, kernels::Fp8Groups a_groups, const float* b_scale_inv,
+                                        kernels::Fp8Groups b_groups, const float* bias, TensorRef out) {
   const std::int64_t n_cols = out.sizes[1];
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < out.numel; i += step) {
@@ -176,18 +174,19 @@ __global__ void fp8_count_kernel(TensorRef q, TensorRef x, const float* scale_in
 
 void fp8_amax(const TensorRef& x, float* amax, Stream stream) {
   if (x.numel == 0) return;
+  kernels::declare_launch_work(kernels::distinct_bytes(x));
   launch("fp8_amax_kernel", fp8_amax_kernel, grid_for(x.numel), dim3(kFp8Threads), 0, stream, x, amax);
 }
 
-void fp8_delayed_update(float* history, std::int64_t length, bool most_recent, kernels::Fp8ScaleRule rule,
-                        float* scale, float* scale_inv, Stream stream) {
+void fp8_delayed_update(float* history, std::int64_t length, bool most_recent, kernels::Fp8ScaleRule rule, float* scale,
+                        float* scale_inv, Stream stream) {
   launch("fp8_delayed_update_kernel", fp8_delayed_update_kernel, dim3(1), dim3(1), 0, stream, history, length,
          most_recent, rule, scale, scale_inv);
 }
 
-void fp8_quantize_with_scale(const TensorRef& x, const float* scale, const TensorRef& out, float* amax,
-                             Stream stream) {
+void fp8_quantize_with_scale(const TensorRef& x, const float* scale, const TensorRef& out, float* amax, Stream stream) {
   if (x.numel == 0) return;
+  kernels::declare_launch_work(kernels::distinct_bytes(x) + kernels::distinct_bytes(out));
   launch("fp8_quantize_with_scale_kernel", fp8_quantize_with_scale_kernel, grid_for(x.numel), dim3(kFp8Threads), 0,
          stream, x, scale, out, amax);
 }
@@ -195,6 +194,7 @@ void fp8_quantize_with_scale(const TensorRef& x, const float* scale, const Tenso
 void fp8_quantize_grouped(const TensorRef& x, kernels::Fp8Groups groups, kernels::Fp8ScaleRule rule,
                           const TensorRef& out, float* scale_inv, Stream stream) {
   if (groups.count() == 0) return;
+  kernels::declare_launch_work(kernels::distinct_bytes(x) + kernels::distinct_bytes(out));
   launch("fp8_quantize_grouped_kernel", fp8_quantize_grouped_kernel, dim3(static_cast<unsigned>(groups.count())),
          dim3(kGroupThreads), 0, stream, x, groups, rule, out, scale_inv);
 }
@@ -202,23 +202,28 @@ void fp8_quantize_grouped(const TensorRef& x, kernels::Fp8Groups groups, kernels
 void fp8_dequantize(const TensorRef& q, const float* scale_inv, kernels::Fp8Groups groups, const TensorRef& out,
                     Stream stream) {
   if (q.numel == 0) return;
-  launch("fp8_dequantize_kernel", fp8_dequantize_kernel, grid_for(q.numel), dim3(kFp8Threads), 0, stream, q,
-         scale_inv, groups, out);
+  kernels::declare_launch_work(kernels::distinct_bytes(q) + kernels::distinct_bytes(out));
+  launch("fp8_dequantize_kernel", fp8_dequantize_kernel, grid_for(q.numel), dim3(kFp8Threads), 0, stream, q, scale_inv,
+         groups, out);
 }
 
 void fp8_gemm_combine(const float* product, std::int64_t k_groups, std::int64_t k_group, const float* a_scale_inv,
                       kernels::Fp8Groups a_groups, const float* b_scale_inv, kernels::Fp8Groups b_groups,
                       const float* bias, const TensorRef& out, Stream stream) {
   if (out.numel == 0) return;
-  launch("fp8_gemm_combine_kernel", fp8_gemm_combine_kernel, grid_for(out.numel), dim3(kFp8Threads), 0, stream,
-         product, k_groups, k_group, a_scale_inv, a_groups, b_scale_inv, b_groups, bias, out);
+  // The f32 partial products of every K group, and out.
+  kernels::declare_launch_work(static_cast<double>(out.numel) * static_cast<double>(k_groups) * sizeof(float) +
+                               kernels::distinct_bytes(out));
+  launch("fp8_gemm_combine_kernel", fp8_gemm_combine_kernel, grid_for(out.numel), dim3(kFp8Threads), 0, stream, product,
+         k_groups, k_group, a_scale_inv, a_groups, b_scale_inv, b_groups, bias, out);
 }
 
 void fp8_count_saturated_and_flushed(const TensorRef& q, const TensorRef& x, const float* scale_inv,
                                      kernels::Fp8Groups groups, float* counts, Stream stream) {
   if (q.numel == 0) return;
-  launch("fp8_count_kernel", fp8_count_kernel, grid_for(q.numel), dim3(kFp8Threads), 0, stream, q, x, scale_inv,
-         groups, counts);
+  kernels::declare_launch_work(kernels::distinct_bytes(q) + kernels::distinct_bytes(x));
+  launch("fp8_count_kernel", fp8_count_kernel, grid_for(q.numel), dim3(kFp8Threads), 0, stream, q, x, scale_inv, groups,
+         counts);
 }
 
 }  // namespace mt::MT_KERNEL_NS

@@ -1,17 +1,21 @@
 // FP8 tensors as storage: casts on the CPU and the CUDA path write exactly
 // the scalar conversion's bytes (runtime/fp8.h), arithmetic and promotion
 // refuse FP8, and safetensors keeps FP8 under the format's own names.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <unistd.h>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "core/safetensors.h"
 #include "kernels/sim_tensor_util.h"
 #include "mixtape.h"
-#include "core/safetensors.h"
+#include "runtime/launch_check.h"
 
 using namespace mt;
 using Catch::Contains;
@@ -20,9 +24,27 @@ namespace {
 
 // Values on and around every decision a conversion makes, in f32.
 std::vector<double> cast_inputs() {
-  std::vector<double> v = {0.0, -0.0, 1.0, -1.5, 448.0, 464.0, 470.0, -500.0, 57344.0, 61440.0, 1e9, -1e30,
-                           0.001953125, 0.0009765625, 0.00146484375, 1.52587890625e-05, 3e-6, 0.1, -0.3,
-                           std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+  std::vector<double> v = {0.0,
+                           -0.0,
+                           1.0,
+                           -1.5,
+                           448.0,
+                           464.0,
+                           470.0,
+                           -500.0,
+                           57344.0,
+                           61440.0,
+                           1e9,
+                           -1e30,
+                           0.001953125,
+                           0.0009765625,
+                           0.00146484375,
+                           1.52587890625e-05,
+                           3e-6,
+                           0.1,
+                           -0.3,
+                           std::numeric_limits<double>::infinity(),
+                           -std::numeric_limits<double>::infinity(),
                            std::numeric_limits<double>::quiet_NaN()};
   for (int i = -40; i < 40; ++i) v.push_back(std::ldexp(1.0 + 0.0625 * (i & 15), i / 2));
   return v;
@@ -39,8 +61,7 @@ uint8_t encode(DType format, float v) { return format == kF8E4M3 ? f32_to_e4m3_b
 
 }  // namespace
 
-TEST_CASE("fp8 casts write the conversion's bytes on every device (bug: a cast rounding twice)",
-          "[fp8][sim]") {
+TEST_CASE("fp8 casts write the conversion's bytes on every device (bug: a cast rounding twice)", "[fp8][sim]") {
   const std::vector<double> values = cast_inputs();
   const auto n = static_cast<int64_t>(values.size());
   for (DType format : {kF8E4M3, kF8E5M2}) {
@@ -55,8 +76,10 @@ TEST_CASE("fp8 casts write the conversion's bytes on every device (bug: a cast r
         const std::vector<double> back = x.to(format).to(kF32).to_vector();
         for (int64_t i = 0; i < n; ++i) {
           const float want = format == kF8E4M3 ? e4m3_bits_to_f32(got[i]) : e5m2_bits_to_f32(got[i]);
-          if (std::isnan(want)) CHECK(std::isnan(back[i]));
-          else CHECK(back[i] == static_cast<double>(want));
+          if (std::isnan(want))
+            CHECK(std::isnan(back[i]));
+          else
+            CHECK(back[i] == static_cast<double>(want));
         }
       }
     }
@@ -77,8 +100,7 @@ TEST_CASE("fp8 strided copies move bytes unchanged (bug: an FP8 copy that conver
   }
 }
 
-TEST_CASE("fp8 tensors refuse arithmetic and promotion (bug: unscaled FP8 math, silent garbage)",
-          "[fp8]") {
+TEST_CASE("fp8 tensors refuse arithmetic and promotion (bug: unscaled FP8 math, silent garbage)", "[fp8]") {
   const Tensor a = ones({4}).to(kF8E4M3);
   REQUIRE_THROWS_WITH(add(a, a), Contains("f8e4m3") && Contains("dequantize"));
   REQUIRE_THROWS_WITH(mul(a, ones({4})), Contains("f8e4m3"));
@@ -90,8 +112,7 @@ TEST_CASE("fp8 tensors refuse arithmetic and promotion (bug: unscaled FP8 math, 
   CHECK(a.to_vector() == std::vector<double>{1, 1, 1, 1});  // reading FP8 elements works
 }
 
-TEST_CASE("safetensors keeps fp8 as F8_E4M3 and F8_E5M2 (bug: FP8 saved under another name)",
-          "[fp8]") {
+TEST_CASE("safetensors keeps fp8 as F8_E4M3 and F8_E5M2 (bug: FP8 saved under another name)", "[fp8]") {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("mt_fp8_" + std::to_string(::getpid()) + ".safetensors")).string();
   const Tensor e4 = test::random_tensor({3, 4}, kF32, kCPU, 5, -300, 300).to(kF8E4M3);
@@ -105,4 +126,24 @@ TEST_CASE("safetensors keeps fp8 as F8_E4M3 and F8_E5M2 (bug: FP8 saved under an
   CHECK(bytes_of(loaded.tensors.at("e5")) == bytes_of(e5));
   CHECK(safetensors_dtype_name(kF8E4M3) == "F8_E4M3");
   CHECK(safetensors_dtype_name(kF8E5M2) == "F8_E5M2");
+}
+
+// Catches the FP8 kernels leaving their traffic undeclared (the profile then
+// shows no GB/s for them, and nothing tells a learner whether they run at
+// the bandwidth they should) or declaring another operand's bytes.
+TEST_CASE("fp8 kernels declare their bytes to the profile (bug: a quantize with no GB/s)", "[fp8][sim]") {
+  const Tensor x = test::random_tensor({64, 256}, kF32, test::kCudaPath, 3);
+  kernels::profile_reset();
+  kernels::set_profiling(true);
+  const fp8::Fp8Tensor q = fp8::quantize(x, fp8::Format::E4M3, fp8::ScaleLayout::Tiles1x128);
+  fp8::dequantize(q);
+  kernels::set_profiling(false);
+  std::map<std::string, double> bytes_per_call;
+  for (const kernels::ProfileEntry& e : kernels::profile_entries()) {
+    bytes_per_call[e.name] = e.bytes / static_cast<double>(e.calls);
+  }
+  kernels::profile_reset();
+  const double elements = 64.0 * 256.0;
+  CHECK(bytes_per_call["fp8_quantize_grouped_kernel"] == elements * (4 + 1));  // read f32, write one byte
+  CHECK(bytes_per_call["fp8_dequantize_kernel"] == elements * (1 + 4));        // read one byte, write f32
 }
