@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `mpirun -np 2 mixtape train ...` as the README describes it, checked end to end:
-#  * equivalence: 2 ranks at batch B follow 1 process at batch 2B (per-step
-#    losses and the final accuracy), in fp32, with --grad-accum, and in fp16
-#    with the scaler (the same loss scales); fp8 with delayed scaling runs;
+#  * equivalence: N ranks at batch B follow 1 process at batch N B (per-step
+#    losses and the final accuracy), in fp32, with --grad-accum, in fp16
+#    with the scaler (the same loss scales), with ZeRO-1, and in fp8 (each
+#    recipe, 2 and 3 ranks, within a stated tolerance);
 #  * only rank 0 writes the checkpoint and the log; resuming needs the same
 #    world size;
 #  * a rank killed mid-run makes the job exit non-zero quickly, and a rank
@@ -32,9 +33,9 @@ for setting in MT_DIST_TIMEOUT=garbage MT_DIST_BACKEND=garbage; do
     fail "$setting under mpirun exited $status: $(tail -3 <<<"$out")"
 done
 
-# compare <one.jsonl> <two.jsonl> <loss tolerance>: per-step losses, scales and the evaluation.
+# compare <one.jsonl> <two.jsonl> <loss tolerance> <accuracy tolerance>: per-step losses, scales and the evaluation.
 compare() {
-  python3 - "$1" "$2" "$3" <<'PY'
+  python3 - "$1" "$2" "$3" "$4" <<'PY'
 import json, sys
 def read(path):
     steps, evals = [], []
@@ -44,44 +45,53 @@ def read(path):
         elif "step" in r: steps.append(r)
     return steps, evals
 (a, ea), (b, eb) = read(sys.argv[1]), read(sys.argv[2])
-tol = float(sys.argv[3])
+tol, accuracy_tol = float(sys.argv[3]), float(sys.argv[4])
 assert len(a) == len(b) > 0, f"{len(a)} vs {len(b)} steps"
 worst = max(abs(x["loss"] - y["loss"]) for x, y in zip(a, b))
 assert worst <= tol, f"losses differ by {worst} (> {tol})"
 assert all(x["scale"] == y["scale"] for x, y in zip(a, b)), "loss scales differ"
-assert abs(ea[-1]["accuracy"] - eb[-1]["accuracy"]) <= 0.002, f"accuracy {ea[-1]} vs {eb[-1]}"
+assert abs(ea[-1]["accuracy"] - eb[-1]["accuracy"]) <= accuracy_tol, f"accuracy {ea[-1]} vs {eb[-1]}"
 print(f"{len(a)} steps, max loss difference {worst:.3g}, accuracy {ea[-1]['accuracy']} vs {eb[-1]['accuracy']}")
 PY
 }
 
-equivalent() {  # equivalent <name> <tolerance> <one-process flags...> -- <per-rank flags...>
-  local name="$1" tol="$2"
-  shift 2
+# equivalent <name> <ranks> <loss tolerance> <accuracy tolerance> <one-process flags...> -- <per-rank flags...>
+equivalent() {
+  local name="$1" ranks="$2" tol="$3" accuracy_tol="$4"
+  shift 4
   local one=() two=()
   while [ "$1" != "--" ]; do one+=("$1"); shift; done
   shift
   two=("$@")
   "$mixtape" train "${common[@]}" --epochs 1 "${one[@]}" --log "$tmp/$name.1.jsonl" >"$tmp/$name.1.out" 2>&1 ||
     { fail "$name: 1 process failed"; tail -3 "$tmp/$name.1.out"; return; }
-  "$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 1 "${two[@]}" --log "$tmp/$name.2.jsonl" >"$tmp/$name.2.out" 2>&1 ||
-    { fail "$name: 2 ranks failed"; tail -5 "$tmp/$name.2.out"; return; }
-  grep -q "per rank x 2 ranks (mpi" "$tmp/$name.2.out" || fail "$name: the 2-rank run did not say it ran 2 ranks"
+  "$mpirun" -np "$ranks" "$mixtape" train "${common[@]}" --epochs 1 "${two[@]}" --log "$tmp/$name.2.jsonl" \
+    >"$tmp/$name.2.out" 2>&1 || { fail "$name: $ranks ranks failed"; tail -5 "$tmp/$name.2.out"; return; }
+  grep -q "per rank x $ranks ranks (mpi" "$tmp/$name.2.out" || fail "$name: the run did not say it ran $ranks ranks"
   local report
-  report=$(compare "$tmp/$name.1.jsonl" "$tmp/$name.2.jsonl" "$tol" 2>&1) || fail "$name: $report"
+  report=$(compare "$tmp/$name.1.jsonl" "$tmp/$name.2.jsonl" "$tol" "$accuracy_tol" 2>&1) || fail "$name: $report"
   echo "$name: $report"
 }
 
-equivalent fp32 1e-5 --precision fp32 --batch 128 -- --precision fp32 --batch 64
-equivalent fp32-accum 1e-5 --precision fp32 --batch 128 -- --precision fp32 --batch 32 --grad-accum 2
-equivalent fp16 2e-3 --precision fp16 --batch 128 -- --precision fp16 --batch 64
-equivalent zero-fp32 1e-5 --precision fp32 --batch 128 -- --precision fp32 --batch 64 --shard-optimizer
-equivalent zero-fp16-masters 2e-3 --precision fp16 --master-weights --batch 128 -- \
+equivalent fp32 2 1e-5 0.002 --precision fp32 --batch 128 -- --precision fp32 --batch 64
+equivalent fp32-accum 2 1e-5 0.002 --precision fp32 --batch 128 -- --precision fp32 --batch 32 --grad-accum 2
+equivalent fp16 2 2e-3 0.002 --precision fp16 --batch 128 -- --precision fp16 --batch 64
+equivalent zero-fp32 2 1e-5 0.002 --precision fp32 --batch 128 -- --precision fp32 --batch 64 --shard-optimizer
+equivalent zero-fp16-masters 2 2e-3 0.002 --precision fp16 --master-weights --batch 128 -- \
   --precision fp16 --master-weights --batch 64 --shard-optimizer
-# Delayed FP8 scaling trains across ranks (that the scales agree is test_fp8.cpp under mpirun; the losses
-# of two half batches differ from one whole batch's by the BF16 and FP8 roundings, ~3e-3 here).
-out=$("$mpirun" -np 2 "$mixtape" train "${common[@]}" --steps 4 --precision fp8 --fp8-recipe delayed --fp8-history 4 \
-  --fp8-keep-bf16 none 2>&1) && grep -q "per rank x 2 ranks (mpi" <<<"$out" ||
-  fail "fp8 delayed on 2 ranks: $(tail -3 <<<"$out")"
+# FP8, every Linear in FP8 (that delayed scaling's scales agree on every rank is test_fp8.cpp under
+# mpirun). Half or third batches round differently in BF16 and FP8 than a whole one; seen 2026-12-04:
+# 2 ranks max loss difference 2.9e-3 (block) to 4.6e-3 (current), accuracy within 0.005; ZeRO-1 the
+# same as DDP; 3 ranks 1.5e-2 (bf16 alone: 1.4e-2), accuracy 0.008. Tolerances about twice those.
+fp8=(--precision fp8 --fp8-history 16 --fp8-keep-bf16 none)
+for recipe in current delayed block; do
+  equivalent "fp8-$recipe" 2 1e-2 0.01 "${fp8[@]}" --fp8-recipe "$recipe" --batch 128 -- \
+    "${fp8[@]}" --fp8-recipe "$recipe" --batch 64
+done
+equivalent zero-fp8-delayed 2 1e-2 0.01 "${fp8[@]}" --fp8-recipe delayed --batch 128 -- \
+  "${fp8[@]}" --fp8-recipe delayed --batch 64 --shard-optimizer
+equivalent fp8-delayed-3-ranks 3 3e-2 0.015 "${fp8[@]}" --fp8-recipe delayed --batch 96 -- \
+  "${fp8[@]}" --fp8-recipe delayed --batch 32
 
 # ledger_ratio <name> <1-process log> <2-rank log> <category> <ratio>: the
 # 2-rank run's ledger at its peak holds <ratio> times the 1-process run's
@@ -111,7 +121,7 @@ ledger_ratio ZeRO-1 "$tmp/zero-fp32.1.jsonl" "$tmp/zero-fp32.2.jsonl" optimizer_
 "$mixtape" train "${common[@]}" --epochs 1 --precision fp16 --batch 128 --ddp --log "$tmp/ddp1.jsonl" \
   >"$tmp/ddp1.out" 2>&1 || { fail "--ddp in a world of one failed"; tail -3 "$tmp/ddp1.out"; }
 grep -q "x 1 rank (local, DDP)" "$tmp/ddp1.out" || fail "--ddp did not say it trains through DDP"
-report=$(compare "$tmp/fp16.1.jsonl" "$tmp/ddp1.jsonl" 0 2>&1) || fail "--ddp in a world of one: $report"
+report=$(compare "$tmp/fp16.1.jsonl" "$tmp/ddp1.jsonl" 0 0 2>&1) || fail "--ddp in a world of one: $report"
 echo "--ddp, world of one: $report"
 
 # In a world of one too, DDP's buckets (with f16 gradients beside them under
