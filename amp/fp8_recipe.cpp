@@ -171,6 +171,9 @@ void Fp8State::keep_high_precision(const nn::Module& module, std::string reason)
 }
 
 std::string Fp8State::high_precision_reason(const Tensor& weight) const {
+  // A weight computed in the step (a cast, a parametrization) is a new
+  // tensor every step: state keyed by it would start afresh each time and
+  // pile up. Only leaves, a module's own weights, run in FP8.
   if (weight.grad_fn() != nullptr) return "its weight is computed in the step (only a module's own weights run FP8)";
   if (const auto kept = kept_.find(weight.impl()); kept != kept_.end() && !kept->second.weight.expired()) {
     return kept->second.reason;
@@ -179,12 +182,8 @@ std::string Fp8State::high_precision_reason(const Tensor& weight) const {
 }
 
 fp8::LinearScaling* Fp8State::scaling_for(const Tensor& weight) {
-  // A weight computed in the step (a cast, a parametrization) is a new
-  // tensor every step: state keyed by it would start afresh each time and
-  // pile up. Only leaves, a module's own weights, run in FP8.
-  if (weight.grad_fn() != nullptr) return nullptr;
+  if (!high_precision_reason(weight).empty()) return nullptr;  // computed, or kept in high precision
   const TensorImpl* key = weight.impl();
-  if (const auto kept = kept_.find(key); kept != kept_.end() && !kept->second.weight.expired()) return nullptr;
   auto it = states_.find(key);
   if (it != states_.end() && it->second.weight.expired()) {
     states_.erase(it);  // another tensor at a dead weight's address: a new Linear

@@ -66,18 +66,23 @@ namespace detail {
 struct AttentionOperands {
   Tensor q, k, v, padding, mask;
 };
-// On the CPU (`strided_rows`) q, k and v stay views when their last dim is
-// contiguous (the kernel reads rows through their strides); the GPU kernels
-// take contiguous buffers.
+
+// A [B, H, T, width] operand as the kernel reads it: on the CPU
+// (`strided_rows`) the view itself when it is `dtype` with its last dim
+// contiguous (the kernel reads rows through their strides), else - and
+// always for the GPU kernels - a contiguous `dtype` buffer.
+inline Tensor readable_rows(const Tensor& t, DType dtype, bool strided_rows) {
+  const bool readable = strided_rows && t.dtype() == dtype && t.stride(-1) == 1;
+  return readable ? t : device_buffers::contiguous_as(t, dtype);
+}
+
 inline AttentionOperands attention_operands(const Tensor& q, const Tensor& k, const Tensor& v,
                                             const Tensor& key_padding, const Tensor& attn_mask,
                                             AttentionProblem& problem, bool strided_rows) {
-  const auto operand = [&](const Tensor& t) {
-    const bool readable = strided_rows && t.dtype() == q.dtype() && t.stride(-1) == 1;
-    return readable ? t : device_buffers::contiguous_as(t, q.dtype());
-  };
-  AttentionOperands in{operand(q), operand(k), operand(v), key_padding.defined() ? key_padding.contiguous() : Tensor(),
-                       attn_mask};
+  const DType dtype = q.dtype();
+  AttentionOperands in{readable_rows(q, dtype, strided_rows), readable_rows(k, dtype, strided_rows),
+                       readable_rows(v, dtype, strided_rows),
+                       key_padding.defined() ? key_padding.contiguous() : Tensor(), attn_mask};
   problem.key_padding = in.padding.defined() ? static_cast<const bool*>(in.padding.data_ptr()) : nullptr;
   problem.keep_mask = nullptr;
   problem.bias_mask = nullptr;
@@ -139,9 +144,8 @@ inline void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
   const DType dtype = q.dtype();
   const bool on_cpu = backend == Backend::Cpu;
   const detail::AttentionOperands in = detail::attention_operands(q, k, v, key_padding, attn_mask, problem, on_cpu);
-  const bool grad_out_readable = on_cpu && grad_out.dtype() == dtype && grad_out.stride(-1) == 1;
   const Tensor cout = contiguous_as(out, dtype), clse = contiguous_as(lse, kF32);
-  const Tensor cdo = grad_out_readable ? grad_out : contiguous_as(grad_out, dtype);
+  const Tensor cdo = detail::readable_rows(grad_out, dtype, on_cpu);
   const Tensor dq = output_buffer(grad_q, dtype), dk = output_buffer(grad_k, dtype), dv = output_buffer(grad_v, dtype);
   const auto* lse_data = static_cast<const float*>(clse.data_ptr());
   if (on_cpu) {

@@ -187,7 +187,7 @@ void report_fp8_shadow(TrainingRun& r, Reporter& reporter) {
   if (errors.empty()) return;
   nlohmann::json table = nlohmann::json::object();
   const auto worst = std::max_element(errors.begin(), errors.end(), [](const auto& a, const auto& b) {
-    return !(a.second >= b.second);  // a NaN counts as the worst
+    return std::isnan(b.second) || (!std::isnan(a.second) && a.second < b.second);  // a NaN is the worst
   });
   for (const auto& [weight, error] : errors) {
     table[weight] = std::isfinite(error) ? nlohmann::json(error) : nlohmann::json(nullptr);
