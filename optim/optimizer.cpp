@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -9,6 +10,8 @@
 #include "core/memory_ledger.h"
 #include "core/stream.h"
 #include "optim/offload.h"
+
+#include <spdlog/spdlog.h>
 
 namespace mt::optim {
 
@@ -27,6 +30,59 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, GroupDefaults defaults, Pre
     MT_CHECK(*groups_[g].lr >= 0, "optimizer: group {} has a negative learning rate {}", g, *groups_[g].lr);
     state_.emplace_back(groups_[g].params.size());
   }
+  const int64_t block = precision_.state_block;
+  MT_CHECK(block >= kernels::kMinStateBlock && block <= kernels::kMaxStateBlock && (block & (block - 1)) == 0,
+           "optimizer: state_block must be a power of two from {} to {}, got {}", kernels::kMinStateBlock,
+           kernels::kMaxStateBlock, block);
+  MT_CHECK(precision_.min_quantized_numel >= 0, "optimizer: min_quantized_numel must be non-negative, got {}",
+           precision_.min_quantized_numel);
+}
+
+const char* state_dtype_name(StateDtype dtype) {
+  switch (dtype) {
+    case StateDtype::F32: return "f32";
+    case StateDtype::BF16: return "bf16";
+    case StateDtype::Int8: return "int8";
+  }
+  return "?";
+}
+
+void Optimizer::keep_f32_state(const Tensor& param) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      if (!groups_[g].params[i].is_same(param)) continue;
+      MT_CHECK(!state_[g][i].step.defined(), "{}::keep_f32_state: the parameter of shape {} already has state",
+               name(), param.shape_string());
+      f32_state_params_.push_back(param.impl());
+      return;
+    }
+  }
+  fail("{}::keep_f32_state: the parameter of shape {} is not one of this optimizer's", name(), param.shape_string());
+}
+
+kernels::StateFormat Optimizer::state_format_for(const Tensor& p) const {
+  using kernels::StateFormat;
+  if (p.dtype() == kF64) return StateFormat::Plain;
+  if (std::find(f32_state_params_.begin(), f32_state_params_.end(), p.impl()) != f32_state_params_.end()) {
+    return StateFormat::Plain;
+  }
+  switch (precision_.state_dtype) {
+    case StateDtype::F32: return StateFormat::Plain;
+    case StateDtype::BF16: return StateFormat::Bf16Stochastic;
+    case StateDtype::Int8:
+      return p.numel() >= precision_.min_quantized_numel ? StateFormat::Int8Blockwise : StateFormat::Plain;
+  }
+  return StateFormat::Plain;
+}
+
+const Tensor& Optimizer::codes_on(Device device) {
+  if (!codes_.defined() || codes_.device() != device) {
+    const auto& table = kernels::dynamic_codes();
+    codes_ = from_vector(std::vector<float>(table.begin(), table.end()), {static_cast<int64_t>(table.size())}, kF32,
+                         device);
+    tag_memory(codes_, MemoryCategory::OptimizerState);
+  }
+  return codes_;
 }
 
 std::vector<Tensor> Optimizer::parameters() const {
@@ -79,6 +135,8 @@ Optimizer::ParamState& Optimizer::state_for(size_t group, size_t index) {
     follow_parameter(s.master, state_device, MemoryCategory::MasterWeights);
     follow_parameter(s.state1, state_device, MemoryCategory::OptimizerState);
     follow_parameter(s.state2, state_device, MemoryCategory::OptimizerState);
+    follow_parameter(s.absmax1, state_device, MemoryCategory::OptimizerState);
+    follow_parameter(s.absmax2, state_device, MemoryCategory::OptimizerState);
     follow_parameter(s.step, p.device(), MemoryCategory::OptimizerState);
     return s;
   }
@@ -86,16 +144,29 @@ Optimizer::ParamState& Optimizer::state_for(size_t group, size_t index) {
   if (precision_.master_weights && is_low_precision(p.dtype())) {
     s.master = placed(p.detach().to(offload ? kCPU : p.device()).to(kF32));
   }
-  // State is f32 whenever there is an f32 copy of the weights to update; in
-  // pure low precision it lives in the parameter's own dtype.
-  const DType state_dtype = p.dtype() == kF32 || s.master.defined() ? kF32 : p.dtype();
   const Device state_device = offload ? kCPU : p.device();
   const int n = state_count(groups_[group]);
-  if (n >= 1) s.state1 = placed(zeros(p.sizes(), state_dtype, state_device));
-  if (n >= 2) s.state2 = placed(zeros(p.sizes(), state_dtype, state_device));
+  s.format = state_format_for(p);
+  if (s.format == kernels::StateFormat::Int8Blockwise) {
+    // Codes of 0 (the signed code's zero is entry 127) and absmax 0: all moments start at zero.
+    const int64_t blocks = (p.numel() + precision_.state_block - 1) / precision_.state_block;
+    if (n >= 1) s.state1 = placed(full(p.sizes(), kernels::kSignedZeroCode, kU8, state_device));
+    if (n >= 2) s.state2 = placed(full(p.sizes(), kernels::kUnsignedZeroCode, kU8, state_device));
+    if (n >= 1) s.absmax1 = placed(zeros({blocks}, kF32, state_device));
+    if (n >= 2) s.absmax2 = placed(zeros({blocks}, kF32, state_device));
+  } else {
+    // Plain state is f32 whenever there is an f32 copy of the weights to
+    // update; in pure low precision it lives in the parameter's own dtype.
+    const DType plain = p.dtype() == kF32 || s.master.defined() ? kF32 : p.dtype();
+    const DType state_dtype = s.format == kernels::StateFormat::Bf16Stochastic ? kBF16 : plain;
+    if (n >= 1) s.state1 = placed(zeros(p.sizes(), state_dtype, state_device));
+    if (n >= 2) s.state2 = placed(zeros(p.sizes(), state_dtype, state_device));
+  }
   s.step = zeros({1}, kF32, p.device());  // stays on the device (the kernels count on it there)
   tag_memory(s.master, MemoryCategory::MasterWeights);
-  for (const Tensor* t : {&s.state1, &s.state2, &s.step}) tag_memory(*t, MemoryCategory::OptimizerState);
+  for (const Tensor* t : {&s.state1, &s.state2, &s.absmax1, &s.absmax2, &s.step}) {
+    tag_memory(*t, MemoryCategory::OptimizerState);
+  }
   return s;
 }
 
@@ -119,6 +190,27 @@ Tensor Optimizer::master_of(const Tensor& param) const {
   return Tensor();
 }
 
+kernels::ParamSlot Optimizer::slot_for(size_t group, size_t index) {
+  const Tensor& p = groups_[group].params[index];
+  const ParamState& s = state_for(group, index);
+  kernels::ParamSlot slot;
+  slot.param = p;
+  slot.grad = p.grad();
+  slot.master = s.master;
+  slot.state1 = s.state1;
+  slot.state2 = s.state2;
+  slot.step = s.step;
+  slot.state_format = s.format;
+  slot.absmax1 = s.absmax1;
+  slot.absmax2 = s.absmax2;
+  slot.state_block = precision_.state_block;
+  size_t flat = index;
+  for (size_t g = 0; g < group; ++g) flat += groups_[g].params.size();
+  slot.state_key = kernels::state_rounding_key(precision_.seed, flat);
+  if (s.format == kernels::StateFormat::Int8Blockwise && !p.device().is_cpu()) slot.codes = codes_on(p.device());
+  return slot;
+}
+
 void Optimizer::step(const kernels::AmpControl& scaler_control) {
   NoGradGuard no_grad;
   kernels::AmpControl amp = scaler_control;
@@ -132,8 +224,7 @@ void Optimizer::step(const kernels::AmpControl& scaler_control) {
         if (p.dtype() != dtype || !p.grad().defined()) continue;
         MT_CHECK(p.grad().sizes() == p.sizes(), "{}: gradient shape {} does not match parameter shape {}", name(),
                  p.grad().shape_string(), p.shape_string());
-        const ParamState& s = state_for(g, i);
-        slots.push_back({p, p.grad(), s.master, s.state1, s.state2, s.step});
+        slots.push_back(slot_for(g, i));
       }
       if (slots.empty()) continue;
       MT_CHECK(!precision_.stochastic_rounding || !graph_capture_active(),
@@ -156,6 +247,7 @@ StateDict Optimizer::state_dict() const {
   if (offload_) offload_->wait();
   StateDict out;
   size_t flat = 0;
+  bool any_int8 = false;
   for (size_t g = 0; g < groups_.size(); ++g) {
     out[fmt::format("group.{}.lr", g)] = scalar_tensor(*groups_[g].lr, kF64);
     out[fmt::format("group.{}.weight_decay", g)] = scalar_tensor(*groups_[g].weight_decay, kF64);
@@ -164,10 +256,17 @@ StateDict Optimizer::state_dict() const {
       if (!s.step.defined()) continue;  // never stepped: no state yet
       out[fmt::format("state.{}.step", flat)] = s.step.clone().detach();
       if (s.master.defined()) out[fmt::format("state.{}.master", flat)] = s.master.clone().detach();
-      if (s.state1.defined()) out[fmt::format("state.{}.{}", flat, state_name(0))] = s.state1.clone().detach();
-      if (s.state2.defined()) out[fmt::format("state.{}.{}", flat, state_name(1))] = s.state2.clone().detach();
+      const Tensor* moments[2][2] = {{&s.state1, &s.absmax1}, {&s.state2, &s.absmax2}};
+      for (int k = 0; k < 2; ++k) {
+        const std::string key = fmt::format("state.{}.{}", flat, state_name(k));
+        if (moments[k][0]->defined()) out[key] = moments[k][0]->clone().detach();
+        if (moments[k][1]->defined()) out[key + ".absmax"] = moments[k][1]->clone().detach();
+        any_int8 = any_int8 || moments[k][1]->defined();
+      }
     }
   }
+  // 8-bit state's layout: the values per absmax (the codes say the rest).
+  if (any_int8) out["format.state_block"] = scalar_tensor(static_cast<double>(precision_.state_block), kI64);
   return out;
 }
 
@@ -188,9 +287,13 @@ void Optimizer::check_state_keys(const StateDict& state) const {
       if (precision_.master_weights && is_low_precision(groups_[g].params[i].dtype())) {
         known.insert(fmt::format("state.{}.master", flat));
       }
-      for (int k = 0; k < state_count(groups_[g]); ++k) known.insert(fmt::format("state.{}.{}", flat, state_name(k)));
+      for (int k = 0; k < state_count(groups_[g]); ++k) {
+        known.insert(fmt::format("state.{}.{}", flat, state_name(k)));
+        known.insert(fmt::format("state.{}.{}.absmax", flat, state_name(k)));
+      }
     }
   }
+  known.insert("format.state_block");
   for (const auto& [key, value] : state) {
     if (known.count(key) != 0) continue;
     const size_t dot = key.find('.', 6);
@@ -238,10 +341,80 @@ void Optimizer::load_state_dict(const StateDict& state) {
       };
       load(s.step, fmt::format("state.{}.step", flat));
       load(s.master, fmt::format("state.{}.master", flat));
-      load(s.state1, fmt::format("state.{}.{}", flat, state_name(0)));
-      load(s.state2, fmt::format("state.{}.{}", flat, state_name(1)));
+      for (int k = 0; k < 2; ++k) load_moment(s, k, state, fmt::format("state.{}.{}", flat, state_name(k)));
     }
   }
+}
+
+namespace {
+
+// The saved 8-bit layout: format.state_block, checked before any block count is trusted.
+int64_t saved_state_block(const StateDict& state, const char* optimizer) {
+  auto it = state.find("format.state_block");
+  MT_CHECK(it != state.end(), "{}::load_state_dict: 8-bit state without 'format.state_block'", optimizer);
+  const auto block = static_cast<int64_t>(it->second.item<double>());
+  MT_CHECK(block >= kernels::kMinStateBlock && block <= kernels::kMaxStateBlock && (block & (block - 1)) == 0,
+           "{}::load_state_dict: 'format.state_block' is {}, not a power of two from {} to {}", optimizer, block,
+           kernels::kMinStateBlock, kernels::kMaxStateBlock);
+  return block;
+}
+
+// A saved absmax must be one non-negative finite f32 per block.
+void check_absmax(const Tensor& absmax, int64_t numel, int64_t block, const std::string& key, const char* optimizer) {
+  const int64_t blocks = (numel + block - 1) / block;
+  MT_CHECK(absmax.dtype() == kF32 && absmax.dim() == 1 && absmax.numel() == blocks,
+           "{}::load_state_dict: '{}' must be f32 [{}] ({} values in blocks of {}), got {} {}", optimizer, key, blocks,
+           numel, block, absmax.dtype(), absmax.shape_string());
+  for (double a : absmax.to_vector()) {
+    MT_CHECK(std::isfinite(a) && a >= 0, "{}::load_state_dict: '{}' holds {}, not a finite non-negative absmax",
+             optimizer, key, a);
+  }
+}
+
+}  // namespace
+
+void Optimizer::load_moment(ParamState& s, int k, const StateDict& state, const std::string& key) {
+  Tensor& into = k == 0 ? s.state1 : s.state2;
+  Tensor& into_absmax = k == 0 ? s.absmax1 : s.absmax2;
+  if (!into.defined()) return;
+  auto it = state.find(key);
+  MT_CHECK(it != state.end(), "{}::load_state_dict: missing '{}'", name(), key);
+  const Tensor& src = it->second;
+  MT_CHECK(src.sizes() == into.sizes(), "{}::load_state_dict: '{}' has shape {}, expected {}", name(), key,
+           src.shape_string(), into.shape_string());
+  auto absmax_it = state.find(key + ".absmax");
+  const bool saved_int8 = src.dtype() == kU8;
+  MT_CHECK(!saved_int8 || absmax_it != state.end(),
+           "{}::load_state_dict: '{}' holds 8-bit codes but '{}.absmax' is missing", name(), key, key);
+  MT_CHECK(saved_int8 || absmax_it == state.end(),
+           "{}::load_state_dict: '{}' is not 8-bit codes, yet '{}.absmax' is there", name(), key, key);
+  MT_CHECK(saved_int8 || is_compute_float(src.dtype()), "{}::load_state_dict: '{}' has dtype {}", name(), key,
+           src.dtype());
+  const int64_t saved_block = saved_int8 ? saved_state_block(state, name()) : 0;
+  if (saved_int8) check_absmax(absmax_it->second, src.numel(), saved_block, key + ".absmax", name());
+  const bool is_signed = k == 0;
+  if (into.dtype() == src.dtype() && (!saved_int8 || saved_block == precision_.state_block)) {
+    copy_(into, src);  // the same format: bit for bit
+    if (saved_int8) copy_(into_absmax, absmax_it->second);
+    return;
+  }
+  // Another format: through f32 values (a resumed run is then close, not bit-identical).
+  const Tensor values = saved_int8 ? kernels::cpu::dequantize_blockwise(src.to(kCPU), absmax_it->second.to(kCPU),
+                                                                         saved_block, is_signed)
+                                   : src.to(kCPU).to(kF32).contiguous();
+  if (into.dtype() == kU8) {
+    const Tensor codes = empty(into.sizes(), kU8), absmax = empty(into_absmax.sizes(), kF32);
+    kernels::cpu::quantize_blockwise(values, precision_.state_block, is_signed, codes, absmax);
+    copy_(into, codes);
+    copy_(into_absmax, absmax);
+  } else {
+    copy_(into, values);
+  }
+  const auto describe = [](DType dtype, int64_t block) {
+    return dtype == kU8 ? fmt::format("int8 (blocks of {})", block) : std::string(dtype_name(dtype));
+  };
+  spdlog::info("{}: '{}' was saved as {} state, loaded as {}", name(), key, describe(src.dtype(), saved_block),
+               describe(into.dtype(), precision_.state_block));
 }
 
 // ---------------------------------------------------------------- AdamW and SGD

@@ -38,6 +38,15 @@ struct GroupDefaults {
   double lr, weight_decay;
 };
 
+// How an optimizer stores its moments (AdamW's exp_avg and exp_avg_sq, SGD's
+// momentum): kernels/optim/state_format.h says how each works.
+enum class StateDtype {
+  F32,   // 4 bytes per value
+  BF16,  // 2 bytes, written by stochastic rounding
+  Int8,  // 1 byte + one f32 absmax per block (bitsandbytes' block-wise 8-bit state)
+};
+const char* state_dtype_name(StateDtype dtype);
+
 struct PrecisionOptions {
   bool master_weights = false;       // mode (b) for f16/bf16 parameters
   bool stochastic_rounding = false;  // bf16 copies written from masters by stochastic rounding
@@ -49,6 +58,15 @@ struct PrecisionOptions {
   // are bit-identical to the resident optimizer; the price is two transfers
   // of the state per step. No effect on CPU parameters.
   bool offload_state = false;
+  // The moments' storage. Int8 leaves tensors under min_quantized_numel
+  // values in f32, as bitsandbytes' min_8bit_size does (their state is small,
+  // and their statistics, like a bias's, are the easiest to hurt); so do
+  // parameters given to keep_f32_state (embeddings: bitsandbytes'
+  // "StableEmbedding" lesson). Pure low precision (f16/bf16 parameters, no
+  // master) keeps its state in the parameter's dtype under F32.
+  StateDtype state_dtype = StateDtype::F32;
+  int64_t state_block = 2048;          // Int8: values per absmax, a power of two from 64 to 4096
+  int64_t min_quantized_numel = 4096;  // Int8 only
 };
 
 using StateDict = std::map<std::string, Tensor>;
@@ -77,6 +95,10 @@ class Optimizer {
   bool has_master_weights() const { return precision_.master_weights; }
   // The f32 master of a parameter (undefined when it has none).
   Tensor master_of(const Tensor& param) const;
+  // This parameter's moments stay f32 whatever state_dtype says (call before
+  // its first step; bitsandbytes' GlobalOptimManager.override_config).
+  void keep_f32_state(const Tensor& param);
+  const PrecisionOptions& precision() const { return precision_; }
 
   // Named tensors: per-parameter state ("state.<i>.<name>", i counting
   // parameters across groups in order) and per-group hyperparameters.
@@ -89,6 +111,9 @@ class Optimizer {
     Tensor state1;
     Tensor state2;
     Tensor step;
+    kernels::StateFormat format = kernels::StateFormat::Plain;
+    Tensor absmax1;  // Int8Blockwise: one f32 per block of state1 / state2
+    Tensor absmax2;
   };
   // Subclasses run their fused kernel on the slots of one (group, dtype) bucket.
   virtual void update(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group,
@@ -101,6 +126,14 @@ class Optimizer {
 
  private:
   ParamState& state_for(size_t group, size_t index);
+  // What the fused kernel gets for one parameter (its state made on first use).
+  kernels::ParamSlot slot_for(size_t group, size_t index);
+  // How a parameter's moments are stored, and in which dtype.
+  kernels::StateFormat state_format_for(const Tensor& param) const;
+  // dynamic_codes() on `device` (8-bit state off the CPU reads it there).
+  const Tensor& codes_on(Device device);
+  // Loads one moment from a state dict into s (any saved format into s's).
+  void load_moment(ParamState& s, int k, const StateDict& state, const std::string& key);
   // update() one slot at a time with its master and state copied to the
   // device before and back to the host after, on a side stream that overlaps
   // them with the updates (offload_state; optim/offload.h).
@@ -114,6 +147,8 @@ class Optimizer {
   uint64_t rounding_offset_ = 0;
   Tensor lr_factor_;
   std::unique_ptr<OffloadPipeline> offload_;  // created at the first offloaded update
+  std::vector<const void*> f32_state_params_;  // keep_f32_state's, by TensorImpl
+  Tensor codes_;                                // codes_on's cache
 };
 
 struct AdamWOptions {

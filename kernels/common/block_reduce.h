@@ -22,28 +22,46 @@ __device__ __forceinline__ T negative_infinity() {
 }
 
 template <typename T>
-__device__ __forceinline__ T warp_sum(T value) {
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+struct Plus {
+  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+// Max that keeps a NaN (fmaxf would drop it).
+template <typename T>
+struct MaxKeepNan {
+  __device__ __forceinline__ T operator()(T a, T b) const { return (a > b || a != a) ? a : b; }
+};
+
+template <typename T, typename Op>
+__device__ __forceinline__ T warp_reduce(T value, Op op) {
+  for (int offset = 16; offset > 0; offset /= 2) value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
   return value;
 }
-
-// `scratch` is 32 elements of shared memory.
 template <typename T>
-__device__ T block_sum(T value, T* scratch) {
+__device__ __forceinline__ T warp_sum(T value) {
+  return warp_reduce(value, Plus<T>());
+}
+
+// `scratch` is 32 elements of shared memory; `identity` is op's neutral value.
+template <typename T, typename Op>
+__device__ T block_reduce(T value, T* scratch, Op op, T identity) {
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int warps = static_cast<int>(blockDim.x / 32);
-  value = warp_sum(value);
+  value = warp_reduce(value, op);
   if (lane == 0) scratch[warp] = value;
   __syncthreads();
   if (warp == 0) {
-    T total = lane < warps ? scratch[lane] : T(0);
-    total = warp_sum(total);
+    T total = lane < warps ? scratch[lane] : identity;
+    total = warp_reduce(total, op);
     if (lane == 0) scratch[0] = total;
   }
   __syncthreads();
   const T result = scratch[0];
   __syncthreads();  // scratch may be reused by the next call
   return result;
+}
+template <typename T>
+__device__ T block_sum(T value, T* scratch) {
+  return block_reduce(value, scratch, Plus<T>(), T(0));
 }
 
 // Online softmax statistics: running max and sum of exp(x - max).

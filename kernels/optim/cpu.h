@@ -7,6 +7,7 @@
 #include "core/tensor.h"
 #include "kernels/optim/lr_schedule.h"
 #include "kernels/optim/math.h"
+#include "kernels/optim/state_format.h"
 
 namespace mt::kernels {
 
@@ -17,6 +18,14 @@ struct ParamSlot {
   Tensor state1;  // AdamW exp_avg / SGD momentum buffer
   Tensor state2;  // AdamW exp_avg_sq
   Tensor step;    // f32 [1]: updates this parameter has had (0 = momentum buffer still empty)
+  // How state1/state2 are stored (kernels/optim/state_format.h). Int8Blockwise:
+  // u8 codes, with absmax1/absmax2 f32 [ceil(numel / state_block)] beside them.
+  StateFormat state_format = StateFormat::Plain;
+  Tensor absmax1;
+  Tensor absmax2;
+  int64_t state_block = 2048;
+  uint64_t state_key = 0;  // Bf16Stochastic: the Philox key of this parameter's rounding bits
+  Tensor codes;            // Int8Blockwise off the CPU: dynamic_codes() on the device (f32 [512])
 };
 
 // What an update reads on the device besides the slots.
@@ -41,6 +50,12 @@ void sum_of_squares(const std::vector<Tensor>& tensors, const Tensor& out);
 void advance_lr_schedule(const LrSchedule& schedule, const Tensor& step_count, const Tensor& found_inf,
                          const Tensor& factor);
 void scale_by_clip_coefficient(const std::vector<Tensor>& tensors, const Tensor& total_norm, double max_norm);
+// 8-bit state to f32 values and back (state_format.h), for a checkpoint whose
+// state format differs from the optimizer's. CPU tensors; codes and values
+// shaped alike, absmax one f32 per block of `block` values.
+Tensor dequantize_blockwise(const Tensor& codes, const Tensor& absmax, int64_t block, bool is_signed);
+void quantize_blockwise(const Tensor& values, int64_t block, bool is_signed, const Tensor& codes,
+                        const Tensor& absmax);
 }  // namespace cpu
 
 }  // namespace mt::kernels

@@ -32,6 +32,8 @@
 #include "kernels/elementwise/loop.h"
 #include "kernels/optim/api.h"
 #include "kernels/common/multi_tensor.h"
+#include "kernels/common/block_reduce.h"
+#include "kernels/optim/state_format.h"
 
 namespace mt::MT_KERNEL_NS {
 
@@ -39,7 +41,7 @@ using kernels::OptimSlotRef;
 
 namespace {
 
-constexpr int kSlots = 24;
+constexpr int kSlots = 20;  // the table travels in the kernel argument (4 KiB at most)
 constexpr int kSlotBlocks = 160;
 constexpr int kStepThreads = 128;
 
@@ -47,6 +49,8 @@ struct SlotTable {
   OptimSlotRef slot[kSlots];
   ChunkTable<kSlots, kSlotBlocks> chunks;
 };
+
+static_assert(sizeof(SlotTable) + 256 <= 4096, "the slot table must fit CUDA's kernel parameter space");
 
 struct StepTable {
   float* step[kStepThreads];
@@ -72,6 +76,86 @@ __device__ __forceinline__ void write_weight(const OptimSlotRef& s, std::int64_t
 
 __device__ __forceinline__ float read_weight(const OptimSlotRef& s, std::int64_t i) {
   return s.master != nullptr ? s.master[i] : load_as<float>(s.param, s.param_dtype, i);
+}
+
+// Block-wise 8-bit moments (state_format.h): the chunk is walked one state
+// block at a time; each thread holds up to kValuesPerThread values of the
+// block in registers between the update and the requantization, and the
+// block's new absmax is a block-wide max. Chunks (65536 values) hold whole
+// state blocks (a power of two up to 4096), so no block straddles two CUDA blocks.
+constexpr int kValuesPerThread = static_cast<int>(kernels::kMaxStateBlock) / kMultiTensorThreads;
+
+template <int States, typename Update>
+__device__ void update_int8_moments(const OptimSlotRef& s, std::int64_t begin, std::int64_t end, const float* codes,
+                                    Update&& update) {
+  __shared__ float code[2 * kernels::kCodeEntries];
+  __shared__ float scratch[32];
+  for (int k = static_cast<int>(threadIdx.x); k < 2 * kernels::kCodeEntries; k += static_cast<int>(blockDim.x)) {
+    code[k] = codes[k];
+  }
+  __syncthreads();
+  std::uint8_t* const bytes[2] = {static_cast<std::uint8_t*>(s.state1), static_cast<std::uint8_t*>(s.state2)};
+  float* const absmax[2] = {s.absmax1, s.absmax2};
+  const float* const table[2] = {code, code + kernels::kCodeEntries};  // exp_avg / momentum signed, exp_avg_sq unsigned
+  const std::uint8_t zero[2] = {kernels::kSignedZeroCode, kernels::kUnsignedZeroCode};
+  const std::int64_t block = s.state_block;
+  for (std::int64_t first = begin; first < end; first += block) {
+    const std::int64_t b = first / block;
+    float values[States][kValuesPerThread];
+    float local_max[States];
+    for (int k = 0; k < States; ++k) local_max[k] = 0.0f;
+    for (int r = 0; r < kValuesPerThread; ++r) {
+      const std::int64_t j = threadIdx.x + static_cast<std::int64_t>(r) * blockDim.x, i = first + j;
+      if (j >= block || i >= end) break;
+      float m[States];
+      for (int k = 0; k < States; ++k) m[k] = kernels::dequantize_state(table[k], bytes[k][i], absmax[k][b]);
+      update(i, m);
+      for (int k = 0; k < States; ++k) {
+        values[k][r] = m[k];
+        local_max[k] = rowwise::MaxKeepNan<float>()(local_max[k], fabsf(m[k]));
+      }
+    }
+    float new_absmax[States];
+    for (int k = 0; k < States; ++k) {
+      new_absmax[k] = rowwise::block_reduce(local_max[k], scratch, rowwise::MaxKeepNan<float>(), 0.0f);
+    }
+    // Every thread has read its block's old absmax above (block_reduce synchronises): now it can change.
+    if (threadIdx.x == 0) {
+      for (int k = 0; k < States; ++k) absmax[k][b] = new_absmax[k];
+    }
+    for (int r = 0; r < kValuesPerThread; ++r) {
+      const std::int64_t j = threadIdx.x + static_cast<std::int64_t>(r) * blockDim.x, i = first + j;
+      if (j >= block || i >= end) break;
+      for (int k = 0; k < States; ++k) bytes[k][i] = kernels::quantize_state(table[k], values[k][r], new_absmax[k], zero[k]);
+    }
+  }
+}
+
+// The moments of elements [begin, end) of a slot as f32 values the update
+// can change, whatever their storage format: update(i, moments) runs once per
+// element (States: 1 for SGD's momentum, 2 for AdamW's moments). Every thread
+// of the block must call it: the 8-bit format reduces over the block.
+template <int States, typename Update>
+__device__ void update_moments(const OptimSlotRef& s, std::int64_t begin, std::int64_t end, float step,
+                               const float* codes, Update&& update) {
+  void* const stored[2] = {s.state1, s.state2};
+  if (s.state_format == kernels::StateFormat::Int8Blockwise) {
+    update_int8_moments<States>(s, begin, end, codes, update);
+    return;
+  }
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    float m[States];
+    for (int k = 0; k < States; ++k) m[k] = load_as<float>(stored[k], s.state_dtype, i);
+    update(i, m);
+    if (s.state_format == kernels::StateFormat::Bf16Stochastic) {
+      const PhiloxBlock random = philox4x32_10(s.state_key, kernels::state_rounding_block(step, i));
+      for (int k = 0; k < States; ++k) {
+        static_cast<std::uint16_t*>(stored[k])[i] = kernels::f32_to_bf16_stochastic(m[k], random.word[2 * (i % 2) + k]);
+      }
+    } else {
+      for (int k = 0; k < States; ++k) store_as<float>(stored[k], s.state_dtype, i, m[k]);
+    }
+  }
 }
 
 // Advances every slot's step counter (unless the step is skipped).
@@ -106,7 +190,7 @@ __global__ void advance_steps_kernel(StepTable table, const float* found_inf) {
 
 __global__ void __launch_bounds__(kMultiTensorThreads)
     adamw_kernel(SlotTable table, kernels::AdamWArgs args, const float* inv_scale, const float* found_inf,
-                 const double* lr_factor, std::uint64_t seed) {
+                 const double* lr_factor, std::uint64_t seed, const float* codes) {
   if (skipped(found_inf)) return;  // the device-side skip: nothing changes
   if (lr_factor != nullptr) args.lr *= *lr_factor;  // the device-side schedule
   const OptimSlotRef& s = table.slot[table.chunks.block_tensor[blockIdx.x]];
@@ -114,34 +198,38 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
   chunk_range(table.chunks.block_chunk[blockIdx.x], s.numel, begin, end);
   const float unscale = inv_scale != nullptr ? *inv_scale : 1.0f;
   const float t = *s.step;
-  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+  update_moments<2>(s, begin, end, t, codes, [&](std::int64_t i, float (&m)[2]) {
     float w = read_weight(s, i);
-    float m = load_as<float>(s.state1, s.state_dtype, i), v = load_as<float>(s.state2, s.state_dtype, i);
     const float g = load_as<float>(s.grad, s.grad_dtype, i) * unscale;
-    kernels::adamw_update(w, m, v, g, t, args);  // in f32 registers; rounded once on store
-    store_as<float>(s.state1, s.state_dtype, i, m);
-    store_as<float>(s.state2, s.state_dtype, i, v);
+    kernels::adamw_update(w, m[0], m[1], g, t, args);  // in f32 registers; rounded once on store
     write_weight(s, i, w, seed);
-  }
+  });
 }
 
 __global__ void __launch_bounds__(kMultiTensorThreads)
     sgd_kernel(SlotTable table, kernels::SgdArgs args, const float* inv_scale, const float* found_inf,
-               const double* lr_factor, std::uint64_t seed) {
+               const double* lr_factor, std::uint64_t seed, const float* codes) {
   if (skipped(found_inf)) return;
   if (lr_factor != nullptr) args.lr *= *lr_factor;
   const OptimSlotRef& s = table.slot[table.chunks.block_tensor[blockIdx.x]];
   std::int64_t begin, end;
   chunk_range(table.chunks.block_chunk[blockIdx.x], s.numel, begin, end);
   const float unscale = inv_scale != nullptr ? *inv_scale : 1.0f;
-  const bool first = *s.step == 1.0f;
-  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+  const float t = *s.step;
+  const bool first = t == 1.0f;
+  auto update = [&](std::int64_t i, float (&buf)[1]) {
     float w = read_weight(s, i);
-    float buf = s.state1 != nullptr ? load_as<float>(s.state1, s.state_dtype, i) : 0.0f;
     const float g = load_as<float>(s.grad, s.grad_dtype, i) * unscale;
-    kernels::sgd_update(w, buf, g, first, args);
-    if (s.state1 != nullptr) store_as<float>(s.state1, s.state_dtype, i, buf);
+    kernels::sgd_update(w, buf[0], g, first, args);
     write_weight(s, i, w, seed);
+  };
+  if (s.state1 != nullptr) {
+    update_moments<1>(s, begin, end, t, codes, update);
+  } else {
+    for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      float no_momentum[1] = {0.0f};
+      update(i, no_momentum);
+    }
   }
 }
 
@@ -208,24 +296,26 @@ void advance_lr_schedule(const kernels::LrSchedule& schedule, long long* step_co
 }
 
 void adamw_step(const OptimSlotRef* slots, int count, const kernels::AdamWArgs& args, const float* inv_scale,
-                const float* found_inf, const double* lr_factor, std::uint64_t rounding_seed, Stream stream) {
+                const float* found_inf, const double* lr_factor, std::uint64_t rounding_seed, const float* codes,
+                Stream stream) {
   advance_steps(slots, count, [&](const StepTable& table) {
     launch("advance_steps_kernel", advance_steps_kernel, dim3(1), dim3(kStepThreads), 0, stream, table, found_inf);
   });
   for_each_slot_launch(slots, count, [&](const SlotTable& table) {
     launch("adamw_kernel", adamw_kernel, dim3(table.chunks.num_blocks), dim3(kMultiTensorThreads), 0, stream, table,
-           args, inv_scale, found_inf, lr_factor, rounding_seed);
+           args, inv_scale, found_inf, lr_factor, rounding_seed, codes);
   });
 }
 
 void sgd_step(const OptimSlotRef* slots, int count, const kernels::SgdArgs& args, const float* inv_scale,
-              const float* found_inf, const double* lr_factor, std::uint64_t rounding_seed, Stream stream) {
+              const float* found_inf, const double* lr_factor, std::uint64_t rounding_seed, const float* codes,
+              Stream stream) {
   advance_steps(slots, count, [&](const StepTable& table) {
     launch("advance_steps_kernel", advance_steps_kernel, dim3(1), dim3(kStepThreads), 0, stream, table, found_inf);
   });
   for_each_slot_launch(slots, count, [&](const SlotTable& table) {
     launch("sgd_kernel", sgd_kernel, dim3(table.chunks.num_blocks), dim3(kMultiTensorThreads), 0, stream, table, args,
-           inv_scale, found_inf, lr_factor, rounding_seed);
+           inv_scale, found_inf, lr_factor, rounding_seed, codes);
   });
 }
 

@@ -25,13 +25,50 @@ inline float* f32_pointer(const Tensor& t, const char* what) {
   return static_cast<float*>(t.data_ptr());
 }
 
-// Optimizer state is f32, or (pure low precision, no master) the parameter's dtype.
+// Optimizer state is stored as its format says: f32 (or, pure low precision
+// with no master, the parameter's dtype), bf16, or u8 codes.
 inline void* state_pointer(const Tensor& t, const ParamSlot& s) {
   if (!t.defined()) return nullptr;
-  const bool pure_low = !s.master.defined() && t.dtype() == s.param.dtype();
-  MT_CHECK(t.dtype() == kF32 || pure_low,
-           "fused optimizer: optimizer state must be f32 or the parameter's dtype, got {}", t.dtype());
+  switch (s.state_format) {
+    case StateFormat::Int8Blockwise:
+      MT_CHECK(t.dtype() == kU8, "fused optimizer: 8-bit state must be u8 codes, got {}", t.dtype());
+      break;
+    case StateFormat::Bf16Stochastic:
+      MT_CHECK(t.dtype() == kBF16, "fused optimizer: bf16 state must be bf16, got {}", t.dtype());
+      break;
+    case StateFormat::Plain:
+      MT_CHECK(t.dtype() == kF32 || (!s.master.defined() && t.dtype() == s.param.dtype()),
+               "fused optimizer: optimizer state must be f32 or the parameter's dtype, got {}", t.dtype());
+      break;
+  }
   return t.data_ptr();
+}
+
+// Int8Blockwise's absmax: f32, one per block of the state.
+inline float* absmax_pointer(const Tensor& absmax, const ParamSlot& s) {
+  if (s.state_format != StateFormat::Int8Blockwise || !s.state1.defined()) return nullptr;
+  MT_CHECK(s.state_block >= kMinStateBlock && s.state_block <= kMaxStateBlock &&
+               (s.state_block & (s.state_block - 1)) == 0,
+           "fused optimizer: 8-bit state blocks must be a power of two from {} to {}, got {}", kMinStateBlock,
+           kMaxStateBlock, s.state_block);
+  const int64_t blocks = (s.param.numel() + s.state_block - 1) / s.state_block;
+  MT_CHECK(absmax.defined() && absmax.dtype() == kF32 && absmax.numel() == blocks && absmax.is_contiguous(),
+           "fused optimizer: 8-bit state of {} values in blocks of {} needs {} f32 absmax values", s.param.numel(),
+           s.state_block, blocks);
+  return static_cast<float*>(absmax.data_ptr());
+}
+
+// The code table an 8-bit slot carries (dynamic_codes() on its device), or
+// null when no slot is 8-bit.
+inline const float* device_codes(const std::vector<ParamSlot>& slots) {
+  for (const ParamSlot& s : slots) {
+    if (s.state_format != StateFormat::Int8Blockwise || !s.state1.defined()) continue;
+    MT_CHECK(s.codes.defined() && s.codes.dtype() == kF32 && s.codes.numel() == 2 * kCodeEntries &&
+                 s.codes.device() == s.param.device(),
+             "fused optimizer: an 8-bit slot needs the {} code values on its device", 2 * kCodeEntries);
+    return static_cast<const float*>(s.codes.data_ptr());
+  }
+  return nullptr;
 }
 
 // The slots as the multi-tensor kernels see them (contiguous, f32 state),
@@ -44,6 +81,11 @@ struct DeviceSlots {
     for (const ParamSlot& s : slots) {
       MT_CHECK(s.param.numel() == s.grad.numel(), "fused optimizer: parameter {} and gradient {} differ in size",
                s.param.shape_string(), s.grad.shape_string());
+      for (const Tensor* t : {&s.grad, &s.master, &s.state1, &s.state2, &s.absmax1, &s.absmax2, &s.step}) {
+        MT_CHECK(!t->defined() || t->device() == s.param.device(),
+                 "fused optimizer: a parameter on {} has state or a gradient on {} (the kernel reads them there)",
+                 s.param.device(), t->device());
+      }
       OptimSlotRef r;
       const Tensor param = staging.stage(s.param, true);
       r.param = param.data_ptr();
@@ -55,6 +97,11 @@ struct DeviceSlots {
       r.state1 = state_pointer(staging.stage(s.state1, true), s);
       r.state2 = state_pointer(staging.stage(s.state2, true), s);
       r.state_dtype = s.state1.defined() ? s.state1.dtype() : kF32;
+      r.state_format = s.state_format;
+      r.state_block = static_cast<std::int32_t>(s.state_block);
+      r.absmax1 = absmax_pointer(s.absmax1, s);
+      r.absmax2 = s.state2.defined() ? absmax_pointer(s.absmax2, s) : nullptr;
+      r.state_key = s.state_key;
       r.step = f32_pointer(s.step, "the step counter");
       r.numel = s.param.numel();
       r.stochastic_bf16 = rounding.enabled && s.master.defined() && s.param.dtype() == kBF16;
@@ -73,6 +120,8 @@ struct DeviceSlots {
       mark_written(s.state1);
       mark_written(s.state2);
       mark_written(s.step);
+      mark_written(s.absmax1);
+      mark_written(s.absmax2);
     }
   }
 };
@@ -113,7 +162,9 @@ inline void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& arg
   const float* found_inf = detail::optional_f32(amp.found_inf);
   const double* lr_factor = detail::optional_f64(amp.lr_factor);
   const Stream stream = launch_stream(slots.front().param.device());
-  MT_DEVICE_CALL(backend, adamw_step, refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream);
+  const float* codes = detail::device_codes(slots);
+  MT_DEVICE_CALL(backend, adamw_step, refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, codes,
+                 stream);
   device_slots.finish(slots);
 }
 inline void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, const AmpControl& amp,
@@ -128,7 +179,9 @@ inline void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, c
   const float* found_inf = detail::optional_f32(amp.found_inf);
   const double* lr_factor = detail::optional_f64(amp.lr_factor);
   const Stream stream = launch_stream(slots.front().param.device());
-  MT_DEVICE_CALL(backend, sgd_step, refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, stream);
+  const float* codes = detail::device_codes(slots);
+  MT_DEVICE_CALL(backend, sgd_step, refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, codes,
+                 stream);
   device_slots.finish(slots);
 }
 // The device-side LR schedule: unless found_inf (f32 [1], optional) is

@@ -46,14 +46,21 @@ class DeferredSimStreams {
 // Three parameters of different sizes (one left without a gradient on step 2),
 // five steps, the third skipped as a GradScaler would skip it (found_inf).
 Run run_steps(bool offload, bool sgd, DType dtype, bool master_weights, bool stochastic,
-              std::optional<simulator::FlushOrder> deferral = std::nullopt) {
+              std::optional<simulator::FlushOrder> deferral = std::nullopt,
+              optim::StateDtype state_dtype = optim::StateDtype::F32) {
   const Device device = test::kCudaPath;
   const DeferredSimStreams deferred(device, deferral);
   std::vector<Tensor> params = {test::random_tensor({7, 5}, dtype, device, 1).requires_grad_(),
                                 test::random_tensor({5}, dtype, device, 2).requires_grad_(),
                                 test::random_tensor({3, 4}, dtype, device, 3).requires_grad_()};
-  const optim::PrecisionOptions precision{
-      .master_weights = master_weights, .stochastic_rounding = stochastic, .seed = 4, .offload_state = offload};
+  // 8-bit state for every tensor here, however small, in blocks of 64 (several per parameter).
+  const optim::PrecisionOptions precision{.master_weights = master_weights,
+                                          .stochastic_rounding = stochastic,
+                                          .seed = 4,
+                                          .offload_state = offload,
+                                          .state_dtype = state_dtype,
+                                          .state_block = 64,
+                                          .min_quantized_numel = 0};
   std::unique_ptr<optim::Optimizer> opt;
   if (sgd) {
     opt = std::make_unique<optim::SGD>(params, optim::SgdOptions{.lr = 0.05, .momentum = 0.9}, precision);
@@ -87,21 +94,25 @@ Run run_steps(bool offload, bool sgd, DType dtype, bool master_weights, bool sto
 // Catches: an offloaded update that skips copying the state back (every step
 // restarts the moments), copies it back before the kernel ran, loses the
 // stochastic-rounding offset of the per-parameter calls, drops the skipped
-// step's found_inf, or leaves device copies alive after the step.
+// step's found_inf, leaves device copies alive after the step, or stages
+// 8-bit state without its absmax (or BF16 state in an f32 buffer).
 TEST_CASE("offloaded optimizer state gives bit-identical results with the state in host memory", "[optim][offload]") {
   struct Mode {
     const char* name;
     bool sgd;
     DType dtype;
     bool master_weights, stochastic;
+    optim::StateDtype state = optim::StateDtype::F32;
   };
   for (const Mode& m :
        {Mode{"adamw f32", false, kF32, false, false}, Mode{"adamw f16 masters", false, kF16, true, false},
         Mode{"adamw bf16 masters, stochastic rounding", false, kBF16, true, true},
-        Mode{"sgd momentum f32", true, kF32, false, false}}) {
+        Mode{"sgd momentum f32", true, kF32, false, false},
+        Mode{"adamw bf16 masters, 8-bit state", false, kBF16, true, false, optim::StateDtype::Int8},
+        Mode{"sgd momentum f32, bf16 state", true, kF32, false, false, optim::StateDtype::BF16}}) {
     INFO(m.name);
-    const Run resident = run_steps(false, m.sgd, m.dtype, m.master_weights, m.stochastic);
-    const Run offloaded = run_steps(true, m.sgd, m.dtype, m.master_weights, m.stochastic);
+    const Run resident = run_steps(false, m.sgd, m.dtype, m.master_weights, m.stochastic, std::nullopt, m.state);
+    const Run offloaded = run_steps(true, m.sgd, m.dtype, m.master_weights, m.stochastic, std::nullopt, m.state);
     CHECK(offloaded.params == resident.params);
     REQUIRE(offloaded.state.size() == resident.state.size());
     for (const auto& [key, value] : resident.state) {
