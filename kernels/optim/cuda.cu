@@ -18,12 +18,16 @@
 // atomicAdd. scale_by_clip_coefficient computes min(1, max_norm / (norm +
 // 1e-6)) from the device-side norm in every block.
 //
-// Precision: all optimizer state and arithmetic in f32 (the coefficient in
-// f64, then f32, exactly as on the CPU); the parameter is rounded once.
+// Precision: all optimizer arithmetic in f32 (the coefficient in f64, then
+// f32, exactly as on the CPU); the parameter is rounded once. The moments
+// are stored f32, BF16 (stochastic rounding) or 8-bit block-wise
+// (state_format.h); the 8-bit path holds one state block in registers
+// between its update and its requantization.
 // The sum of squares accumulates in f32 (the CPU reference in f64).
 //
 // Bound: memory bandwidth — AdamW with f32 master, two f32 moments and
-// bf16 param/grad moves 16 bytes read + 14 written per parameter. Measured
+// bf16 param/grad moves 16 bytes read + 14 written per parameter; with
+// 8-bit moments 10 read + 8 written. Measured
 // speed: not yet measured on a GPU.
 #include "runtime/launch.h"
 

@@ -1,7 +1,8 @@
 // Fused optimizer kernels over lists of parameters (one call per dtype group).
 //
 // Each slot is one parameter with its gradient (any floating dtype), an
-// optional f32 master copy, and its f32 state. The kernel reads found_inf and
+// optional f32 master copy, and its state: f32, BF16 or block-wise 8-bit
+// (kernels/optim/state_format.h). The kernel reads found_inf and
 // inv_scale itself: on inf/NaN it returns without touching anything, so the
 // skip decision never leaves the device. The step counter lives in a device
 // tensor and only advances on steps that ran.
