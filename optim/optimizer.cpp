@@ -47,6 +47,13 @@ const char* state_dtype_name(StateDtype dtype) {
   return "?";
 }
 
+StateDtype parse_state_dtype(const std::string& text) {
+  for (StateDtype d : {StateDtype::F32, StateDtype::BF16, StateDtype::Int8}) {
+    if (text == state_dtype_name(d)) return d;
+  }
+  fail("unknown optimizer state dtype '{}': expected f32, bf16 or int8", text);
+}
+
 void Optimizer::keep_f32_state(const Tensor& param) {
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
@@ -311,6 +318,7 @@ void Optimizer::check_state_keys(const StateDict& state) const {
 void Optimizer::load_state_dict(const StateDict& state) {
   NoGradGuard no_grad;
   check_state_keys(state);
+  std::map<std::string, int> conversions;  // moments loaded into another state format, by kind
   // Copies back from the last offloaded step still write the host state about to be replaced.
   if (offload_) offload_->wait();
   auto find = [&](const std::string& key) -> const Tensor* {
@@ -341,9 +349,13 @@ void Optimizer::load_state_dict(const StateDict& state) {
       };
       load(s.step, fmt::format("state.{}.step", flat));
       load(s.master, fmt::format("state.{}.master", flat));
-      for (int k = 0; k < 2; ++k) load_moment(s, k, state, fmt::format("state.{}.{}", flat, state_name(k)));
+      for (int k = 0; k < 2; ++k) {
+        const std::string converted = load_moment(s, k, state, fmt::format("state.{}.{}", flat, state_name(k)));
+        if (!converted.empty()) ++conversions[converted];
+      }
     }
   }
+  for (const auto& [what, count] : conversions) spdlog::info("{}: {} moment tensors {}", name(), count, what);
 }
 
 namespace {
@@ -373,10 +385,10 @@ void check_absmax(const Tensor& absmax, int64_t numel, int64_t block, const std:
 
 }  // namespace
 
-void Optimizer::load_moment(ParamState& s, int k, const StateDict& state, const std::string& key) {
+std::string Optimizer::load_moment(ParamState& s, int k, const StateDict& state, const std::string& key) {
   Tensor& into = k == 0 ? s.state1 : s.state2;
   Tensor& into_absmax = k == 0 ? s.absmax1 : s.absmax2;
-  if (!into.defined()) return;
+  if (!into.defined()) return "";
   auto it = state.find(key);
   MT_CHECK(it != state.end(), "{}::load_state_dict: missing '{}'", name(), key);
   const Tensor& src = it->second;
@@ -396,7 +408,7 @@ void Optimizer::load_moment(ParamState& s, int k, const StateDict& state, const 
   if (into.dtype() == src.dtype() && (!saved_int8 || saved_block == precision_.state_block)) {
     copy_(into, src);  // the same format: bit for bit
     if (saved_int8) copy_(into_absmax, absmax_it->second);
-    return;
+    return "";
   }
   // Another format: through f32 values (a resumed run is then close, not bit-identical).
   const Tensor values = saved_int8 ? kernels::cpu::dequantize_blockwise(src.to(kCPU), absmax_it->second.to(kCPU),
@@ -413,8 +425,8 @@ void Optimizer::load_moment(ParamState& s, int k, const StateDict& state, const 
   const auto describe = [](DType dtype, int64_t block) {
     return dtype == kU8 ? fmt::format("int8 (blocks of {})", block) : std::string(dtype_name(dtype));
   };
-  spdlog::info("{}: '{}' was saved as {} state, loaded as {}", name(), key, describe(src.dtype(), saved_block),
-               describe(into.dtype(), precision_.state_block));
+  return fmt::format("saved as {}, loaded as {}", describe(src.dtype(), saved_block),
+                     describe(into.dtype(), precision_.state_block));
 }
 
 // ---------------------------------------------------------------- AdamW and SGD

@@ -45,7 +45,8 @@ enum class StateDtype {
   BF16,  // 2 bytes, written by stochastic rounding
   Int8,  // 1 byte + one f32 absmax per block (bitsandbytes' block-wise 8-bit state)
 };
-const char* state_dtype_name(StateDtype dtype);
+const char* state_dtype_name(StateDtype dtype);         // "f32" | "bf16" | "int8"
+StateDtype parse_state_dtype(const std::string& text);  // the inverse; anything else is an error
 
 struct PrecisionOptions {
   bool master_weights = false;       // mode (b) for f16/bf16 parameters
@@ -132,8 +133,9 @@ class Optimizer {
   kernels::StateFormat state_format_for(const Tensor& param) const;
   // dynamic_codes() on `device` (8-bit state off the CPU reads it there).
   const Tensor& codes_on(Device device);
-  // Loads one moment from a state dict into s (any saved format into s's).
-  void load_moment(ParamState& s, int k, const StateDict& state, const std::string& key);
+  // Loads one moment from a state dict into s (any saved format into s's);
+  // says how it was converted, or "" when it was copied bit for bit.
+  std::string load_moment(ParamState& s, int k, const StateDict& state, const std::string& key);
   // update() one slot at a time with its master and state copied to the
   // device before and back to the host after, on a side stream that overlaps
   // them with the updates (offload_state; optim/offload.h).

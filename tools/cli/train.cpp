@@ -39,6 +39,12 @@ void add_optimization_options(CLI::App* cmd, tools::TrainConfig& c) {
   tools::OptimOptions& o = c.optim;
   cmd->add_option("--lr", o.lr, "peak learning rate")->check(positive_number());
   add_choice_option(cmd, "--optimizer", o.optimizer, tools::parse_optimizer, {"adamw", "sgd"}, "adamw | sgd");
+  add_choice_option(cmd, "--optimizer-state", o.state, optim::parse_state_dtype, {"f32", "bf16", "int8"},
+                    "how the optimizer's moments are stored: f32 (4 bytes each) | bf16 (2, stochastic rounding) | "
+                    "int8 (1, block-wise with one f32 absmax per block; tensors under 4096 values stay f32). "
+                    "Embeddings keep f32 state");
+  add_integer_option(cmd, "--optimizer-state-block", o.state_block,
+                     "--optimizer-state int8: values per absmax (a power of two from 64 to 4096)", 64, 4096);
   cmd->add_option("--weight-decay", o.weight_decay, "weight decay (not on biases and norms)")
       ->check(non_negative_number());
   add_choice_option(cmd, "--schedule", o.schedule, tools::parse_schedule, {"cosine", "constant", "step"},

@@ -140,6 +140,8 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"eval_every", c.report.eval_every},
           {"checkpoint_activations", c.memory.checkpoint_activations},
           {"offload_optimizer", c.optim.offload},
+          {"optimizer_state", optim::state_dtype_name(c.optim.state)},
+          {"optimizer_state_block", c.optim.state_block},
           {"shard_optimizer", c.parallel.shard_optimizer},
           {"ddp", c.parallel.ddp},
           {"drop_uneven", c.parallel.drop_uneven},

@@ -11,6 +11,7 @@
 
 #include "amp/fp8_recipe.h"
 #include "core/tensor.h"
+#include "optim/optimizer.h"
 #include "tools/data/dataset.h"
 
 namespace mt::tools {
@@ -80,6 +81,9 @@ struct OptimOptions {
   int64_t grad_accum = 1;
   double clip = 0;       // max gradient norm (0 = off)
   bool offload = false;  // --offload-optimizer: master weights and optimizer state in host memory (optim/optimizer.h)
+  // --optimizer-state: how the moments are stored (embeddings keep f32 state)
+  optim::StateDtype state = optim::StateDtype::F32;
+  int64_t state_block = 2048;  // --optimizer-state-block: int8 values per absmax
 };
 
 // --precision fp8: the recipe and which Linears stay in BF16.

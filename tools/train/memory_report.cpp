@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 
 namespace mt::tools {
 
@@ -12,12 +14,33 @@ std::array<MemoryCategory, kMemoryCategories> all_memory_categories() {
   return all;
 }
 
-MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int optimizer_states,
+namespace {
+
+// Bytes of one per-element state tensor over n values of a parameter whose
+// plain state has `plain_size` bytes per value.
+double state_tensor_bytes(const OptimizerStateTheory& state, const Tensor& p, double n, int64_t plain_size) {
+  const bool kept = p.dtype() == kF64 || std::any_of(state.kept_f32.begin(), state.kept_f32.end(),
+                                                     [&](const Tensor& k) { return k.is_same(p); });
+  if (kept) return n * static_cast<double>(plain_size);
+  switch (state.dtype) {
+    case optim::StateDtype::F32: return n * static_cast<double>(plain_size);
+    case optim::StateDtype::BF16: return n * 2;
+    case optim::StateDtype::Int8:
+      if (p.numel() < state.min_quantized_numel) return n * static_cast<double>(plain_size);
+      return n + 4 * std::ceil(n / static_cast<double>(state.block));  // a byte each, an f32 absmax per block
+  }
+  return 0;
+}
+
+}  // namespace
+
+MemoryTheory memory_theory(const nn::Module& model, bool master_weights, const OptimizerStateTheory& state,
                            DataParallelLayout layout) {
   MemoryTheory t;
   const bool sharded = layout.shard_optimizer;
   const double share = sharded ? 1.0 / layout.world : 1.0;  // of the state this rank keeps
   int64_t elements = 0;
+  bool device_codes = false;  // 8-bit state off the CPU keeps its 2 KiB code table there
   for (const auto& [name, p] : model.named_parameters()) {
     const int64_t n = p.numel();
     elements += n;
@@ -26,10 +49,14 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int opt
     t.parameters += n * s;
     if (!(layout.ddp && p.dtype() == kF32)) t.gradients += n * s;  // else the bucket holds it
     if (has_master) t.master_weights += static_cast<int64_t>(4.0 * n * share);
-    const int64_t state_size = p.dtype() == kF32 || has_master ? 4 : s;
-    t.optimizer_state += static_cast<int64_t>(optimizer_states * n * state_size * share) + 4;
+    const int64_t plain_size = p.dtype() == kF32 || has_master ? 4 : s;
+    const double one_tensor = state_tensor_bytes(state, p, static_cast<double>(n) * share, plain_size);
+    t.optimizer_state += static_cast<int64_t>(state.tensors * one_tensor) + 4;
+    device_codes = device_codes || (state.dtype == optim::StateDtype::Int8 && !p.device().is_cpu() &&
+                                    one_tensor < static_cast<double>(n) * share * static_cast<double>(plain_size));
     if (sharded && p.dtype() != kF32) t.gradients += static_cast<int64_t>(n * s * share);  // the shard's copies
   }
+  if (device_codes && state.tensors > 0) t.optimizer_state += 2 * kernels::kCodeEntries * 4;
   if (layout.ddp || sharded) {
     t.gradients += 4 * elements;  // DDP's f32 buckets, or ZeRO's f32 flat buffer
     if (sharded) t.gradients += 4 * ((elements + layout.world - 1) / layout.world);  // and its shard

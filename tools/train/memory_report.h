@@ -22,6 +22,7 @@
 
 #include "core/memory_ledger.h"
 #include "nn/module.h"
+#include "optim/optimizer.h"
 
 namespace mt::tools {
 
@@ -51,8 +52,16 @@ struct DataParallelLayout {
   bool shard_optimizer = false;
 };
 
-// optimizer_states: tensors of per-element state per parameter (2 AdamW, 1 SGD with momentum, 0 plain SGD).
-MemoryTheory memory_theory(const nn::Module& model, bool master_weights, int optimizer_states,
+// What the optimizer keeps per parameter (optim::PrecisionOptions' state options).
+struct OptimizerStateTheory {
+  int tensors = 2;  // per-element state tensors: 2 AdamW, 1 SGD with momentum, 0 plain SGD
+  optim::StateDtype dtype = optim::StateDtype::F32;
+  int64_t block = 2048;                // int8: values per f32 absmax
+  int64_t min_quantized_numel = 4096;  // int8: smaller tensors keep f32 state
+  std::vector<Tensor> kept_f32;        // parameters whose state stays f32 (the embeddings)
+};
+
+MemoryTheory memory_theory(const nn::Module& model, bool master_weights, const OptimizerStateTheory& state,
                            DataParallelLayout layout = {});
 
 // The theory's figure for `category`, or -1 where it has none.

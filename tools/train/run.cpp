@@ -19,6 +19,16 @@ namespace mt::tools {
 
 namespace {
 
+// Every nn::Embedding's weight in the model (a tied output head included).
+std::vector<Tensor> embedding_weights(const nn::Module& module) {
+  std::vector<Tensor> out;
+  if (const auto* embedding = dynamic_cast<const nn::Embedding*>(&module)) out.push_back(embedding->weight);
+  for (const auto& [name, child] : module.children()) {
+    for (const Tensor& w : embedding_weights(*child)) out.push_back(w);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------- the optimizer and its schedule
 
 // Weight decay on weight matrices and kernels only: biases and norm
@@ -64,9 +74,16 @@ int visible_gpus() {
 }  // namespace
 
 // Per-element state tensors the optimizer keeps per parameter (the memory theory).
-int optimizer_states(const TrainConfig& c) {
-  if (c.optim.optimizer == OptimizerKind::AdamW) return 2;
-  return c.optim.momentum > 0 ? 1 : 0;
+OptimizerStateTheory optimizer_state_theory(const TrainingRun& r) {
+  const OptimOptions& o = r.c.optim;
+  const int tensors = o.optimizer == OptimizerKind::AdamW ? 2 : o.momentum > 0 ? 1 : 0;
+  const optim::PrecisionOptions defaults;
+  // ZeRO's shards hold views, so no parameter keeps f32 state there (build_optimizer).
+  return {.tensors = tensors,
+          .dtype = o.state,
+          .block = o.state_block,
+          .min_quantized_numel = defaults.min_quantized_numel,
+          .kept_f32 = r.zero ? std::vector<Tensor>{} : embedding_weights(*r.model)};
 }
 
 // Work that is not a step (evaluation, checkpoints) has happened: neither the
@@ -236,8 +253,11 @@ void build_optimizer(TrainingRun& r) {
            "there already (use --device sim or cuda)");
   MT_CHECK(!o.offload || !c.cuda_graph,
            "train: --offload-optimizer is not supported with --cuda-graph yet (its copies are not captured)");
-  const optim::PrecisionOptions precision{
-      .master_weights = c.precision.master_weights, .seed = c.seed, .offload_state = o.offload};
+  const optim::PrecisionOptions precision{.master_weights = c.precision.master_weights,
+                                          .seed = c.seed,
+                                          .offload_state = o.offload,
+                                          .state_dtype = o.state,
+                                          .state_block = o.state_block};
   if (c.parallel.shard_optimizer) {
     r.zero = std::make_unique<dist::ShardedOptimizer>(
         param_groups(*r.model, o.lr, o.weight_decay),
@@ -246,6 +266,9 @@ void build_optimizer(TrainingRun& r) {
   } else {
     r.owned_opt = make_optimizer(o, param_groups(*r.model, o.lr, o.weight_decay), precision);
     r.opt = r.owned_opt.get();
+    // bitsandbytes' "stable embedding" lesson: an embedding's rows see rare,
+    // spiky gradients that low-precision moments handle worst.
+    for (const Tensor& weight : embedding_weights(*r.model)) r.opt->keep_f32_state(weight);
   }
   r.scheduler = make_scheduler(o, *r.opt, total_steps);
   // The schedule counts on the device, so a skipped f16 step holds it back

@@ -92,8 +92,8 @@ void note_training_memory(TrainingRun& r);
 // Fills `r` in place from the configuration: the loader keeps a reference to r.splits.
 void setup_run(TrainingRun& r, const TrainConfig& requested);
 
-// Per-element state tensors the optimizer keeps per parameter (the memory theory).
-int optimizer_states(const TrainConfig& c);
+// What the run's optimizer keeps per parameter (the memory theory).
+OptimizerStateTheory optimizer_state_theory(const TrainingRun& r);
 
 // Evaluates on the held-out split, prints and logs the result, and keeps it
 // in the summary; its time is not training time (evaluate.cpp).

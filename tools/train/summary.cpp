@@ -22,7 +22,7 @@ void fill_summary(TrainingRun& r) {
   note_training_memory(r);
   summary.memory_ledger = r.training_memory;
   summary.memory_theory =
-      memory_theory(*r.model, r.c.precision.master_weights, optimizer_states(r.c),
+      memory_theory(*r.model, r.c.precision.master_weights, optimizer_state_theory(r),
                     {.world = r.world, .ddp = r.ddp != nullptr, .shard_optimizer = r.c.parallel.shard_optimizer});
   if (r.fp8) {
     const amp::Fp8MemoryTheory fp8 = r.fp8->memory_theory();
