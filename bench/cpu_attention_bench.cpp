@@ -10,7 +10,6 @@
 // random, the upstream gradient ones; the first call of each side is a
 // warm-up. Both sides run on mt::num_threads() threads (MT_NUM_THREADS).
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cpu_timing.h"
 #include "core/threads.h"
 #include "mixtape.h"
 
@@ -30,20 +30,6 @@ struct Options {
   bool causal = true;
   double min_ms = 1000;
 };
-
-// Milliseconds per call of fn over at least min_ms, after one warm-up call.
-double time_ms(const std::function<void()>& fn, double min_ms) {
-  fn();
-  int calls = 0;
-  const auto start = std::chrono::steady_clock::now();
-  double elapsed = 0;
-  do {
-    fn();
-    ++calls;
-    elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  } while (elapsed < min_ms);
-  return elapsed / calls;
-}
 
 struct Measured {
   double ms = 0;
@@ -70,7 +56,7 @@ Measured measure(const Options& o, int64_t seq, mt::DType dtype, bool fused) {
     for (const mt::Tensor* t : {&q, &k, &v}) t->set_grad(mt::Tensor());
   };
   Measured m;
-  m.ms = time_ms(step, o.min_ms);
+  m.ms = mt::bench::time_ms(step, o.min_ms);
   const int64_t inputs = mt::memory_stats(mt::kCPU).current_bytes;
   mt::allocator_for(mt::kCPU).reset_peak();
   step();

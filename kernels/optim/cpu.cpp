@@ -42,19 +42,76 @@ void write_back(const ParamSlot& s, Updatable<float>& updated, const StochasticR
   }
 }
 
-// A NaN moment keeps its block's absmax NaN, as on the device.
-float max_keep_nan(float a, float b) { return (b > a || b != b) ? b : a; }
-
 const float* code_table(bool is_signed) { return dynamic_codes().data() + (is_signed ? 0 : kCodeEntries); }
 
+// The nearest code, as nearest_code finds it, found faster: a 65536-entry
+// table indexed by x's top 16 bits (sign, exponent, 7 mantissa bits: its
+// bf16 bits) holds the largest index whose value is <= the smallest x of
+// that bucket; a bucket is narrower than the gap between codes, so a step
+// or two up finds the largest index <= x itself. From there the decision
+// is nearest_code's, comparison for comparison, so the CPU and the kernels
+// (which search) pick the same byte.
+struct CodeLookup {
+  std::vector<uint8_t> lower;  // [65536]
+  explicit CodeLookup(const float* code) : lower(65536) {
+    for (uint32_t key = 0; key < 65536; ++key) {
+      const bool negative = (key & 0x8000u) != 0;
+      // The bucket's smallest value: its first float if positive, its last (largest magnitude) if negative;
+      // -inf for the buckets of infinities and NaNs (a NaN's nearest code is entry 0, as the search finds).
+      float smallest = bits_float(negative ? (key << 16) | 0xffffu : key << 16);
+      if ((key & 0x7f80u) == 0x7f80u) smallest = -INFINITY;
+      int lo = 0;
+      while (lo < kCodeEntries - 1 && code[lo + 1] <= smallest) ++lo;
+      lower[key] = static_cast<uint8_t>(lo);
+    }
+  }
+};
+
+uint8_t nearest_code_by_table(const float* code, const uint8_t* lower, float x) {
+  int lo = lower[float_bits(x) >> 16];
+  while (lo < kCodeEntries - 1 && code[lo + 1] <= x) ++lo;
+  if (lo == kCodeEntries - 1 || x <= code[0]) return static_cast<uint8_t>(lo);
+  return static_cast<uint8_t>(code[lo + 1] - x < x - code[lo] ? lo + 1 : lo);
+}
+
+const uint8_t* lookup_table(bool is_signed) {
+  static const CodeLookup signed_lookup(code_table(true)), unsigned_lookup(code_table(false));
+  return (is_signed ? signed_lookup : unsigned_lookup).lower.data();
+}
+
 // Quantizes one block of values into `out` against the block's absmax, which it returns.
-float quantize_block(const float* values, int64_t count, bool is_signed, uint8_t* out) {
+// `values` is scratch: it is left divided by the absmax.
+float quantize_block(float* values, int64_t count, bool is_signed, uint8_t* out) {
+  // The max and "any NaN" apart, so both loops vectorise; a NaN keeps the absmax NaN, as on the device.
   float absmax = 0.0f;
-  for (int64_t j = 0; j < count; ++j) absmax = max_keep_nan(absmax, std::fabs(values[j]));
-  const float* code = code_table(is_signed);
+  bool any_nan = false;
+  for (int64_t j = 0; j < count; ++j) {
+    absmax = std::max(absmax, std::fabs(values[j]));
+    any_nan |= values[j] != values[j];
+  }
+  if (any_nan) absmax = NAN;
   const uint8_t zero = is_signed ? kSignedZeroCode : kUnsignedZeroCode;
-  for (int64_t j = 0; j < count; ++j) out[j] = quantize_state(code, values[j], absmax, zero);
+  if (!(absmax > 0.0f)) {
+    std::fill(out, out + count, zero);
+    return absmax;
+  }
+  for (int64_t j = 0; j < count; ++j) values[j] /= absmax;
+  const float* code = code_table(is_signed);
+  const uint8_t* lower = lookup_table(is_signed);
+  for (int64_t j = 0; j < count; ++j) out[j] = nearest_code_by_table(code, lower, values[j]);
   return absmax;
+}
+
+// The update over a range of elements. Its arrays never overlap and its
+// constants are values, not references the stores might change, so the loop
+// vectorises (8 lanes with AVX2).
+void adamw_range(float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g,
+                 int64_t count, float inv_scale, AdamWStepConstants k, AdamWArgs args) {
+  for (int64_t j = 0; j < count; ++j) adamw_update(w[j], m[j], v[j], g[j] * inv_scale, k, args);
+}
+void sgd_range(float* __restrict w, float* __restrict buf, const float* __restrict g, int64_t count, float inv_scale,
+               bool first, SgdArgs args) {
+  for (int64_t j = 0; j < count; ++j) sgd_update(w[j], buf[j], g[j] * inv_scale, first, args);
 }
 
 // Advances a slot's step counter and returns the new count.
@@ -65,35 +122,35 @@ float advance_step(const ParamSlot& s) {
   return t;
 }
 
+// Values per chunk of the BF16 path's f32 scratch.
+constexpr int64_t kScratch = kMaxStateBlock;
+
 // Block-wise 8-bit moments: per block, dequantize -> update -> new absmax ->
 // quantize, the block held in f32 in between (state_format.h).
-template <int States, typename Update>
-void update_int8_moments(const ParamSlot& s, Update&& update) {
+template <int States, typename UpdateRange>
+void update_int8_moments(const ParamSlot& s, UpdateRange&& update) {
   const std::array<const Tensor*, 2> codes_of{&s.state1, &s.state2};
   const std::array<const Tensor*, 2> absmax_of{&s.absmax1, &s.absmax2};
   const int64_t n = s.param.numel(), block = s.state_block;
   std::array<uint8_t*, States> codes{};
   std::array<float*, States> absmax{};
-  std::array<const float*, States> code{};
   for (int k = 0; k < States; ++k) {
     codes[k] = static_cast<uint8_t*>(codes_of[k]->data_ptr());
     absmax[k] = static_cast<float*>(absmax_of[k]->data_ptr());
-    code[k] = code_table(k == 0);  // exp_avg / momentum signed, exp_avg_sq unsigned
   }
   const int64_t blocks = (n + block - 1) / block;
   parallel_for(blocks, block * 8, [&](int64_t first, int64_t last) {
-    std::vector<float> values(static_cast<size_t>(States * block));
+    std::vector<float> scratch(static_cast<size_t>(States * block));
+    std::array<float*, States> values{};
+    for (int k = 0; k < States; ++k) values[k] = scratch.data() + k * block;
     for (int64_t b = first; b < last; ++b) {
       const int64_t begin = b * block, count = std::min(block, n - begin);
-      for (int64_t j = 0; j < count; ++j) {
-        float m[States];
-        for (int k = 0; k < States; ++k) m[k] = dequantize_state(code[k], codes[k][begin + j], absmax[k][b]);
-        update(begin + j, m);
-        for (int k = 0; k < States; ++k) values[static_cast<size_t>(k * block + j)] = m[k];
-      }
       for (int k = 0; k < States; ++k) {
-        absmax[k][b] = quantize_block(&values[static_cast<size_t>(k * block)], count, k == 0, codes[k] + begin);
+        const float* code = code_table(k == 0);  // exp_avg / momentum signed, exp_avg_sq unsigned
+        for (int64_t j = 0; j < count; ++j) values[k][j] = dequantize_state(code, codes[k][begin + j], absmax[k][b]);
       }
+      update(begin, count, values);
+      for (int k = 0; k < States; ++k) absmax[k][b] = quantize_block(values[k], count, k == 0, codes[k] + begin);
     }
   });
   for (int k = 0; k < States; ++k) {
@@ -102,46 +159,64 @@ void update_int8_moments(const ParamSlot& s, Update&& update) {
   }
 }
 
-// The moments of one slot as f32 values the update can change, whatever
-// their storage format: update(i, moments) runs once per element, with
-// moments[k] read from state k and written back after (States: 1 for SGD's
-// momentum, 2 for AdamW's exp_avg and exp_avg_sq).
-template <int States, typename Update>
-void update_moments(const ParamSlot& s, float step, Update&& update) {
+// BF16 moments: widened into f32 scratch, updated, written back by
+// stochastic rounding with eight Philox blocks (16 elements) at a time.
+template <int States, typename UpdateRange>
+void update_bf16_moments(const ParamSlot& s, float step, UpdateRange&& update) {
   const std::array<const Tensor*, 2> stored{&s.state1, &s.state2};
-  const int64_t n = s.param.numel();
-  if (s.state_format == StateFormat::Int8Blockwise) return update_int8_moments<States>(s, update);
-  if (s.state_format == StateFormat::Bf16Stochastic) {
-    std::array<uint16_t*, States> bits{};
-    for (int k = 0; k < States; ++k) bits[k] = static_cast<uint16_t*>(stored[k]->data_ptr());
-    parallel_for(n, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        float m[States];
-        for (int k = 0; k < States; ++k) m[k] = bf16_bits_to_f32(bits[k][i]);
-        update(i, m);
-        const PhiloxBlock random = philox4x32_10(s.state_key, state_rounding_block(step, i));
-        for (int k = 0; k < States; ++k) bits[k][i] = f32_to_bf16_stochastic(m[k], random.word[2 * (i % 2) + k]);
+  std::array<uint16_t*, States> bits{};
+  for (int k = 0; k < States; ++k) bits[k] = static_cast<uint16_t*>(stored[k]->data_ptr());
+  parallel_for(s.param.numel(), 16, [&](int64_t first, int64_t last) {
+    std::vector<float> scratch(static_cast<size_t>(States * kScratch));
+    std::array<float*, States> values{};
+    for (int k = 0; k < States; ++k) values[k] = scratch.data() + k * kScratch;
+    for (int64_t begin = first; begin < last; begin += kScratch) {
+      const int64_t count = std::min(kScratch, last - begin);
+      for (int k = 0; k < States; ++k) {
+        for (int64_t j = 0; j < count; ++j) values[k][j] = bf16_bits_to_f32(bits[k][begin + j]);
       }
-    });
-    for (int k = 0; k < States; ++k) stored[k]->storage()->bump_version();
-    return;
-  }
+      update(begin, count, values);
+      uint32_t words[4][8];
+      for (int64_t i = begin; i < begin + count; ++i) {
+        const int64_t group = i & ~int64_t{15};  // elements group .. group + 15 use blocks group / 2 .. + 7
+        if (i == begin || i == group) philox4x32_10_x8(s.state_key, state_rounding_block(step, group), words);
+        const auto j = static_cast<size_t>((i - group) / 2), w = static_cast<size_t>(2 * (i % 2));
+        for (int k = 0; k < States; ++k) {
+          bits[k][i] = f32_to_bf16_stochastic(values[k][i - begin], words[w + static_cast<size_t>(k)][j]);
+        }
+      }
+    }
+  });
+  for (int k = 0; k < States; ++k) stored[k]->storage()->bump_version();
+}
+
+// The moments of one slot as f32 values the update can change, whatever
+// their storage format: update(begin, count, moments) runs over ranges of
+// elements, moments[k][j] holding element begin + j's value of state k
+// (States: 1 for SGD's momentum, 2 for AdamW's exp_avg and exp_avg_sq); a
+// range is contiguous f32 memory, so the update loop vectorises.
+template <int States, typename UpdateRange>
+void update_moments(const ParamSlot& s, float step, UpdateRange&& update) {
+  if (s.state_format == StateFormat::Int8Blockwise) return update_int8_moments<States>(s, update);
+  if (s.state_format == StateFormat::Bf16Stochastic) return update_bf16_moments<States>(s, step, update);
+  const std::array<const Tensor*, 2> stored{&s.state1, &s.state2};
   std::vector<Updatable<float>> plain;
   plain.reserve(States);
   std::array<float*, States> values{};
   for (int k = 0; k < States; ++k) values[k] = plain.emplace_back(*stored[k]).data();
-  parallel_for(n, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      float m[States];
-      for (int k = 0; k < States; ++k) m[k] = values[k][i];
-      update(i, m);
-      for (int k = 0; k < States; ++k) values[k][i] = m[k];
-    }
+  parallel_for(s.param.numel(), 8, [&](int64_t begin, int64_t end) {
+    std::array<float*, States> range{};
+    for (int k = 0; k < States; ++k) range[k] = values[k] + begin;
+    update(begin, end - begin, range);
   });
   for (auto& p : plain) p.commit();
 }
 
 }  // namespace
+
+uint8_t nearest_state_code(bool is_signed, float x) {
+  return nearest_code_by_table(code_table(is_signed), lookup_table(is_signed), x);
+}
 
 void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& scheduled_args, const AmpControl& amp,
                 const StochasticRounding& rounding) {
@@ -156,8 +231,9 @@ void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& scheduled_
     Updatable<float> w(weights_of(s));
     Loaded<float> g(s.grad);
     float* pw = w.data();
-    update_moments<2>(s, step, [&](int64_t i, float (&m)[2]) {
-      adamw_update(pw[i], m[0], m[1], g[i] * inv_scale, k, args);
+    const float* pg = g.data();
+    update_moments<2>(s, step, [&](int64_t begin, int64_t count, const std::array<float*, 2>& moments) {
+      adamw_range(pw + begin, moments[0], moments[1], pg + begin, count, inv_scale, k, args);
     });
     write_back(s, w, rounding, block);
   }
@@ -177,8 +253,9 @@ void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& scheduled_args
     Loaded<float> g(s.grad);
     float* pw = w.data();
     if (s.state1.defined()) {
-      update_moments<1>(s, step, [&](int64_t i, float (&buf)[1]) {
-        sgd_update(pw[i], buf[0], g[i] * inv_scale, first, args);
+      const float* pg = g.data();
+      update_moments<1>(s, step, [&](int64_t begin, int64_t count, const std::array<float*, 1>& momentum) {
+        sgd_range(pw + begin, momentum[0], pg + begin, count, inv_scale, first, args);
       });
     } else {
       float unused = 0;
@@ -251,8 +328,11 @@ void quantize_blockwise(const Tensor& values, int64_t block, bool is_signed, con
   const auto* in = static_cast<const float*>(values.data_ptr());
   auto* out = static_cast<uint8_t*>(codes.data_ptr());
   auto* scale = static_cast<float*>(absmax.data_ptr());
+  std::vector<float> scratch(static_cast<size_t>(block));
   for (int64_t b = 0; b * block < n; ++b) {
-    scale[b] = quantize_block(in + b * block, std::min(block, n - b * block), is_signed, out + b * block);
+    const int64_t count = std::min(block, n - b * block);
+    std::copy(in + b * block, in + b * block + count, scratch.begin());
+    scale[b] = quantize_block(scratch.data(), count, is_signed, out + b * block);
   }
   codes.storage()->bump_version();
   absmax.storage()->bump_version();

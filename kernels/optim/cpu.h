@@ -50,6 +50,9 @@ void sum_of_squares(const std::vector<Tensor>& tensors, const Tensor& out);
 void advance_lr_schedule(const LrSchedule& schedule, const Tensor& step_count, const Tensor& found_inf,
                          const Tensor& factor);
 void scale_by_clip_coefficient(const std::vector<Tensor>& tensors, const Tensor& total_norm, double max_norm);
+// nearest_code (state_format.h) by the CPU's faster table lookup: the same
+// byte for every float, NaN and infinities included.
+uint8_t nearest_state_code(bool is_signed, float x);
 // 8-bit state to f32 values and back (state_format.h), for a checkpoint whose
 // state format differs from the optimizer's. CPU tensors; codes and values
 // shaped alike, absmax one f32 per block of `block` values.

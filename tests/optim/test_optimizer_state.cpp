@@ -7,6 +7,7 @@
 #include <map>
 #include <vector>
 
+#include "kernels/optim/cpu.h"
 #include "kernels/optim/state_format.h"
 #include "mixtape.h"
 #include "tests/kernels/sim_tensor_util.h"
@@ -115,6 +116,33 @@ TEST_CASE("the 8-bit state codes are the dynamic tree codes, searched to the nea
     CHECK(kernels::nearest_code(u, static_cast<float>(std::abs(x))) == nearest_entries(u, std::abs(x), 0)[0]);
   }
   CHECK(kernels::quantize_state(s, 0.3f, 0.0f, kernels::kSignedZeroCode) == kernels::kSignedZeroCode);
+}
+
+// Catches: the CPU's table lookup of the nearest code disagreeing with the
+// kernels' binary search anywhere (a bucket's lower bound taken from the
+// wrong end for negative floats, a bucket wider than a code gap, infinities).
+TEST_CASE("the CPU's code lookup picks the byte the kernels' search picks, for every float bucket", "[optim][state]") {
+  int64_t checked = 0, mismatched = 0;
+  for (bool is_signed : {true, false}) {
+    const float* code = is_signed ? signed_code() : unsigned_code();
+    for (uint32_t key = 0; key < 65536; ++key) {
+      for (uint32_t low : {0x0000u, 0x0001u, 0x4000u, 0x8000u, 0xbfffu, 0xfffeu, 0xffffu}) {
+        const float x = bits_float((key << 16) | low);
+        ++checked;
+        if (kernels::cpu::nearest_state_code(is_signed, x) != kernels::nearest_code(code, x)) ++mismatched;
+      }
+    }
+    // Every code value itself, and the midpoints between neighbours.
+    for (int k = 0; k < kernels::kCodeEntries; ++k) {
+      const float mid = k + 1 < kernels::kCodeEntries ? 0.5f * (code[k] + code[k + 1]) : code[k];
+      for (float x : {code[k], mid, std::nextafter(mid, -INFINITY), std::nextafter(mid, INFINITY)}) {
+        ++checked;
+        if (kernels::cpu::nearest_state_code(is_signed, x) != kernels::nearest_code(code, x)) ++mismatched;
+      }
+    }
+  }
+  INFO(mismatched << " of " << checked << " floats differ");
+  CHECK(mismatched == 0);
 }
 
 // Catches: the absmax of the wrong block, the codes not written back after
