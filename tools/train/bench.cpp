@@ -46,6 +46,7 @@ struct RunSpec {
   int64_t grad_accum = 1;
   bool checkpoint_activations = false;
   bool offload_optimizer = false;
+  optim::StateDtype optimizer_state = optim::StateDtype::F32;
 };
 
 struct Run {
@@ -74,6 +75,7 @@ class Bench {
     c.optim.grad_accum = spec.grad_accum;
     c.memory.checkpoint_activations = spec.checkpoint_activations;
     c.optim.offload = spec.offload_optimizer;
+    c.optim.state = spec.optimizer_state;
     c.max_steps = steps;
     c.epochs = 1 << 20;  // --steps decides when the run stops
     c.data.dir = o_.data;
@@ -107,6 +109,7 @@ class Bench {
                  .grad_accum = spec.grad_accum,
                  .checkpoint_activations = spec.checkpoint_activations,
                  .offload_optimizer = spec.offload_optimizer,
+                 .optimizer_state = optim::state_dtype_name(spec.optimizer_state),
                  .peak_bytes = r.peak_bytes};
     const std::vector<double>& t = r.summary.step_seconds;
     MT_CHECK(static_cast<int64_t>(t.size()) >= o_.warmup + o_.steps,
@@ -251,11 +254,15 @@ BenchResult run_ladder(const BenchOptions& o, std::FILE* out) {
   if (checkpointable) {
     result.rows.push_back(bench.timed_row("+ checkpointing", {amp, micro, o.accum, /*checkpoint_activations=*/true}));
   }
+  // Leaner optimizer state: BF16 moments (4 bytes per parameter), then 8-bit ones (2 and an absmax per block).
+  using optim::StateDtype;
+  result.rows.push_back(bench.timed_row("+ bf16 state", {amp, micro, o.accum, checkpointable, false, StateDtype::BF16}));
+  result.rows.push_back(bench.timed_row("+ 8-bit state", {amp, micro, o.accum, checkpointable, false, StateDtype::Int8}));
   // Offloading moves the optimizer state off the device: on the CPU there is nowhere to move it.
   const bool offload = !device.is_cpu();
   if (offload) {
-    result.rows.push_back(
-        bench.timed_row("+ offload optimizer", {amp, micro, o.accum, checkpointable, /*offload=*/true}));
+    result.rows.push_back(bench.timed_row("+ offload optimizer",
+                                          {amp, micro, o.accum, checkpointable, /*offload=*/true, StateDtype::Int8}));
   }
   bench.end_progress();
 
@@ -302,6 +309,7 @@ nlohmann::json bench_json(const BenchResult& result, const BenchOptions& options
                     {"grad_accum", r.grad_accum},
                     {"checkpoint_activations", r.checkpoint_activations},
                     {"offload_optimizer", r.offload_optimizer},
+                    {"optimizer_state", r.optimizer_state},
                     {"peak_bytes", r.peak_bytes},
                     {"iters_per_s", r.iters_per_s},
                     {"iters_per_s_min", r.iters_per_s_min},

@@ -48,6 +48,7 @@ struct BenchRow {
   int64_t grad_accum = 1;  // micro-batches per optimizer step
   bool checkpoint_activations = false;
   bool offload_optimizer = false;  // master weights and optimizer state in host memory
+  std::string optimizer_state = "f32";  // how the moments are stored: f32 | bf16 | int8
   int64_t peak_bytes = 0;
   double iters_per_s = 0;  // median window
   double iters_per_s_min = 0, iters_per_s_max = 0;

@@ -141,7 +141,8 @@ TEST_CASE("bench refuses a budget too small for batch 1 and bad sizes, with a cl
 
 // Catches rungs that do not change what they claim: accumulation that still
 // runs the whole batch at once, checkpointing that keeps every block's
-// activations, or samples/s that forget the micro-batches.
+// activations, state rungs that keep f32 moments, or samples/s that forget
+// the micro-batches.
 TEST_CASE("bench --ladder: each rung of gpt-tiny holds less memory at the same effective batch", "[bench][e2e]") {
   tools::BenchOptions o = small_bench();
   o.model = "gpt-tiny";
@@ -155,13 +156,18 @@ TEST_CASE("bench --ladder: each rung of gpt-tiny holds less memory at the same e
   std::FILE* out = std::tmpfile();
   const tools::BenchResult r = tools::run_ladder(o, out);
   std::fclose(out);
-  REQUIRE(r.rows.size() == 3);
+  REQUIRE(r.rows.size() == 5);
   CHECK(r.rows[0].grad_accum == 1);
   CHECK(r.rows[1].batch == 2);
   CHECK(r.rows[1].grad_accum == 4);
   CHECK(r.rows[2].checkpoint_activations);
-  CHECK(r.rows[1].peak_bytes < r.rows[0].peak_bytes);
-  CHECK(r.rows[2].peak_bytes < r.rows[1].peak_bytes);
+  CHECK(r.rows[3].optimizer_state == "bf16");
+  CHECK(r.rows[4].optimizer_state == "int8");
+  CHECK(r.rows[4].checkpoint_activations);
+  for (size_t i = 1; i < r.rows.size(); ++i) {
+    INFO(r.rows[i].config);
+    CHECK(r.rows[i].peak_bytes < r.rows[i - 1].peak_bytes);
+  }
   for (const tools::BenchRow& row : r.rows) {
     CHECK(row.samples_per_s == Approx(row.iters_per_s * 8));
   }
@@ -169,7 +175,7 @@ TEST_CASE("bench --ladder: each rung of gpt-tiny holds less memory at the same e
   o.dataset = "auto";
   o.batch = 128;
   out = std::tmpfile();
-  CHECK(tools::run_ladder(o, out).rows.size() == 2);  // no checkpointed mlp
+  CHECK(tools::run_ladder(o, out).rows.size() == 4);  // no checkpointed mlp
   o.accum = 3;
   CHECK_THROWS_WITH(tools::run_ladder(o, out), Contains("equal micro-batches"));
   std::fclose(out);
