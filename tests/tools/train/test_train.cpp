@@ -443,14 +443,19 @@ TEST_CASE("training with --cuda-graph on the sim device gives the eager run's lo
     const char* optimizer;
     int64_t train_limit, batch, epochs;
     const char* fp8_recipe = "current";
+    const char* optimizer_state = "f32";
   };
-  // fp8 delayed: the amax histories and scales must update in place inside the graph.
-  for (const Case& k : {Case{"mlp", "fp16", 1.0, 2, "adamw", 200, 16, 2}, Case{"mlp", "bf16", 0, 1, "sgd", 72, 16, 2},
-                        Case{"cnn", "fp16", 0, 1, "adamw", 32, 8, 1},
+  // fp8 delayed: the amax histories and scales must update in place inside the graph. BF16 and
+  // 8-bit optimizer state: their rounding bits and absmaxes too.
+  for (const Case& k : {Case{"mlp", "fp16", 1.0, 2, "adamw", 200, 16, 2},
+                        Case{"mlp", "bf16", 0, 1, "sgd", 72, 16, 2, "current", "bf16"},
+                        Case{"cnn", "fp16", 0, 1, "adamw", 32, 8, 1, "current", "int8"},
                         Case{"mlp", "fp8", 0, 1, "adamw", 72, 16, 2, "delayed"}}) {
-    INFO(k.model << " " << k.precision << " clip " << k.clip << " grad_accum " << k.grad_accum << " " << k.optimizer);
+    INFO(k.model << " " << k.precision << " clip " << k.clip << " grad_accum " << k.grad_accum << " " << k.optimizer
+                 << " state " << k.optimizer_state);
     tools::TrainConfig c = quick_config();
     c.device = kSIM;
+    c.optim.state = optim::parse_state_dtype(k.optimizer_state);
     c.model = k.model;
     c.precision.mode = tools::parse_precision(k.precision);
     c.precision.fp8.recipe = amp::parse_fp8_recipe(k.fp8_recipe);
