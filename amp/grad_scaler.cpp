@@ -87,7 +87,8 @@ void GradScaler::check_gradients(optim::Optimizer& optimizer, PerOptimizer& s, c
     s.nonfinite.flags = zeros({static_cast<int64_t>(grads.size())}, kF32, scale_.device());
     kernels::unscale_and_check_inf(grads, s.found_inf, inv_scale, s.nonfinite.flags);
   }
-  if (combine_found_inf_) combine_found_inf_(s.found_inf);
+  // An optimizer that sees part of the gradients (a ZeRO shard) makes its found_inf global.
+  optimizer.combine_found_inf(s.found_inf);
 }
 
 GradScaler::NonfiniteGradients GradScaler::nonfinite_gradients(const optim::Optimizer& optimizer) const {

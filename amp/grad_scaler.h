@@ -69,12 +69,6 @@ class GradScaler {
   void update();
   void update(double new_scale);
 
-  // Data parallel with sharded optimizer state (dist::ShardedOptimizer):
-  // each rank checks only its shard's gradients, so its found_inf must be
-  // combined with the others' (an all-reduce with max, on the device) before
-  // any rank steps. `combine` runs on every found_inf before the step reads it.
-  void sync_found_inf(std::function<void(const Tensor&)> combine) { combine_found_inf_ = std::move(combine); }
-
   // --explain-skips: the fused inf check also flags each gradient that held
   // an inf or NaN (same pass, no extra read on the host). After step() (or
   // unscale_), nonfinite_gradients() gives those flags, f32 [n] on the
@@ -119,7 +113,6 @@ class GradScaler {
   std::map<const optim::Optimizer*, PerOptimizer> per_optimizer_;
   int64_t updates_since_check_ = 0;
   double scale_at_last_check_ = 0;
-  std::function<void(const Tensor&)> combine_found_inf_;
   bool track_nonfinite_ = false;
 };
 

@@ -98,6 +98,12 @@ ShardedOptimizer::ShardedOptimizer(const std::vector<optim::ParamGroup>& groups,
   flat_ = empty({shard_elements_ * ranks}, kF32, device);
   shard_buffer_ = empty({shard_elements_}, kF32, device);
   shard_ = make(std::move(shard_groups));
+  // Each rank checks only its shard's gradients for inf/NaN: all skip if any found one.
+  if (ranks > 1) {
+    ProcessGroup* ranks_group = &group_;
+    shard_->set_found_inf_combiner(
+        [ranks_group](const Tensor& found_inf) { ranks_group->all_reduce(found_inf, ReduceOp::Max)->wait(); });
+  }
 }
 
 Tensor ShardedOptimizer::flat_slice(const Tensor& flat, size_t param) const {

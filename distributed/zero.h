@@ -10,8 +10,9 @@
 //   2. the owner's optimizer (built by the factory over views of its parts of
 //      the parameters, in their parameter groups) steps them in place,
 //      through the GradScaler as usual. Each rank checks only its shard for
-//      inf/NaN, so found_inf is all-reduced with max first
-//      (GradScaler::sync_found_inf), and every rank skips together;
+//      inf/NaN, so the shard optimizer all-reduces found_inf with max before
+//      the step reads it (Optimizer::set_found_inf_combiner, which the
+//      GradScaler calls), and every rank skips together;
 //   3. gather_parameters(): one all-gather of the shards into every
 //      parameter on every rank.
 // Nothing overlaps backward here (stage 1 reduces at the step); what it buys

@@ -13,6 +13,7 @@
 // the step never syncs with the host.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -94,6 +95,15 @@ class Optimizer {
   std::vector<Tensor> parameters() const;
   std::vector<Tensor> gradients() const;  // the defined ones
   bool has_master_weights() const { return precision_.master_weights; }
+  // An optimizer that steps only part of the model's gradients (a ZeRO
+  // shard: dist::ShardedOptimizer sets it) must skip when any part found an
+  // inf: `combine` makes a found_inf flag global (an all-reduce with max, on
+  // the device). The GradScaler calls combine_found_inf before every step
+  // reads the flag, so a sharded optimizer owns its ranks' agreement.
+  void set_found_inf_combiner(std::function<void(const Tensor&)> combine) { combine_found_inf_ = std::move(combine); }
+  void combine_found_inf(const Tensor& found_inf) const {
+    if (combine_found_inf_) combine_found_inf_(found_inf);
+  }
   // The f32 master of a parameter (undefined when it has none).
   Tensor master_of(const Tensor& param) const;
   // This parameter's moments stay f32 whatever state_dtype says (call before
@@ -151,6 +161,7 @@ class Optimizer {
   std::unique_ptr<OffloadPipeline> offload_;  // created at the first offloaded update
   std::vector<const void*> f32_state_params_;  // keep_f32_state's, by TensorImpl
   Tensor codes_;                                // codes_on's cache
+  std::function<void(const Tensor&)> combine_found_inf_;
 };
 
 struct AdamWOptions {

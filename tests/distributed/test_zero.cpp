@@ -26,8 +26,6 @@ struct ZeroTrainer {
         });
     scaler = std::make_unique<amp::GradScaler>(
         amp::GradScalerOptions{.enabled = m == Mode::Fp16, .collapse_check_interval = 0});
-    scaler->sync_found_inf(
-        [](const Tensor& found_inf) { dist::world().all_reduce(found_inf, dist::ReduceOp::Max)->wait(); });
   }
   void backward(const Tensor& x, const Tensor& y) {
     Tensor loss;

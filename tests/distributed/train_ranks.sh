@@ -176,6 +176,25 @@ grep -q "saved as f32, loaded as int8" "$tmp/zero8-to-ddp.out" || fail "the int8
   --resume "$tmp/plain8.safetensors" >"$tmp/plain8-to-zero.out" 2>&1 ||
   { fail "an unsharded int8 checkpoint did not resume under ZeRO-1"; tail -5 "$tmp/plain8-to-zero.out"; }
 
+# Skip together under ZeRO-1, on the CLI's path: an inf in one rank's shard at step 3
+# (MT_TEST_NONFINITE_GRADIENT=rank:step) makes that step skipped with the scale halved, and
+# the run is the same whichever rank saw it: had the other rank stepped its shard, or kept
+# its scale, the losses after step 3 would differ.
+for rank in 0 1; do
+  MT_TEST_NONFINITE_GRADIENT=$rank:3 "$mpirun" -np 2 "$mixtape" train "${common[@]}" --precision fp16 --batch 64 \
+    --steps 6 --shard-optimizer --log "$tmp/inf$rank.jsonl" >"$tmp/inf$rank.out" 2>&1 ||
+    { fail "ZeRO-1 with an inf on rank $rank failed"; tail -5 "$tmp/inf$rank.out"; }
+done
+python3 - "$tmp/inf0.jsonl" "$tmp/inf1.jsonl" <<'PY' || fail "ZeRO-1: the ranks did not skip together"
+import json, sys
+runs = [[r for r in map(json.loads, open(p)) if "skipped" in r] for p in sys.argv[1:]]
+for steps in runs:
+    assert [s["skipped"] for s in steps] == [False, False, True, False, False, False], [s["skipped"] for s in steps]
+    assert steps[2]["scale"] == steps[1]["scale"] / 2, "the scale did not back off"
+assert [s["loss"] for s in runs[0]] == [s["loss"] for s in runs[1]], "the runs differ after the skip"
+print("ZeRO-1: an inf on either rank skips step 3 on both")
+PY
+
 # Rank 0 alone writes the checkpoint; a resume with another world size is refused.
 "$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 2 --precision bf16 --batch 64 --steps 8 --save "$tmp/ck.safetensors" \
   >"$tmp/save.out" 2>&1 || { fail "2-rank run with --save failed"; tail -5 "$tmp/save.out"; }

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -283,12 +285,6 @@ void build_scaler(TrainingRun& r) {
   // of the scaler's own periodic read.
   r.scaler = std::make_unique<amp::GradScaler>(amp::GradScalerOptions{
       .init_scale = r.c.precision.init_scale, .enabled = r.precision == Precision::Fp16, .collapse_check_interval = 0});
-  if (r.zero && r.world > 1) {
-    // Each rank checks its own shard's gradients: all of them skip if any found an inf.
-    r.scaler->sync_found_inf([](const Tensor& found_inf) {
-      dist::group_for(found_inf.device()).all_reduce(found_inf, dist::ReduceOp::Max)->wait();
-    });
-  }
 }
 
 // The Linears --fp8-keep-bf16 names: the first and last in registration
@@ -382,7 +378,26 @@ void prepare_cuda_graph(TrainingRun& r) {
 
 // Built in the order PyTorch's AMP recipe uses: data, model, loader,
 // optimizer, schedule, scaler, checkpoint.
+namespace {
+
+// MT_TEST_NONFINITE_GRADIENT=rank:step (tests only): an inf in one rank's
+// gradients at one step, to check that every rank skips that step together.
+void read_fault_injection(TrainingRun& r) {
+  const char* text = std::getenv("MT_TEST_NONFINITE_GRADIENT");
+  if (text == nullptr) return;
+  int rank = -1;
+  long long step = -1;
+  char extra = 0;
+  MT_CHECK(std::sscanf(text, "%d:%lld%c", &rank, &step, &extra) == 2 && rank >= 0 && step >= 1,
+           "MT_TEST_NONFINITE_GRADIENT must be rank:step (a rank and a step from 1), got '{}'", text);
+  r.inject_rank = rank;
+  r.inject_step = step;
+}
+
+}  // namespace
+
 void setup_run(TrainingRun& r, const TrainConfig& requested) {
+  read_fault_injection(r);
   place_run(r, requested);
   check_config(r);
   build_data(r);

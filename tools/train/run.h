@@ -68,6 +68,11 @@ struct TrainingRun {
   int64_t micro = 0;
   Tensor accumulated_loss;  // on the device, detached
 
+  // Fault injection for the tests of skip-together (MT_TEST_NONFINITE_GRADIENT=rank:step):
+  // on that rank, the step's first gradient the optimizer sees gets an inf. -1: none.
+  int inject_rank = -1;
+  int64_t inject_step = -1;
+
   std::unique_ptr<GraphedStep> graphed;  // --cuda-graph
   std::unique_ptr<ThreadTuner> tuner;    // --threads 0 on the CPU
   std::unique_ptr<TensorBoardWriter> tensorboard;

@@ -81,6 +81,17 @@ void forward_backward(TrainingRun& r, const Tensor& inputs, const Tensor& target
       r.accumulated_loss.defined() ? add(r.accumulated_loss, micro_loss.detach()) : micro_loss.detach();
 }
 
+// MT_TEST_NONFINITE_GRADIENT=rank:step: on that rank at that step, an inf in
+// the first gradient the optimizer will read (ZeRO-1: this rank's shard only).
+void inject_nonfinite_gradient(TrainingRun& r) {
+  if (r.rank != r.inject_rank || r.pos.step + 1 != r.inject_step) return;
+  for (const Tensor& p : r.opt->parameters()) {
+    if (!p.grad().defined()) continue;
+    fill_(p.grad().view({-1}).narrow(0, 0, 1), INFINITY);
+    return;
+  }
+}
+
 // Unscale, clip, step, update: every decision (skip, schedule) on the device,
 // so the whole of it can be captured in a CUDA graph.
 StepTensors device_step(TrainingRun& r) {
@@ -89,6 +100,7 @@ StepTensors device_step(TrainingRun& r) {
     r.fp8->update();
   }
   if (r.zero) r.zero->reduce_gradients();  // ZeRO-1: this rank's shard of the mean gradient
+  inject_nonfinite_gradient(r);             // tests only (MT_TEST_NONFINITE_GRADIENT)
   Tensor grad_norm;
   const double clip = r.c.optim.clip;
   if (clip > 0) {
