@@ -21,4 +21,5 @@
 #include "distributed/ddp.h"
 #include "distributed/fp8.h"
 #include "distributed/process_group.h"
+#include "distributed/sync_batch_norm.h"
 #include "optim/optimizer.h"

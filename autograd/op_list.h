@@ -83,6 +83,8 @@
   X(Dropout, "dropout", InputDType, "mask (u8)")                                                                      \
   X(IndexSelect, "index_select", InputDType, "index")                                                                 \
   X(Gather, "gather", InputDType, "index")                                                                            \
+  X(SyncBatchNorm, "sync_batch_norm", InputDType,                                                                    \
+    "input, weight, mean, invstd, count (f32 mean, invstd per channel, count over the ranks; the all-reduce)")        \
   /* FP8 (autograd/fp8.h): x as given (bf16 under autocast), W as its f32 master */                                    \
   X(Fp8Linear, "fp8_linear", InputDType,                                                                              \
     "input, weight (FP8 + f32 scales, one byte per element; the input along M, as the weight gradient reads it)")

@@ -7,6 +7,8 @@
 // per-element math, in kernels/<family>/ (kernels/README.md).
 #pragma once
 
+#include <functional>
+
 #include <optional>
 #include <vector>
 
@@ -228,5 +230,17 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = true,
                   double momentum = 0.1, double eps = 1e-5);
+// Training-mode batch_norm over the batch of every rank of a data-parallel
+// job (PyTorch's SyncBatchNorm): all_reduce_sum(t) must sum t (a contiguous
+// f32 tensor, f64 for f64 input) in place over the ranks. Per channel, each
+// rank's count, mean and sum of squared deviations are combined by Chan's
+// formula (two all-reduces, f32 whatever the input dtype: a rank's large mean
+// does not cancel, f16 sums cannot overflow); backward all-reduces the two
+// per-channel sums of dy and dy * x_hat once. The running statistics are
+// updated with the global ones, identically on every rank. With a callback
+// that does nothing it is batch_norm on this rank's batch.
+using AllReduceSum = std::function<void(const Tensor&)>;
+Tensor sync_batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                       const Tensor& bias, double momentum, double eps, const AllReduceSum& all_reduce_sum);
 
 }  // namespace mt

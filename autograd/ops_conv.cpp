@@ -2,6 +2,7 @@
 // adaptive_avg_pool2d, batch_norm. Forward and backward of each sit together;
 // the kernels are in kernels/{conv,pool,batch_norm}/cpu.cpp.
 #include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 #include "kernels/batch_norm/batch_norm.h"
 #include "kernels/conv/conv.h"
@@ -200,33 +201,51 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
 
 // ---------------------------------------------------------------- batch_norm
 
+namespace {
+
+void check_batch_norm_arguments(const char* op, const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                                const Tensor& weight, const Tensor& bias, bool training, double eps) {
+  autograd::check_floating(op, x);
+  MT_CHECK(x.dim() >= 2, "{}: expected input [N, C, ...], got {}", op, x.shape_string());
+  const int64_t channels = x.size(1);
+  const std::pair<const char*, const Tensor*> per_channel[] = {
+      {"weight", &weight}, {"bias", &bias}, {"running_mean", &running_mean}, {"running_var", &running_var}};
+  for (const auto& [name, t] : per_channel) {
+    if (!t->defined()) continue;
+    MT_CHECK(t->dim() == 1 && t->size(0) == channels, "{}: {} {} must be [{}] for input {} (C = {})", op, name,
+             t->shape_string(), channels, x.shape_string(), channels);
+    autograd::check_floating(op, *t);
+    autograd::check_same_device(op, x, *t);
+  }
+  MT_CHECK(training || (running_mean.defined() && running_var.defined()),
+           "{}: eval mode (training = false) needs running_mean and running_var (input {})", op, x.shape_string());
+  MT_CHECK(!training || x.numel() / std::max<int64_t>(channels, 1) > 1 || x.numel() == 0,
+           "{}: expected more than 1 value per channel when training, got input {}", op, x.shape_string());
+  MT_CHECK(eps >= 0, "{}: eps must be non-negative, got {}", op, eps);
+}
+
+// The dims a batch norm reduces over ([N, C, ...]: all but 1), and the shape a per-channel [C] broadcasts as.
+Shape reduced_dims(const Tensor& x) {
+  Shape dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  return dims;
+}
+Shape channel_shape(const Tensor& x) {
+  Shape shape(static_cast<size_t>(x.dim()), 1);
+  shape[1] = x.size(1);
+  return shape;
+}
+
+}  // namespace
+
 Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
                   const Tensor& bias_in, bool training, double momentum, double eps) {
   const auto in = autograd::autocast_inputs(amp::Op::BatchNorm, {x_in, weight_in, bias_in});
   const Tensor& x = in[0];
   const Tensor& weight = in[1];
   const Tensor& bias = in[2];
-  autograd::check_floating("batch_norm", x);
-  MT_CHECK(x.dim() >= 2, "batch_norm: expected input [N, C, ...], got {}", x.shape_string());
+  check_batch_norm_arguments("batch_norm", x, running_mean, running_var, weight, bias, training, eps);
   const int64_t channels = x.size(1);
-  const std::pair<const char*, const Tensor*> per_channel[] = {
-      {"weight", &weight}, {"bias", &bias}, {"running_mean", &running_mean}, {"running_var", &running_var}};
-  for (const auto& [name, t] : per_channel) {
-    if (!t->defined()) continue;
-    MT_CHECK(t->dim() == 1 && t->size(0) == channels, "batch_norm: {} {} must be [{}] for input {} (C = {})", name,
-             t->shape_string(), channels, x.shape_string(), channels);
-    autograd::check_floating("batch_norm", *t);
-    autograd::check_same_device("batch_norm", x, *t);
-  }
-  MT_CHECK(training || (running_mean.defined() && running_var.defined()),
-           "batch_norm: eval mode (training = false) needs running_mean and "
-           "running_var (input {})",
-           x.shape_string());
-  MT_CHECK(!training || x.numel() / std::max<int64_t>(channels, 1) > 1 || x.numel() == 0,
-           "batch_norm: expected more than 1 value per channel when training, "
-           "got input {}",
-           x.shape_string());
-  MT_CHECK(eps >= 0, "batch_norm: eps must be non-negative, got {}", eps);
 
   const DType stats_dtype = x.dtype() == kF64 ? kF64 : kF32;
   Tensor y = empty(x.sizes(), x.dtype(), x.device());
@@ -251,6 +270,87 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
                   kernels::batch_norm_backward(gy, x_, w_, smean.get(), sinvstd.get(), training, dx, dw, db);
                   return std::vector<Tensor>{dx, dw, db};
                 });
+}
+
+// ---------------------------------------------------------------- sync_batch_norm
+
+Tensor sync_batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight_in, const Tensor& bias_in, double momentum, double eps,
+                       const AllReduceSum& all_reduce_sum) {
+  const auto in = autograd::autocast_inputs(amp::Op::SyncBatchNorm, {x_in, weight_in, bias_in});
+  const Tensor& x = in[0];
+  const Tensor& weight = in[1];
+  const Tensor& bias = in[2];
+  check_batch_norm_arguments("sync_batch_norm", x, running_mean, running_var, weight, bias, true, eps);
+  MT_CHECK(all_reduce_sum != nullptr, "sync_batch_norm: needs an all-reduce (a world of one: one that does nothing)");
+  const int64_t channels = x.size(1);
+  const DType acc = x.dtype() == kF64 ? kF64 : kF32;
+  const Shape dims = reduced_dims(x), per_channel = channel_shape(x);
+  Tensor mean_all, var_all, count;
+  {
+    NoGradGuard no_grad;
+    // This rank's count, mean and sum of squared deviations per channel, in f32 (f64).
+    const Tensor xa = x.to(acc);
+    const double local_count = static_cast<double>(x.numel() / std::max<int64_t>(channels, 1));
+    const Tensor local_mean = mean(xa, dims);
+    const Tensor centered = sub(xa, local_mean.reshape(per_channel));
+    const Tensor local_m2 = sum(mul(centered, centered), dims);
+    // Chan's combination: N = sum n_r, mean = sum n_r mean_r / N, then
+    // M2 = sum (M2_r + n_r (mean_r - mean)^2): no E[x^2] - mean^2 to cancel.
+    Tensor first = cat({full({1}, local_count, acc, x.device()), mul(local_mean, local_count)}, 0).contiguous();
+    all_reduce_sum(first);
+    count = first.narrow(0, 0, 1).clone();  // its own 4 bytes: the tape keeps it
+    mean_all = div(first.narrow(0, 1, channels), count);
+    const Tensor shift = sub(local_mean, mean_all);
+    Tensor second = add(local_m2, mul(mul(shift, shift), local_count)).contiguous();
+    all_reduce_sum(second);
+    var_all = div(second, count);  // biased: what normalises
+    if (running_mean.defined()) {
+      copy_(running_mean, add(mul(running_mean, 1.0 - momentum), mul(mean_all, momentum).to(running_mean.dtype())));
+    }
+    if (running_var.defined()) {
+      const Tensor unbiased = div(second, sub(count, 1.0));
+      copy_(running_var, add(mul(running_var, 1.0 - momentum), mul(unbiased, momentum).to(running_var.dtype())));
+    }
+  }
+  // Normalise with the global statistics: the kernel's eval mode reads them as given.
+  Tensor y = empty(x.sizes(), x.dtype(), x.device());
+  Tensor save_mean = empty({channels}, acc, x.device());
+  Tensor save_invstd = empty({channels}, acc, x.device());
+  kernels::batch_norm_forward(x, weight, bias, mean_all, var_all, {false, momentum, eps}, y, save_mean, save_invstd);
+  const bool need_x = autograd::needs_grad({x});
+  const bool need_w = weight.defined() && autograd::needs_grad({weight});
+  const bool need_b = bias.defined() && autograd::needs_grad({bias});
+  if (!need_x && !need_w && !need_b) return y;
+  // saves: input, weight, mean, invstd, count (f32 mean, invstd per channel, count over the ranks; the all-reduce)
+  return record(
+      in, y,
+      [sx = save(x), sw = save(weight), smean = save(save_mean), sinvstd = save(save_invstd), scount = save(count),
+       all_reduce_sum, need_x, need_w, need_b, acc, wdtype = weight.defined() ? weight.dtype() : x.dtype(),
+       bdtype = bias.defined() ? bias.dtype() : x.dtype()](const Tensor& gy) {
+        NoGradGuard no_grad;
+        const Tensor x_ = sx.get(), w_ = sw.get(), invstd = sinvstd.get(), n = scount.get();
+        const Shape dims = reduced_dims(x_), per_channel = channel_shape(x_);
+        const Tensor dy = gy.to(acc);
+        const Tensor x_hat = mul(sub(x_.to(acc), smean.get().reshape(per_channel)), invstd.reshape(per_channel));
+        // This rank's sums: the weight's and bias's gradients (DDP averages them over the ranks).
+        const Tensor sum_dy = sum(dy, dims), sum_dy_x_hat = sum(mul(dy, x_hat), dims);
+        Tensor dx, dw, db;
+        if (need_w) dw = sum_dy_x_hat.to(wdtype);
+        if (need_b) db = sum_dy.to(bdtype);
+        if (need_x) {
+          // The input's gradient reads both sums over every rank's batch.
+          const int64_t channels = x_.size(1);
+          Tensor sums = cat({sum_dy, sum_dy_x_hat}, 0).contiguous();
+          all_reduce_sum(sums);
+          const Tensor mean_dy = div(sums.narrow(0, 0, channels), n).reshape(per_channel);
+          const Tensor mean_dy_x_hat = div(sums.narrow(0, channels, channels), n).reshape(per_channel);
+          Tensor scale = invstd.reshape(per_channel);
+          if (w_.defined()) scale = mul(scale, w_.to(acc).reshape(per_channel));
+          dx = mul(sub(sub(dy, mean_dy), mul(x_hat, mean_dy_x_hat)), scale).to(x_.dtype());
+        }
+        return std::vector<Tensor>{dx, dw, db};
+      });
 }
 
 }  // namespace mt

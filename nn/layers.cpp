@@ -88,15 +88,19 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   if (update_statistics && staging_) {
     if (staged_batches_ == 0) start_staged_update();
     ++staged_batches_;  // num_batches_tracked moves at the commit
-    return batch_norm(x, staged_mean_, staged_var_, weight, bias, /*training=*/true, momentum_, eps_);
+    return normalise(x, staged_mean_, staged_var_);
   }
   if (update_statistics) {
     NoGradGuard no_grad;
     copy_(num_batches_tracked, add(num_batches_tracked, 1.0));
   }
   const bool use_running = !is_training() || update_statistics;
-  return batch_norm(x, use_running ? running_mean : Tensor(), use_running ? running_var : Tensor(), weight, bias,
-                    is_training(), momentum_, eps_);
+  return normalise(x, use_running ? running_mean : Tensor(), use_running ? running_var : Tensor());
+}
+
+Tensor BatchNorm2d::normalise(const Tensor& x, const Tensor& mean, const Tensor& var) {
+  if (is_training() && all_reduce_sum_) return sync_batch_norm(x, mean, var, weight, bias, momentum_, eps_, all_reduce_sum_);
+  return batch_norm(x, mean, var, weight, bias, is_training(), momentum_, eps_);
 }
 
 void BatchNorm2d::start_staged_update() {

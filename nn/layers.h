@@ -133,9 +133,19 @@ class BatchNorm2d : public Module {
   // the staged update is then spent. Nothing staged: nothing happens.
   void commit_statistics_unless(const Tensor& found_inf);
 
+  // Synchronised batch norm (PyTorch's SyncBatchNorm): in training, the
+  // batch statistics are every rank's (sync_batch_norm in autograd/ops.h),
+  // all_reduce_sum summing a tensor over the ranks in place. An empty
+  // function turns it off. dist::convert_sync_batchnorm sets it on a model.
+  void sync_statistics(AllReduceSum all_reduce_sum) { all_reduce_sum_ = std::move(all_reduce_sum); }
+  bool syncs_statistics() const { return all_reduce_sum_ != nullptr; }
+
  private:
   // The staging copies for this step's first training forward: the running statistics as they are.
   void start_staged_update();
+  // batch_norm, or in training with sync_statistics the ranks' sync_batch_norm.
+  Tensor normalise(const Tensor& x, const Tensor& running_mean_or_staged, const Tensor& running_var_or_staged);
+  AllReduceSum all_reduce_sum_;
 
   double eps_, momentum_;
   bool staging_ = false;

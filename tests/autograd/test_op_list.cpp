@@ -137,6 +137,17 @@ std::vector<Probe> probes() {
         {"mean", f32_bytes({4})},
         {"invstd", f32_bytes({4})},
         {"output", f32_bytes(image)}}},
+      {amp::Op::SyncBatchNorm,
+       {image, {4}, {4}},
+       [](auto& x) {
+         return sync_batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], 0.1, 1e-5, [](const Tensor&) {});
+       },
+       {{"input", f32_bytes(image)},
+        {"weight", f32_bytes({4})},
+        {"mean", f32_bytes({4})},
+        {"invstd", f32_bytes({4})},
+        {"count", f32_bytes({1})},
+        {"output", f32_bytes(image)}}},
       {amp::Op::Neg, {v}, [](auto& x) { return neg(x[0]); }, unary},
       {amp::Op::Sqrt, {v}, [](auto& x) { return sqrt(x[0]); }, unary},
       {amp::Op::Abs, {v}, [](auto& x) { return abs(x[0]); }, unary},
