@@ -176,6 +176,20 @@ grep -q "saved as f32, loaded as int8" "$tmp/zero8-to-ddp.out" || fail "the int8
   --resume "$tmp/plain8.safetensors" >"$tmp/plain8-to-zero.out" 2>&1 ||
   { fail "an unsharded int8 checkpoint did not resume under ZeRO-1"; tail -5 "$tmp/plain8-to-zero.out"; }
 
+# --sync-bn: cnn's BatchNorms normalise over both ranks' samples, so 2 ranks at batch 32 follow
+# one process at 64 (seen: 3.6e-7 in f32; without --sync-bn 2.9e-2), in fp32 and fp16 with the scaler.
+for precision in fp32 fp16; do
+  cnn=(--model cnn --train-limit 512 --test-limit 200 --threads 1 --no-progress --epochs 1 --precision "$precision")
+  "$mixtape" train "${cnn[@]}" --batch 64 --log "$tmp/bn-$precision.1.jsonl" >"$tmp/bn-$precision.1.out" 2>&1 ||
+    { fail "cnn $precision: 1 process failed"; tail -3 "$tmp/bn-$precision.1.out"; }
+  "$mpirun" -np 2 "$mixtape" train "${cnn[@]}" --batch 32 --sync-bn --log "$tmp/bn-$precision.2.jsonl" \
+    >"$tmp/bn-$precision.2.out" 2>&1 || { fail "cnn $precision --sync-bn: 2 ranks failed"; tail -5 "$tmp/bn-$precision.2.out"; }
+  tol=$([ "$precision" = fp32 ] && echo 1e-5 || echo 2e-3)
+  report=$(compare "$tmp/bn-$precision.1.jsonl" "$tmp/bn-$precision.2.jsonl" "$tol" 0.01 2>&1) ||
+    fail "cnn $precision --sync-bn: $report"
+  echo "cnn $precision --sync-bn: $report"
+done
+
 # Skip together under ZeRO-1, on the CLI's path: an inf in one rank's shard at step 3
 # (MT_TEST_NONFINITE_GRADIENT=rank:step) makes that step skipped with the scale halved, and
 # the run is the same whichever rank saw it: had the other rank stepped its shard, or kept

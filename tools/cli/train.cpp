@@ -112,6 +112,9 @@ void add_parallel_options(CLI::App* cmd, tools::ParallelOptions& p) {
   cmd->add_flag("--ddp", p.ddp,
                 "train through DistributedDataParallel even as one process (mpirun -np N > 1 always does); with "
                 "MT_DIST_BACKEND=nccl it runs the NCCL path on one GPU");
+  cmd->add_flag("--sync-bn", p.sync_bn,
+                "with mpirun -np N: BatchNorm layers (cnn, resnet) normalise with every rank's batch statistics "
+                "(SyncBatchNorm), combined in f32");
   cmd->add_flag("--drop-uneven", p.drop_uneven,
                 "with mpirun -np N: leave out the last training samples of each epoch that do not split evenly "
                 "over the ranks (default: pad the last shards by repeating samples from the epoch's start, as "

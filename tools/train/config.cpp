@@ -145,6 +145,7 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"shard_optimizer", c.parallel.shard_optimizer},
           {"ddp", c.parallel.ddp},
           {"drop_uneven", c.parallel.drop_uneven},
+          {"sync_bn", c.parallel.sync_bn},
           {"world_size", dist::world().size()},
           {"threads", c.parallel.threads}};
 }

@@ -120,6 +120,9 @@ struct ParallelOptions {
   // tail (true) or pad the last shards by wrapping around (false, PyTorch's
   // DistributedSampler default).
   bool drop_uneven = false;
+  // --sync-bn: every BatchNorm2d normalises with the statistics of all ranks'
+  // samples (dist::convert_sync_batchnorm), as one process at the whole batch would.
+  bool sync_bn = false;
   // CPU threads for the kernels. 0 = auto: on the CPU device a ThreadTuner
   // (core/threads.h) times steps with each count up to mt::default_num_threads()
   // and keeps the fastest, trying again every few seconds. Results are the

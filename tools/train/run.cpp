@@ -14,6 +14,7 @@
 #include "core/device_info.h"
 #endif
 #include "distributed/process_group.h"
+#include "distributed/sync_batch_norm.h"
 #include "nn/layers.h"
 #include "tools/train/output_paths.h"
 
@@ -210,6 +211,11 @@ void build_model(TrainingRun& r) {
            "train: --cuda-graph is not supported with data parallel training (mpirun, --ddp) or --shard-optimizer yet");
   MT_CHECK(!(p.ddp && p.shard_optimizer),
            "train: --ddp and --shard-optimizer are two ways of data parallel training; choose one");
+  if (p.sync_bn) {
+    MT_CHECK(dist::convert_sync_batchnorm(*r.model) > 0, "train: --sync-bn: {} has no BatchNorm layers (cnn and "
+             "resnet have)", c.model);
+    MT_CHECK(!c.cuda_graph, "train: --sync-bn is not supported with --cuda-graph yet");
+  }
   // The gradients live in DDP's buckets: no copies in or out, and no second
   // copy of them in memory (the training loop keeps them only until the next step).
   if ((r.world > 1 || p.ddp) && !p.shard_optimizer) {
