@@ -10,7 +10,6 @@
 #include <memory>
 
 #include "mixtape.h"
-#include "nn/layers.h"
 #include "tools/data/dataset.h"
 
 class TwoLayerNet : public mt::nn::Module {
