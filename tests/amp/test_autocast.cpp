@@ -291,6 +291,12 @@ std::vector<Probe> policy_probes() {
          return batch_norm(x, zeros({3}, kF32, x.device()), ones({3}, kF32, x.device()), in({3}, b), in({3}, b),
                            /*training=*/true, 0.1, 1e-5);
        }},
+      {amp::Op::SyncBatchNorm, 3,
+       [](M in, DType a, DType b) {
+         const Tensor x = in({2, 3, 4, 4}, a);
+         return sync_batch_norm(x, zeros({3}, kF32, x.device()), ones({3}, kF32, x.device()), in({3}, b), in({3}, b),
+                                0.1, 1e-5, [](const Tensor&) {});
+       }},
       {amp::Op::Neg, 1,
        [](M in, DType a, DType) {
          return neg(in({4, 4}, a));

@@ -192,6 +192,7 @@ OPS = {
                                               count_include_pad=a["count_include_pad"])], True),
     "adaptive_avg_pool2d": (lambda x, a: [F.adaptive_avg_pool2d(x[0], pair(a["output_size"]))], True),
     "batch_norm": (batch_norm_op, True),
+    "sync_batch_norm": (batch_norm_op, True),  # a world of one: batch_norm over the local batch
     "dropout_eval": (lambda x, a: [F.dropout(x[0], a["p"], training=False)], False),
     "copy_": (lambda x, a: [x[0].copy_(x[1])], False),
     "sdpa": (lambda x, a: [sdpa_op(x, a)], True),

@@ -255,6 +255,17 @@ void add_convolution_and_pooling_cases(std::vector<Case>& cases) {
          const Tensor y = batch_norm(x[0], x[1], x[2], x[3], x[4], true, 0.1, 1e-5);
          return std::vector<Tensor>{y, x[1], x[2]};  // the updated running statistics too
        }});
+  // A world of one (an all-reduce that does nothing): PyTorch's SyncBatchNorm
+  // is then batch_norm on the local batch, the twin here.
+  cases.push_back(
+      {"sync_batch_norm/world_of_one",
+       "sync_batch_norm",
+       {{"training", true}, {"momentum", 0.1}, {"eps", 1e-5}},
+       {floats(image, {2, 2, 5, 5}), running_mean, running_var, floats({1.5, -0.5}, {2}), floats({0.25, 1}, {2})},
+       [](const std::vector<Tensor>& x) {
+         const Tensor y = sync_batch_norm(x[0], x[1], x[2], x[3], x[4], 0.1, 1e-5, [](const Tensor&) {});
+         return std::vector<Tensor>{y, x[1], x[2]};  // the updated running statistics too
+       }});
   cases.push_back(
       {"batch_norm/eval",
        "batch_norm",
