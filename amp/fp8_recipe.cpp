@@ -198,7 +198,7 @@ fp8::LinearScaling* Fp8State::scaling_for(const Tensor& weight) {
         break;
       case Fp8RecipeKind::Block: scaling = std::make_unique<BlockScaling>(flags_); break;
     }
-    it = states_.emplace(key, Entry{weight.impl_ptr(), std::move(scaling)}).first;
+    it = states_.emplace(key, Entry{weight.impl_ptr(), std::move(scaling), next_first_use_++}).first;
   }
   return it->second.scaling.get();
 }
@@ -209,8 +209,15 @@ void Fp8State::update() {
 }
 
 std::vector<Tensor> Fp8State::amaxes_to_reduce() const {
+  // Not in states_'s order: it is by address, which differs between
+  // processes, and the ranks' packed amaxes must line up Linear by Linear
+  // (in address order the max mixed different Linears' amaxes).
+  std::vector<const Entry*> in_order;
+  for (const auto& [key, entry] : states_) in_order.push_back(&entry);
+  std::sort(in_order.begin(), in_order.end(),
+            [](const Entry* a, const Entry* b) { return a->first_use < b->first_use; });
   std::vector<Tensor> out;
-  for (const auto& [key, entry] : states_) entry.scaling->add_amaxes(out);
+  for (const Entry* entry : in_order) entry->scaling->add_amaxes(out);
   return out;
 }
 

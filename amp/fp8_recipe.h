@@ -103,8 +103,9 @@ class Fp8State final : public fp8::Region {
   void update();
   // Delayed scaling under data parallel: the newest amax of every history
   // (f32 [1] views), to be reduced with a max over the ranks before update()
-  // so every rank quantizes with the same scales. Empty for current and
-  // block scaling, whose scales come from each rank's own tensors.
+  // so every rank quantizes with the same scales. In the order the Linears
+  // first ran (the same on every rank; their addresses are not). Empty for
+  // current and block scaling, whose scales come from each rank's own tensors.
   std::vector<Tensor> amaxes_to_reduce() const;
   // Checkpoints: "<parameter>.<input|weight|grad_output>.<amax_history|scale>"
   // for each of `model`'s weights with delayed state (empty for current and
@@ -153,6 +154,7 @@ class Fp8State final : public fp8::Region {
   struct Entry {
     std::weak_ptr<TensorImpl> weight;  // keys are addresses: an entry whose weight died is stale
     std::unique_ptr<Scaling> scaling;
+    int64_t first_use = 0;  // the order the Linears first ran: the same on every rank
   };
   Fp8Recipe recipe_;
   Flags flags_;
@@ -162,6 +164,7 @@ class Fp8State final : public fp8::Region {
   };
   std::map<const TensorImpl*, Kept> kept_;
   std::map<const TensorImpl*, Entry> states_;
+  int64_t next_first_use_ = 0;
 };
 
 // While alive, eligible Linears on this thread run in FP8 under `state`.

@@ -194,7 +194,9 @@ done
 # saved scales are one process's at the whole batch (inputs and weights: seen equal; gradients,
 # which each rank's mean loss makes 2x larger: ratio 2 within 2.2e-2). Without the reduction the
 # input scales were 27% off and the gradient ratios 23% (tried by hand). The per-step losses
-# (the equivalence above) do not show it.
+# (the equivalence above) do not show it. It also found the ranks packing their amaxes in
+# address order, which differs between processes: the max mixed different Linears' amaxes
+# in most runs (up to 86% off), until they were packed in the order the Linears first ran.
 fp8_one=(--model gpt-tiny --dataset synthetic-tokens --precision fp8 --fp8-recipe delayed --fp8-keep-bf16 none
   --train-limit 64 --test-limit 8 --threads 1 --no-progress --steps 1)
 "$mixtape" train "${fp8_one[@]}" --batch 8 --save "$tmp/fp8-one.safetensors" >"$tmp/fp8-one.out" 2>&1 ||
