@@ -17,8 +17,9 @@
 //     optimizer moments, the loss scale, step counters) updated in place;
 //   * scalars passed by value are baked in (use device tensors for anything
 //     that changes per step, as the lr factor and the loss scale are);
-//   * ops that draw host-side random offsets (dropout, stochastic rounding)
-//     refuse to be captured: their replays would repeat one random pattern.
+//   * ops that draw host-side random offsets (dropout) refuse to be
+//     captured: their replays would repeat one random pattern. (The
+//     optimizers' stochastic rounding keys its bits by the device-side step.)
 // Memory allocated during capture comes from the graph's private pool in the
 // caching allocator and stays reserved while the graph lives.
 #pragma once

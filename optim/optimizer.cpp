@@ -178,13 +178,11 @@ Optimizer::ParamState& Optimizer::state_for(size_t group, size_t index) {
 }
 
 void Optimizer::update_offloaded(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group,
-                                 const kernels::AmpControl& amp, kernels::StochasticRounding rounding) {
+                                 const kernels::AmpControl& amp, const kernels::StochasticRounding& rounding) {
   const Device device = slots.front().param.device();
   if (!offload_ || offload_->device() != device) offload_ = std::make_unique<OffloadPipeline>(device);
   offload_->run(slots, [&](const kernels::ParamSlot& on_device) {
     update({on_device}, group, amp, rounding);
-    // The next slot's stochastic rounding starts where the fused call would have started it.
-    rounding.block_offset += (static_cast<uint64_t>(on_device.param.numel()) + 3) / 4;
   });
 }
 
@@ -213,7 +211,7 @@ kernels::ParamSlot Optimizer::slot_for(size_t group, size_t index) {
   slot.state_block = precision_.state_block;
   size_t flat = index;
   for (size_t g = 0; g < group; ++g) flat += groups_[g].params.size();
-  slot.state_key = kernels::state_rounding_key(precision_.seed, flat);
+  slot.rounding_key = kernels::rounding_key(precision_.seed, flat);
   if (s.format == kernels::StateFormat::Int8Blockwise && !p.device().is_cpu()) slot.codes = codes_on(p.device());
   return slot;
 }
@@ -234,17 +232,12 @@ void Optimizer::step(const kernels::AmpControl& scaler_control) {
         slots.push_back(slot_for(g, i));
       }
       if (slots.empty()) continue;
-      MT_CHECK(!precision_.stochastic_rounding || !graph_capture_active(),
-               "{}: stochastic rounding cannot be captured in a CUDA graph yet: its random offset is drawn on the "
-               "host, so every replay would round the same way",
-               name());
-      kernels::StochasticRounding rounding{precision_.stochastic_rounding, precision_.seed, rounding_offset_};
+      const kernels::StochasticRounding rounding{precision_.stochastic_rounding};
       if (offloaded(slots.front().param)) {
         update_offloaded(slots, groups_[g], amp, rounding);
       } else {
         update(slots, groups_[g], amp, rounding);
       }
-      for (const auto& slot : slots) rounding_offset_ += (static_cast<uint64_t>(slot.param.numel()) + 3) / 4;
     }
   }
 }

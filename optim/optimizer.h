@@ -150,13 +150,12 @@ class Optimizer {
   // device before and back to the host after, on a side stream that overlaps
   // them with the updates (offload_state; optim/offload.h).
   void update_offloaded(const std::vector<kernels::ParamSlot>& slots, const ParamGroup& group,
-                        const kernels::AmpControl& amp, kernels::StochasticRounding rounding);
+                        const kernels::AmpControl& amp, const kernels::StochasticRounding& rounding);
   bool offloaded(const Tensor& param) const { return precision_.offload_state && !param.device().is_cpu(); }
 
   std::vector<ParamGroup> groups_;
   PrecisionOptions precision_;
   std::vector<std::vector<ParamState>> state_;  // [group][param]
-  uint64_t rounding_offset_ = 0;
   Tensor lr_factor_;
   std::unique_ptr<OffloadPipeline> offload_;  // created at the first offloaded update
   std::vector<const void*> f32_state_params_;  // keep_f32_state's, by TensorImpl

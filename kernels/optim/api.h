@@ -29,13 +29,12 @@ struct OptimSlotRef {
   DType state_dtype = DType::F32;
   float* step = nullptr;  // f32 [1]
   std::int64_t numel = 0;
-  bool stochastic_bf16 = false;    // write param from master by stochastic rounding
+  bool stochastic_bf16 = false;    // write param from master by stochastic rounding (bits: state_format.h)
   StateFormat state_format = StateFormat::Plain;  // state_format.h
   std::int32_t state_block = 2048;                // Int8Blockwise: values per absmax
   float* absmax1 = nullptr;                       // Int8Blockwise: one per block of state1 / state2
   float* absmax2 = nullptr;
-  std::uint64_t philox_block = 0;  // first Philox block of this parameter's rounding bits
-  std::uint64_t state_key = 0;     // Bf16Stochastic: the Philox key of the moments' rounding bits
+  std::uint64_t rounding_key = 0;  // the Philox key of this parameter's rounding bits
 };
 
 }  // namespace mt::kernels
@@ -44,11 +43,10 @@ struct OptimSlotRef {
 // Int8Blockwise slots only.
 MT_CUDA_KERNEL_API(void adamw_step(const mt::kernels::OptimSlotRef* slots, int count,
                                    const mt::kernels::AdamWArgs& args, const float* inv_scale, const float* found_inf,
-                                   const double* lr_factor, std::uint64_t rounding_seed, const float* codes,
-                                   mt::kernels::Stream stream))
+                                   const double* lr_factor, const float* codes, mt::kernels::Stream stream))
 MT_CUDA_KERNEL_API(void sgd_step(const mt::kernels::OptimSlotRef* slots, int count, const mt::kernels::SgdArgs& args,
                                  const float* inv_scale, const float* found_inf, const double* lr_factor,
-                                 std::uint64_t rounding_seed, const float* codes, mt::kernels::Stream stream))
+                                 const float* codes, mt::kernels::Stream stream))
 // The device-side LR schedule: unless *found_inf, ++*step_count; then
 // *factor = the schedule's multiplier at *step_count (one thread).
 MT_CUDA_KERNEL_API(void advance_lr_schedule(const mt::kernels::LrSchedule& schedule, long long* step_count,

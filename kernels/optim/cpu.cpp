@@ -24,18 +24,18 @@ const Tensor& weights_of(const ParamSlot& s) { return s.master.defined() ? s.mas
 
 // Writes the updated f32 weights back: into the master (then the parameter
 // gets its low-precision copy) or straight into the parameter.
-void write_back(const ParamSlot& s, Updatable<float>& updated, const StochasticRounding& rounding, uint64_t& block) {
+void write_back(const ParamSlot& s, Updatable<float>& updated, const StochasticRounding& rounding, float step) {
   updated.commit();
   if (!s.master.defined()) return;
   const float* w = updated.data();
-  const auto n = static_cast<size_t>(s.param.numel());
+  const auto n = static_cast<int64_t>(s.param.numel());
   if (rounding.enabled && s.param.dtype() == kBF16) {
     auto* out = static_cast<BFloat16*>(s.param.data_ptr());
-    for (size_t i = 0; i < n; ++i) {
-      const uint32_t bits = philox4x32_10(rounding.seed, rounding.block_offset + block + i / 4).word[i % 4];
+    const uint64_t key = param_rounding_key(s.rounding_key);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t bits = philox4x32_10(key, param_rounding_block(step, i)).word[i % 4];
       out[i] = BFloat16::from_bits(f32_to_bf16_stochastic(w[i], bits));
     }
-    block += (n + 3) / 4;
     s.param.storage()->bump_version();
   } else {
     store(w, s.param);
@@ -179,7 +179,7 @@ void update_bf16_moments(const ParamSlot& s, float step, UpdateRange&& update) {
       uint32_t words[4][8];
       for (int64_t i = begin; i < begin + count; ++i) {
         const int64_t group = i & ~int64_t{15};  // elements group .. group + 15 use blocks group / 2 .. + 7
-        if (i == begin || i == group) philox4x32_10_x8(s.state_key, state_rounding_block(step, group), words);
+        if (i == begin || i == group) philox4x32_10_x8(s.rounding_key, state_rounding_block(step, group), words);
         const auto j = static_cast<size_t>((i - group) / 2), w = static_cast<size_t>(2 * (i % 2));
         for (int k = 0; k < States; ++k) {
           bits[k][i] = f32_to_bf16_stochastic(values[k][i - begin], words[w + static_cast<size_t>(k)][j]);
@@ -224,7 +224,6 @@ void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& scheduled_
   AdamWArgs args = scheduled_args;
   args.lr *= lr_factor_of(amp);
   const float inv_scale = inv_scale_of(amp);
-  uint64_t block = 0;
   for (const ParamSlot& s : slots) {
     const float step = advance_step(s);
     const AdamWStepConstants k = adamw_step_constants(step, args);
@@ -235,7 +234,7 @@ void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& scheduled_
     update_moments<2>(s, step, [&](int64_t begin, int64_t count, const std::array<float*, 2>& moments) {
       adamw_range(pw + begin, moments[0], moments[1], pg + begin, count, inv_scale, k, args);
     });
-    write_back(s, w, rounding, block);
+    write_back(s, w, rounding, step);
   }
 }
 
@@ -245,7 +244,6 @@ void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& scheduled_args
   SgdArgs args = scheduled_args;
   args.lr *= lr_factor_of(amp);
   const float inv_scale = inv_scale_of(amp);
-  uint64_t block = 0;
   for (const ParamSlot& s : slots) {
     const float step = advance_step(s);
     const bool first = step == 1.0f;
@@ -261,7 +259,7 @@ void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& scheduled_args
       float unused = 0;
       for (int64_t i = 0; i < g.size(); ++i) sgd_update(pw[i], unused, g[i] * inv_scale, first, args);
     }
-    write_back(s, w, rounding, block);
+    write_back(s, w, rounding, step);
   }
 }
 

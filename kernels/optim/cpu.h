@@ -24,7 +24,7 @@ struct ParamSlot {
   Tensor absmax1;
   Tensor absmax2;
   int64_t state_block = 2048;
-  uint64_t state_key = 0;  // Bf16Stochastic: the Philox key of this parameter's rounding bits
+  uint64_t rounding_key = 0;  // the Philox key of this parameter's rounding bits (state_format.h)
   Tensor codes;            // Int8Blockwise off the CPU: dynamic_codes() on the device (f32 [512])
 };
 
@@ -36,9 +36,7 @@ struct AmpControl {
 };
 
 struct StochasticRounding {
-  bool enabled = false;  // bf16 parameters written from masters by stochastic rounding
-  uint64_t seed = 0;
-  uint64_t block_offset = 0;
+  bool enabled = false;  // bf16 parameters written from masters by stochastic rounding (bits: state_format.h)
 };
 
 namespace cpu {

@@ -64,14 +64,15 @@ struct StepTable {
 __device__ __forceinline__ bool skipped(const float* found_inf) { return found_inf != nullptr && *found_inf != 0.0f; }
 
 // Writes the updated f32 weight back: into the master and the parameter copy, or into the parameter.
-__device__ __forceinline__ void write_weight(const OptimSlotRef& s, std::int64_t i, float w, std::uint64_t seed) {
+__device__ __forceinline__ void write_weight(const OptimSlotRef& s, std::int64_t i, float w, float step) {
   if (s.master == nullptr) {
     store_as<float>(s.param, s.param_dtype, i, w);
     return;
   }
   s.master[i] = w;
   if (s.stochastic_bf16) {
-    const std::uint32_t bits = philox4x32_10(seed, s.philox_block + static_cast<std::uint64_t>(i / 4)).word[i % 4];
+    const std::uint32_t bits =
+        philox4x32_10(kernels::param_rounding_key(s.rounding_key), kernels::param_rounding_block(step, i)).word[i % 4];
     static_cast<std::uint16_t*>(s.param)[i] = kernels::f32_to_bf16_stochastic(w, bits);
   } else {
     store_as<float>(s.param, s.param_dtype, i, w);
@@ -152,7 +153,7 @@ __device__ void update_moments(const OptimSlotRef& s, std::int64_t begin, std::i
     for (int k = 0; k < States; ++k) m[k] = load_as<float>(stored[k], s.state_dtype, i);
     update(i, m);
     if (s.state_format == kernels::StateFormat::Bf16Stochastic) {
-      const PhiloxBlock random = philox4x32_10(s.state_key, kernels::state_rounding_block(step, i));
+      const PhiloxBlock random = philox4x32_10(s.rounding_key, kernels::state_rounding_block(step, i));
       for (int k = 0; k < States; ++k) {
         static_cast<std::uint16_t*>(stored[k])[i] = kernels::f32_to_bf16_stochastic(m[k], random.word[2 * (i % 2) + k]);
       }
@@ -194,7 +195,7 @@ __global__ void advance_steps_kernel(StepTable table, const float* found_inf) {
 
 __global__ void __launch_bounds__(kMultiTensorThreads)
     adamw_kernel(SlotTable table, kernels::AdamWArgs args, const float* inv_scale, const float* found_inf,
-                 const double* lr_factor, std::uint64_t seed, const float* codes) {
+                 const double* lr_factor, const float* codes) {
   if (skipped(found_inf)) return;  // the device-side skip: nothing changes
   if (lr_factor != nullptr) args.lr *= *lr_factor;  // the device-side schedule
   const OptimSlotRef& s = table.slot[table.chunks.block_tensor[blockIdx.x]];
@@ -206,13 +207,13 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
     float w = read_weight(s, i);
     const float g = load_as<float>(s.grad, s.grad_dtype, i) * unscale;
     kernels::adamw_update(w, m[0], m[1], g, t, args);  // in f32 registers; rounded once on store
-    write_weight(s, i, w, seed);
+    write_weight(s, i, w, t);
   });
 }
 
 __global__ void __launch_bounds__(kMultiTensorThreads)
     sgd_kernel(SlotTable table, kernels::SgdArgs args, const float* inv_scale, const float* found_inf,
-               const double* lr_factor, std::uint64_t seed, const float* codes) {
+               const double* lr_factor, const float* codes) {
   if (skipped(found_inf)) return;
   if (lr_factor != nullptr) args.lr *= *lr_factor;
   const OptimSlotRef& s = table.slot[table.chunks.block_tensor[blockIdx.x]];
@@ -225,7 +226,7 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
     float w = read_weight(s, i);
     const float g = load_as<float>(s.grad, s.grad_dtype, i) * unscale;
     kernels::sgd_update(w, buf[0], g, first, args);
-    write_weight(s, i, w, seed);
+    write_weight(s, i, w, t);
   };
   if (s.state1 != nullptr) {
     update_moments<1>(s, begin, end, t, codes, update);
@@ -300,26 +301,24 @@ void advance_lr_schedule(const kernels::LrSchedule& schedule, long long* step_co
 }
 
 void adamw_step(const OptimSlotRef* slots, int count, const kernels::AdamWArgs& args, const float* inv_scale,
-                const float* found_inf, const double* lr_factor, std::uint64_t rounding_seed, const float* codes,
-                Stream stream) {
+                const float* found_inf, const double* lr_factor, const float* codes, Stream stream) {
   advance_steps(slots, count, [&](const StepTable& table) {
     launch("advance_steps_kernel", advance_steps_kernel, dim3(1), dim3(kStepThreads), 0, stream, table, found_inf);
   });
   for_each_slot_launch(slots, count, [&](const SlotTable& table) {
     launch("adamw_kernel", adamw_kernel, dim3(table.chunks.num_blocks), dim3(kMultiTensorThreads), 0, stream, table,
-           args, inv_scale, found_inf, lr_factor, rounding_seed, codes);
+           args, inv_scale, found_inf, lr_factor, codes);
   });
 }
 
 void sgd_step(const OptimSlotRef* slots, int count, const kernels::SgdArgs& args, const float* inv_scale,
-              const float* found_inf, const double* lr_factor, std::uint64_t rounding_seed, const float* codes,
-              Stream stream) {
+              const float* found_inf, const double* lr_factor, const float* codes, Stream stream) {
   advance_steps(slots, count, [&](const StepTable& table) {
     launch("advance_steps_kernel", advance_steps_kernel, dim3(1), dim3(kStepThreads), 0, stream, table, found_inf);
   });
   for_each_slot_launch(slots, count, [&](const SlotTable& table) {
     launch("sgd_kernel", sgd_kernel, dim3(table.chunks.num_blocks), dim3(kMultiTensorThreads), 0, stream, table, args,
-           inv_scale, found_inf, lr_factor, rounding_seed, codes);
+           inv_scale, found_inf, lr_factor, codes);
   });
 }
 

@@ -78,7 +78,6 @@ struct DeviceSlots {
   ContiguousStaging staging;
   std::vector<OptimSlotRef> refs;
   DeviceSlots(const std::vector<ParamSlot>& slots, const StochasticRounding& rounding) {
-    uint64_t block = rounding.block_offset;
     for (const ParamSlot& s : slots) {
       MT_CHECK(s.param.numel() == s.grad.numel(), "fused optimizer: parameter {} and gradient {} differ in size",
                s.param.shape_string(), s.grad.shape_string());
@@ -102,14 +101,10 @@ struct DeviceSlots {
       r.state_block = static_cast<std::int32_t>(s.state_block);
       r.absmax1 = absmax_pointer(s.absmax1, s);
       r.absmax2 = s.state2.defined() ? absmax_pointer(s.absmax2, s) : nullptr;
-      r.state_key = s.state_key;
+      r.rounding_key = s.rounding_key;
       r.step = f32_pointer(s.step, "the step counter");
       r.numel = s.param.numel();
       r.stochastic_bf16 = rounding.enabled && s.master.defined() && s.param.dtype() == kBF16;
-      if (r.stochastic_bf16) {
-        r.philox_block = block;
-        block += static_cast<uint64_t>((r.numel + 3) / 4);
-      }
       refs.push_back(r);
     }
   }
@@ -164,8 +159,7 @@ inline void adamw_step(const std::vector<ParamSlot>& slots, const AdamWArgs& arg
   const double* lr_factor = detail::optional_f64(amp.lr_factor);
   const Stream stream = launch_stream(slots.front().param.device());
   const float* codes = detail::device_codes(slots);
-  MT_DEVICE_CALL(backend, adamw_step, refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, codes,
-                 stream);
+  MT_DEVICE_CALL(backend, adamw_step, refs.data(), count, args, inv_scale, found_inf, lr_factor, codes, stream);
   device_slots.finish(slots);
 }
 inline void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, const AmpControl& amp,
@@ -181,8 +175,7 @@ inline void sgd_step(const std::vector<ParamSlot>& slots, const SgdArgs& args, c
   const double* lr_factor = detail::optional_f64(amp.lr_factor);
   const Stream stream = launch_stream(slots.front().param.device());
   const float* codes = detail::device_codes(slots);
-  MT_DEVICE_CALL(backend, sgd_step, refs.data(), count, args, inv_scale, found_inf, lr_factor, rounding.seed, codes,
-                 stream);
+  MT_DEVICE_CALL(backend, sgd_step, refs.data(), count, args, inv_scale, found_inf, lr_factor, codes, stream);
   device_slots.finish(slots);
 }
 // The device-side LR schedule: unless found_inf (f32 [1], optional) is

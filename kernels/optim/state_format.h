@@ -85,16 +85,27 @@ MT_HOST_DEVICE inline float dequantize_state(const float* code, std::uint8_t byt
   return code[byte] * absmax;
 }
 
-// The Philox counter of element i's state-rounding bits at step t: block
-// (t << 32) | i / 2, words 2 (i % 2) and 2 (i % 2) + 1 for the two moments.
+// Every random bit an optimizer step rounds with is keyed by the parameter
+// and counted by its step, which lives on the device: a resumed run draws
+// the same bits, and a CUDA graph draws new ones on every replay.
+//
+// The key of a parameter's rounding streams: the optimizer's seed mixed with
+// the parameter's position, so no two parameters share bits.
+inline std::uint64_t rounding_key(std::uint64_t seed, std::uint64_t parameter_index) {
+  return seed ^ (0x9E3779B97F4A7C15ull * (parameter_index + 1)) ^ 0x5354415445ull;  // "STATE"
+}
+
+// The moments' bits of element i at step t: block (t << 32) | i / 2 of the
+// parameter's key, words 2 (i % 2) and 2 (i % 2) + 1 for the two moments.
 MT_HOST_DEVICE inline std::uint64_t state_rounding_block(float step, std::int64_t i) {
   return (static_cast<std::uint64_t>(step) << 32) | static_cast<std::uint64_t>(i / 2);
 }
 
-// The key of a parameter's state-rounding stream: the optimizer's seed mixed
-// with the parameter's position, so no two parameters share bits.
-inline std::uint64_t state_rounding_key(std::uint64_t seed, std::uint64_t parameter_index) {
-  return seed ^ (0x9E3779B97F4A7C15ull * (parameter_index + 1)) ^ 0x5354415445ull;  // "STATE"
+// The bf16 parameter copy's bits (stochastic rounding from an f32 master):
+// word i % 4 of block (t << 32) | i / 4, under a key of its own.
+MT_HOST_DEVICE inline std::uint64_t param_rounding_key(std::uint64_t key) { return key ^ 0x504152414Dull; }  // "PARAM"
+MT_HOST_DEVICE inline std::uint64_t param_rounding_block(float step, std::int64_t i) {
+  return (static_cast<std::uint64_t>(step) << 32) | static_cast<std::uint64_t>(i / 4);
 }
 
 }  // namespace mt::kernels

@@ -225,9 +225,10 @@ struct Resumed {
 
 // Steps 1..total of AdamW with `precision`, saving after `stop` steps and
 // continuing in a new optimizer (and new parameter tensors) loaded from it.
-Resumed run_with_resume(Device device, const optim::PrecisionOptions& precision, int stop, int total) {
+Resumed run_with_resume(Device device, const optim::PrecisionOptions& precision, int stop, int total,
+                        DType dtype = kF32) {
   const int64_t n = 4500;
-  Tensor p = test::random_tensor({n}, kF32, device, 11).requires_grad_();
+  Tensor p = test::random_tensor({n}, dtype, device, 11).requires_grad_();
   const optim::AdamWOptions options{.lr = 0.01};
   auto opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, options, precision);
   for (int t = 1; t <= total; ++t) {
@@ -237,7 +238,7 @@ Resumed run_with_resume(Device device, const optim::PrecisionOptions& precision,
       opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, options, precision);
       opt->load_state_dict(saved);
     }
-    p.set_grad(test::random_tensor({n}, kF32, device, 200 + t));
+    p.set_grad(test::random_tensor({n}, dtype, device, 200 + t));
     opt->step();
   }
   return {p.to(kCPU).to_vector(), opt->state_dict()};
@@ -264,6 +265,39 @@ TEST_CASE("BF16 and 8-bit optimizer state resume bit-identically from a state di
       }
     }
   }
+}
+
+// Catches: the bf16 parameter copy's stochastic rounding drawing its bits
+// from a host-side counter, which a resume restarts (it did: the resumed run
+// rounded steps 4 and 5 with the bits of steps 1 and 2) and a CUDA graph
+// bakes into its replays.
+TEST_CASE("stochastic rounding of bf16 parameters resumes bit-identically and is captured", "[optim][state][graph]") {
+  for (const Device device : {Device(kCPU), test::kCudaPath}) {
+    INFO((device.is_cpu() ? "cpu" : "cuda path"));
+    const optim::PrecisionOptions precision{.master_weights = true, .stochastic_rounding = true, .seed = 5};
+    const Resumed straight = run_with_resume(device, precision, 5, 5, kBF16);
+    const Resumed resumed = run_with_resume(device, precision, 3, 5, kBF16);
+    CHECK(resumed.params == straight.params);
+  }
+  // A captured step replayed three times rounds as three eager steps do.
+  const Device sim = kSIM;
+  std::vector<std::vector<double>> results;
+  for (bool graphed : {false, true}) {
+    Tensor p = test::random_tensor({3000}, kBF16, sim, 12).requires_grad_();
+    p.set_grad(test::random_tensor({3000}, kBF16, sim, 13));
+    optim::AdamW opt({p}, {.lr = 1e-3}, {.master_weights = true, .stochastic_rounding = true, .seed = 6});
+    opt.step();  // the state exists before capture
+    if (graphed) {
+      CudaGraph graph(sim);
+      graph.capture([&] { opt.step(); });
+      for (int i = 0; i < 3; ++i) graph.replay();
+      synchronize(sim);
+    } else {
+      for (int i = 0; i < 3; ++i) opt.step();
+    }
+    results.push_back(p.to(kCPU).to_vector());
+  }
+  CHECK(results[1] == results[0]);
 }
 
 // Catches: bitsandbytes' two exclusions lost (small tensors and the
