@@ -31,31 +31,12 @@ DType state_dtype(const Tensor& param, const optim::Optimizer& opt, const std::s
   return param.dtype();
 }
 
-// A shard's state tensor as values: 8-bit codes dequantized (on the CPU), the rest as they are.
-Tensor state_values(const optim::StateDict& local, const std::string& key, const optim::Optimizer& opt) {
-  const Tensor& stored = local.at(key);
-  auto absmax = local.find(key + ".absmax");
-  if (absmax == local.end()) return stored;
-  const bool is_signed = key.find("exp_avg_sq") == std::string::npos;
-  return kernels::cpu::dequantize_blockwise(stored.to(kCPU), absmax->second.to(kCPU), opt.precision().state_block,
-                                            is_signed)
-      .to(stored.device());
-}
-
-// An unsharded checkpoint's state tensor as values: 8-bit codes (saved by
-// an optimizer without ZeRO) dequantized with their absmax and block size,
-// since this rank's part need not begin at a block.
-Tensor whole_values(const optim::StateDict& state, const std::string& key) {
-  auto absmax = state.find(key + ".absmax");
+// A state tensor of `state` as values: 8-bit codes dequantized (on the CPU:
+// a shard's blocks, or a whole tensor's, do not line up with this rank's
+// part), the rest as they are.
+Tensor state_values(const optim::StateDict& state, const std::string& key) {
   const Tensor& stored = state.at(key);
-  if (absmax == state.end()) return stored;
-  auto block = state.find("format.state_block");
-  MT_CHECK(block != state.end(), "ShardedOptimizer: 8-bit state '{}' without 'format.state_block'", key);
-  const auto block_size = static_cast<int64_t>(block->second.item<double>());
-  MT_CHECK(block_size >= kernels::kMinStateBlock && block_size <= kernels::kMaxStateBlock,
-           "ShardedOptimizer: 'format.state_block' is {}", block_size);
-  const bool is_signed = key.find("exp_avg_sq") == std::string::npos;
-  return kernels::cpu::dequantize_blockwise(stored.to(kCPU), absmax->second.to(kCPU), block_size, is_signed);
+  return state.count(key + ".absmax") == 0 ? stored : optim::moment_values(state, key).to(stored.device());
 }
 
 }  // namespace
@@ -210,7 +191,7 @@ optim::StateDict ShardedOptimizer::consolidated_state_dict() {
       auto it = local.find(fmt::format("state.{}.{}", k, kStateNames[n]));
       if (it == local.end()) continue;
       const Part& part = parts_[k];
-      kernels::copy(state_values(local, it->first, *shard_), flat_.narrow(0, offsets_[part.param] + part.begin, part.length));
+      kernels::copy(state_values(local, it->first), flat_.narrow(0, offsets_[part.param] + part.begin, part.length));
     }
     group_.all_reduce(flat_)->wait();
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -246,7 +227,7 @@ void ShardedOptimizer::load_consolidated_state_dict(const optim::StateDict& stat
                "ShardedOptimizer: state '{}' of parameter {} has {} elements, the parameter {}", name, part.param,
                it->second.numel(), params_[part.param].numel());
       local[fmt::format("state.{}.{}", k, name)] =
-          whole_values(state, it->first).contiguous().view({-1}).narrow(0, part.begin, part.length).contiguous();
+          state_values(state, it->first).contiguous().view({-1}).narrow(0, part.begin, part.length).contiguous();
     }
   }
   // Keys for parameters that are not this rank's are not passed on; refuse

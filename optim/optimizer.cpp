@@ -137,8 +137,8 @@ Optimizer::ParamState& Optimizer::state_for(size_t group, size_t index) {
   NoGradGuard no_grad;
   // Offloaded state is made in host memory: the device never holds it all.
   const bool offload = offloaded(p);
+  const Device state_device = offload ? kCPU : p.device();
   if (s.step.defined()) {
-    const Device state_device = offload ? kCPU : p.device();
     follow_parameter(s.master, state_device, MemoryCategory::MasterWeights);
     follow_parameter(s.state1, state_device, MemoryCategory::OptimizerState);
     follow_parameter(s.state2, state_device, MemoryCategory::OptimizerState);
@@ -151,7 +151,6 @@ Optimizer::ParamState& Optimizer::state_for(size_t group, size_t index) {
   if (precision_.master_weights && is_low_precision(p.dtype())) {
     s.master = placed(p.detach().to(offload ? kCPU : p.device()).to(kF32));
   }
-  const Device state_device = offload ? kCPU : p.device();
   const int n = state_count(groups_[group]);
   s.format = state_format_for(p);
   if (s.format == kernels::StateFormat::Int8Blockwise) {
@@ -378,6 +377,23 @@ void check_absmax(const Tensor& absmax, int64_t numel, int64_t block, const std:
 
 }  // namespace
 
+Tensor moment_values(const StateDict& state, const std::string& key) {
+  constexpr const char* kWho = "optimizer state";
+  const auto it = state.find(key);
+  MT_CHECK(it != state.end(), "{}: missing '{}'", kWho, key);
+  const Tensor& stored = it->second;
+  const auto absmax = state.find(key + ".absmax");
+  if (absmax == state.end()) {
+    MT_CHECK(is_compute_float(stored.dtype()), "{}: '{}' has dtype {}", kWho, key, stored.dtype());
+    return stored.to(kCPU).to(kF32).contiguous();
+  }
+  MT_CHECK(stored.dtype() == kU8, "{}: '{}' is not 8-bit codes, yet '{}.absmax' is there", kWho, key, key);
+  const int64_t block = saved_state_block(state, kWho);
+  check_absmax(absmax->second, stored.numel(), block, key + ".absmax", kWho);
+  const bool is_signed = key.size() < 11 || key.compare(key.size() - 11, 11, ".exp_avg_sq") != 0;
+  return kernels::cpu::dequantize_blockwise(stored.to(kCPU), absmax->second.to(kCPU), block, is_signed);
+}
+
 std::string Optimizer::load_moment(ParamState& s, int k, const StateDict& state, const std::string& key) {
   Tensor& into = k == 0 ? s.state1 : s.state2;
   Tensor& into_absmax = k == 0 ? s.absmax1 : s.absmax2;
@@ -396,17 +412,15 @@ std::string Optimizer::load_moment(ParamState& s, int k, const StateDict& state,
   MT_CHECK(saved_int8 || is_compute_float(src.dtype()), "{}::load_state_dict: '{}' has dtype {}", name(), key,
            src.dtype());
   const int64_t saved_block = saved_int8 ? saved_state_block(state, name()) : 0;
-  if (saved_int8) check_absmax(absmax_it->second, src.numel(), saved_block, key + ".absmax", name());
   const bool is_signed = k == 0;
   if (into.dtype() == src.dtype() && (!saved_int8 || saved_block == precision_.state_block)) {
+    if (saved_int8) check_absmax(absmax_it->second, src.numel(), saved_block, key + ".absmax", name());
     copy_(into, src);  // the same format: bit for bit
     if (saved_int8) copy_(into_absmax, absmax_it->second);
     return "";
   }
   // Another format: through f32 values (a resumed run is then close, not bit-identical).
-  const Tensor values = saved_int8 ? kernels::cpu::dequantize_blockwise(src.to(kCPU), absmax_it->second.to(kCPU),
-                                                                         saved_block, is_signed)
-                                   : src.to(kCPU).to(kF32).contiguous();
+  const Tensor values = moment_values(state, key);
   if (into.dtype() == kU8) {
     const Tensor codes = empty(into.sizes(), kU8), absmax = empty(into_absmax.sizes(), kF32);
     kernels::cpu::quantize_blockwise(values, precision_.state_block, is_signed, codes, absmax);

@@ -207,6 +207,13 @@ class SGD final : public Optimizer {
   SgdOptions options_;
 };
 
+// A moment of a state dict ("state.<i>.exp_avg", "...exp_avg_sq",
+// "...momentum_buffer") as f32 values on the CPU: 8-bit codes dequantized
+// with their absmax and 'format.state_block', both checked as
+// load_state_dict checks them; other floating dtypes widened. ZeRO-1 reads
+// 8-bit state through it, whose blocks do not line up with its shards.
+Tensor moment_values(const StateDict& state, const std::string& key);
+
 // Clips the global L2 norm of the gradients to max_norm in place and returns
 // the norm before clipping (an f32 0-dim tensor on the gradients' device, so
 // no sync). One fused pass computes the norm, one scales. Calling it on

@@ -354,7 +354,8 @@ TEST_CASE("a state dict saved in one state dtype loads into another", "[optim][s
 
 // Catches: hostile 8-bit state loaded as it is (a NaN or negative absmax
 // poisons every step after; a block count that does not match reads past the
-// absmax), and codes without their absmax.
+// absmax), and codes without their absmax; also where ZeRO-1 reads it
+// (optim::moment_values: it once took any absmax and any block size).
 TEST_CASE("hostile 8-bit optimizer state is refused with a clear error", "[optim][state][errors]") {
   Tensor p = ones({4096}).requires_grad_();
   optim::AdamW opt({p}, {}, {.state_dtype = optim::StateDtype::Int8});
@@ -375,4 +376,12 @@ TEST_CASE("hostile 8-bit optimizer state is refused with a clear error", "[optim
   refused([](optim::StateDict& s) { s.erase("format.state_block"); }, "without 'format.state_block'");
   refused([](optim::StateDict& s) { s["format.state_block"] = scalar_tensor(1000.0, kI64); }, "not a power of two");
   refused([](optim::StateDict& s) { s["state.0.exp_avg"] = zeros({4096}); }, "is not 8-bit codes, yet");
+  optim::StateDict poisoned = good;
+  poisoned["state.0.exp_avg_sq.absmax"] = full({2}, NAN);
+  CHECK_THROWS_WITH(optim::moment_values(poisoned, "state.0.exp_avg_sq"), Catch::Contains("not a finite"));
+  poisoned = good;
+  poisoned["format.state_block"] = scalar_tensor(1000.0, kI64);
+  CHECK_THROWS_WITH(optim::moment_values(poisoned, "state.0.exp_avg"), Catch::Contains("not a power of two"));
+  // Good state: exp_avg_sq through the unsigned code (never negative), exp_avg through the signed one.
+  for (double v : optim::moment_values(good, "state.0.exp_avg_sq").to_vector()) REQUIRE(v >= 0);
 }
