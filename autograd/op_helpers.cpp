@@ -75,4 +75,27 @@ DType binary_result_type(const Tensor& a, const Tensor& b) {
 }
 
 }  // namespace autograd
+namespace autograd {
+
+RowsAlongDim rows_along_dim(const Tensor& x_in, int64_t dim, const char* op) {
+  RowsAlongDim r;
+  r.scalar = x_in.dim() == 0;
+  const Tensor x = r.scalar ? x_in.detach().reshape({1}) : x_in.detach();
+  r.dim = wrap_dim(dim, x.dim(), op);
+  const Tensor moved = x.transpose(r.dim, -1);
+  r.moved_shape = moved.sizes();
+  const int64_t cols = x.size(r.dim);
+  r.rows = moved.contiguous().reshape({cols == 0 ? 0 : x.numel() / cols, cols});
+  return r;
+}
+
+Tensor RowsAlongDim::restore(const Tensor& row_result) const {
+  Shape shape = moved_shape;
+  shape.back() = row_result.size(-1);
+  Tensor out = row_result.reshape(shape).transpose(dim, -1).contiguous();
+  return scalar ? out.reshape({}) : out;
+}
+
+}  // namespace autograd
+
 }  // namespace mt

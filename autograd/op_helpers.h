@@ -29,4 +29,17 @@ DType binary_result_type(const Tensor& a, const Tensor& b);
 // (f32 for f32/f16/bf16, f64 otherwise), so an f16 op never sees a pre-rounded scalar.
 Tensor scalar_operand(double value, const Tensor& like);
 
+// A tensor seen along one dim, for the kernels that work on rows (cumsum,
+// sort): `rows` is x without history, `dim` swapped with the last dim and
+// made a contiguous [rows, size(dim)] (a 0-dim x counts as [1]).
+struct RowsAlongDim {
+  Tensor rows;
+  int64_t dim = 0;     // wrapped
+  Shape moved_shape;   // x's shape with `dim` and the last dim swapped
+  bool scalar = false; // x was 0-dim
+  // A [rows, n] result of a row kernel in x's layout, with n along `dim`.
+  Tensor restore(const Tensor& row_result) const;
+};
+RowsAlongDim rows_along_dim(const Tensor& x, int64_t dim, const char* op);
+
 }  // namespace mt::autograd

@@ -52,6 +52,7 @@
   X(Sum, "sum", Fp32, "nothing (input shape only)")                                                                   \
   X(Mean, "mean", Fp32, "nothing (input shape and count only)")                                                       \
   X(Var, "var", Fp32, "input (f32)")                                                                                  \
+  X(Cumsum, "cumsum", Fp32, "nothing (dim only)")                                                                     \
   /* promote: mixed inputs go to the widest input type */                                                             \
   X(Add, "add", Promote, "nothing")                                                                                   \
   X(Sub, "sub", Promote, "nothing")                                                                                   \
@@ -75,6 +76,8 @@
   X(Sigmoid, "sigmoid", InputDType, "output")                                                                         \
   X(Gelu, "gelu", InputDType, "input")                                                                                \
   X(Clamp, "clamp", InputDType, "input")                                                                              \
+  X(Sin, "sin", InputDType, "input")                                                                                  \
+  X(Cos, "cos", InputDType, "input")                                                                                  \
   X(Max, "max", InputDType, "indices (i64) for max(x, dim); max(x): input, output")                                   \
   X(Min, "min", InputDType, "indices (i64) for min(x, dim); min(x): input, output")                                   \
   X(MaxPool2d, "max_pool2d", InputDType, "indices (i64)")                                                             \

@@ -49,6 +49,8 @@ Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor square(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 
 enum class GeluApproximation { None, Tanh };  // erf form (exact) or the tanh approximation
@@ -89,10 +91,23 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
 // Variance with `correction` (1 = unbiased, Bessel's correction; 0 = population).
 Tensor var(const Tensor& x, const Shape& dims, double correction = 1, bool keepdim = false);
 Tensor var(const Tensor& x);  // over all elements, unbiased
-struct ValuesIndices {
-  Tensor values;
-  Tensor indices;  // i64
-};
+// One integer dim, as PyTorch's sum(x, -1, true); braces stay a list of dims
+// (sum(x, {}) is every dim).
+template <typename I, IfDim<I> = 0>
+Tensor sum(const Tensor& x, I dim, bool keepdim = false) {
+  return sum(x, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+template <typename I, IfDim<I> = 0>
+Tensor mean(const Tensor& x, I dim, bool keepdim = false) {
+  return mean(x, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+template <typename I, IfDim<I> = 0>
+Tensor var(const Tensor& x, I dim, double correction = 1, bool keepdim = false) {
+  return var(x, Shape{static_cast<int64_t>(dim)}, correction, keepdim);
+}
+// Running sum along `dim` (torch.cumsum), accumulated in f32 (f64 for f64);
+// integer and bool inputs give i64, as PyTorch's.
+Tensor cumsum(const Tensor& x, int64_t dim);
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
 ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
 // The whole tensor's max/min; the gradient is spread evenly over every element equal to the
@@ -108,6 +123,8 @@ Tensor sum_to_size(const Tensor& x, const Shape& shape);
 // matmul follows torch.matmul: 1-D vectors, 2-D matrices, and batched N-D with
 // broadcast batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// a [n] x b [m] -> [n, m] (torch.outer): a broadcast product, exact in every dtype.
+Tensor outer(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 // y = act(x @ weight^T + bias), weight [out, in], x [..., in]: one GEMM with
 // the bias and the activation in its epilogue (rounded once). Saves x and
@@ -179,6 +196,23 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+
+// ---------------------------------------------------------------- sorting and sampling (ops_sort.cpp)
+// The k largest (or smallest) values along `dim` and their indices, largest
+// first (smallest first when !largest); equal values keep their index order
+// and NaN counts as larger than every number, as PyTorch's sort. The values'
+// gradient flows back to the indices they came from.
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
+ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
+// num_samples indices per row of `weights` ([n] or [rows, n]: non-negative,
+// finite, not all zero; they need not sum to 1), drawn with probability
+// proportional to the weight (torch.multinomial). Without replacement the
+// draws are distinct, as sequential draws renormalising the rest would be.
+// Reads the weights' validity back to the host (one sync).
+Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement = false,
+                   Generator* generator = nullptr);
+
 // In-place writes (not recorded): dst = src (broadcast, cast), dst = value.
 // Writing into a leaf that requires grad is only allowed under NoGradGuard.
 void copy_(const Tensor& dst, const Tensor& src);

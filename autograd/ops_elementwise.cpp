@@ -267,6 +267,8 @@ Tensor relu(const Tensor& x) { return unary_differentiable(UnaryOp::Relu, amp::O
 Tensor silu(const Tensor& x) { return unary_differentiable(UnaryOp::Silu, amp::Op::Silu, x); }
 Tensor tanh(const Tensor& x) { return unary_differentiable(UnaryOp::Tanh, amp::Op::Tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary_differentiable(UnaryOp::Sigmoid, amp::Op::Sigmoid, x); }
+Tensor sin(const Tensor& x) { return unary_differentiable(UnaryOp::Sin, amp::Op::Sin, x); }
+Tensor cos(const Tensor& x) { return unary_differentiable(UnaryOp::Cos, amp::Op::Cos, x); }
 
 Tensor gelu(const Tensor& x, GeluApproximation approximation) {
   return approximation == GeluApproximation::Tanh ? unary_differentiable(UnaryOp::GeluTanh, amp::Op::Gelu, x)

@@ -42,6 +42,14 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
                 });
 }
 
+Tensor outer(const Tensor& a, const Tensor& b) {
+  MT_CHECK(a.dim() == 1 && b.dim() == 1, "outer: expects two 1-D tensors, got {} and {}", a.shape_string(),
+           b.shape_string());
+  // Each product is one multiplication, so the broadcast mul is exact where
+  // a GEMM of K = 1 would add nothing; it also keeps mul's Promote rule.
+  return mul(a.unsqueeze(1), b.unsqueeze(0));
+}
+
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   // saves: nothing of its own (records no node: views around one bmm, which saves a, b)
   const auto in = autograd::autocast_inputs(amp::Op::MatMul, {a_in, b_in});

@@ -1,4 +1,5 @@
-// Reductions: sum, mean, var, max/min (with indices), argmax, sum_to_size.
+// Reductions: sum, mean, var, max/min (with indices), argmax, sum_to_size,
+// and the running sum cumsum (a scan).
 //
 // Every reduction permutes its input to [kept dims..., reduced dims...] so the
 // kernel sees independent rows; backward expands the gradient back over the
@@ -78,7 +79,7 @@ Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim) {
   });
 }
 
-Tensor sum(const Tensor& x) { return sum(x, {}, false); }
+Tensor sum(const Tensor& x) { return sum(x, Shape{}, false); }
 
 Tensor mean(const Tensor& x_in, const Shape& dims, bool keepdim) {
   const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::Mean, {x_in});
@@ -93,7 +94,7 @@ Tensor mean(const Tensor& x_in, const Shape& dims, bool keepdim) {
   });
 }
 
-Tensor mean(const Tensor& x) { return mean(x, {}, false); }
+Tensor mean(const Tensor& x) { return mean(x, Shape{}, false); }
 
 Tensor var(const Tensor& x_in, const Shape& dims, double correction, bool keepdim) {
   const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::Var, {x_in});
@@ -114,7 +115,7 @@ Tensor var(const Tensor& x_in, const Shape& dims, double correction, bool keepdi
                 });
 }
 
-Tensor var(const Tensor& x) { return var(x, {}, 1.0, false); }
+Tensor var(const Tensor& x) { return var(x, Shape{}, 1.0, false); }
 
 namespace {
 
@@ -186,6 +187,23 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
 }
 
 Tensor argmax(const Tensor& x) { return argmax(x.detach().reshape({x.numel()}), 0); }
+
+Tensor cumsum(const Tensor& x_in, int64_t dim) {
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::Cumsum, {x_in});
+  const Tensor& x = in[0];
+  const autograd::RowsAlongDim along = autograd::rows_along_dim(x, dim, "cumsum");
+  Tensor sums = empty(along.rows.sizes(), sum_result_type(x.dtype()), x.device());
+  kernels::cumsum_rows(along.rows, sums, /*reverse=*/false);
+  Tensor out = along.restore(sums);
+  if (!autograd::needs_grad({x})) return out;
+  // saves: nothing (dim only). dL/dx_i = the sum of g_j over j >= i: a cumsum from the end.
+  return record(in, out, [dim](const Tensor& g) -> std::vector<Tensor> {
+    const autograd::RowsAlongDim g_along = autograd::rows_along_dim(g, dim, "cumsum backward");
+    Tensor gx = empty(g_along.rows.sizes(), g.dtype(), g.device());
+    kernels::cumsum_rows(g_along.rows, gx, /*reverse=*/true);
+    return {g_along.restore(gx)};
+  });
+}
 
 Tensor sum_to_size(const Tensor& x, const Shape& shape) {
   if (x.sizes() == shape) return x;

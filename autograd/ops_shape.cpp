@@ -76,12 +76,13 @@ namespace autograd::tensor_methods {
 // autograd/tensor_methods.cpp; `self` is the tensor the method is called on)
 
 Tensor view(const Tensor& self, const Shape& shape) {
-  // An empty tensor addresses no memory, so any view of it is valid.
-  MT_CHECK(self.is_contiguous() || self.numel() == 0,
-           "view: tensor with shape {} and strides {} is not contiguous; use reshape() instead", self.shape_string(),
-           shape_str(self.strides()));
   const Shape s = infer_shape(shape, self.numel(), "view");
-  Tensor v = make_view(self, s, contiguous_strides(s), self.offset());
+  const std::optional<Shape> strides = view_strides(self.sizes(), self.strides(), s);
+  MT_CHECK(strides.has_value(),
+           "view: a tensor with shape {} and strides {} cannot be viewed as {} without a copy (a dim to split or "
+           "merge is not contiguous in memory); use reshape() instead",
+           self.shape_string(), shape_str(self.strides()), shape_str(s));
+  Tensor v = make_view(self, s, *strides, self.offset());
   return record_view("view", self, v, [in = self.sizes()](const Tensor& g) { return g.reshape(in); });
 }
 

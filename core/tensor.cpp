@@ -47,6 +47,37 @@ Shape contiguous_strides(const Shape& shape) {
   return strides;
 }
 
+std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, const Shape& new_shape) {
+  // No elements, or one: there is nothing to address, so any geometry works.
+  if (shape_numel(sizes) <= 1) return contiguous_strides(new_shape);
+  // Walk the old dims from the innermost, grouping them into chunks that are
+  // contiguous within themselves (each dim's stride is the product of the
+  // inner dims' sizes times the chunk's base stride; dims of size 1 join any
+  // chunk). Each chunk must be made of whole new dims, which then take
+  // strides counted from the chunk's base stride.
+  Shape out(new_shape.size());
+  int64_t new_d = static_cast<int64_t>(new_shape.size()) - 1;
+  int64_t chunk_base_stride = strides.back();
+  int64_t chunk_numel = 1, new_numel = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    chunk_numel *= sizes[d];
+    const bool chunk_ends = d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != chunk_numel * chunk_base_stride);
+    if (!chunk_ends) continue;
+    while (new_d >= 0 && (new_numel < chunk_numel || new_shape[new_d] == 1)) {
+      out[new_d] = new_numel * chunk_base_stride;
+      new_numel *= new_shape[new_d];
+      --new_d;
+    }
+    if (new_numel != chunk_numel) return std::nullopt;
+    if (d > 0) {
+      chunk_base_stride = strides[d - 1];
+      chunk_numel = new_numel = 1;
+    }
+  }
+  if (new_d != -1) return std::nullopt;
+  return out;
+}
+
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   const int64_t lo = ndim == 0 ? -1 : -ndim;
   const int64_t hi = ndim == 0 ? 0 : ndim - 1;

@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/allocator.h"
@@ -35,10 +37,21 @@ int64_t checked_numel(const Shape& shape, size_t element_bytes, const char* what
 Shape contiguous_strides(const Shape& shape);
 // Wraps a possibly negative dim into [0, ndim); names `op` in the error.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// The strides that view `sizes`/`strides` as `new_shape` without copying, or
+// nothing when no strides can (PyTorch's rule: each run of dims that is
+// contiguous within itself may be split or merged; dims are never
+// reordered). `new_shape` must have the same number of elements.
+std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, const Shape& new_shape);
+
+// The integral types a `dim` argument may be (braces stay a Shape of dims:
+// x.sum({}) is every dim, x.sum(-1) the last one).
+template <typename I>
+using IfDim = std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int>;
 
 namespace autograd {
 class Node;
 }
+struct ValuesIndices;
 
 // A block of memory owned through an Allocator. `version` counts in-place
 // writes so autograd can tell a saved tensor was modified after being saved.
@@ -167,12 +180,82 @@ class Tensor {
   Tensor to(Device device) const;
   Tensor clone() const;
 
+  // ---- op forms: PyTorch's method spellings of the ops in autograd/ops.h
+  // (x.pow(2).mean(-1, true) is mt::mean(mt::pow(x, 2), {-1}, true)); they
+  // reach the autograd layer through the same table.
+  Tensor add(const Tensor& other) const;
+  Tensor add(double other) const;
+  Tensor sub(const Tensor& other) const;
+  Tensor sub(double other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(double other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(double other) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor pow(double exponent) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor neg() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor abs() const;
+  Tensor square() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor cumsum(int64_t dim) const;
+
+  // Reductions: every element, one integer dim, or a braced list of dims.
+  Tensor sum() const { return sum(Shape{}); }
+  Tensor sum(const Shape& dims, bool keepdim = false) const;
+  template <typename I, IfDim<I> = 0>
+  Tensor sum(I dim, bool keepdim = false) const {
+    return sum(Shape{static_cast<int64_t>(dim)}, keepdim);
+  }
+  Tensor mean() const { return mean(Shape{}); }
+  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  template <typename I, IfDim<I> = 0>
+  Tensor mean(I dim, bool keepdim = false) const {
+    return mean(Shape{static_cast<int64_t>(dim)}, keepdim);
+  }
+  // correction 1 is the unbiased variance (PyTorch's default), 0 the population one.
+  Tensor var() const { return var(Shape{}); }
+  Tensor var(const Shape& dims, double correction = 1, bool keepdim = false) const;
+  template <typename I, IfDim<I> = 0>
+  Tensor var(I dim, double correction = 1, bool keepdim = false) const {
+    return var(Shape{static_cast<int64_t>(dim)}, correction, keepdim);
+  }
+  Tensor max() const;
+  ValuesIndices max(int64_t dim, bool keepdim = false) const;
+  Tensor min() const;
+  ValuesIndices min(int64_t dim, bool keepdim = false) const;
+  Tensor argmax() const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  ValuesIndices topk(int64_t k, int64_t dim = -1, bool largest = true) const;
+  ValuesIndices sort(int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+
  private:
   TensorImpl& checked() const {
     MT_CHECK(impl_ != nullptr, "operation on an undefined tensor (default-constructed mt::Tensor)");
     return *impl_;
   }
   std::shared_ptr<TensorImpl> impl_;
+};
+
+// What max(dim), min(dim), topk and sort return (PyTorch's named tuple).
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;  // i64
 };
 
 // ---- construction (core: no autograd history; requires_grad_ can be set after)

@@ -38,7 +38,9 @@ namespace mt::kernels {
   X(Tanh, Output)                           \
   X(Sigmoid, Output)                        \
   X(PowScalar, Input)   /* x^a */           \
-  X(Clamp, Input)       /* clamp(x, a, b) */
+  X(Clamp, Input)       /* clamp(x, a, b) */\
+  X(Sin, Input)                             \
+  X(Cos, Input)
 
 // X(Op); the comparisons come last (is_comparison).
 #define MT_BINARY_OPS(X) \
@@ -110,6 +112,8 @@ MT_HOST_DEVICE inline T unary_forward(T x, T a, T b) {
   if constexpr (Op == UnaryOp::Sigmoid) return sigmoid(x);
   if constexpr (Op == UnaryOp::PowScalar) return std::pow(x, a);
   if constexpr (Op == UnaryOp::Clamp) return x < a ? a : (x > b ? b : x);  // NaN passes through
+  if constexpr (Op == UnaryOp::Sin) return std::sin(x);
+  if constexpr (Op == UnaryOp::Cos) return std::cos(x);
   return x;
 }
 
@@ -169,6 +173,8 @@ MT_HOST_DEVICE inline T unary_backward(T x, T y, T g, T a, T b) {
   if constexpr (Op == UnaryOp::Sigmoid) return g * y * (T(1) - y);
   if constexpr (Op == UnaryOp::PowScalar) return a == T(0) ? T(0) : g * a * std::pow(x, a - T(1));
   if constexpr (Op == UnaryOp::Clamp) return (x >= a && x <= b) ? g : T(0);
+  if constexpr (Op == UnaryOp::Sin) return g * std::cos(x);
+  if constexpr (Op == UnaryOp::Cos) return -g * std::sin(x);
   return g;
 }
 

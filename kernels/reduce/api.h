@@ -31,3 +31,8 @@ MT_CUDA_KERNEL_API(void reduce_rows_with_index(bool is_max, const mt::kernels::T
                                                const mt::kernels::TensorRef& values,
                                                const mt::kernels::TensorRef& indices, std::int64_t rows,
                                                std::int64_t cols, void* workspace, mt::kernels::Stream stream))
+// Running sums along rows of a contiguous [rows, cols] input into a
+// contiguous output (any dtypes): out[r, c] = in[r, 0] + ... + in[r, c], or
+// in[r, c] + ... + in[r, cols - 1] when `reverse` (cumsum's backward).
+MT_CUDA_KERNEL_API(void cumsum_rows(const mt::kernels::TensorRef& in, const mt::kernels::TensorRef& out,
+                                    std::int64_t rows, std::int64_t cols, bool reverse, mt::kernels::Stream stream))

@@ -147,4 +147,23 @@ void reduce_rows_with_index(ReduceOp op, const Tensor& in, const Tensor& values,
   }
 }
 
+void cumsum_rows(const Tensor& in, const Tensor& out, bool reverse) {
+  MT_CHECK(in.is_contiguous() && out.is_contiguous() && in.sizes() == out.sizes() && in.dim() == 2,
+           "cumsum_rows: expects contiguous [rows, cols] tensors of one shape, got {} and {}", in.shape_string(),
+           out.shape_string());
+  const Loaded<double> values(in);
+  const int64_t rows = in.size(0), cols = in.size(1);
+  HostScratch<double> scratch(in.numel());
+  double* sums = scratch.get();
+  for (int64_t r = 0; r < rows; ++r) {
+    double running = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t c = reverse ? cols - 1 - j : j;
+      running += values[r * cols + c];
+      sums[r * cols + c] = running;
+    }
+  }
+  store(sums, out);
+}
+
 }  // namespace mt::kernels::cpu

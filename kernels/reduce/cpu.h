@@ -22,6 +22,9 @@ void reduce_rows(ReduceOp op, const Tensor& in, const Tensor& out, ReduceArgs ar
 // Max/Min along rows, also writing the (first) index of the extreme value as i64.
 void reduce_rows_with_index(ReduceOp op, const Tensor& in, const Tensor& values, const Tensor& indices,
                             ReduceArgs args);
+// Running sums along the rows of a contiguous [rows, cols] input (reverse:
+// from the row's end), accumulated in f64, into a contiguous output.
+void cumsum_rows(const Tensor& in, const Tensor& out, bool reverse);
 }  // namespace cpu
 
 }  // namespace mt::kernels

@@ -359,4 +359,36 @@ void reduce_rows_with_index(bool is_max, const TensorRef& in, const TensorRef& v
   }
 }
 
+// Running sums (cumsum): one thread per row walks it in order, so each sum
+// is the CPU's sequence of additions (in f32 here, f64 there). Rows are
+// independent, so a [batch, n] cumsum has batch-way parallelism; one very
+// long row runs on one thread, where a block-wide scan (Blelloch) would be
+// the next rung.
+template <typename T>
+__global__ void cumsum_rows_kernel(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t rows,
+                                   std::int64_t cols, bool reverse) {
+  for (std::int64_t row = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; row < rows;
+       row += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    T running = T(0);
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const std::int64_t at = row * cols + (reverse ? cols - 1 - j : j);
+      running += load_as<T>(in, in_dtype, at);
+      store_as<T>(out, out_dtype, at, running);
+    }
+  }
+}
+
+void cumsum_rows(const TensorRef& in, const TensorRef& out, std::int64_t rows, std::int64_t cols, bool reverse,
+                 Stream stream) {
+  if (rows == 0 || cols == 0) return;
+  const dim3 grid = elementwise_grid(rows), block(kElementwiseThreads);
+  if (kernels::computes_in_double(in.dtype) || kernels::computes_in_double(out.dtype)) {
+    launch("cumsum_rows_kernel", cumsum_rows_kernel<double>, grid, block, 0, stream, static_cast<const void*>(in.data),
+           in.dtype, out.data, out.dtype, rows, cols, reverse);
+  } else {
+    launch("cumsum_rows_kernel", cumsum_rows_kernel<float>, grid, block, 0, stream, static_cast<const void*>(in.data),
+           in.dtype, out.data, out.dtype, rows, cols, reverse);
+  }
+}
+
 }  // namespace mt::MT_KERNEL_NS

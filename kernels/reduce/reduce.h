@@ -52,4 +52,18 @@ inline void reduce_rows_with_index(ReduceOp op, const Tensor& in, const Tensor& 
   mark_written(indices);
 }
 
+// The running sum along the last dim of contiguous [rows, cols] tensors
+// (cumsum; `reverse` for its backward). CPU: f64 accumulation; CUDA/sim: f32
+// (f64 for f64 and integers), one thread per row.
+inline void cumsum_rows(const Tensor& in, const Tensor& out, bool reverse) {
+  MT_CHECK(in.dim() == 2 && in.is_contiguous() && out.is_contiguous() && in.sizes() == out.sizes(),
+           "cumsum: expects contiguous [rows, cols] tensors of one shape, got {} and {}", in.shape_string(),
+           out.shape_string());
+  const Backend backend = backend_for(out.device(), "cumsum");
+  if (backend == Backend::Cpu) return cpu::cumsum_rows(in, out, reverse);
+  MT_DEVICE_CALL(backend, cumsum_rows, tensor_ref(in), tensor_ref(out), in.size(0), in.size(1), reverse,
+                 launch_stream(out.device()));
+  mark_written(out);
+}
+
 }  // namespace mt::kernels

@@ -110,6 +110,7 @@ std::vector<Probe> probes() {
       {amp::Op::Sum, {v}, [](auto& x) { return sum(x[0]); }, {{"input", vb}, {"output", 4}}},
       {amp::Op::Mean, {v}, [](auto& x) { return mean(x[0]); }, {{"input", vb}, {"output", 4}}},
       {amp::Op::Var, {v}, [](auto& x) { return var(x[0]); }, {{"input", vb}, {"output", 4}}},
+      {amp::Op::Cumsum, {v}, [](auto& x) { return cumsum(x[0], 1); }, unary},
       // promote
       {amp::Op::Add, {v, v}, [](auto& x) { return add(x[0], x[1]); }, binary},
       {amp::Op::Sub, {v, v}, [](auto& x) { return sub(x[0], x[1]); }, binary},
@@ -156,6 +157,8 @@ std::vector<Probe> probes() {
       {amp::Op::Relu, {v}, [](auto& x) { return relu(x[0]); }, unary},
       {amp::Op::Silu, {v}, [](auto& x) { return silu(x[0]); }, unary},
       {amp::Op::Tanh, {v}, [](auto& x) { return tanh(x[0]); }, unary},
+      {amp::Op::Sin, {v}, [](auto& x) { return sin(x[0]); }, unary},
+      {amp::Op::Cos, {v}, [](auto& x) { return cos(x[0]); }, unary},
       {amp::Op::Sigmoid, {v}, [](auto& x) { return sigmoid(x[0]); }, unary},
       {amp::Op::Gelu, {v}, [](auto& x) { return gelu(x[0]); }, unary},
       {amp::Op::Clamp, {v}, [](auto& x) { return clamp(x[0], -0.5, 0.5); }, unary},

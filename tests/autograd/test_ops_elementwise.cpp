@@ -40,6 +40,8 @@ std::vector<UnaryCase> unary_cases() {
       {"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x * sigmoid_ref(x); }, -3, 3},
       {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, -2, 2},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, -3, 3},
+      {"sin", [](const Tensor& x) { return sin(x); }, [](double x) { return std::sin(x); }, -4, 4},
+      {"cos", [](const Tensor& x) { return cos(x); }, [](double x) { return std::cos(x); }, -4, 4},
       {"pow(x, 3)", [](const Tensor& x) { return pow(x, 3.0); }, [](double x) { return x * x * x; }, -2, 2},
       {"pow(x, 2) negative base", [](const Tensor& x) { return pow(x, 2.0); }, [](double x) { return x * x; }, -2,
        -0.1},

@@ -97,6 +97,8 @@ TEST_CASE("unary ops and their backward match the CPU on sim", "[sim][elementwis
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, -2, 2},
       {"pow", [](const Tensor& x) { return pow(x, 2.5); }, 0.2, 2},
       {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); }, -2, 2},
+      {"sin", [](const Tensor& x) { return sin(x); }, -3, 3},
+      {"cos", [](const Tensor& x) { return cos(x); }, -3, 3},
   };
   for (DType dtype : kFloatTypes) {
     for (const Case& c : cases) {
@@ -591,4 +593,42 @@ TEST_CASE("same-dtype copies move bits for every dtype, contiguous and strided",
     check_matches(on_sim.t().contiguous(), x.t().contiguous(), 0, "transpose copy");
     check_matches(on_sim.slice(1, 1, 37, 3).contiguous(), x.slice(1, 1, 37, 3).contiguous(), 0, "strided slice copy");
   }
+}
+
+// Catches: the CUDA scan or rank-sort kernels disagreeing with the CPU
+// (a scan that races between rows, a rank count that writes two columns to
+// one place on ties, NaN ordered differently), and the sampler reading the
+// weights differently on the device.
+TEST_CASE("cumsum, sort, topk and multinomial match the CPU on sim", "[sim][sort]") {
+  for (DType dtype : kFloatTypes) {
+    const std::string what = std::string(dtype_name(dtype));
+    Pair x = leaf_pair(random_cpu({5, 9}, dtype, 31));
+    const Tensor w = random_cpu({9, 5}, dtype, 32);
+    const Tensor c_cpu = cumsum(x.cpu.t(), 1), c_sim = cumsum(x.sim.t(), 1);
+    check_matches(c_sim, c_cpu, 4 * tolerance(dtype), what + " cumsum forward");
+    sum(mul(c_cpu, w)).backward();
+    sum(mul(c_sim, w.to(test::kCudaPath))).backward();
+    check_matches(x.sim.grad(), x.cpu.grad(), 4 * tolerance(dtype), what + " cumsum backward");
+  }
+  // Ties and NaN: the stable order must be the same on both.
+  const Tensor ties = from_vector(std::vector<double>{2, NAN, -1, 2, 0.5, -INFINITY, NAN, 2, 0.5, INFINITY, -1, 3},
+                                  {2, 6}, kF32);
+  for (bool descending : {false, true}) {
+    const ValuesIndices on_cpu = sort(ties, 1, descending), on_sim = sort(ties.to(test::kCudaPath), 1, descending);
+    CHECK(on_sim.indices.to(kCPU).to_vector() == on_cpu.indices.to_vector());
+    const Tensor y = random_cpu({3, 40}, kBF16, 33);
+    const ValuesIndices t_cpu = topk(y, 7, -1, !descending), t_sim = topk(y.to(test::kCudaPath), 7, -1, !descending);
+    CHECK(t_sim.indices.to(kCPU).to_vector() == t_cpu.indices.to_vector());
+    CHECK(t_sim.values.to(kCPU).to_vector() == t_cpu.values.to_vector());
+  }
+  // The sampler: the same generator seed draws the same indices on both
+  // devices (sim's rand is the CPU's Philox stream), zero weights never.
+  const Tensor weights = from_vector(std::vector<double>{1, 0, 3, 6, 2, 2, 0, 1}, {2, 4}, kF32);
+  Generator a(5), b(5);
+  const Tensor s_cpu = multinomial(weights, 2, false, &a);
+  const Tensor s_sim = multinomial(weights.to(test::kCudaPath), 2, false, &b);
+  CHECK(s_sim.device() == test::kCudaPath);
+  CHECK(s_sim.to(kCPU).to_vector() == s_cpu.to_vector());
+  const std::vector<double> drawn = s_cpu.to_vector();  // row 0's zero weight is at 1, row 1's at 2
+  CHECK((drawn[0] != 1 && drawn[1] != 1 && drawn[2] != 2 && drawn[3] != 2));
 }

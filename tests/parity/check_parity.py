@@ -197,6 +197,16 @@ OPS = {
     "copy_": (lambda x, a: [x[0].copy_(x[1])], False),
     "sdpa": (lambda x, a: [sdpa_op(x, a)], True),
     "fill_": (lambda x, a: [x[0].fill_(a["value"])], False),
+    "sin": (lambda x, a: [torch.sin(x[0])], False),
+    "cos": (lambda x, a: [torch.cos(x[0])], False),
+    "cumsum": (lambda x, a: [torch.cumsum(x[0], a["dim"])], True),
+    "outer": (lambda x, a: [torch.outer(x[0], x[1])], False),
+    "topk": (lambda x, a: list(torch.topk(x[0], a["k"], a["dim"], a["largest"])), False),
+    "sort": (lambda x, a: list(torch.sort(x[0], dim=a["dim"], descending=a["descending"], stable=True)), False),
+    # torch.argsort has no `stable` in 1.13: sort's stable indices are its answer.
+    "multinomial_certain": (lambda x, a: [torch.multinomial(x[0], 1)], False),
+    "argsort": (lambda x, a: [torch.sort(x[0], dim=a["dim"], descending=a["descending"], stable=True).indices],
+                False),
 }
 
 # Each public function of autograd/ops.h and the record ops that test it;
@@ -205,11 +215,13 @@ COVERS = {
     "max": ["max_all", "max_dim"], "min": ["min_all", "min_dim"], "pow": ["pow", "pow_scalar", "pow_scalar_neg"],
     "add": ["add", "add_scalar"], "sub": ["sub", "sub_scalar"], "mul": ["mul", "mul_scalar"],
     "div": ["div", "div_scalar"], "rsub": ["rsub_scalar"], "clamp": ["clamp", "clamp_min"],
-    "gelu": ["gelu", "gelu_tanh"], "dropout": ["dropout_eval"], "scaled_dot_product_attention": ["sdpa"],
+    "gelu": ["gelu", "gelu_tanh"], "multinomial": ["multinomial_certain"], "dropout": ["dropout_eval"], "scaled_dot_product_attention": ["sdpa"],
 }
 NOT_COMPARED = {
     "dropout": "training-mode masks come from mixtape's Philox stream, not PyTorch's generator; only eval mode "
                "is compared (mask statistics: tests/autograd/test_ops_nn.cpp)",
+    "multinomial": "draws come from mixtape's Philox stream, not PyTorch's generator; the distribution is tested "
+                   "instead (tests/autograd/test_ops_sort.cpp: frequencies against the weights, chi-square)",
 }
 
 

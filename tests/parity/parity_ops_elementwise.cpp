@@ -76,6 +76,8 @@ void add_unary_cases(std::vector<Case>& cases) {
   add_unary(cases, "silu", [](const Tensor& x) { return silu(x); });
   add_unary(cases, "tanh", [](const Tensor& x) { return tanh(x); });
   add_unary(cases, "sigmoid", [](const Tensor& x) { return sigmoid(x); });
+  add_unary(cases, "sin", [](const Tensor& x) { return sin(x); });
+  add_unary(cases, "cos", [](const Tensor& x) { return cos(x); });
   add_unary(cases, "clamp", [](const Tensor& x) { return clamp(x, -1.0, 2.0); }, kEdges, {{"min", -1.0}, {"max", 2.0}});
   add_unary(cases, "clamp_min", [](const Tensor& x) { return clamp(x, 0.5, std::nullopt); }, kEdges, {{"min", 0.5}});
   add_unary(cases, "pow_scalar", [](const Tensor& x) { return pow(x, 2.5); }, kPositive, {{"exponent", 2.5}});
@@ -189,6 +191,52 @@ void add_reduction_cases(std::vector<Case>& cases) {
       {"sum_to_size/broadcast", "sum_to_size", {{"size", {1, 4}}}, {floats(kPlain, {2, 4})}, one([](auto& x) {
          return sum_to_size(x[0], {1, 4});
        })});
+  cases.push_back({"cumsum/dim1", "cumsum", {{"dim", 1}}, {floats(kPlain, {2, 4})}, one([](auto& x) {
+                     return cumsum(x[0], 1);
+                   })});
+  cases.push_back({"cumsum/dim0_edges", "cumsum", {{"dim", 0}}, {floats(kEdges, {5, 4})}, one([](auto& x) {
+                     return cumsum(x[0], 0);
+                   })});
+  cases.push_back({"cumsum/ints", "cumsum", {{"dim", -1}}, {ints({3, -1, 4, 1, -5, 9}, {2, 3})}, one([](auto& x) {
+                     return cumsum(x[0], -1);
+                   })});
+  cases.push_back({"outer/vectors", "outer", {}, {floats(kPlain), floats({1.5, -0.25, 3.0})}, one([](auto& x) {
+                     return outer(x[0], x[1]);
+                   })});
+  // Distinct values for topk: PyTorch's topk does not promise an order among ties.
+  const std::vector<double> distinct = {0.5, -1.25, 3.0, 2.0, -0.75, 1.0, 4.5, -2.0, 0.25, 1.5, -3.5, 2.75};
+  for (bool largest : {true, false}) {
+    cases.push_back({std::string("topk/") + (largest ? "largest" : "smallest"),
+                     "topk",
+                     {{"k", 3}, {"dim", 1}, {"largest", largest}},
+                     {floats(distinct, {3, 4})},
+                     [largest](const std::vector<Tensor>& x) {
+                       const ValuesIndices r = topk(x[0], 3, 1, largest);
+                       return std::vector<Tensor>{r.values, r.indices};
+                     }});
+  }
+  cases.push_back({"topk/dim0", "topk", {{"k", 2}, {"dim", 0}, {"largest", true}}, {floats(distinct, {3, 4})},
+                   [](const std::vector<Tensor>& x) {
+                     const ValuesIndices r = topk(x[0], 2, 0);
+                     return std::vector<Tensor>{r.values, r.indices};
+                   }});
+  // sort is stable here, so ties and NaN (the largest value) have one right order.
+  const std::vector<double> ties_nan = {2, kNaN, -1, 2, 0.5, -kInf, kNaN, 2, 0.5, kInf, -1, 3};
+  for (bool descending : {false, true}) {
+    cases.push_back({std::string("sort/") + (descending ? "descending" : "ascending") + "_ties_nan",
+                     "sort",
+                     {{"dim", -1}, {"descending", descending}},
+                     {floats(ties_nan, {2, 6})},
+                     [descending](const std::vector<Tensor>& x) {
+                       const ValuesIndices r = sort(x[0], -1, descending);
+                       return std::vector<Tensor>{r.values, r.indices};
+                     }});
+  }
+  // One positive weight per row: the only draw either library can make.
+  cases.push_back({"multinomial/certain", "multinomial_certain", {}, {InputSpec{{0, 0, 2.5, 0, 0, 1e-3, 0, 0}, {2, 4},
+                   Kind::Float, false}}, one([](auto& x) { return multinomial(x[0], 1); }), {kF64, kF32}, false});
+  cases.push_back({"argsort/dim0", "argsort", {{"dim", 0}, {"descending", true}}, {floats(ties_nan, {4, 3})},
+                   one([](auto& x) { return argsort(x[0], 0, true); })});
 }
 
 }  // namespace parity
