@@ -20,6 +20,7 @@
 #include "core/dtype.h"
 #include "core/generator.h"
 #include "core/graph.h"
+#include "core/checkpoint_file.h"
 #include "core/safetensors.h"
 #include "core/tensor.h"
 #include "distributed/ddp.h"

@@ -31,4 +31,16 @@ void default_weight_(const Tensor& weight, int64_t fan_in, Generator* gen) {
 
 void default_bias_(const Tensor& bias, int64_t fan_in, Generator* gen) { default_weight_(bias, fan_in, gen); }
 
+void xavier_uniform_(const Tensor& weight, double gain, Generator* gen) {
+  MT_CHECK(weight.dim() >= 2, "xavier_uniform_: needs a weight of at least 2 dims, got {}", weight.shape_string());
+  const int64_t receptive = weight.numel() / (weight.size(0) * weight.size(1));
+  const double fan_in = static_cast<double>(weight.size(1) * receptive);
+  const double fan_out = static_cast<double>(weight.size(0) * receptive);
+  const double bound = gain * std::sqrt(6.0 / (fan_in + fan_out));
+  uniform_(weight, -bound, bound, gen);
+}
+
+void zeros_(const Tensor& t) { constant_(t, 0.0); }
+void ones_(const Tensor& t) { constant_(t, 1.0); }
+
 }  // namespace mt::nn::init

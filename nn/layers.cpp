@@ -27,6 +27,10 @@ Tensor Linear::forward(const Tensor& x, LinearActivation activation) {
   return linear(x, weight, bias, activation);
 }
 
+std::string Linear::extra_repr() const {
+  return fmt::format("in_features={}, out_features={}, bias={}", weight.size(1), weight.size(0), bias.defined());
+}
+
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
     : normalized_shape_(std::move(normalized_shape)), eps_(eps) {
   if (elementwise_affine) {
@@ -40,6 +44,40 @@ Tensor LayerNorm::forward(const Tensor& x) {
   return layer_norm(x, normalized_shape_, weight, bias, eps_);
 }
 
+std::string LayerNorm::extra_repr() const {
+  return fmt::format("{}, eps={}, elementwise_affine={}", shape_str(normalized_shape_), eps_, weight.defined());
+}
+
+RMSNorm::RMSNorm(Shape normalized_shape, std::optional<double> eps, bool elementwise_affine)
+    : normalized_shape_(std::move(normalized_shape)), eps_(eps) {
+  MT_CHECK(!normalized_shape_.empty(), "RMSNorm: normalized_shape must name at least one dim");
+  MT_CHECK(!eps || *eps >= 0, "RMSNorm: eps must be non-negative, got {}", eps.value_or(0));
+  if (elementwise_affine) register_parameter("weight", weight, ones(normalized_shape_));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) {
+  const ForwardScope scope(*this);
+  const auto n = static_cast<int64_t>(normalized_shape_.size());
+  MT_CHECK(x.dim() >= n && Shape(x.sizes().end() - n, x.sizes().end()) == normalized_shape_,
+           "RMSNorm: input {} does not end in the normalized shape {}", x.shape_string(), shape_str(normalized_shape_));
+  Shape dims;
+  for (int64_t d = x.dim() - n; d < x.dim(); ++d) dims.push_back(d);
+  const double eps = eps_.value_or(x.dtype() == kF64 ? 2.220446049250313e-16
+                                   : x.dtype() == kF16 ? 9.765625e-4
+                                   : x.dtype() == kBF16 ? 7.8125e-3
+                                                        : 1.1920928955078125e-07);
+  const Tensor xc = x.to(x.dtype() == kF64 ? kF64 : kF32);
+  Tensor y = xc * (xc.square().mean(dims, true) + eps).rsqrt();
+  const DType out = weight.defined() ? promote_types(x.dtype(), weight.dtype()) : x.dtype();
+  if (weight.defined()) y = y * weight;
+  return y.to(out);
+}
+
+std::string RMSNorm::extra_repr() const {
+  return fmt::format("{}, eps={}, elementwise_affine={}", shape_str(normalized_shape_),
+                     eps_ ? fmt::format("{}", *eps_) : std::string("None"), weight.defined());
+}
+
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim) {
   register_parameter("weight", weight, empty({num_embeddings, embedding_dim}));
   init::normal_(weight);
@@ -49,6 +87,10 @@ Tensor Embedding::forward(const Tensor& indices) {
   const ForwardScope scope(*this);
   return embedding(weight, indices);
 }
+
+std::string Embedding::extra_repr() const { return fmt::format("{}, {}", weight.size(0), weight.size(1)); }
+
+std::string Dropout::extra_repr() const { return fmt::format("p={}", p_); }
 
 Dropout::Dropout(double p) : p_(p) { MT_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got {}", p); }
 
@@ -69,6 +111,94 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel, Size2 st
 Tensor Conv2d::forward(const Tensor& x) {
   const ForwardScope scope(*this);
   return conv2d(x, weight, bias, stride_, padding_, dilation_, groups_);
+}
+
+std::string Conv2d::extra_repr() const {
+  return fmt::format("{}, {}, kernel_size=({}, {}), stride=({}, {}), padding=({}, {}), groups={}, bias={}",
+                     weight.size(1) * groups_, weight.size(0), weight.size(2), weight.size(3), stride_.h, stride_.w,
+                     padding_.h, padding_.w, groups_, bias.defined());
+}
+
+std::string BatchNorm2d::extra_repr() const {
+  return fmt::format("{}, eps={}, momentum={}", weight.size(0), eps_, momentum_);
+}
+
+MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout, bool bias,
+                                       bool batch_first)
+    : embed_dim_(embed_dim), num_heads_(num_heads), dropout_(dropout), batch_first_(batch_first) {
+  MT_CHECK(embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0,
+           "MultiheadAttention: embed_dim {} must be a positive multiple of num_heads {}", embed_dim, num_heads);
+  MT_CHECK(dropout >= 0 && dropout <= 1, "MultiheadAttention: dropout must be in [0, 1], got {}", dropout);
+  // PyTorch's initialisation: xavier_uniform_ in_proj_weight, zero biases,
+  // out_proj a Linear (its default weight init) with a zero bias.
+  register_parameter("in_proj_weight", in_proj_weight, empty({3 * embed_dim, embed_dim}));
+  init::xavier_uniform_(in_proj_weight);
+  if (bias) register_parameter("in_proj_bias", in_proj_bias, zeros({3 * embed_dim}));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, bias));
+  if (bias) {
+    const NoGradGuard no_grad;
+    fill_(out_proj->bias, 0.0);
+  }
+}
+
+namespace {
+
+// [N, T, E] -> [N, H, T, E / H]
+Tensor split_heads(const Tensor& x, int64_t heads) {
+  return x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads}).transpose(1, 2);
+}
+
+// PyTorch's module masks say where NOT to attend (true) or what to add;
+// sdpa's bool mask says where attention is allowed. attn_mask [L, S] or
+// [N * H, L, S] becomes broadcastable to [N, H, L, S].
+Tensor sdpa_mask(const Tensor& attn_mask, int64_t batch, int64_t heads) {
+  if (!attn_mask.defined()) return Tensor();
+  Tensor m = attn_mask.dtype() == kBool ? eq(attn_mask, 0.0) : attn_mask;
+  if (m.dim() == 3) {
+    MT_CHECK(m.size(0) == batch * heads, "MultiheadAttention: a 3-D attn_mask must be [N * num_heads, L, S] = [{}, ...], got {}",
+             batch * heads, m.shape_string());
+    m = m.reshape({batch, heads, m.size(1), m.size(2)});
+  } else {
+    MT_CHECK(m.dim() == 2, "MultiheadAttention: attn_mask must be [L, S] or [N * num_heads, L, S], got {}",
+             m.shape_string());
+  }
+  return m;
+}
+
+}  // namespace
+
+Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                   const Tensor& key_padding_mask, const Tensor& attn_mask, bool is_causal) {
+  const ForwardScope scope(*this);
+  MT_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3 && query.size(2) == embed_dim_ &&
+               key.size(2) == embed_dim_ && value.size(2) == embed_dim_,
+           "MultiheadAttention: query, key and value must be 3-D with {} features ({}), got {}, {}, {}",
+           embed_dim_, batch_first_ ? "[N, L, E]" : "[L, N, E]", query.shape_string(), key.shape_string(),
+           value.shape_string());
+  // Work batch-first: [N, T, E].
+  const Tensor q_in = batch_first_ ? query : query.transpose(0, 1);
+  const Tensor k_in = batch_first_ ? key : key.transpose(0, 1);
+  const Tensor v_in = batch_first_ ? value : value.transpose(0, 1);
+  const int64_t E = embed_dim_, batch = q_in.size(0);
+  auto projection = [&](const Tensor& x, int64_t which) {
+    const Tensor b = in_proj_bias.defined() ? in_proj_bias.narrow(0, which * E, E) : Tensor();
+    return split_heads(linear(x, in_proj_weight.narrow(0, which * E, E), b), num_heads_);
+  };
+  AttentionOptions options;
+  options.key_padding_mask = key_padding_mask;
+  options.attn_mask = sdpa_mask(attn_mask, batch, num_heads_);
+  options.is_causal = is_causal;
+  options.dropout_p = is_training() ? dropout_ : 0.0;
+  const Tensor heads = scaled_dot_product_attention(projection(q_in, 0), projection(k_in, 1), projection(v_in, 2),
+                                                    options);  // [N, H, L, D]
+  const Tensor merged = heads.transpose(1, 2).reshape({batch, q_in.size(1), E});
+  const Tensor out = out_proj->forward(merged);
+  return batch_first_ ? out : out.transpose(0, 1);
+}
+
+std::string MultiheadAttention::extra_repr() const {
+  return fmt::format("embed_dim={}, num_heads={}, dropout={}, batch_first={}", embed_dim_, num_heads_, dropout_,
+                     batch_first_);
 }
 
 BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum) : eps_(eps), momentum_(momentum) {
@@ -148,25 +278,28 @@ void commit_batch_norm_statistics_unless(Module& model, const Tensor& found_inf)
   for_each_batch_norm(model, [&](BatchNorm2d& bn) { bn.commit_statistics_unless(found_inf); });
 }
 
-Sequential::Sequential(std::vector<std::shared_ptr<Module>> modules) {
-  for (auto& m : modules) push_back(std::move(m));
+void ModuleSequence::push_back(std::shared_ptr<Module> module) {
+  modules_.push_back(register_module(std::to_string(modules_.size()), std::move(module)));
 }
 
-void Sequential::push_back(std::shared_ptr<Module> module) {
-  register_module(std::to_string(children().size()), std::move(module));
+const std::shared_ptr<Module>& ModuleSequence::operator[](size_t i) const {
+  MT_CHECK(i < modules_.size(), "{}[{}]: it holds {} modules", name(), i, modules_.size());
+  return modules_[i];
+}
+
+Sequential::Sequential(std::vector<std::shared_ptr<Module>> modules) {
+  for (auto& m : modules) push_back(std::move(m));
 }
 
 Tensor Sequential::forward(const Tensor& x) {
   const ForwardScope scope(*this);
   Tensor h = x;
-  for (const auto& [name, child] : children()) h = child->forward(h);
+  for (const auto& child : *this) h = child->forward(h);
   return h;
 }
 
-void ModuleList::push_back(std::shared_ptr<Module> module) {
-  register_module(std::to_string(children().size()), std::move(module));
+ModuleList::ModuleList(std::vector<std::shared_ptr<Module>> modules) {
+  for (auto& m : modules) push_back(std::move(m));
 }
-
-Tensor ModuleList::forward(const Tensor&) { fail("ModuleList has no forward of its own: iterate over its modules"); }
 
 }  // namespace mt::nn

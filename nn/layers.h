@@ -19,6 +19,7 @@ class Linear : public Module {
   // With the activation fused into the GEMM's epilogue (one kernel, one rounding).
   Tensor forward(const Tensor& x, LinearActivation activation);
   std::string name() const override { return "Linear"; }
+  std::string extra_repr() const override;
   Tensor weight, bias;
 };
 
@@ -28,6 +29,7 @@ class LayerNorm : public Module {
   Tensor forward(const Tensor& x) override;
   bool is_norm_layer() const override { return true; }
   std::string name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
   Tensor weight, bias;
 
  private:
@@ -35,11 +37,33 @@ class LayerNorm : public Module {
   double eps_;
 };
 
+// Root-mean-square normalisation (Zhang and Sennrich; PyTorch's nn.RMSNorm):
+// y = x / sqrt(mean(x^2 over normalized_shape) + eps) * weight. eps defaults,
+// as PyTorch's, to the machine epsilon of x's dtype. The statistic is
+// computed in f32 (f64 for f64) from f16/bf16 inputs, as norms are under
+// AMP; the result has the promoted dtype of x and weight (bf16 for a bf16
+// model, f32 for bf16 activations with f32 weights under autocast, like
+// layer_norm's).
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) override;
+  bool is_norm_layer() const override { return true; }
+  std::string name() const override { return "RMSNorm"; }
+  std::string extra_repr() const override;
+  Tensor weight;
+
+ private:
+  Shape normalized_shape_;
+  std::optional<double> eps_;
+};
+
 class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim);
   Tensor forward(const Tensor& indices) override;
   std::string name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
   Tensor weight;
 };
 
@@ -48,6 +72,7 @@ class Dropout : public Module {
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) override { return dropout(x, p_, is_training()); }
   std::string name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
 
  private:
   double p_;
@@ -91,6 +116,7 @@ class Conv2d : public Module {
          Size2 dilation = 1, int64_t groups = 1, bool bias = true);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "Conv2d"; }
+  std::string extra_repr() const override;
   Tensor weight, bias;
 
  private:
@@ -122,6 +148,7 @@ class BatchNorm2d : public Module {
   Tensor forward(const Tensor& x) override;
   bool is_norm_layer() const override { return true; }
   std::string name() const override { return "BatchNorm2d"; }
+  std::string extra_repr() const override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
   // Turning staging off drops an update not yet committed.
@@ -202,25 +229,80 @@ class AdaptiveAvgPool2d : public Module {
   Size2 output_;
 };
 
-// Runs its children in order; they are named "0", "1", ... as in PyTorch.
-class Sequential : public Module {
+// Multi-head attention with PyTorch's nn.MultiheadAttention constructor,
+// parameters (in_proj_weight [3E, E], in_proj_bias [3E], out_proj.weight,
+// out_proj.bias: a PyTorch state_dict loads as it is) and call:
+//
+//   nn::MultiheadAttention attn(512, 8, /*dropout=*/0.1, /*bias=*/true, /*batch_first=*/true);
+//   Tensor y = attn.forward(x, x, x, key_padding_mask, Tensor(), /*is_causal=*/true);
+//
+// query [L, N, E] (or [N, L, E] with batch_first), key/value [S, N, E];
+// key_padding_mask bool [N, S], true = a padding key nobody attends to;
+// attn_mask [L, S] or [N * num_heads, L, S], bool (true = NOT allowed, as
+// PyTorch's module; note sdpa's bool mask is the opposite) or floating
+// (added to the scores); is_causal masks keys after each query. It runs
+// scaled_dot_product_attention (the fused kernels where they apply) and
+// returns the output only, as PyTorch's need_weights=False: the fused
+// kernels never form the attention weights. Dropout on the weights in
+// training mode only.
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
+                     bool batch_first = false);
+  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                 const Tensor& key_padding_mask = Tensor(), const Tensor& attn_mask = Tensor(),
+                 bool is_causal = false);
+  // Self-attention: forward(x, x, x).
+  Tensor forward(const Tensor& x) override { return forward(x, x, x); }
+  std::string name() const override { return "MultiheadAttention"; }
+  std::string extra_repr() const override;
+  Tensor in_proj_weight, in_proj_bias;
+  std::shared_ptr<Linear> out_proj;
+
+ private:
+  int64_t embed_dim_, num_heads_;
+  double dropout_;
+  bool batch_first_;
+};
+
+// A list of modules named "0", "1", ... as in PyTorch: iterate over it
+// (for (auto& block : *blocks)), index it, or take a typed element
+// (blocks->at<Block>(i)); Sequential and ModuleList are both one.
+class ModuleSequence : public Module {
+ public:
+  void push_back(std::shared_ptr<Module> module);
+  size_t size() const { return modules_.size(); }
+  bool empty() const { return modules_.empty(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const;
+  // Element i as a T; an mt::Error naming what it is when it is not one.
+  template <typename T>
+  std::shared_ptr<T> at(size_t i) const {
+    auto typed = std::dynamic_pointer_cast<T>((*this)[i]);
+    MT_CHECK(typed != nullptr, "{}::at<T>({}): the module there is a {}, not the type asked for", name(), i,
+             (*this)[i]->name());
+    return typed;
+  }
+  std::vector<std::shared_ptr<Module>>::const_iterator begin() const { return modules_.begin(); }
+  std::vector<std::shared_ptr<Module>>::const_iterator end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// Runs its children in order.
+class Sequential : public ModuleSequence {
  public:
   Sequential() = default;
   explicit Sequential(std::vector<std::shared_ptr<Module>> modules);
-  void push_back(std::shared_ptr<Module> module);
   Tensor forward(const Tensor& x) override;
-  size_t size() const { return children().size(); }
-  std::shared_ptr<Module> operator[](size_t i) const { return children().at(i).second; }
   std::string name() const override { return "Sequential"; }
 };
 
-// Holds modules without a forward of its own (named "0", "1", ...).
-class ModuleList : public Module {
+// Holds modules without a forward of its own.
+class ModuleList : public ModuleSequence {
  public:
-  void push_back(std::shared_ptr<Module> module);
-  Tensor forward(const Tensor&) override;
-  size_t size() const { return children().size(); }
-  std::shared_ptr<Module> operator[](size_t i) const { return children().at(i).second; }
+  ModuleList() = default;
+  explicit ModuleList(std::vector<std::shared_ptr<Module>> modules);
   std::string name() const override { return "ModuleList"; }
 };
 

@@ -1,5 +1,6 @@
 #include "nn/module.h"
 
+#include <ostream>
 #include <set>
 
 #include "autograd/grad_mode.h"
@@ -23,6 +24,68 @@ Tensor& Module::register_buffer(const std::string& name, Tensor& slot, Tensor va
   tag_memory(slot, MemoryCategory::Parameters);  // the model's state, with its parameters
   buffers_.emplace_back(name, &slot);
   return slot;
+}
+
+Tensor Module::forward(const Tensor&) {
+  fail("{} has no single-input forward(x): call the forward it declares (e.g. module->forward(x, mask)){}", name(),
+       name() == "ModuleList" ? ", or iterate over the ModuleList's modules" : "");
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  std::set<const Module*> seen;
+  std::function<void(const std::string&, Module&)> visit = [&](const std::string& prefix, Module& m) {
+    if (!seen.insert(&m).second) return;
+    out.emplace_back(prefix, &m);
+    for (const auto& [name, child] : m.children_) visit(prefix.empty() ? name : prefix + "." + name, *child);
+  };
+  visit("", *this);
+  return out;
+}
+
+std::vector<Module*> Module::modules() {
+  std::vector<Module*> out;
+  for (const auto& [name, m] : named_modules()) out.push_back(m);
+  return out;
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  for (const auto& [name, child] : children_) child->apply(fn);
+  fn(*this);
+}
+
+namespace {
+
+// 1234567 -> "1,234,567"
+std::string with_thousands(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+void print_tree(std::ostream& out, const Module& m, const std::string& indent) {
+  out << m.name() << "(" << m.extra_repr();
+  if (!m.children().empty()) {
+    out << "\n";
+    for (const auto& [name, child] : m.children()) {
+      out << indent << "  (" << name << "): ";
+      print_tree(out, *child, indent + "  ");
+      out << "\n";
+    }
+    out << indent;
+  }
+  out << ")";
+  if (const int64_t n = m.parameter_count(); n > 0) out << "  # " << with_thousands(n) << " parameters";
+}
+
+}  // namespace
+
+std::ostream& operator<<(std::ostream& out, const Module& module) {
+  print_tree(out, module, "");
+  return out;
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {

@@ -14,8 +14,22 @@
 //     }
 //     mt::Tensor forward(const mt::Tensor& x) override { return fc2->forward(mt::relu(fc1->forward(x))); }
 //   };
+//
+// A forward with other arguments is an ordinary member function: declare
+// the forward your module needs and call it through the pointer,
+//
+//   struct Block : mt::nn::Module {
+//     mt::Tensor forward(const mt::Tensor& x, const mt::Tensor& mask);   // no override
+//   };
+//   y = block->forward(x, mask);
+//
+// (libtorch's modules do the same). The single-input forward(x) that
+// Sequential and operator() call is then left undefined, and calling it is
+// an mt::Error naming the module.
 #pragma once
 
+#include <functional>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,7 +49,9 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  virtual Tensor forward(const Tensor& input) = 0;
+  // The single-input forward (Sequential's, operator()'s). Modules whose
+  // forward takes other arguments declare their own and leave this one.
+  virtual Tensor forward(const Tensor& input);
   Tensor operator()(const Tensor& input) { return forward(input); }
   // The mean cross-entropy loss straight from inputs and class-index targets,
   // for models whose head fuses it (models/gpt.h: the vocabulary head and the
@@ -52,7 +68,21 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
   std::vector<Tensor> parameters() const;
+  // The direct submodules, by name (PyTorch's named_children()).
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+  // This module ("") and every module below it, depth first in
+  // registration order, with dotted names (PyTorch's named_modules()); a
+  // module registered twice is listed once.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  std::vector<Module*> modules();
+  // fn(module) on every submodule and then on this one (PyTorch's apply):
+  //   model.apply([](nn::Module& m) { if (auto* l = m.as<nn::Linear>()) nn::init::zeros_(l->bias); });
+  void apply(const std::function<void(Module&)>& fn);
+  // This module as a T, or nullptr when it is not one.
+  template <typename T>
+  T* as() {
+    return dynamic_cast<T*>(this);
+  }
   int64_t parameter_count() const;
 
   // ---- modes and placement
@@ -77,6 +107,9 @@ class Module {
   void load_state_dict(const StateDict& state, bool strict = true);
 
   virtual std::string name() const { return "Module"; }
+  // What the printed tree shows between the parentheses after name()
+  // ("in_features=784, out_features=256, bias=true"), as PyTorch's extra_repr.
+  virtual std::string extra_repr() const { return ""; }
 
  protected:
   // Registered tensors are stored by address so to() can replace them in place.
@@ -98,6 +131,11 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };
+
+// Prints the module tree as PyTorch does, each line with its parameter
+// count ("# 200,960 parameters"), and the total at the end:
+//   std::cout << model;
+std::ostream& operator<<(std::ostream& out, const Module& module);
 
 // Names the module whose forward is running, for anomaly mode and the
 // autocast dtype report (autograd/module_path.h): a forward that opens with

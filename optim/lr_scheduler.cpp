@@ -34,6 +34,19 @@ int64_t LrScheduler::last_step() const {
   return has_device_counter() ? static_cast<int64_t>(device_step_.item<double>()) : step_;
 }
 
+StateDict LrScheduler::state_dict() const {
+  return {{"last_step", from_vector(std::vector<int64_t>{last_step()}, {}, kI64)}};
+}
+
+void LrScheduler::load_state_dict(const StateDict& state) {
+  MT_CHECK(state.size() == 1 && state.count("last_step") == 1,
+           "LrScheduler::load_state_dict: expects exactly 'last_step', got {} entries", state.size());
+  const Tensor& t = state.at("last_step");
+  MT_CHECK(t.numel() == 1 && !is_floating(t.dtype()),
+           "LrScheduler::load_state_dict: 'last_step' must be one integer, got {} {}", t.dtype(), t.shape_string());
+  set_step(static_cast<int64_t>(t.to(kCPU).item<double>()));
+}
+
 void LrScheduler::set_step(int64_t step) {
   MT_CHECK(step >= 0, "LrScheduler::set_step: the step must be non-negative, got {}", step);
   step_ = step;

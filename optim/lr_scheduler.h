@@ -28,6 +28,9 @@ class LrScheduler {
   void step();                                // advance one step and apply the new lr
   int64_t last_step() const;                  // with a device counter: reads it (a host sync)
   void set_step(int64_t step);                // for resuming from a checkpoint
+  // {"last_step": i64 []}, as PyTorch's scheduler state_dict holds last_epoch.
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
   double current_lr(size_t group = 0) const;  // with a device counter: reads the factor (a host sync)
   double factor(int64_t step) const { return kernels::lr_schedule_factor(schedule_, step); }
   double base_lr(size_t group = 0) const { return base_lrs_.at(group); }

@@ -248,6 +248,10 @@ std::vector<Probe> policy_probes() {
        [](M in, DType a, DType) {
          return var(in({4, 4}, a));
        }},
+      {amp::Op::Cumsum, 1,
+       [](M in, DType a, DType) {
+         return cumsum(in({4, 4}, a), 1);
+       }},
       {amp::Op::Add, 2,
        [](M in, DType a, DType b) {
          return add(in({4, 4}, a), in({4, 4}, b));
@@ -329,6 +333,14 @@ std::vector<Probe> policy_probes() {
        [](M in, DType a, DType) {
          return tanh(in({4, 4}, a));
        }},
+      {amp::Op::Sin, 1,
+       [](M in, DType a, DType) {
+         return sin(in({4, 4}, a));
+       }},
+      {amp::Op::Cos, 1,
+       [](M in, DType a, DType) {
+         return cos(in({4, 4}, a));
+       }},
       {amp::Op::Sigmoid, 1,
        [](M in, DType a, DType) {
          return sigmoid(in({4, 4}, a));
@@ -392,7 +404,7 @@ amp::CastPolicy expected_policy(amp::Op op) {
       Op::MatMul, Op::Bmm, Op::Linear, Op::Conv2d, Op::ScaledDotProductAttention, Op::LinearCrossEntropy};
   static const std::set<Op> fp32{Op::Exp,     Op::Log,        Op::Pow,       Op::Reciprocal,   Op::Rsqrt,
                                  Op::Softmax, Op::LogSoftmax, Op::LayerNorm, Op::CrossEntropy, Op::MseLoss,
-                                 Op::Sum,     Op::Mean,       Op::Var};
+                                 Op::Sum,     Op::Mean,       Op::Var,       Op::Cumsum};
   static const std::set<Op> promote{Op::Add,   Op::Sub, Op::Rsub,    Op::Mul,    Op::Div,
                                     Op::Where, Op::Cat, Op::Maximum, Op::Minimum};
   if (lower.contains(op)) return amp::CastPolicy::LowerPrecision;

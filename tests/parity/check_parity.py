@@ -97,6 +97,17 @@ def sdpa_op(x, a):
     return torch.softmax(s, -1) @ v
 
 
+def multihead_attention_op(x, a):
+    """nn.MultiheadAttention's forward (batch_first=False, need_weights=False) with the record's weights."""
+    q, k, v, w, b, out_w, out_b = x[:7]
+    padding = x[7] if a.get("padding") else None
+    mask = x[7] if a.get("mask") else None
+    out, _ = F.multi_head_attention_forward(q, k, v, q.shape[-1], 2, w, b, None, None, False, 0.0, out_w, out_b,
+                                            training=False, key_padding_mask=padding, need_weights=False,
+                                            attn_mask=mask)
+    return out
+
+
 def batch_norm_op(x, a):
     # mixtape takes f32 weight and running statistics with any input dtype
     # (as PyTorch's CUDA kernels do; its CPU kernel wants one dtype), computing
@@ -204,6 +215,8 @@ OPS = {
     "topk": (lambda x, a: list(torch.topk(x[0], a["k"], a["dim"], a["largest"])), False),
     "sort": (lambda x, a: list(torch.sort(x[0], dim=a["dim"], descending=a["descending"], stable=True)), False),
     # torch.argsort has no `stable` in 1.13: sort's stable indices are its answer.
+    "multihead_attention": (lambda x, a: [multihead_attention_op(x, a)], True),
+    "rms_norm": (lambda x, a: [x[0] * torch.rsqrt(x[0].pow(2).mean(-1, keepdim=True) + a["eps"]) * x[1]], True),
     "multinomial_certain": (lambda x, a: [torch.multinomial(x[0], 1)], False),
     "argsort": (lambda x, a: [torch.sort(x[0], dim=a["dim"], descending=a["descending"], stable=True).indices],
                 False),

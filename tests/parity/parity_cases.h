@@ -74,5 +74,6 @@ void add_shape_and_indexing_cases(std::vector<Case>& cases);
 void add_convolution_and_pooling_cases(std::vector<Case>& cases);
 void add_attention_cases(std::vector<Case>& cases);
 void add_copy_fill_and_dropout_cases(std::vector<Case>& cases);
+void add_module_cases(std::vector<Case>& cases);
 
 }  // namespace parity

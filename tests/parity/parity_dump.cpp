@@ -117,6 +117,7 @@ std::vector<Case> all_cases() {
   add_convolution_and_pooling_cases(cases);
   add_attention_cases(cases);
   add_copy_fill_and_dropout_cases(cases);
+  add_module_cases(cases);
   return cases;
 }
 
