@@ -11,6 +11,7 @@
 #include "autograd/autocast.h"
 #include "autograd/checkpoint.h"
 #include "autograd/fp8.h"
+#include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/hooks.h"

@@ -87,6 +87,10 @@ bool is_castable(const Tensor& t) {
 }
 
 std::optional<DType> autocast_target(Op op, const std::vector<Tensor>& inputs) {
+  return autocast_target(autocast_policy(op), inputs);
+}
+
+std::optional<DType> autocast_target(CastPolicy policy, const std::vector<Tensor>& inputs) {
   const Tensor* first = nullptr;
   for (const Tensor& t : inputs) {
     if (is_castable(t)) {
@@ -95,7 +99,7 @@ std::optional<DType> autocast_target(Op op, const std::vector<Tensor>& inputs) {
     }
   }
   if (first == nullptr) return std::nullopt;
-  switch (autocast_policy(op)) {
+  switch (policy) {
     case CastPolicy::LowerPrecision: return autocast_dtype(first->device());
     case CastPolicy::Fp32: return kF32;
     case CastPolicy::InputDType: return std::nullopt;

@@ -94,6 +94,8 @@ DType default_autocast_dtype(Device device);
 // The dtype `op`'s floating inputs should be cast to under the current
 // autocast state, or nullopt when autocast is off for their device.
 std::optional<DType> autocast_target(Op op, const std::vector<Tensor>& inputs);
+// The same for a policy rather than a row (custom functions: autograd/function.h).
+std::optional<DType> autocast_target(CastPolicy policy, const std::vector<Tensor>& inputs);
 // True when autocast may cast `t` (floating, not f64, on an autocast device).
 bool is_castable(const Tensor& t);
 

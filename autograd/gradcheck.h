@@ -4,6 +4,17 @@
 // The check projects the output on a fixed random direction r, so one
 // backward gives d(sum(r * fn(x)))/dx, and compares every element with
 // (L(x + h e_i) - L(x - h e_i)) / 2h.
+//
+// Inputs that are leaves requiring grad are perturbed in place, as PyTorch's
+// gradcheck does, and restored afterwards (values and any .grad they had):
+// fn may reach them some other way than its argument, so a module's own
+// parameters are checked by passing them,
+//
+//   model.to(mt::kF64);
+//   gradcheck([&](const auto&) { return model.forward(x); }, model.parameters());
+//
+// Other inputs (non-leaves, or ones without requires_grad) are handed to fn
+// as fresh leaf copies.
 #pragma once
 
 #include <functional>

@@ -91,8 +91,9 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 // Attaches a node to `output` when needs_grad(inputs); returns output.
 // `saves_tensors = false` marks closures that hold only shapes/dtypes (see Node).
 // Only ops that compute nothing (views, reshapes, dtype and device moves),
-// which autocast never casts, call this directly; computing ops record
-// through their autocast decision (autograd/autocast.h).
+// which autocast never casts, and custom functions (autograd/function.h,
+// which apply their declared policy first) call this directly; computing
+// ops record through their autocast decision (autograd/autocast.h).
 Tensor record_node(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn,
                    bool saves_tensors = true);
 
