@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string labels =
       mt::fuzz::write_input("labels-idx1-ubyte.gz", data + 2 + image_bytes, size - 2 - image_bytes);
   return mt::fuzz::refuses_cleanly([&] {
-    const mt::data::Dataset d = mt::data::load_idx(images, labels);
+    const mt::data::TensorDataset d = mt::data::load_idx(images, labels);
     // Every pixel and label read back: the tensors hold what the header promised.
     double sum = 0;
     const float* px = d.inputs.data<float>();

@@ -37,7 +37,7 @@ void scan_inputs(const T* values, int64_t samples, int64_t per_sample, DataCheck
 
 }  // namespace
 
-DataCheck check_dataset(const Dataset& d, int64_t ignore_index) {
+DataCheck check_dataset(const TensorDataset& d, int64_t ignore_index) {
   DataCheck check;
   check.samples = d.size();
   if (check.samples == 0) return check;

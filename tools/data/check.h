@@ -28,7 +28,7 @@ struct DataCheck {
 };
 
 // Scans `d` (on the CPU). Targets equal to `ignore_index` are not counted as bad.
-DataCheck check_dataset(const Dataset& d, int64_t ignore_index = -100);
+DataCheck check_dataset(const TensorDataset& d, int64_t ignore_index = -100);
 
 // "60000 samples: 0 non-finite values, 0 targets outside 0..9, 0 empty samples" and, per kind, the first indices.
 std::string describe(const DataCheck& check, int64_t classes);

@@ -2,7 +2,9 @@
 
 #include <zlib.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -12,6 +14,87 @@
 #include "core/generator.h"
 
 namespace mt::data {
+
+Batch stack_examples(const std::vector<Example>& examples) {
+  MT_CHECK(!examples.empty(), "collate: a batch needs at least one example");
+  std::vector<Tensor> inputs, targets;
+  for (const Example& e : examples) {
+    MT_CHECK(e.input.defined() && e.target.defined(), "collate: an example without an input or a target");
+    MT_CHECK(e.input.sizes() == examples[0].input.sizes() && e.input.dtype() == examples[0].input.dtype() &&
+                 e.target.sizes() == examples[0].target.sizes() && e.target.dtype() == examples[0].target.dtype(),
+             "collate: examples of different shapes or dtypes ({} {} vs {} {}); give the DataLoader a collate "
+             "function that pads them",
+             e.input.shape_string(), e.input.dtype(), examples[0].input.shape_string(), examples[0].input.dtype());
+    inputs.push_back(e.input.detach());
+    targets.push_back(e.target.detach());
+  }
+  const NoGradGuard no_grad;
+  return {stack(inputs), stack(targets), 0};
+}
+
+Batch Dataset::get_batch(std::span<const int64_t> indices) const {
+  std::vector<Example> examples;
+  examples.reserve(indices.size());
+  for (int64_t i : indices) examples.push_back(get(i));
+  return stack_examples(examples);
+}
+
+namespace {
+
+void check_sample_index(int64_t index, int64_t size) {
+  MT_CHECK(index >= 0 && index < size, "dataset: sample {} is out of range for {} samples", index, size);
+}
+
+void check_finite(const float* sample, int64_t count, int64_t index) {
+  for (int64_t j = 0; j < count; ++j) {
+    MT_CHECK(std::isfinite(sample[j]), "data: sample {} holds a non-finite value ({}) at element {}", index, sample[j],
+             j);
+  }
+}
+
+// `per_sample`'s shape with its leading (sample) dimension set to `n`.
+Shape with_batch(const Tensor& per_sample, int64_t n) {
+  Shape shape = per_sample.sizes();
+  shape[0] = n;
+  return shape;
+}
+
+}  // namespace
+
+Example TensorDataset::get(int64_t index) const {
+  check_sample_index(index, size());
+  return {inputs.select(0, index), targets.select(0, index)};
+}
+
+Batch TensorDataset::get_batch(std::span<const int64_t> indices) const {
+  MT_CHECK(inputs.defined() && inputs.dim() >= 1 && inputs.is_contiguous() && inputs.device().is_cpu(),
+           "TensorDataset: inputs must be a contiguous CPU tensor [N, ...]");
+  MT_CHECK(targets.defined() && targets.dim() >= 1 && targets.is_contiguous() && targets.device().is_cpu(),
+           "TensorDataset: targets must be a contiguous CPU tensor [N, ...]");
+  MT_CHECK(targets.size(0) == inputs.size(0), "TensorDataset: {} inputs but {} targets", inputs.size(0),
+           targets.size(0));
+  const int64_t n = size(), count = static_cast<int64_t>(indices.size());
+  const MemoryCategoryScope data_memory(MemoryCategory::Data);
+  Batch b{empty(with_batch(inputs, count), inputs.dtype()), empty(with_batch(targets, count), targets.dtype()), 0};
+  const size_t input_bytes = n == 0 ? 0 : inputs.nbytes() / static_cast<size_t>(n);
+  const size_t target_bytes = n == 0 ? 0 : targets.nbytes() / static_cast<size_t>(n);
+  const auto* in = static_cast<const char*>(inputs.data_ptr());
+  const auto* tg = static_cast<const char*>(targets.data_ptr());
+  auto* in_out = static_cast<char*>(b.inputs.data_ptr());
+  auto* tg_out = static_cast<char*>(b.targets.data_ptr());
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t k = indices[static_cast<size_t>(i)];
+    check_sample_index(k, n);
+    const char* sample = in + static_cast<size_t>(k) * input_bytes;
+    if (inputs.dtype() == kF32) {
+      check_finite(reinterpret_cast<const float*>(sample), static_cast<int64_t>(input_bytes / sizeof(float)), k);
+    }
+    std::memcpy(in_out + static_cast<size_t>(i) * input_bytes, sample, input_bytes);
+    std::memcpy(tg_out + static_cast<size_t>(i) * target_bytes, tg + static_cast<size_t>(k) * target_bytes,
+                target_bytes);
+  }
+  return b;
+}
 namespace {
 
 // More than any IDX file mixtape reads (Fashion-MNIST's largest is 47 MB):
@@ -50,7 +133,7 @@ uint32_t big_endian_u32(const std::vector<uint8_t>& bytes, size_t at) {
 
 }  // namespace
 
-Dataset load_idx(const std::string& images_path, const std::string& labels_path, LabelCheck label_check) {
+TensorDataset load_idx(const std::string& images_path, const std::string& labels_path, LabelCheck label_check) {
   const std::vector<uint8_t> images = read_gz(images_path);
   const std::vector<uint8_t> labels = read_gz(labels_path);
   MT_CHECK(images.size() >= 16 && big_endian_u32(images, 0) == 0x00000803,
@@ -71,7 +154,7 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path,
   MT_CHECK(static_cast<int64_t>(labels.size()) == 8 + n, "'{}' is truncated: {} labels need {} bytes, it has {}",
            labels_path, n, 8 + n, labels.size());
 
-  Dataset d;
+  TensorDataset d;
   d.inputs = empty({n, 1, rows, cols}, kF32);
   float* px = d.inputs.data<float>();
   const auto inv_std = static_cast<float>(1.0 / kFashionMnistStd);
@@ -119,11 +202,11 @@ FashionMnist load_fashion_mnist(const std::string& directory_flag, LabelCheck la
   return out;
 }
 
-Dataset synthetic_images(int64_t n, int64_t classes, int64_t height, int64_t width, uint64_t seed) {
+TensorDataset synthetic_images(int64_t n, int64_t classes, int64_t height, int64_t width, uint64_t seed) {
   NoGradGuard no_grad;
   Generator gen(seed);
   const Tensor prototypes = randn({classes, 1, height, width}, kF32, kCPU, &gen);
-  Dataset d;
+  TensorDataset d;
   d.classes = classes;
   std::vector<int64_t> labels(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = i % classes;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "core/generator.h"
 #include "core/philox.h"
@@ -9,23 +11,18 @@
 
 namespace mt::data {
 
-DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_(dataset), options_(options) {
+DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options, CollateFn collate)
+    : dataset_(dataset), options_(options), collate_(std::move(collate)) {
   MT_CHECK(options.batch > 0, "DataLoader: batch size must be positive, got {}", options.batch);
-  MT_CHECK(dataset.inputs.defined() && dataset.inputs.dim() >= 1 && dataset.inputs.is_contiguous() &&
-               dataset.inputs.device().is_cpu(),
-           "DataLoader: inputs must be a contiguous CPU tensor [N, ...]");
-  MT_CHECK(dataset.targets.defined() && dataset.targets.dim() >= 1 && dataset.targets.dtype() == kI64 &&
-               dataset.targets.is_contiguous() && dataset.targets.device().is_cpu(),
-           "DataLoader: targets must be a contiguous i64 CPU tensor [N, ...]");
-  MT_CHECK(dataset.targets.size(0) == dataset.inputs.size(0), "DataLoader: {} inputs but {} targets",
-           dataset.inputs.size(0), dataset.targets.size(0));
-  MT_CHECK(!options.augment || (dataset.inputs.dim() == 4 && dataset.inputs.dtype() == kF32),
-           "DataLoader: augmentation needs f32 images [N, C, H, W], got {} {}", dataset.inputs.shape_string(),
-           dataset.inputs.dtype());
   MT_CHECK(options.shard_count >= 1 && options.shard_rank >= 0 && options.shard_rank < options.shard_count,
            "DataLoader: shard {} of {} does not exist", options.shard_rank, options.shard_count);
   MT_CHECK(samples_per_epoch() > 0, "DataLoader: {} samples leave nothing for each of {} ranks", dataset.size(),
            options.shard_count);
+  if (options.augment) {
+    const Tensor first = dataset.get(0).input;
+    MT_CHECK(first.dim() == 3 && first.dtype() == kF32, "DataLoader: augmentation needs f32 images [C, H, W], got {} {}",
+             first.shape_string(), first.dtype());
+  }
   start_epoch(0);
 }
 
@@ -47,7 +44,9 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   if (pending_.valid()) pending_.wait();
   pending_ = {};
   epoch_ = epoch;
-  if (options_.shuffle) {
+  if (options_.shuffle && options_.generator != nullptr) {
+    order_ = randperm(dataset_.size(), options_.generator);
+  } else if (options_.shuffle) {
     Generator gen(options_.seed * 1000003ull + static_cast<uint64_t>(epoch));
     order_ = randperm(dataset_.size(), &gen);
   } else {
@@ -68,28 +67,10 @@ Tensor DataLoader::shard_of(const Tensor& order) const {
   return shard;
 }
 
-namespace {
-
-// `per_sample`'s shape with its leading (sample) dimension set to `n`.
-Shape with_batch(const Tensor& per_sample, int64_t n) {
-  Shape shape = per_sample.sizes();
-  shape[0] = n;
-  return shape;
-}
-
-void check_finite(const float* sample, int64_t count, int64_t index) {
-  for (int64_t j = 0; j < count; ++j) {
-    MT_CHECK(std::isfinite(sample[j]), "data: sample {} holds a non-finite value ({}) at element {}", index, sample[j],
-             j);
-  }
-}
-
-}  // namespace
 
 // Random crop (with padding) and horizontal flip of one [C, H, W] image.
-void DataLoader::augment(const float* in, float* out, int64_t sample_index) const {
-  const Shape& s = dataset_.inputs.sizes();
-  const int64_t c = s[1], h = s[2], w = s[3], plane = h * w;
+void DataLoader::augment(const float* in, float* out, const Shape& image, int64_t sample_index) const {
+  const int64_t c = image[0], h = image[1], w = image[2], plane = h * w;
   // Per-sample randomness from Philox keyed by (seed, epoch): reproducible.
   const PhiloxBlock r =
       philox4x32_10(options_.seed ^ (static_cast<uint64_t>(epoch_) << 32), static_cast<uint64_t>(sample_index));
@@ -112,39 +93,38 @@ void DataLoader::augment(const float* in, float* out, int64_t sample_index) cons
 }
 
 Batch DataLoader::make_batch(int64_t batch_index) const {
-  const int64_t n = samples_per_epoch();
-  const int64_t dataset_size = dataset_.size();
   const int64_t begin = batch_index * options_.batch;
-  const int64_t count = std::min(options_.batch, n - begin);
-  const DType input_type = dataset_.inputs.dtype();
-  const MemoryCategoryScope data_memory(MemoryCategory::Data);
+  const int64_t count = std::min(options_.batch, samples_per_epoch() - begin);
+  const std::span<const int64_t> indices(order_.data<int64_t>() + begin, static_cast<size_t>(count));
   Batch b;
+  if (collate_) {
+    std::vector<Example> examples;
+    examples.reserve(indices.size());
+    for (int64_t i : indices) examples.push_back(dataset_.get(i));
+    b = collate_(examples);
+  } else {
+    b = dataset_.get_batch(indices);
+  }
+  MT_CHECK(b.inputs.defined() && b.targets.defined() && b.inputs.dim() >= 1 && b.inputs.size(0) == count,
+           "DataLoader: batch {} should hold {} samples, got inputs {}", batch_index, count,
+           b.inputs.defined() ? b.inputs.shape_string() : std::string("(none)"));
   b.index = batch_index;
-  const Shape input_shape = with_batch(dataset_.inputs, count);
-  b.inputs = options_.pinned ? empty_pinned(input_shape, input_type) : empty(input_shape, input_type);
-  b.targets = empty(with_batch(dataset_.targets, count), kI64);
-  const size_t input_bytes = dataset_.inputs.nbytes() / static_cast<size_t>(dataset_size);
-  const size_t target_bytes = dataset_.targets.nbytes() / static_cast<size_t>(dataset_size);
-  const auto* inputs = static_cast<const char*>(dataset_.inputs.data_ptr());
-  const auto* targets = static_cast<const char*>(dataset_.targets.data_ptr());
-  auto* input_out = static_cast<char*>(b.inputs.data_ptr());
-  auto* target_out = static_cast<char*>(b.targets.data_ptr());
-  const int64_t* order = order_.data<int64_t>();
-  for (int64_t i = 0; i < count; ++i) {
-    const auto k = static_cast<size_t>(order[begin + i]);
-    const auto at = static_cast<size_t>(i);
-    std::memcpy(target_out + at * target_bytes, targets + k * target_bytes, target_bytes);
-    const char* in = inputs + k * input_bytes;
-    char* out = input_out + at * input_bytes;
-    if (input_type == kF32) {
-      check_finite(reinterpret_cast<const float*>(in), static_cast<int64_t>(input_bytes / sizeof(float)),
-                   static_cast<int64_t>(k));
+  const MemoryCategoryScope data_memory(MemoryCategory::Data);
+  if (options_.augment) {
+    const Tensor source = b.inputs.contiguous();
+    Tensor augmented = empty(source.sizes(), kF32);
+    const Shape image(source.sizes().begin() + 1, source.sizes().end());
+    const int64_t per_image = source.numel() / count;
+    for (int64_t i = 0; i < count; ++i) {
+      augment(source.data<float>() + i * per_image, augmented.data<float>() + i * per_image, image,
+              indices[static_cast<size_t>(i)]);
     }
-    if (options_.augment) {
-      augment(reinterpret_cast<const float*>(in), reinterpret_cast<float*>(out), static_cast<int64_t>(k));
-    } else {
-      std::memcpy(out, in, input_bytes);
-    }
+    b.inputs = augmented;
+  }
+  if (options_.pinned) {  // one more copy of the batch, into page-locked memory
+    Tensor pinned = empty_pinned(b.inputs.sizes(), b.inputs.dtype());
+    std::memcpy(pinned.data_ptr(), b.inputs.contiguous().data_ptr(), b.inputs.nbytes());
+    b.inputs = pinned;
   }
   return b;
 }

@@ -1,12 +1,19 @@
-// Batches from an in-memory Dataset: seeded shuffling per epoch, optional
-// augmentation of images (random crop with padding, horizontal flip), a
-// check that every floating-point sample is finite, and a background thread
-// that prepares the next batch while the current one trains.
+// Batches from a Dataset (tools/data/dataset.h): shuffling per epoch,
+// sharding for data parallel, a collate function, optional augmentation of
+// images (random crop with padding, horizontal flip), and a background
+// thread that prepares the next batch while the current one trains:
+//
+//   mt::data::DataLoader loader(dataset, {.batch = 64, .seed = 1});
+//   for (int64_t epoch = 0; epoch < 3; ++epoch) {
+//     loader.start_epoch(epoch);
+//     while (auto batch = loader.next()) train_on(batch->inputs, batch->targets);
+//   }
 #pragma once
 
 #include <future>
 #include <optional>
 
+#include "core/generator.h"
 #include "tools/data/dataset.h"
 
 namespace mt::data {
@@ -29,17 +36,17 @@ struct LoaderOptions {
   int64_t shard_rank = 0;
   int64_t shard_count = 1;
   bool drop_uneven = false;
-};
-
-struct Batch {
-  Tensor inputs;      // [B, ...] (the dataset's inputs, in the epoch's order)
-  Tensor targets;     // i64 [B, ...]
-  int64_t index = 0;  // batch number within the epoch
+  // Each epoch's order drawn from this generator (PyTorch's
+  // DataLoader(generator=...)) instead of from (seed, epoch); its state
+  // then decides the order, so it must be the same on every rank.
+  Generator* generator = nullptr;
 };
 
 class DataLoader {
  public:
-  DataLoader(const Dataset& dataset, LoaderOptions options);
+  // `collate`: how a batch's examples become a Batch; empty: the dataset's
+  // own get_batch (stacking, or TensorDataset's gather).
+  DataLoader(const Dataset& dataset, LoaderOptions options, CollateFn collate = {});
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -54,11 +61,12 @@ class DataLoader {
  private:
   Batch make_batch(int64_t batch_index) const;
   Tensor shard_of(const Tensor& order) const;
-  void augment(const float* in, float* out, int64_t sample_index) const;
+  void augment(const float* in, float* out, const Shape& image, int64_t sample_index) const;
   void prefetch(int64_t batch_index);
 
   const Dataset& dataset_;
   LoaderOptions options_;
+  CollateFn collate_;
   Tensor order_;  // i64 permutation of the epoch
   int64_t epoch_ = 0;
   int64_t next_batch_ = 0;

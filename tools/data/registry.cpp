@@ -21,9 +21,9 @@ std::string fashion_mnist_files(const std::string& data_dir) {
 // ---------------------------------------------------------------- the loaders
 
 // The first n samples of `d` (n <= 0: all of them).
-Dataset limit(const Dataset& d, int64_t n) {
+TensorDataset limit(const TensorDataset& d, int64_t n) {
   if (n <= 0 || n >= d.size()) return d;
-  Dataset out = d;
+  TensorDataset out = d;
   out.inputs = d.inputs.narrow(0, 0, n).contiguous();
   out.targets = d.targets.narrow(0, 0, n).contiguous();
   return out;
@@ -31,12 +31,12 @@ Dataset limit(const Dataset& d, int64_t n) {
 
 // At most n samples spread evenly over `d` (a prefix of a set ordered by
 // document would hold only the first genres).
-Dataset spread(const Dataset& d, int64_t n) {
+TensorDataset spread(const TensorDataset& d, int64_t n) {
   if (n <= 0 || n >= d.size()) return d;
   std::vector<int64_t> picks(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) picks[static_cast<size_t>(i)] = i * d.size() / n;
   const Tensor index = from_vector(picks, {n}, kI64);
-  Dataset out = d;
+  TensorDataset out = d;
   out.inputs = index_select(d.inputs, 0, index).contiguous();
   out.targets = index_select(d.targets, 0, index).contiguous();
   return out;

@@ -37,7 +37,7 @@ struct DataRequest {
 
 // A dataset's two splits: test is the held-out one (Brown's validation documents for text).
 struct Splits {
-  Dataset train, test;
+  TensorDataset train, test;
 };
 
 struct DatasetInfo {

@@ -10,10 +10,10 @@ namespace mt::data {
 namespace {
 
 // Windows of `context` over `tokens` (inputs) and the tokens one further on (targets).
-Dataset windows_of(const std::vector<int64_t>& tokens, int64_t context, int64_t vocab) {
+TensorDataset windows_of(const std::vector<int64_t>& tokens, int64_t context, int64_t vocab) {
   const auto length = static_cast<int64_t>(tokens.size());
   const int64_t n = (length - 1) / context;
-  Dataset d;
+  TensorDataset d;
   d.classes = vocab;
   d.inputs = empty({n, context}, kI64);
   d.targets = empty({n, context}, kI64);
@@ -28,7 +28,7 @@ Dataset windows_of(const std::vector<int64_t>& tokens, int64_t context, int64_t 
 
 }  // namespace
 
-Dataset byte_windows(std::string_view bytes, int64_t context, const std::string& what) {
+TensorDataset byte_windows(std::string_view bytes, int64_t context, const std::string& what) {
   MT_CHECK(context > 0, "{}: the context must be positive, got {}", what, context);
   MT_CHECK(static_cast<int64_t>(bytes.size()) > context, "{}: {} bytes do not fill one window of {} (+1) bytes", what,
            bytes.size(), context);
@@ -66,9 +66,9 @@ void add_passages(const BrownDocument& doc, int64_t context, Passages& out) {
   }
 }
 
-Dataset passages_dataset(const Passages& p, int64_t context) {
+TensorDataset passages_dataset(const Passages& p, int64_t context) {
   const auto n = static_cast<int64_t>(p.labels.size());
-  Dataset d;
+  TensorDataset d;
   d.classes = static_cast<int64_t>(kBrownGenres.size());
   d.inputs = from_vector(p.tokens, {n, context}, kI64);
   d.targets = from_vector(p.labels, {n}, kI64);
@@ -86,7 +86,7 @@ TextSplits brown_genre_passages(int64_t context, const std::string& directory) {
   return {passages_dataset(train, context), passages_dataset(validation, context)};
 }
 
-Dataset synthetic_tokens(int64_t windows, int64_t context, int64_t vocab, uint64_t seed, uint64_t stream) {
+TensorDataset synthetic_tokens(int64_t windows, int64_t context, int64_t vocab, uint64_t seed, uint64_t stream) {
   MT_CHECK(windows > 0 && context > 0 && vocab > 1,
            "synthetic tokens: windows, context and vocab (> 1) must be positive");
   constexpr int64_t kSuccessors = 4;

@@ -22,10 +22,10 @@ inline constexpr int64_t kPadToken = 257;
 
 // The non-overlapping windows of `context` tokens of a byte stream; an
 // mt::Error when the stream is too short for one window.
-Dataset byte_windows(std::string_view bytes, int64_t context, const std::string& what);
+TensorDataset byte_windows(std::string_view bytes, int64_t context, const std::string& what);
 
 struct TextSplits {
-  Dataset train, validation;
+  TensorDataset train, validation;
 };
 
 // Brown (tools/data/brown.h) as byte windows, split by document.
@@ -43,6 +43,6 @@ TextSplits brown_genre_passages(int64_t context, const std::string& directory = 
 // and vocabulary without a corpus. The chain depends on `seed` only; the
 // walk through it on `stream` as well (train and held-out splits are two
 // streams of one chain).
-Dataset synthetic_tokens(int64_t windows, int64_t context, int64_t vocab, uint64_t seed, uint64_t stream = 0);
+TensorDataset synthetic_tokens(int64_t windows, int64_t context, int64_t vocab, uint64_t seed, uint64_t stream = 0);
 
 }  // namespace mt::data

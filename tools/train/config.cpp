@@ -177,7 +177,7 @@ Splits load_data(const TrainConfig& c, const models::ModelInfo& model, data::Lab
                        .labels = labels});
 }
 
-std::pair<data::Dataset, data::Dataset> load_training_data(const TrainConfig& requested) {
+std::pair<data::TensorDataset, data::TensorDataset> load_training_data(const TrainConfig& requested) {
   const TrainConfig c = resolve_defaults(requested, kCPU);
   Splits s = load_data(c, models::model_info(c.model), data::LabelCheck::Keep);
   return {std::move(s.train), std::move(s.test)};

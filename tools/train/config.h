@@ -205,6 +205,6 @@ nlohmann::json config_json(const TrainConfig& c);
 
 // The training and held-out splits `mixtape train` with this configuration
 // would read, on the CPU, with out-of-range labels kept (`mixtape check-data`).
-std::pair<data::Dataset, data::Dataset> load_training_data(const TrainConfig& c);
+std::pair<data::TensorDataset, data::TensorDataset> load_training_data(const TrainConfig& c);
 
 }  // namespace mt::tools

@@ -28,7 +28,7 @@ bool same_sample_layout(const Tensor& batch, const Tensor& buffer) {
 
 }  // namespace
 
-BatchStager::BatchStager(Device device, const data::Dataset& dataset, int64_t max_batch) : device_(device) {
+BatchStager::BatchStager(Device device, const data::TensorDataset& dataset, int64_t max_batch) : device_(device) {
   if (device.is_cpu()) return;  // CPU batches are used where they are
   copy_stream_ = Stream::create(device);
   const MemoryCategoryScope data_memory(MemoryCategory::Data);

@@ -29,7 +29,7 @@ class BatchStager {
  public:
   // Buffers for batches of up to `max_batch` samples of `dataset` (each
   // input and target shaped and typed like the dataset's).
-  BatchStager(Device device, const data::Dataset& dataset, int64_t max_batch);
+  BatchStager(Device device, const data::TensorDataset& dataset, int64_t max_batch);
   BatchStager(const BatchStager&) = delete;
   BatchStager& operator=(const BatchStager&) = delete;
 

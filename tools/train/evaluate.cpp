@@ -25,7 +25,7 @@ struct EvaluationSums {
   Evaluation mean() const { return targets > 0 ? Evaluation{correct / targets, loss / targets} : Evaluation{}; }
 };
 
-EvaluationSums evaluation_sums(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
+EvaluationSums evaluation_sums(nn::Module& model, const data::TensorDataset& data, Precision precision, Device device,
                                int64_t targets_per_batch) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
@@ -52,7 +52,7 @@ EvaluationSums evaluation_sums(nn::Module& model, const data::Dataset& data, Pre
 
 }  // namespace
 
-Evaluation evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
+Evaluation evaluate(nn::Module& model, const data::TensorDataset& data, Precision precision, Device device,
                     int64_t targets_per_batch) {
   // 0 correct of 0 is no accuracy at all, not 0%.
   MT_CHECK(data.size() > 0, "evaluate: the evaluation set is empty (0 samples): there is nothing to score");
@@ -69,9 +69,9 @@ Evaluation evaluate_across_ranks(TrainingRun& r) {
   std::vector<std::shared_ptr<dist::Work>> buffers;
   for (auto& [name, b] : r.model->named_buffers()) buffers.push_back(dist::group_for(r.device).broadcast(b, 0));
   for (auto& w : buffers) w->wait();
-  const data::Dataset& test = r.splits.test;
+  const data::TensorDataset& test = r.splits.test;
   const int64_t n = test.size(), begin = n * r.rank / r.world, end = n * (r.rank + 1) / r.world;
-  data::Dataset mine = test;
+  data::TensorDataset mine = test;
   mine.inputs = test.inputs.narrow(0, begin, end - begin);
   mine.targets = test.targets.narrow(0, begin, end - begin);
   const EvaluationSums local =

@@ -21,7 +21,7 @@ struct Evaluation {
 // `model` on `data` under the given precision (autocast as in training), in
 // batches of about `targets_per_batch` targets. An empty `data` is an
 // mt::Error (0 of 0 is no accuracy, not 0%).
-Evaluation evaluate(nn::Module& model, const data::Dataset& data, Precision precision, Device device,
+Evaluation evaluate(nn::Module& model, const data::TensorDataset& data, Precision precision, Device device,
                     int64_t targets_per_batch = 32768);
 
 struct EvalResult {

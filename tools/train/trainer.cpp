@@ -32,7 +32,7 @@ void print_run_banner(const TrainingRun& r, std::FILE* out) {
 int64_t dataset_bytes(const TrainingRun& r) {
   int64_t bytes = 0;
   if (r.device.is_cpu()) {
-    for (const data::Dataset* d : {&r.splits.train, &r.splits.test}) {
+    for (const data::TensorDataset* d : {&r.splits.train, &r.splits.test}) {
       for (const Tensor* t : {&d->inputs, &d->targets}) bytes += static_cast<int64_t>(t->storage()->nbytes());
     }
   }

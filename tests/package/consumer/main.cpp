@@ -25,7 +25,7 @@ class TwoLayerNet : public mt::nn::Module {
   std::shared_ptr<mt::nn::Linear> hidden_, out_;
 };
 
-double train_steps(TwoLayerNet& model, const mt::data::Dataset& data, mt::Device device, mt::DType low, int steps) {
+double train_steps(TwoLayerNet& model, const mt::data::TensorDataset& data, mt::Device device, mt::DType low, int steps) {
   mt::optim::AdamW optimizer(model.parameters(), {.lr = 1e-2});
   mt::amp::GradScaler scaler({.enabled = low == mt::kF16});
   const mt::Tensor x = data.inputs.to(device), y = data.targets.to(device);
@@ -46,7 +46,7 @@ double train_steps(TwoLayerNet& model, const mt::data::Dataset& data, mt::Device
 }
 
 int main() {
-  const mt::data::Dataset data = mt::data::synthetic_images(256, 4, 4, 4, /*seed=*/1);
+  const mt::data::TensorDataset data = mt::data::synthetic_images(256, 4, 4, 4, /*seed=*/1);
   TwoLayerNet model(16, 32, 4);
   const double first = train_steps(model, data, mt::kCPU, mt::kBF16, 1);
   const double last = train_steps(model, data, mt::kCPU, mt::kBF16, 60);

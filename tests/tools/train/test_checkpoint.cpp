@@ -277,7 +277,7 @@ TEST_CASE("a checkpoint's step counter beyond its range is refused, naming the f
 // 0.00%" (0 of 0 is no accuracy at all).
 TEST_CASE("evaluating an empty set is refused, not scored 0%", "[checkpoint][errors][hardening]") {
   const auto model = models::make_model("mlp");
-  data::Dataset empty;
+  data::TensorDataset empty;
   empty.inputs = zeros({0, 784});
   empty.targets = from_vector(std::vector<int64_t>{}, {0});
   empty.classes = 10;

@@ -170,7 +170,7 @@ TEST_CASE("fp8 shadow records are read and drawn per Linear and step", "[report]
 // first-index lists pointing at the wrong samples.
 TEST_CASE("check-data counts non-finite inputs, out-of-range targets and empty samples with their indices",
           "[report][data]") {
-  data::Dataset d;
+  data::TensorDataset d;
   std::vector<float> x(10 * 4);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7);
   x[3 * 4 + 1] = NAN;

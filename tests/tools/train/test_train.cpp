@@ -191,7 +191,7 @@ TEST_CASE("bad input: missing dataset, mismatched checkpoint, non-finite samples
   std::fclose(sink);
   std::filesystem::remove(ckpt);
 
-  data::Dataset d = data::synthetic_images(8, 2, 4, 4, 1);
+  data::TensorDataset d = data::synthetic_images(8, 2, 4, 4, 1);
   d.inputs.data<float>()[5 * 16 + 3] = NAN;
   data::DataLoader loader(d, {.batch = 8, .shuffle = false, .prefetch = false});
   REQUIRE_THROWS_WITH(loader.next(), Contains("sample 5") && Contains("non-finite"));
@@ -212,7 +212,7 @@ TEST_CASE("bad input: missing dataset, mismatched checkpoint, non-finite samples
 }
 
 TEST_CASE("shuffling is seeded per epoch and augmentation is reproducible", "[data]") {
-  const data::Dataset d = data::synthetic_images(64, 4, 6, 6, 3);
+  const data::TensorDataset d = data::synthetic_images(64, 4, 6, 6, 3);
   data::DataLoader a(d, {.batch = 16, .augment = true, .seed = 5});
   data::DataLoader b(d, {.batch = 16, .augment = true, .seed = 5});
   const auto first = a.next()->targets.to_vector();
@@ -230,7 +230,7 @@ TEST_CASE("shuffling is seeded per epoch and augmentation is reproducible", "[da
 // different lengths (the ranks' step counts then differ and the job hangs),
 // or a union per step that is not one process's batch of shard_count x B.
 TEST_CASE("sharded loaders split each epoch into disjoint, equal rank shards", "[data][dist]") {
-  data::Dataset d;
+  data::TensorDataset d;
   std::vector<int64_t> index(10);
   for (int64_t i = 0; i < 10; ++i) index[static_cast<size_t>(i)] = i;
   d.inputs = from_vector(index, {10, 1}).to(kF32);

@@ -47,7 +47,7 @@ struct Sink {
 // its own target, or predicts the current token), windows that overlap or
 // drop tokens, and a stream too short for one window read out of bounds.
 TEST_CASE("byte windows: the targets are the inputs shifted by one, every token once", "[data][text]") {
-  const data::Dataset d = data::byte_windows("abcdefghij", 3, "test");
+  const data::TensorDataset d = data::byte_windows("abcdefghij", 3, "test");
   REQUIRE(d.size() == 3);  // (10 - 1) / 3
   CHECK(d.classes == 256);
   CHECK(d.inputs.to_vector() == std::vector<double>{'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'});
@@ -62,13 +62,13 @@ TEST_CASE("byte windows: the targets are the inputs shifted by one, every token 
 // repeat the training windows, and a stream a model could not learn from
 // (tokens drawn independently instead of from the chain).
 TEST_CASE("synthetic tokens: one chain, two reproducible streams", "[data][text]") {
-  const data::Dataset a = data::synthetic_tokens(32, 8, 50, 7), b = data::synthetic_tokens(32, 8, 50, 7);
-  const data::Dataset held_out = data::synthetic_tokens(32, 8, 50, 7, 1);
+  const data::TensorDataset a = data::synthetic_tokens(32, 8, 50, 7), b = data::synthetic_tokens(32, 8, 50, 7);
+  const data::TensorDataset held_out = data::synthetic_tokens(32, 8, 50, 7, 1);
   CHECK(a.inputs.to_vector() == b.inputs.to_vector());
   CHECK(a.inputs.to_vector() != held_out.inputs.to_vector());
   // Every token has at most four successors, in both streams.
   std::map<int64_t, std::set<int64_t>> successors;
-  for (const data::Dataset* d : {&a, &held_out}) {
+  for (const data::TensorDataset* d : {&a, &held_out}) {
     const std::vector<double> in = d->inputs.to_vector(), next = d->targets.to_vector();
     for (size_t i = 0; i < in.size(); ++i)
       successors[static_cast<int64_t>(in[i])].insert(static_cast<int64_t>(next[i]));
