@@ -1,7 +1,12 @@
 #include "nn/module.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <memory>
 #include <ostream>
 #include <set>
+#include <typeinfo>
 
 #include "autograd/grad_mode.h"
 #include "autograd/module_path.h"
@@ -24,6 +29,17 @@ Tensor& Module::register_buffer(const std::string& name, Tensor& slot, Tensor va
   tag_memory(slot, MemoryCategory::Parameters);  // the model's state, with its parameters
   buffers_.emplace_back(name, &slot);
   return slot;
+}
+
+std::string Module::name() const {
+  int status = 0;
+  const std::unique_ptr<char, decltype(&std::free)> demangled(
+      abi::__cxa_demangle(typeid(*this).name(), nullptr, nullptr, &status), &std::free);
+  std::string full = status == 0 && demangled ? demangled.get() : typeid(*this).name();
+  // "(anonymous namespace)::Block" and "mt::models::Gpt" -> the last name.
+  const size_t template_start = full.find('<');
+  const size_t last_colon = full.rfind("::", template_start);
+  return last_colon == std::string::npos ? full : full.substr(last_colon + 2);
 }
 
 Tensor Module::forward(const Tensor&) {
@@ -67,9 +83,13 @@ std::string with_thousands(int64_t n) {
 }
 
 void print_tree(std::ostream& out, const Module& m, const std::string& indent) {
-  out << m.name() << "(" << m.extra_repr();
-  if (!m.children().empty()) {
-    out << "\n";
+  const std::string extra = m.extra_repr();
+  if (m.children().empty()) {
+    out << m.name() << "(" << extra;
+  } else {
+    // As PyTorch: the arguments on their own line above the children.
+    out << m.name() << "(\n";
+    if (!extra.empty()) out << indent << "  " << extra << "\n";
     for (const auto& [name, child] : m.children()) {
       out << indent << "  (" << name << "): ";
       print_tree(out, *child, indent + "  ");

@@ -106,7 +106,9 @@ class Module {
   // strict: every key must match, with the same shape; the dtype converts.
   void load_state_dict(const StateDict& state, bool strict = true);
 
-  virtual std::string name() const { return "Module"; }
+  // The class's name (mixtape's layers and models say theirs; by default the
+  // C++ type's, without its namespaces), as PyTorch prints a module.
+  virtual std::string name() const;
   // What the printed tree shows between the parentheses after name()
   // ("in_features=784, out_features=256, bias=true"), as PyTorch's extra_repr.
   virtual std::string extra_repr() const { return ""; }

@@ -100,6 +100,13 @@ TEST_CASE("printing a module shows the tree with parameter counts", "[nn][module
   CHECK_THAT(text, Contains("(head): Sequential(\n    (0): Linear(in_features=4, out_features=2, bias=true)"));
   CHECK_THAT(text, Contains("(1): ReLU()"));
   CHECK_THAT(text, Contains(")  # 70 parameters"));  // the whole net: 3 * 20 + 10
+  // A module that does not say its name prints its class's, as PyTorch does.
+  struct Unnamed : nn::Module {};
+  CHECK(Unnamed().name() == "Unnamed");
+  std::ostringstream attention;
+  attention << nn::MultiheadAttention(4, 2);
+  CHECK_THAT(attention.str(), Contains("MultiheadAttention(\n  embed_dim=4, num_heads=2, dropout=0, batch_first=false\n"
+                                       "  (out_proj): Linear("));
 }
 
 // Catches: the root mean square taken over the wrong dims, eps outside the
