@@ -9,6 +9,9 @@
 #include <fstream>
 
 #include "amp/grad_scaler.h"
+#include "core/checkpoint_file.h"
+#include "models/mlp.h"
+#include "optim/optimizer.h"
 #include "core/safetensors.h"
 #include "core/threads.h"
 #include "tools/data/loader.h"
@@ -139,6 +142,32 @@ TEST_CASE("checkpoints carry PyTorch's names, the optimizer, the scaler and the 
   const auto r = tools::evaluate_checkpoint(ckpt, "", "cpu");
   CHECK(r.evaluation.accuracy > 0.3);
   CHECK(r.model == "mlp");
+  std::filesystem::remove(ckpt);
+}
+
+// Catches: the library's checkpoint layout drifting from the CLI's (a
+// model key prefixed, the optimizer or scaler under another name): a file
+// `mixtape train --save` wrote must load with mt::load_checkpoint.
+TEST_CASE("a checkpoint the CLI wrote loads with mt::load_checkpoint", "[checkpoint]") {
+  const std::string ckpt = temp_path("library_load.safetensors");
+  tools::TrainConfig c = quick_config();
+  c.precision.mode = tools::Precision::Fp16;  // so the scaler has a state
+  c.max_steps = 2;
+  c.checkpoint.save = ckpt;
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  tools::train(c, sink);
+  std::fclose(sink);
+  models::Mlp model;
+  // The CLI's groups: weight decay on matrices, none on biases.
+  std::vector<Tensor> matrices, vectors;
+  for (const Tensor& p : model.parameters()) (p.dim() >= 2 ? matrices : vectors).push_back(p);
+  optim::AdamW opt({{matrices, std::nullopt, 0.01}, {vectors, std::nullopt, 0.0}});
+  amp::GradScaler scaler;
+  load_checkpoint(ckpt, {{"model", model}, {"optimizer", opt}, {"scaler", scaler}});
+  const SafetensorsFile f = load_safetensors(ckpt);
+  CHECK(scaler.get_scale() == f.tensors.at("scaler.scale").item<double>());
+  CHECK(model.state_dict().at("fc1.weight").to_vector() == f.tensors.at("fc1.weight").to_vector());
+  CHECK(opt.state_dict().at("state.0.exp_avg").to_vector() == f.tensors.at("optimizer.state.0.exp_avg").to_vector());
   std::filesystem::remove(ckpt);
 }
 
