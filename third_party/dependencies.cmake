@@ -33,6 +33,13 @@ if(MT_STATIC_RUNTIME)
 endif()
 find_package(nlohmann_json 3 REQUIRED)
 find_package(ZLIB REQUIRED)
+# PCRE2 (Debian's libpcre2-dev): GPT-2's pre-tokenizer regex, with Unicode
+# properties and lookahead (tools/data/bpe.cpp).
+find_library(MT_PCRE2_LIBRARY NAMES pcre2-8 REQUIRED)
+find_path(MT_PCRE2_INCLUDE_DIR pcre2.h REQUIRED)
+add_library(mt::pcre2 UNKNOWN IMPORTED)
+set_target_properties(mt::pcre2 PROPERTIES IMPORTED_LOCATION "${MT_PCRE2_LIBRARY}"
+                                           INTERFACE_INCLUDE_DIRECTORIES "${MT_PCRE2_INCLUDE_DIR}")
 find_package(OpenMP REQUIRED)
 find_package(CLI11 QUIET CONFIG)
 if(NOT TARGET CLI11::CLI11)

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   CLI::App app{"mixtape: native mixed-precision training in C++/CUDA"};
   app.require_subcommand(1);
   const std::vector<Subcommand> subcommands = {add_train(app),   add_eval(app),   add_generate(app),   add_bench(app),
-                                               add_compare(app), add_report(app), add_check_data(app), add_info(app)};
+                                               add_compare(app), add_report(app), add_check_data(app), add_info(app),
+                                               add_tokenize(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -29,5 +29,6 @@ Subcommand add_compare(CLI::App& app);
 Subcommand add_report(CLI::App& app);
 Subcommand add_check_data(CLI::App& app);
 Subcommand add_info(CLI::App& app);
+Subcommand add_tokenize(CLI::App& app);
 
 }  // namespace mt::cli

