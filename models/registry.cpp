@@ -15,11 +15,17 @@ struct Entry {
   std::function<std::shared_ptr<nn::Module>(int64_t classes)> make;
 };
 
-// A language model ignores the classes: its vocabulary is part of its configuration.
+// A language model's `classes` is its dataset's vocabulary: the model's own
+// grows to hold it (gpt-small's 256 bytes become GPT-2 BPE's 50257 tokens;
+// gpt2-124m's 50304 holds both).
 Entry gpt_entry(const std::string& name, const std::string& description) {
   const GptConfig config = gpt_config(name);
   return {{name, description, ModelTask::LanguageModel, config.vocab, config.context, /*checkpointable=*/true},
-          [config](int64_t) { return std::make_shared<Gpt>(config); }};
+          [config](int64_t vocab) {
+            GptConfig c = config;
+            c.vocab = std::max(c.vocab, vocab);
+            return std::make_shared<Gpt>(c);
+          }};
 }
 
 Entry bert_entry(const std::string& name, const std::string& description) {

@@ -6,6 +6,7 @@
 #include "autograd/ops.h"
 #include "models/bert.h"
 #include "runtime/error.h"
+#include "tools/data/bpe.h"
 #include "tools/data/dataset.h"
 #include "tools/data/text.h"
 
@@ -61,20 +62,27 @@ Splits synthetic_image_splits(const DataRequest& r) {
           synthetic_images(limited_size(kSyntheticHeldOutImages, r.test_limit), 10, 28, 28, 2)};
 }
 
+// A language model's vocabulary grows to its tokenizer's (models/registry.h), so any tokenizer fits.
 Splits brown_splits(const DataRequest& r) {
-  MT_CHECK(r.model.vocab >= kByteVocabulary, "train: {}'s vocabulary of {} cannot hold Brown's 256 bytes", r.model.name,
-           r.model.vocab);
-  TextSplits text = brown_language_model(r.window, r.dir);
+  TextSplits text = brown_language_model(r.window, r.dir, *make_tokenizer(r.tokenizer));
   return {limit(text.train, r.train_limit), limit(text.validation, r.test_limit)};
 }
 
+// The datasets that read text as bytes whatever --tokenizer says refuse it instead.
+void check_bytes_only(const DataRequest& r, const char* dataset) {
+  MT_CHECK(r.tokenizer == "bytes", "train: --tokenizer {} applies to the brown dataset; {} reads its own tokens",
+           r.tokenizer, dataset);
+}
+
 Splits synthetic_token_splits(const DataRequest& r) {
+  check_bytes_only(r, "synthetic-tokens");
   return {synthetic_tokens(limited_size(kSyntheticWindows, r.train_limit), r.window, r.model.vocab, 1),
           synthetic_tokens(limited_size(kSyntheticHeldOutWindows, r.test_limit), r.window, r.model.vocab, 1,
                            /*stream=*/1)};
 }
 
 Splits brown_genre_splits(const DataRequest& r) {
+  check_bytes_only(r, "brown-genre");
   static_assert(kClsToken == models::kBertCls && kPadToken == models::kBertPad);
   TextSplits passages = brown_genre_passages(r.window, r.dir);
   return {spread(passages.train, r.train_limit), spread(passages.validation, r.test_limit)};

@@ -33,6 +33,7 @@ struct DataRequest {
                             // generated sets: 4096 images, 2048 token windows)
   int64_t test_limit = 0;   // the same for the held-out split (generated: 1024 images, 256 windows)
   LabelCheck labels = LabelCheck::Refuse;
+  std::string tokenizer = "bytes";  // text read as tokens: bytes or gpt2 (tools/data/bpe.h; brown only)
 };
 
 // A dataset's two splits: test is the held-out one (Brown's validation documents for text).

@@ -4,6 +4,7 @@
 
 #include "core/generator.h"
 #include "core/philox.h"
+#include "tools/data/bpe.h"
 #include "tools/data/brown.h"
 
 namespace mt::data {
@@ -37,12 +38,26 @@ TensorDataset byte_windows(std::string_view bytes, int64_t context, const std::s
   return windows_of(tokens, context, kByteVocabulary);
 }
 
-TextSplits brown_language_model(int64_t context, const std::string& directory) {
+TextSplits brown_language_model(int64_t context, const std::string& directory, const Tokenizer* tokenizer) {
   const std::vector<BrownDocument> documents =
       directory.empty() ? load_brown() : load_brown(std::filesystem::path(directory));
   const BrownBytes split = brown_byte_split(documents);
-  return {byte_windows(split.train, context, "brown (train)"),
-          byte_windows(split.validation, context, "brown (validation)")};
+  if (tokenizer == nullptr) {
+    return {byte_windows(split.train, context, "brown (train)"),
+            byte_windows(split.validation, context, "brown (validation)")};
+  }
+  auto windows = [&](const std::string& text, const char* what) {
+    MT_CHECK(context > 0, "{}: the context must be positive, got {}", what, context);
+    const std::vector<int64_t> tokens = tokenizer->encode(text);
+    MT_CHECK(static_cast<int64_t>(tokens.size()) > context, "{}: {} {} tokens do not fill one window of {} (+1)",
+             what, tokens.size(), tokenizer->name(), context);
+    return windows_of(tokens, context, tokenizer->vocab_size());
+  };
+  return {windows(split.train, "brown (train)"), windows(split.validation, "brown (validation)")};
+}
+
+TextSplits brown_language_model(int64_t context, const std::string& directory, const Tokenizer& tokenizer) {
+  return brown_language_model(context, directory, &tokenizer);
 }
 
 namespace {

@@ -28,8 +28,13 @@ struct TextSplits {
   TensorDataset train, validation;
 };
 
-// Brown (tools/data/brown.h) as byte windows, split by document.
-TextSplits brown_language_model(int64_t context, const std::string& directory = "");
+class Tokenizer;
+
+// Brown (tools/data/brown.h) as windows of `tokenizer`'s tokens (bytes when
+// none is given), split by document; the datasets' classes are its vocabulary.
+TextSplits brown_language_model(int64_t context, const std::string& directory = "",
+                                const Tokenizer* tokenizer = nullptr);
+TextSplits brown_language_model(int64_t context, const std::string& directory, const Tokenizer& tokenizer);
 
 // Genre classification on Brown: every document cut into passages of
 // context - 1 bytes (the last one shorter, padded; pieces under 16 bytes are

@@ -210,6 +210,13 @@ std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::stri
   const auto state = model_tensors(f);
   // A text classifier has as many outputs as its dataset had classes: read them off its head.
   int64_t classes = 10;
+  if (models::model_info(name).task == models::ModelTask::LanguageModel) {
+    // A language model's vocabulary is its tokenizer's: read it off the embedding.
+    auto embedding = state.find("wte.weight");
+    MT_CHECK(embedding != state.end() && embedding->second.dim() == 2 && embedding->second.size(0) > 0,
+             "checkpoint '{}' holds a '{}' model without a wte.weight [vocab, width]", path, name);
+    classes = embedding->second.size(0);
+  }
   if (models::model_info(name).task == models::ModelTask::TextClassification) {
     auto head = state.find("classifier.bias");
     MT_CHECK(head != state.end() && head->second.dim() == 1 && head->second.size(0) > 0,
@@ -255,6 +262,7 @@ TrainConfig checkpoint_config(const SafetensorsFile& f, const std::string& path)
   };
   read("dataset", c.data.dataset);
   read("context", c.data.context);
+  read("tokenizer", c.data.tokenizer);
   read("master_weights", c.precision.master_weights);
   return c;
 }

@@ -137,6 +137,7 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"dataset", c.data.dataset},
           {"augment", c.data.augment},
           {"context", c.data.context},
+          {"tokenizer", c.data.tokenizer},
           {"eval_every", c.report.eval_every},
           {"checkpoint_activations", c.memory.checkpoint_activations},
           {"offload_optimizer", c.optim.offload},
@@ -174,7 +175,8 @@ Splits load_data(const TrainConfig& c, const models::ModelInfo& model, data::Lab
                        .window = models::reads_tokens(model.task) ? window_length(d, model) : 0,
                        .train_limit = d.train_limit,
                        .test_limit = d.test_limit,
-                       .labels = labels});
+                       .labels = labels,
+                       .tokenizer = d.tokenizer});
 }
 
 std::pair<data::TensorDataset, data::TensorDataset> load_training_data(const TrainConfig& requested) {

@@ -62,6 +62,7 @@ struct DataOptions {
                                  // registry name
   std::string dir;               // --data: the dataset's directory, overriding the default
   int64_t context = 0;           // text models: tokens per window or passage (0 = the model's context)
+  std::string tokenizer = "bytes";  // the brown dataset's tokens: bytes or gpt2 (tools/data/bpe.h)
   bool augment = false;
   int64_t train_limit = 0;  // use only the first N training samples (windows for text; tests, quick runs)
   int64_t test_limit = 0;

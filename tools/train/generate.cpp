@@ -10,6 +10,8 @@
 #include "core/philox.h"
 #include "core/safetensors.h"
 #include "models/registry.h"
+#include "tools/data/bpe.h"
+#include "tools/train/checkpoint.h"
 #include "tools/data/text.h"
 
 namespace mt::tools {
@@ -130,8 +132,9 @@ GenerateResult generate_from_checkpoint(const std::string& path, const std::stri
   auto* gpt = dynamic_cast<models::Gpt*>(module.get());
   MT_CHECK(gpt != nullptr, "generate: '{}' is not a GPT model", name->second);
   options.precision = parse_precision(precision->second);
-  std::vector<int64_t> prompt_tokens;
-  for (const unsigned char byte : prompt) prompt_tokens.push_back(byte);
+  // The tokenizer the model was trained with (its recorded --tokenizer).
+  const std::unique_ptr<data::Tokenizer> tokenizer = data::make_tokenizer(checkpoint_config(f, path).data.tokenizer);
+  const std::vector<int64_t> prompt_tokens = tokenizer->encode(prompt);
   GenerateResult r;
   r.model = name->second;
   r.text = prompt;
@@ -143,11 +146,12 @@ GenerateResult generate_from_checkpoint(const std::string& path, const std::stri
     prompt_streamed = true;
   };
   options.on_token = [&](int64_t t) {
-    MT_CHECK(t >= 0 && t < data::kByteVocabulary, "generate: '{}' produced token {}, which is not a byte", name->second,
-             t);
-    r.text.push_back(static_cast<char>(t));
+    MT_CHECK(t >= 0 && t < tokenizer->vocab_size(), "generate: '{}' produced token {}, outside its {} tokenizer's {}",
+             name->second, t, tokenizer->name(), tokenizer->vocab_size());
+    const std::string piece = tokenizer->decode(std::span<const int64_t>(&t, 1));
+    r.text += piece;
     stream_prompt();
-    if (stream) stream(std::string_view(&r.text.back(), 1));
+    if (stream) stream(piece);
   };
   generate(*gpt, prompt_tokens, options, device);
   stream_prompt();

@@ -10,6 +10,7 @@
 #include "tools/data/brown.h"
 #include "tools/data/loader.h"
 #include "tools/data/text.h"
+#include "tools/train/generate.h"
 #include "tools/train/trainer.h"
 
 using namespace mt;
@@ -263,4 +264,38 @@ TEST_CASE("brown genre passages: [CLS] + bytes + padding, labelled, split by doc
   }
   CHECK(leaked < 5);  // a handful of boilerplate lines may repeat across documents, never a document
   CHECK_THROWS_WITH(data::brown_genre_passages(16), Contains("at least 16 bytes"));
+}
+
+// Catches: --tokenizer gpt2 ignored (a byte model trained on BPE ids it
+// cannot hold), the model's vocabulary not grown to the tokenizer's, the
+// checkpoint not recording the tokenizer (generate reading BPE ids as
+// bytes), and generate not decoding BPE.
+TEST_CASE("gpt-tiny trains on Brown in GPT-2 BPE tokens; generate reads them back", "[e2e][bpe][brown]") {
+  const std::string ckpt = temp_path("bpe.safetensors");
+  tools::TrainConfig c;
+  c.model = "gpt-tiny";
+  c.data.dataset = "brown";
+  c.data.tokenizer = "gpt2";
+  c.data.context = 16;
+  c.data.train_limit = 32;
+  c.data.test_limit = 8;
+  c.precision.mode = tools::Precision::Fp32;
+  c.report.progress = false;
+  c.batch = 8;
+  c.epochs = 1;
+  c.checkpoint.save = ckpt;
+  Sink sink;
+  const tools::TrainSummary s = tools::train(c, sink.file);
+  CHECK(std::isfinite(s.validation_loss));
+  const SafetensorsFile f = load_safetensors(ckpt);
+  CHECK(f.tensors.at("wte.weight").size(0) == 50257);
+  CHECK(tools::checkpoint_config(f, ckpt).data.tokenizer == "gpt2");
+  CHECK(s.validation_loss < std::log(50257.0) + 1);  // from the start: about ln(vocabulary)
+  tools::GenerateOptions options;
+  options.tokens = 5;
+  options.temperature = 0;
+  const tools::GenerateResult r = tools::generate_from_checkpoint(ckpt, "The jury said", options, "cpu");
+  REQUIRE(r.text.rfind("The jury said", 0) == 0);
+  CHECK(r.text.size() > std::string("The jury said").size());  // five BPE tokens: at least five bytes
+  std::filesystem::remove(ckpt);
 }
