@@ -270,7 +270,7 @@ TEST_CASE("brown genre passages: [CLS] + bytes + padding, labelled, split by doc
 // cannot hold), the model's vocabulary not grown to the tokenizer's, the
 // checkpoint not recording the tokenizer (generate reading BPE ids as
 // bytes), and generate not decoding BPE.
-TEST_CASE("gpt-tiny trains on Brown in GPT-2 BPE tokens; generate reads them back", "[e2e][bpe][brown]") {
+TEST_CASE("gpt-tiny trains on Brown in GPT-2 BPE tokens and generate reads them back", "[e2e][bpe][brown]") {
   const std::string ckpt = temp_path("bpe.safetensors");
   tools::TrainConfig c;
   c.model = "gpt-tiny";
