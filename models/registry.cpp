@@ -5,6 +5,7 @@
 #include "models/bert.h"
 #include "models/cnn.h"
 #include "models/gpt.h"
+#include "models/llama.h"
 #include "models/mlp.h"
 
 namespace mt::models {
@@ -25,6 +26,16 @@ Entry gpt_entry(const std::string& name, const std::string& description) {
             GptConfig c = config;
             c.vocab = std::max(c.vocab, vocab);
             return std::make_shared<Gpt>(c);
+          }};
+}
+
+Entry llama_entry(const std::string& name, const std::string& description) {
+  const LlamaConfig config = llama_config(name);
+  return {{name, description, ModelTask::LanguageModel, config.vocab, config.context, /*checkpointable=*/false},
+          [config](int64_t vocab) {
+            LlamaConfig c = config;
+            c.vocab = std::max(c.vocab, vocab);
+            return std::make_shared<Llama>(c);
           }};
 }
 
@@ -49,6 +60,9 @@ const std::vector<Entry>& entries() {
       gpt_entry("gpt-tiny", "GPT, bytes, context 64, 2 layers x 2 heads, width 64"),
       gpt_entry("gpt-small", "GPT, bytes, context 256, 6 layers x 6 heads, width 384"),
       gpt_entry("gpt2-124m", "GPT-2 small's shape: 50304 tokens, context 1024, 12 layers x 12 heads, width 768"),
+      llama_entry("llama-tiny", "Llama (RMSNorm, RoPE, SwiGLU, GQA), bytes, context 64, 2 layers x 4 heads (2 KV)"),
+      llama_entry("llama-small", "Llama, bytes, context 256, 6 layers x 6 heads (2 KV), width 384"),
+      llama_entry("llama-125m", "Llama, 50304 tokens, context 1024, 12 layers x 12 heads (4 KV), width 768"),
       bert_entry("bert-tiny", "BERT encoder, bytes, context 128, 2 layers x 2 heads, width 128"),
       bert_entry("bert-mini", "BERT encoder, bytes, context 128, 4 layers x 4 heads, width 256"),
       bert_entry("bert-base", "BERT-base's shape over bytes: context 512, 12 layers x 12 heads, width 768"),

@@ -4,6 +4,7 @@
 //   cnn     2 x (conv3x3 + BN + ReLU + maxpool), 2 FC  421,834 parameters (models/cnn.h)
 //   resnet  a small ResNet for 28x28 inputs            696,042 parameters (models/cnn.h)
 //   gpt-tiny, gpt-small, gpt2-124m   GPT-2-style decoders (models/gpt.h)
+//   llama-tiny, llama-small, llama-125m   Llama-style decoders: RMSNorm, RoPE, SwiGLU, GQA (models/llama.h)
 //   bert-tiny, bert-mini, bert-base  BERT-style encoders for text classification (models/bert.h)
 //
 // Parameter names and shapes match the PyTorch modules written out in each

@@ -456,7 +456,7 @@ def check(record):
 # The PyTorch twins written out in models/*.h (same names and shapes), from
 # tools/scripts/load_in_pytorch.py, loaded with mixtape's initial parameters.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "scripts"))
-from load_in_pytorch import CNN, GPT, MLP, ResNet  # noqa: E402
+from load_in_pytorch import CNN, GPT, MLP, Llama, ResNet  # noqa: E402
 
 
 class FlatGPT(GPT):  # the records' loss is over every position: logits [B * T, vocab]
@@ -464,7 +464,12 @@ class FlatGPT(GPT):  # the records' loss is over every position: logits [B * T, 
         return super().forward(tokens).reshape(-1, self.wte.weight.shape[0])
 
 
-TWINS = {"mlp": MLP, "cnn": CNN, "resnet": ResNet, "gpt-tiny": FlatGPT}
+class FlatLlama(Llama):
+    def forward(self, tokens):
+        return super().forward(tokens).reshape(-1, self.lm_head.weight.shape[0])
+
+
+TWINS = {"mlp": MLP, "cnn": CNN, "resnet": ResNet, "gpt-tiny": FlatGPT, "llama-tiny": FlatLlama}
 # A model is dozens of accumulating ops deep and the two libraries sum in
 # different orders, so each tensor of mixtape's f32 step is compared with the
 # twin run in f64 (the exact reference) and passes when its error is within

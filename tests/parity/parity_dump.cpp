@@ -150,6 +150,7 @@ json run_model(const std::string& name, Device device, Blob& blob) {
   json record = {{"model", name}, {"device", device.str()}, {"dtype", "f32"}};
   manual_seed(7);
   const bool gpt = name == "gpt-tiny";
+  const bool language_model = gpt || name == "llama-tiny";
   const std::shared_ptr<nn::Module> model =
       gpt ? std::make_shared<models::Gpt>(models::gpt_config(name)) : models::make_model(name);
   model->to(device);
@@ -159,7 +160,7 @@ json run_model(const std::string& name, Device device, Blob& blob) {
   for (const auto& [n, b] : model->named_buffers()) buffers_before[n] = blob.put(b);
   const int64_t batch = 4;
   Tensor x, target;
-  if (gpt) {  // two sequences of 16 bytes, predicting the next byte
+  if (language_model) {  // two sequences of 16 bytes, predicting the next byte
     std::vector<int64_t> in, next;
     for (int64_t i = 0; i < 2 * 16; ++i) {
       in.push_back((i * 37 + 11) % 256);
@@ -174,7 +175,7 @@ json run_model(const std::string& name, Device device, Blob& blob) {
     target = from_vector(std::vector<int64_t>{3, 7, 0, 9}, {batch}, kI64, device);
   }
   const Tensor out = model->forward(x);
-  const Tensor logits = gpt ? out.reshape({32, 256}) : out;
+  const Tensor logits = language_model ? out.reshape({32, 256}) : out;
   const Tensor loss = cross_entropy(logits, target);
   loss.backward();
   json grads = json::object(), buffers_after = json::object();
@@ -218,7 +219,7 @@ int main(int argc, char** argv) {
   std::ofstream models_out(models_path);
   Blob blob(std::string(argv[1]) + ".models.bin");
   int model_records = 0;
-  for (const char* name : {"mlp", "cnn", "resnet", "gpt-tiny"}) {
+  for (const char* name : {"mlp", "cnn", "resnet", "gpt-tiny", "llama-tiny"}) {
     for (Device device : {kCPU, kSIM}) {
       models_out << run_model(name, device, blob).dump() << "\n";
       ++model_records;

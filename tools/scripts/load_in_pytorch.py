@@ -129,6 +129,100 @@ class GPT(nn.Module):  # models/gpt.h: logits [B, T, vocab], the head tied to wt
         return F.linear(self.ln_f(x), self.wte.weight)
 
 
+class RMSNorm(nn.Module):  # nn::RMSNorm (PyTorch 1.13 has none): the statistic in f32
+    def __init__(self, width, eps=1e-5):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(width)), eps
+
+    def forward(self, x):
+        xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        return xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope_tables(positions, head_dim, theta, dtype):  # models/llama.cpp's rope_tables: f64 angles, rounded once
+    inv_freq = torch.tensor([theta ** (-2.0 * i / head_dim) for i in range(head_dim // 2)], dtype=torch.float64)
+    angles = torch.outer(torch.arange(positions, dtype=torch.float64), inv_freq)
+    both = torch.cat((angles, angles), -1)
+    low = torch.float32 if dtype != torch.float64 else torch.float64
+    return both.cos().to(torch.float32).to(low), both.sin().to(torch.float32).to(low)
+
+
+class LlamaAttention(nn.Module):  # models/llama.h
+    def __init__(self, width, heads, kv_heads):
+        super().__init__()
+        d = width // heads
+        self.q_proj = nn.Linear(width, heads * d, bias=False)
+        self.k_proj = nn.Linear(width, kv_heads * d, bias=False)
+        self.v_proj = nn.Linear(width, kv_heads * d, bias=False)
+        self.o_proj = nn.Linear(heads * d, width, bias=False)
+        self.heads, self.kv_heads = heads, kv_heads
+
+    def forward(self, x, cos, sin):
+        B, T, C = x.shape
+        H, KV, D = self.heads, self.kv_heads, C // self.heads
+        q = self.q_proj(x).view(B, T, H, D).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, KV, D).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, KV, D).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = (t.repeat_interleave(H // KV, dim=1) for t in (k, v))
+        y = attention(q.to(v.dtype), k.to(v.dtype), v, is_causal=True)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, H * D))
+
+
+class LlamaMlp(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.gate_proj = nn.Linear(width, hidden, bias=False)
+        self.up_proj = nn.Linear(width, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, width, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaLayer(nn.Module):
+    def __init__(self, width, heads, kv_heads, hidden):
+        super().__init__()
+        self.input_layernorm, self.post_attention_layernorm = RMSNorm(width), RMSNorm(width)
+        self.self_attn = LlamaAttention(width, heads, kv_heads)
+        self.mlp = LlamaMlp(width, hidden)
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+# models/llama.cpp's llama_config().
+LLAMA_CONFIGS = {
+    "llama-tiny": dict(vocab=256, context=64, layers=2, heads=4, kv_heads=2, width=64, hidden=176),
+    "llama-small": dict(vocab=256, context=256, layers=6, heads=6, kv_heads=2, width=384, hidden=1024),
+    "llama-125m": dict(vocab=50304, context=1024, layers=12, heads=12, kv_heads=4, width=768, hidden=2048),
+}
+
+
+class Llama(nn.Module):  # models/llama.h: HF's LlamaForCausalLM names, logits [B, T, vocab]
+    def __init__(self, vocab=256, context=64, layers=2, heads=4, kv_heads=2, width=64, hidden=176, theta=10000.0):
+        super().__init__()
+        self.model = nn.Module()
+        self.model.embed_tokens = nn.Embedding(vocab, width)
+        self.model.layers = nn.ModuleList(LlamaLayer(width, heads, kv_heads, hidden) for _ in range(layers))
+        self.model.norm = RMSNorm(width)
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+        self.head_dim, self.theta = width // heads, theta
+
+    def forward(self, tokens):
+        x = self.model.embed_tokens(tokens)
+        cos, sin = rope_tables(tokens.shape[1], self.head_dim, self.theta, x.dtype)
+        for layer in self.model.layers:
+            x = layer(x, cos, sin)
+        return self.lm_head(self.model.norm(x))
+
+
 class BertLayer(nn.Module):  # models/bert.h
     def __init__(self, width, heads, dropout=0.1):
         super().__init__()

@@ -212,9 +212,10 @@ std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::stri
   int64_t classes = 10;
   if (models::model_info(name).task == models::ModelTask::LanguageModel) {
     // A language model's vocabulary is its tokenizer's: read it off the embedding.
-    auto embedding = state.find("wte.weight");
+    auto embedding = state.find("wte.weight");  // a GPT's; a Llama's is model.embed_tokens.weight
+    if (embedding == state.end()) embedding = state.find("model.embed_tokens.weight");
     MT_CHECK(embedding != state.end() && embedding->second.dim() == 2 && embedding->second.size(0) > 0,
-             "checkpoint '{}' holds a '{}' model without a wte.weight [vocab, width]", path, name);
+             "checkpoint '{}' holds a '{}' model without its token embedding [vocab, width]", path, name);
     classes = embedding->second.size(0);
   }
   if (models::model_info(name).task == models::ModelTask::TextClassification) {

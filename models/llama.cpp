@@ -1,0 +1,129 @@
+#include "models/llama.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "models/attention_heads.h"
+#include "nn/init.h"
+
+namespace mt::models {
+
+LlamaConfig llama_config(const std::string& name) {
+  if (name == "llama-tiny") return {256, 64, 2, 4, 2, 64, 176};
+  if (name == "llama-small") return {256, 256, 6, 6, 2, 384, 1024};
+  if (name == "llama-125m") return {50304, 1024, 12, 12, 4, 768, 2048};
+  throw Error("unknown Llama configuration '" + name + "' (known: llama-tiny, llama-small, llama-125m)");
+}
+
+RopeTables rope_tables(int64_t positions, int64_t head_dim, double theta, Device device) {
+  MT_CHECK(head_dim % 2 == 0, "rope: the head dimension {} must be even", head_dim);
+  const NoGradGuard no_grad;
+  // inv_freq_i = theta^(-2i / D); angle(t, i) = t * inv_freq_i, in f64 then rounded once to f32.
+  std::vector<double> inv(static_cast<size_t>(head_dim / 2));
+  for (size_t i = 0; i < inv.size(); ++i) inv[i] = std::pow(theta, -2.0 * double(i) / double(head_dim));
+  const Tensor inv_freq = from_vector(inv, {head_dim / 2}, kF64);
+  const Tensor angles = outer(arange(0, double(positions), 1, kF64), inv_freq);
+  const Tensor both = cat({angles, angles}, -1);
+  return {both.cos().to(kF32).to(device), both.sin().to(kF32).to(device)};
+}
+
+namespace {
+
+// [..., D] -> [..., D]: (-x2, x1) for x = (x1, x2), the halves of the last dim.
+Tensor rotate_half(const Tensor& x) {
+  const std::vector<Tensor> halves = split(x, x.size(-1) / 2, -1);
+  return cat({neg(halves[1]), halves[0]}, -1);
+}
+
+// [B, kv, T, D] -> [B, kv * repeat, T, D], each head repeated `repeat` times in a row (repeat_interleave).
+Tensor repeat_kv(const Tensor& x, int64_t repeat) {
+  if (repeat == 1) return x;
+  const int64_t b = x.size(0), kv = x.size(1), t = x.size(2), d = x.size(3);
+  return x.unsqueeze(2).expand({b, kv, repeat, t, d}).reshape({b, kv * repeat, t, d});
+}
+
+}  // namespace
+
+Tensor apply_rope(const Tensor& x, const RopeTables& rope) {
+  const int64_t t = x.size(2);
+  const Tensor cos = rope.cos.narrow(0, 0, t), sin = rope.sin.narrow(0, 0, t);
+  return x * cos + rotate_half(x) * sin;
+}
+
+LlamaAttention::LlamaAttention(const LlamaConfig& c) : heads_(c.heads), kv_heads_(c.kv_heads) {
+  MT_CHECK(c.heads > 0 && c.width % c.heads == 0 && c.kv_heads > 0 && c.heads % c.kv_heads == 0,
+           "Llama: {} heads must divide the width {} and be a multiple of the {} key/value heads", c.heads, c.width,
+           c.kv_heads);
+  const int64_t d = c.width / c.heads;
+  q_proj = register_module("q_proj", std::make_shared<nn::Linear>(c.width, c.heads * d, false));
+  k_proj = register_module("k_proj", std::make_shared<nn::Linear>(c.width, c.kv_heads * d, false));
+  v_proj = register_module("v_proj", std::make_shared<nn::Linear>(c.width, c.kv_heads * d, false));
+  o_proj = register_module("o_proj", std::make_shared<nn::Linear>(c.heads * d, c.width, false));
+}
+
+Tensor LlamaAttention::forward(const Tensor& x, const RopeTables& rope) {
+  const nn::ForwardScope scope(*this);
+  const Tensor q = apply_rope(split_heads(q_proj->forward(x), heads_), rope);
+  const Tensor k = apply_rope(split_heads(k_proj->forward(x), kv_heads_), rope);
+  const Tensor v = split_heads(v_proj->forward(x), kv_heads_);
+  AttentionOptions options;
+  options.is_causal = true;
+  const int64_t repeat = heads_ / kv_heads_;
+  const Tensor y = scaled_dot_product_attention(q, repeat_kv(k, repeat), repeat_kv(v, repeat), options);
+  return o_proj->forward(merge_heads(y));
+}
+
+LlamaMlp::LlamaMlp(int64_t width, int64_t hidden) {
+  gate_proj = register_module("gate_proj", std::make_shared<nn::Linear>(width, hidden, false));
+  up_proj = register_module("up_proj", std::make_shared<nn::Linear>(width, hidden, false));
+  down_proj = register_module("down_proj", std::make_shared<nn::Linear>(hidden, width, false));
+}
+
+Tensor LlamaMlp::forward(const Tensor& x) {
+  const nn::ForwardScope scope(*this);
+  return down_proj->forward(silu(gate_proj->forward(x)) * up_proj->forward(x));
+}
+
+LlamaLayer::LlamaLayer(const LlamaConfig& c) {
+  input_layernorm = register_module("input_layernorm", std::make_shared<nn::RMSNorm>(Shape{c.width}, c.norm_eps));
+  self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", std::make_shared<nn::RMSNorm>(Shape{c.width}, c.norm_eps));
+  mlp = register_module("mlp", std::make_shared<LlamaMlp>(c.width, c.hidden));
+}
+
+Tensor LlamaLayer::forward(const Tensor& x, const RopeTables& rope) {
+  const nn::ForwardScope scope(*this);
+  const Tensor h = x + self_attn->forward(input_layernorm->forward(x), rope);
+  return h + mlp->forward(post_attention_layernorm->forward(h));
+}
+
+LlamaBody::LlamaBody(const LlamaConfig& c) {
+  embed_tokens = register_module("embed_tokens", std::make_shared<nn::Embedding>(c.vocab, c.width));
+  layers = register_module("layers", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < c.layers; ++i) layers->push_back(std::make_shared<LlamaLayer>(c));
+  norm = register_module("norm", std::make_shared<nn::RMSNorm>(Shape{c.width}, c.norm_eps));
+}
+
+Llama::Llama(const LlamaConfig& config) : config_(config) {
+  model = register_module("model", std::make_shared<LlamaBody>(config));
+  lm_head = register_module("lm_head", std::make_shared<nn::Linear>(config.width, config.vocab, false));
+  // HF's initialisation: N(0, 0.02) for every weight (the norms' weights stay 1).
+  for (const auto& [name, p] : named_parameters()) {
+    if (p.dim() >= 2) nn::init::normal_(p, 0.0, 0.02);
+  }
+}
+
+Tensor Llama::forward(const Tensor& tokens) {
+  const nn::ForwardScope scope(*this);
+  MT_CHECK(tokens.dim() == 2 && tokens.size(1) <= config_.context,
+           "llama: expected tokens [B, T] with T <= the context {}, got {}", config_.context, tokens.shape_string());
+  if (!rope_.cos.defined() || rope_.cos.device() != tokens.device()) {
+    rope_ = rope_tables(config_.context, config_.width / config_.heads, config_.rope_theta, tokens.device());
+  }
+  Tensor x = model->embed_tokens->forward(tokens);
+  for (const auto& layer : *model->layers) x = layer->as<LlamaLayer>()->forward(x, rope_);
+  return lm_head->forward(model->norm->forward(x));
+}
+
+}  // namespace mt::models
