@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "autograd/autocast.h"
@@ -9,6 +10,7 @@
 #include "autograd/ops.h"
 #include "core/philox.h"
 #include "core/safetensors.h"
+#include "models/llama.h"
 #include "models/registry.h"
 #include "tools/data/bpe.h"
 #include "tools/train/checkpoint.h"
@@ -67,15 +69,25 @@ Tensor token_tensor(std::vector<int64_t>::const_iterator begin, std::vector<int6
 
 }  // namespace
 
-std::vector<int64_t> generate(models::Gpt& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
-                              Device device) {
-  const models::GptConfig& config = model.config();
+namespace {
+
+// What generation needs of a language model: its sizes and a forward, with
+// a key/value cache where the model has one (GPT) or without (Llama, which
+// recomputes the window each step: O(T^2), right for short continuations).
+struct Decoder {
+  nn::Module& module;
+  int64_t vocab, context;
+  std::function<Tensor(const Tensor& tokens, models::KvCache& cache)> forward_cached;  // may be empty
+};
+
+std::vector<int64_t> run_generation(const Decoder& model, const std::vector<int64_t>& prompt,
+                                    const GenerateOptions& options, Device device) {
   MT_CHECK(!prompt.empty(), "generate: the prompt is empty (give at least one token)");
-  MT_CHECK(static_cast<int64_t>(prompt.size()) <= config.context,
-           "generate: the prompt of {} tokens is longer than the model's context of {}", prompt.size(), config.context);
+  MT_CHECK(static_cast<int64_t>(prompt.size()) <= model.context,
+           "generate: the prompt of {} tokens is longer than the model's context of {}", prompt.size(), model.context);
   for (size_t i = 0; i < prompt.size(); ++i) {
-    MT_CHECK(prompt[i] >= 0 && prompt[i] < config.vocab,
-             "generate: prompt token {} ({}) is outside the vocabulary 0..{}", i, prompt[i], config.vocab - 1);
+    MT_CHECK(prompt[i] >= 0 && prompt[i] < model.vocab,
+             "generate: prompt token {} ({}) is outside the vocabulary 0..{}", i, prompt[i], model.vocab - 1);
   }
   MT_CHECK(options.tokens >= 0, "generate: the number of tokens must not be negative, got {}", options.tokens);
   MT_CHECK(options.tokens <= options.max_tokens,
@@ -86,33 +98,49 @@ std::vector<int64_t> generate(models::Gpt& model, const std::vector<int64_t>& pr
   MT_CHECK(options.top_k >= 0, "generate: top-k must not be negative, got {}", options.top_k);
 
   NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
+  const bool was_training = model.module.is_training();
+  model.module.eval();
   const amp::Autocast autocast(device, options.precision == Precision::Bf16 ? kBF16 : kF16,
                                options.precision != Precision::Fp32);
+  const bool cached = options.use_cache && model.forward_cached;
   std::vector<int64_t> tokens = prompt;
   models::KvCache cache;
   size_t window = 0;  // the first token the model conditions on
   for (int64_t step = 0; step < options.tokens; ++step) {
     // A full context: restart the window from its last half (run again below).
-    if (static_cast<int64_t>(tokens.size() - window) == config.context) {
-      window = tokens.size() - static_cast<size_t>(std::max<int64_t>(config.context / 2, 1));
+    if (static_cast<int64_t>(tokens.size() - window) == model.context) {
+      window = tokens.size() - static_cast<size_t>(std::max<int64_t>(model.context / 2, 1));
       cache.clear();
     }
     Tensor logits;
-    if (!options.use_cache) {
-      logits = model.forward(token_tensor(tokens.begin() + static_cast<std::ptrdiff_t>(window), tokens.end(), device));
+    if (!cached) {
+      logits = model.module.forward(
+          token_tensor(tokens.begin() + static_cast<std::ptrdiff_t>(window), tokens.end(), device));
     } else {
       // What the cache has not seen yet: the whole window after a restart, else the newest token.
       const size_t first_unseen = window + static_cast<size_t>(cache.length());
-      logits = model.forward(
+      logits = model.forward_cached(
           token_tensor(tokens.begin() + static_cast<std::ptrdiff_t>(first_unseen), tokens.end(), device), cache);
     }
     tokens.push_back(sample(last_logits(logits), options, static_cast<uint64_t>(step)));
     if (options.on_token) options.on_token(tokens.back());
   }
-  model.train(was_training);
+  model.module.train(was_training);
   return tokens;
+}
+
+}  // namespace
+
+std::vector<int64_t> generate(models::Gpt& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
+                              Device device) {
+  const Decoder decoder{model, model.config().vocab, model.config().context,
+                        [&model](const Tensor& tokens, models::KvCache& cache) { return model.forward(tokens, cache); }};
+  return run_generation(decoder, prompt, options, device);
+}
+
+std::vector<int64_t> generate(models::Llama& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
+                              Device device) {
+  return run_generation({model, model.config().vocab, model.config().context, {}}, prompt, options, device);
 }
 
 GenerateResult generate_from_checkpoint(const std::string& path, const std::string& prompt, GenerateOptions options,
@@ -130,7 +158,8 @@ GenerateResult generate_from_checkpoint(const std::string& path, const std::stri
   const Device device = resolve_device(device_text);
   const std::shared_ptr<nn::Module> module = load_model_checkpoint(f, path, device, nonfinite);
   auto* gpt = dynamic_cast<models::Gpt*>(module.get());
-  MT_CHECK(gpt != nullptr, "generate: '{}' is not a GPT model", name->second);
+  auto* llama = dynamic_cast<models::Llama*>(module.get());
+  MT_CHECK(gpt != nullptr || llama != nullptr, "generate: '{}' is neither a GPT nor a Llama model", name->second);
   options.precision = parse_precision(precision->second);
   // The tokenizer the model was trained with (its recorded --tokenizer).
   const std::unique_ptr<data::Tokenizer> tokenizer = data::make_tokenizer(checkpoint_config(f, path).data.tokenizer);
@@ -153,7 +182,11 @@ GenerateResult generate_from_checkpoint(const std::string& path, const std::stri
     stream_prompt();
     if (stream) stream(piece);
   };
-  generate(*gpt, prompt_tokens, options, device);
+  if (gpt != nullptr) {
+    generate(*gpt, prompt_tokens, options, device);
+  } else {
+    generate(*llama, prompt_tokens, options, device);
+  }
   stream_prompt();
   return r;
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "models/gpt.h"
+#include "models/llama.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/trainer.h"
 
@@ -39,6 +40,9 @@ struct GenerateOptions {
 // The prompt followed by the generated tokens. An mt::Error when the prompt
 // is empty, longer than the context, or holds a token outside the vocabulary.
 std::vector<int64_t> generate(models::Gpt& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
+                              Device device);
+// The same for a Llama (no key/value cache yet: each step runs the window).
+std::vector<int64_t> generate(models::Llama& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
                               Device device);
 
 struct GenerateResult {

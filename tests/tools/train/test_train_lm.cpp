@@ -269,33 +269,38 @@ TEST_CASE("brown genre passages: [CLS] + bytes + padding, labelled, split by doc
 // Catches: --tokenizer gpt2 ignored (a byte model trained on BPE ids it
 // cannot hold), the model's vocabulary not grown to the tokenizer's, the
 // checkpoint not recording the tokenizer (generate reading BPE ids as
-// bytes), and generate not decoding BPE.
-TEST_CASE("gpt-tiny trains on Brown in GPT-2 BPE tokens and generate reads them back", "[e2e][bpe][brown]") {
-  const std::string ckpt = temp_path("bpe.safetensors");
-  tools::TrainConfig c;
-  c.model = "gpt-tiny";
-  c.data.dataset = "brown";
-  c.data.tokenizer = "gpt2";
-  c.data.context = 16;
-  c.data.train_limit = 32;
-  c.data.test_limit = 8;
-  c.precision.mode = tools::Precision::Fp32;
-  c.report.progress = false;
-  c.batch = 8;
-  c.epochs = 1;
-  c.checkpoint.save = ckpt;
-  Sink sink;
-  const tools::TrainSummary s = tools::train(c, sink.file);
-  CHECK(std::isfinite(s.validation_loss));
-  const SafetensorsFile f = load_safetensors(ckpt);
-  CHECK(f.tensors.at("wte.weight").size(0) == 50257);
-  CHECK(tools::checkpoint_config(f, ckpt).data.tokenizer == "gpt2");
-  CHECK(s.validation_loss < std::log(50257.0) + 1);  // from the start: about ln(vocabulary)
-  tools::GenerateOptions options;
-  options.tokens = 5;
-  options.temperature = 0;
-  const tools::GenerateResult r = tools::generate_from_checkpoint(ckpt, "The jury said", options, "cpu");
-  REQUIRE(r.text.rfind("The jury said", 0) == 0);
-  CHECK(r.text.size() > std::string("The jury said").size());  // five BPE tokens: at least five bytes
-  std::filesystem::remove(ckpt);
+// bytes), and generate not decoding BPE, for both language-model families.
+TEST_CASE("gpt-tiny and llama-tiny train on Brown in GPT-2 BPE tokens and generate reads them back",
+          "[e2e][bpe][brown]") {
+  for (const std::string model : {"gpt-tiny", "llama-tiny"}) {
+    DYNAMIC_SECTION(model) {
+      const std::string ckpt = temp_path(model + "_bpe.safetensors");
+      tools::TrainConfig c;
+      c.model = model;
+      c.data.dataset = "brown";
+      c.data.tokenizer = "gpt2";
+      c.data.context = 16;
+      c.data.train_limit = 32;
+      c.data.test_limit = 8;
+      c.precision.mode = tools::Precision::Fp32;
+      c.report.progress = false;
+      c.batch = 8;
+      c.epochs = 1;
+      c.checkpoint.save = ckpt;
+      Sink sink;
+      const tools::TrainSummary s = tools::train(c, sink.file);
+      CHECK(s.validation_loss < std::log(50257.0) + 1);  // from the start: about ln(vocabulary)
+      const SafetensorsFile f = load_safetensors(ckpt);
+      const std::string embedding = model == "gpt-tiny" ? "wte.weight" : "model.embed_tokens.weight";
+      CHECK(f.tensors.at(embedding).size(0) == 50257);
+      CHECK(tools::checkpoint_config(f, ckpt).data.tokenizer == "gpt2");
+      tools::GenerateOptions options;
+      options.tokens = 5;
+      options.temperature = 0;
+      const tools::GenerateResult r = tools::generate_from_checkpoint(ckpt, "The jury said", options, "cpu");
+      REQUIRE(r.text.rfind("The jury said", 0) == 0);
+      CHECK(r.text.size() > std::string("The jury said").size());  // five BPE tokens: at least five bytes
+      std::filesystem::remove(ckpt);
+    }
+  }
 }
