@@ -19,24 +19,24 @@ struct Entry {
 // A language model's `classes` is its dataset's vocabulary: the model's own
 // grows to hold it (gpt-small's 256 bytes become GPT-2 BPE's 50257 tokens;
 // gpt2-124m's 50304 holds both).
-Entry gpt_entry(const std::string& name, const std::string& description) {
-  const GptConfig config = gpt_config(name);
-  return {{name, description, ModelTask::LanguageModel, config.vocab, config.context, /*checkpointable=*/true},
+template <typename Model, typename Config>
+Entry decoder_entry(const std::string& name, const std::string& description, const Config& config,
+                    bool checkpointable) {
+  return {{name, description, ModelTask::LanguageModel, config.vocab, config.context, checkpointable},
           [config](int64_t vocab) {
-            GptConfig c = config;
+            Config c = config;
             c.vocab = std::max(c.vocab, vocab);
-            return std::make_shared<Gpt>(c);
+            return std::make_shared<Model>(c);
           }};
 }
 
+Entry gpt_entry(const std::string& name, const std::string& description) {
+  return decoder_entry<Gpt>(name, description, gpt_config(name), /*checkpointable=*/true);
+}
+
+// (No activation checkpointing for the Llamas yet.)
 Entry llama_entry(const std::string& name, const std::string& description) {
-  const LlamaConfig config = llama_config(name);
-  return {{name, description, ModelTask::LanguageModel, config.vocab, config.context, /*checkpointable=*/false},
-          [config](int64_t vocab) {
-            LlamaConfig c = config;
-            c.vocab = std::max(c.vocab, vocab);
-            return std::make_shared<Llama>(c);
-          }};
+  return decoder_entry<Llama>(name, description, llama_config(name), /*checkpointable=*/false);
 }
 
 Entry bert_entry(const std::string& name, const std::string& description) {

@@ -1,6 +1,8 @@
 // Tokenizers (tools/data/bpe.h): GPT-2's byte-level BPE against its
 // reference encoder (npm gpt-3-encoder's Encoder.js, run with node) on edge
 // strings and on the whole Brown corpus, round trips, hostile files, bytes.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -26,7 +28,8 @@ const data::Gpt2Tokenizer& gpt2() {
 
 // The reference encoder's ids for each text, one vector per text.
 std::vector<std::vector<int64_t>> reference_ids(const std::vector<std::string>& texts) {
-  const fs::path dir = fs::temp_directory_path() / "mixtape_bpe_reference";
+  // One folder per process: CTest runs the cases of this file side by side.
+  const fs::path dir = fs::temp_directory_path() / ("mixtape_bpe_reference_" + std::to_string(getpid()));
   fs::create_directories(dir);
   std::string command = "node " MT_TESTS_SOURCE_DIR "/tools/data/bpe_reference.js '" +
                         (data::default_gpt2_bpe_dir() / "Encoder.js").string() + "'";
@@ -114,7 +117,7 @@ TEST_CASE("GPT-2 BPE equals the reference encoder on the whole Brown corpus", "[
 // Catches: hostile vocabulary files loaded into silent garbage (duplicate
 // ids, a byte without a symbol, merges of unknown symbols, no version line).
 TEST_CASE("GPT-2 BPE files are checked before use", "[data][bpe][errors]") {
-  const fs::path dir = fs::temp_directory_path() / "mixtape_bpe_hostile";
+  const fs::path dir = fs::temp_directory_path() / ("mixtape_bpe_hostile_" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path good = data::default_gpt2_bpe_dir();
