@@ -297,5 +297,25 @@ output=$("$mixtape" train --bogus-flag 2>&1)
 "$mixtape" train --help > "$tmp/help.txt" 2>&1 && grep -q -- "--tokens\|--save" "$tmp/help.txt" ||
   { echo "FAIL: train --help"; failures=$((failures + 1)); }
 
+# tokenize: ids that are not ids, ids outside the vocabulary, missing BPE files, an unknown tokenizer.
+expect_tokenize_failure() {  # expect_tokenize_failure "<message regex>" "<stdin>" args...
+  local pattern="$1" input="$2"
+  shift 2
+  local output status
+  output=$(printf '%s' "$input" | "$mixtape" tokenize "$@" 2>&1)
+  status=$?
+  if [ $status -eq 0 ] || [ $status -ge 128 ] || ! grep -qE "$pattern" <<<"$output"; then
+    echo "FAIL: mixtape tokenize $* exited $status, expected /$pattern/; output: $output"
+    failures=$((failures + 1))
+  fi
+}
+expect_tokenize_failure "^error: tokenize --decode: 'abc' is not a token id" "12 abc" --decode
+expect_tokenize_failure "^error: tokenize --decode: '99999999999999999999' is not a token id" "99999999999999999999" --decode
+expect_tokenize_failure "^error: decode: token -5 is outside the byte vocabulary" "-5" --decode --tokenizer bytes
+expect_tokenize_failure "tokenizer" "x" --tokenizer sentencepiece
+MT_GPT2_BPE_DIR="$tmp/none" expect_tokenize_failure "^error: GPT-2 BPE: .*encoder.json' is missing .*setup.sh" "hi"
+output=$(printf 'caf\xc3\xa9' | "$mixtape" tokenize --tokenizer bytes)
+[ "$output" = "99 97 102 195 169" ] || { echo "FAIL: tokenize --tokenizer bytes printed '$output'"; failures=$((failures + 1)); }
+
 [ $failures -eq 0 ] && echo "all CLI checks passed"
 exit $failures
