@@ -185,6 +185,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& target,
                             const CrossEntropyOptions& options = {}, int64_t chunk_rows = 0);
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// x / sqrt(mean(x^2 over the trailing normalized_shape) + eps) * weight (nn::RMSNorm's op). The
+// statistic is computed in f32 (f64 for f64) whatever x's dtype; eps defaults to x's dtype's machine
+// epsilon, as PyTorch's; the result has the promoted dtype of x and weight. Autocast: f32.
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
 // weight [V, D], indices i64 of any shape -> [..., D].
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor dropout(const Tensor& x, double p, bool training, Generator* generator = nullptr);

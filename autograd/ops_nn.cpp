@@ -169,6 +169,31 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
   return squared;
 }
 
+Tensor rms_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, std::optional<double> eps) {
+  // saves: nothing of its own (records no node: its ops keep what they keep, in f32)
+  const auto in = autograd::autocast_inputs(amp::Op::RmsNorm, {x_in, weight_in});
+  const Tensor& x = in[0];
+  const Tensor& weight = in[1];
+  autograd::check_floating("rms_norm", x);
+  const auto n = static_cast<int64_t>(normalized_shape.size());
+  MT_CHECK(n > 0 && x.dim() >= n && Shape(x.sizes().end() - n, x.sizes().end()) == normalized_shape,
+           "rms_norm: input {} does not end in the normalized shape {}", x.shape_string(), shape_str(normalized_shape));
+  MT_CHECK(!weight.defined() || weight.sizes() == normalized_shape, "rms_norm: weight {} must have the shape {}",
+           weight.defined() ? weight.shape_string() : std::string(), shape_str(normalized_shape));
+  MT_CHECK(!eps || *eps >= 0, "rms_norm: eps must be non-negative, got {}", eps.value_or(0));
+  Shape dims;
+  for (int64_t d = x.dim() - n; d < x.dim(); ++d) dims.push_back(d);
+  const double epsilon = eps.value_or(x.dtype() == kF64    ? 2.220446049250313e-16
+                                      : x.dtype() == kF16  ? 9.765625e-4
+                                      : x.dtype() == kBF16 ? 7.8125e-3
+                                                           : 1.1920928955078125e-07);
+  // The statistic in f32 (f16/bf16 would lose the mean of squares).
+  const Tensor xc = x.to(x.dtype() == kF64 ? kF64 : kF32);
+  Tensor y = mul(xc, rsqrt(add(mean(square(xc), dims, true), epsilon)));
+  if (weight.defined()) y = mul(y, weight);
+  return y.to(weight.defined() ? promote_types(x.dtype(), weight.dtype()) : x.dtype());
+}
+
 // ---------------------------------------------------------------- embedding and dropout
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {

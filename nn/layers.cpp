@@ -57,20 +57,7 @@ RMSNorm::RMSNorm(Shape normalized_shape, std::optional<double> eps, bool element
 
 Tensor RMSNorm::forward(const Tensor& x) {
   const ForwardScope scope(*this);
-  const auto n = static_cast<int64_t>(normalized_shape_.size());
-  MT_CHECK(x.dim() >= n && Shape(x.sizes().end() - n, x.sizes().end()) == normalized_shape_,
-           "RMSNorm: input {} does not end in the normalized shape {}", x.shape_string(), shape_str(normalized_shape_));
-  Shape dims;
-  for (int64_t d = x.dim() - n; d < x.dim(); ++d) dims.push_back(d);
-  const double eps = eps_.value_or(x.dtype() == kF64 ? 2.220446049250313e-16
-                                   : x.dtype() == kF16 ? 9.765625e-4
-                                   : x.dtype() == kBF16 ? 7.8125e-3
-                                                        : 1.1920928955078125e-07);
-  const Tensor xc = x.to(x.dtype() == kF64 ? kF64 : kF32);
-  Tensor y = xc * (xc.square().mean(dims, true) + eps).rsqrt();
-  const DType out = weight.defined() ? promote_types(x.dtype(), weight.dtype()) : x.dtype();
-  if (weight.defined()) y = y * weight;
-  return y.to(out);
+  return rms_norm(x, normalized_shape_, weight, eps_);
 }
 
 std::string RMSNorm::extra_repr() const {

@@ -37,7 +37,7 @@ class LayerNorm : public Module {
   double eps_;
 };
 
-// Root-mean-square normalisation (Zhang and Sennrich; PyTorch's nn.RMSNorm):
+// Root-mean-square normalisation (Zhang and Sennrich; PyTorch's nn.RMSNorm), the op rms_norm:
 // y = x / sqrt(mean(x^2 over normalized_shape) + eps) * weight. eps defaults,
 // as PyTorch's, to the machine epsilon of x's dtype. The statistic is
 // computed in f32 (f64 for f64) from f16/bf16 inputs, as norms are under

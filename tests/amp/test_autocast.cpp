@@ -236,6 +236,10 @@ std::vector<Probe> policy_probes() {
        [](M in, DType a, DType b) {
          return mse_loss(in({4, 4}, a), in({4, 4}, b));
        }},
+      {amp::Op::RmsNorm, 2,
+       [](M in, DType a, DType b) {
+         return rms_norm(in({4, 4}, a), {4}, in({4}, b));
+       }},
       {amp::Op::Sum, 1,
        [](M in, DType a, DType) {
          return sum(in({4, 4}, a));
@@ -404,7 +408,7 @@ amp::CastPolicy expected_policy(amp::Op op) {
       Op::MatMul, Op::Bmm, Op::Linear, Op::Conv2d, Op::ScaledDotProductAttention, Op::LinearCrossEntropy};
   static const std::set<Op> fp32{Op::Exp,     Op::Log,        Op::Pow,       Op::Reciprocal,   Op::Rsqrt,
                                  Op::Softmax, Op::LogSoftmax, Op::LayerNorm, Op::CrossEntropy, Op::MseLoss,
-                                 Op::Sum,     Op::Mean,       Op::Var,       Op::Cumsum};
+                                 Op::Sum,     Op::Mean,       Op::Var,       Op::Cumsum,       Op::RmsNorm};
   static const std::set<Op> promote{Op::Add,   Op::Sub, Op::Rsub,    Op::Mul,    Op::Div,
                                     Op::Where, Op::Cat, Op::Maximum, Op::Minimum};
   if (lower.contains(op)) return amp::CastPolicy::LowerPrecision;
@@ -416,12 +420,13 @@ amp::CastPolicy expected_policy(amp::Op op) {
 // The dtypes the op's own tape node ran its floating inputs in.
 std::vector<DType> ran_in(const Tensor& out, amp::Op op) {
   REQUIRE(out.grad_fn() != nullptr);
-  // Composite ops cast for the op that records: mse_loss is sub/square/mean,
+  // Composite ops cast for the op that records: mse_loss is sub/square/mean, rms_norm ends in mul,
   // matmul is a bmm between views, attention's reference path (the CPU) ends
   // in matmul(weights, v) while its fused kernels (sim, CUDA) record one node.
   const std::string own_name(amp::op_name(op));
   const auto records = [&](const std::string& node_name) {
     if (op == amp::Op::MseLoss) return node_name == "sub";
+    if (op == amp::Op::RmsNorm) return node_name == "mul";  // the statistic's ops, then the weight's mul
     if (op == amp::Op::MatMul) return node_name == "bmm";
     if (op == amp::Op::ScaledDotProductAttention) return node_name == "bmm" || node_name == own_name;
     return node_name == own_name;

@@ -223,6 +223,7 @@ std::vector<Probe> probes() {
 const std::set<amp::Op> kComposite{
     amp::Op::MatMul,   // views around one bmm node
     amp::Op::MseLoss,  // sub, square and mean nodes
+    amp::Op::RmsNorm,  // square, mean, add, rsqrt and mul nodes
 };
 
 // The bytes the op's own tape node keeps alive, its saved output included:
