@@ -54,7 +54,8 @@ namespace {
 // largest, the smallest row sum and the fewest positive weights in a row.
 void check_sampling_weights(const Tensor& w, int64_t num_samples, bool replacement) {
   const Tensor row_sums = sum(w, -1), positive = sum(gt(w, 0.0), -1);
-  const std::vector<double> v = stack({min(w), max(w), min(row_sums), min(positive).to(w.dtype())}).to(kCPU).to_vector();
+  const std::vector<double> v =
+      stack({min(w), max(w), min(row_sums), min(positive).to(w.dtype())}).to(kCPU).to_vector();
   MT_CHECK(v[0] >= 0 && v[1] < std::numeric_limits<double>::infinity(),
            "multinomial: weights must be finite and non-negative (smallest {}, largest {})", v[0], v[1]);
   MT_CHECK(v[2] > 0, "multinomial: a row of weights sums to {}; every row needs a positive weight", v[2]);

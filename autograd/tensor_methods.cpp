@@ -64,6 +64,7 @@ void install_op_forms(TensorMethods& m) {
   };
   m.topk = mt::topk;
   m.sort = mt::sort;
+  m.argsort = mt::argsort;
 }
 
 TensorMethods autograd_tensor_methods() {

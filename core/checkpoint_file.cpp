@@ -77,8 +77,8 @@ void load_checkpoint(const std::string& path, const CheckpointParts& parts) {
   size_t claimed = 0;
   for (const auto& [name, part] : parts) {
     states.push_back(part_tensors(f, name, parts));
-    MT_CHECK(!states.back().empty() || part.state_dict().empty(), "checkpoint '{}' holds nothing for part '{}'",
-             path, name);
+    MT_CHECK(!states.back().empty() || part.state_dict().empty(), "checkpoint '{}' holds nothing for part '{}'", path,
+             name);
     claimed += states.back().size();
   }
   MT_CHECK(claimed == f.tensors.size(),

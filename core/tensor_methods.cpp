@@ -24,7 +24,7 @@ bool complete(const TensorMethods& m) {
          m.select && m.expand && m.squeeze_dim && m.squeeze_all && m.unsqueeze && m.contiguous && m.to_dtype &&
          m.to_device && m.clone && all_set(m.unary) && all_set(m.binary) && all_set(m.scalar) &&
          all_set(m.reduce_dims) && all_set(m.extreme_all) && all_set(m.extreme_dim) && m.var && m.clamp &&
-         m.masked_fill && m.softmax && m.log_softmax && m.cumsum && m.argmax && m.topk && m.sort;
+         m.masked_fill && m.softmax && m.log_softmax && m.cumsum && m.argmax && m.topk && m.sort && m.argsort;
 }
 
 template <typename Enum>
@@ -80,7 +80,6 @@ Tensor Tensor::contiguous() const { return tensor_methods().contiguous(*this); }
 Tensor Tensor::to(DType dtype) const { return tensor_methods().to_dtype(*this, dtype); }
 Tensor Tensor::to(Device device) const { return tensor_methods().to_device(*this, device); }
 Tensor Tensor::clone() const { return tensor_methods().clone(*this); }
-
 
 // ---- op forms
 Tensor Tensor::add(const Tensor& other) const { return binary(BinaryMethod::Add, *this, other); }
@@ -139,9 +138,7 @@ Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return tensor_methods()
 ValuesIndices Tensor::topk(int64_t k, int64_t dim, bool largest) const {
   return tensor_methods().topk(*this, k, dim, largest);
 }
-ValuesIndices Tensor::sort(int64_t dim, bool descending) const {
-  return tensor_methods().sort(*this, dim, descending);
-}
-Tensor Tensor::argsort(int64_t dim, bool descending) const { return sort(dim, descending).indices; }
+ValuesIndices Tensor::sort(int64_t dim, bool descending) const { return tensor_methods().sort(*this, dim, descending); }
+Tensor Tensor::argsort(int64_t dim, bool descending) const { return tensor_methods().argsort(*this, dim, descending); }
 
 }  // namespace mt

@@ -66,6 +66,7 @@ struct TensorMethods {
   Tensor (*argmax)(const Tensor& self, std::optional<int64_t> dim, bool keepdim) = nullptr;
   ValuesIndices (*topk)(const Tensor& self, int64_t k, int64_t dim, bool largest) = nullptr;
   ValuesIndices (*sort)(const Tensor& self, int64_t dim, bool descending) = nullptr;
+  Tensor (*argsort)(const Tensor& self, int64_t dim, bool descending) = nullptr;
 };
 
 // Called once by the autograd layer at start-up; every entry must be set.

@@ -40,8 +40,11 @@ int main() {
   Generator gen(0);
   const Tensor x64 = randn({3, 8}, kF64, kCPU, &gen).requires_grad_();
   const Tensor w64 = randn({8}, kF64, kCPU, &gen).requires_grad_();
-  const GradcheckResult check =
-      gradcheck([](const std::vector<Tensor>& in) { return RmsNormFn::apply({in[0], in[1]}, 1e-6); }, {x64, w64});
+  const GradcheckResult check = gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return RmsNormFn::apply({in[0], in[1]}, 1e-6);
+      },
+      {x64, w64});
   std::printf("gradcheck: %s\n", check.ok ? "ok" : check.message.c_str());
 
   // 2. The autocast rule: a Linear in bf16, then the norm in f32.
@@ -51,7 +54,7 @@ int main() {
   Tensor h, y;
   {
     const amp::Autocast autocast(kCPU, kBF16);
-    h = layer.forward(x);              // LowerPrecision: bf16
+    h = layer.forward(x);                // LowerPrecision: bf16
     y = RmsNormFn::apply({h, w}, 1e-6);  // Fp32: h arrives as f32
   }
   sum(y).backward();

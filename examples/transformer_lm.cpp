@@ -92,7 +92,8 @@ int main() {
     opt.step();
     sched.step();
     (step == 0 ? first : last) = loss.item<double>();
-    if (step % 50 == 0) std::printf("step %3d  loss %.3f  lr %.2e\n", int(step), loss.item<double>(), sched.current_lr());
+    if (step % 50 == 0)
+      std::printf("step %3d  loss %.3f  lr %.2e\n", int(step), loss.item<double>(), sched.current_lr());
   }
   std::printf("loss %.3f -> %.3f\n", first, last);
 
@@ -108,7 +109,8 @@ int main() {
   std::string sample = "the ";
   for (int i = 0; i < 60; ++i) {
     const std::string window = sample.substr(sample.size() > size_t(context) ? sample.size() - context : 0);
-    const Tensor idx = from_vector(std::vector<double>(window.begin(), window.end()), {1, int64_t(window.size())}, kI64);
+    const Tensor idx =
+        from_vector(std::vector<double>(window.begin(), window.end()), {1, int64_t(window.size())}, kI64);
     const Tensor logits = restored.forward(idx).select(1, idx.size(1) - 1);  // [1, V]: the next character
     sample += char(multinomial((logits / 0.8).softmax(-1), 1, false, &gen).item<int64_t>());
   }

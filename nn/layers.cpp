@@ -142,8 +142,9 @@ Tensor sdpa_mask(const Tensor& attn_mask, int64_t batch, int64_t heads) {
   if (!attn_mask.defined()) return Tensor();
   Tensor m = attn_mask.dtype() == kBool ? eq(attn_mask, 0.0) : attn_mask;
   if (m.dim() == 3) {
-    MT_CHECK(m.size(0) == batch * heads, "MultiheadAttention: a 3-D attn_mask must be [N * num_heads, L, S] = [{}, ...], got {}",
-             batch * heads, m.shape_string());
+    MT_CHECK(m.size(0) == batch * heads,
+             "MultiheadAttention: a 3-D attn_mask must be [N * num_heads, L, S] = [{}, ...], got {}", batch * heads,
+             m.shape_string());
     m = m.reshape({batch, heads, m.size(1), m.size(2)});
   } else {
     MT_CHECK(m.dim() == 2, "MultiheadAttention: attn_mask must be [L, S] or [N * num_heads, L, S], got {}",
@@ -159,9 +160,8 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   const ForwardScope scope(*this);
   MT_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3 && query.size(2) == embed_dim_ &&
                key.size(2) == embed_dim_ && value.size(2) == embed_dim_,
-           "MultiheadAttention: query, key and value must be 3-D with {} features ({}), got {}, {}, {}",
-           embed_dim_, batch_first_ ? "[N, L, E]" : "[L, N, E]", query.shape_string(), key.shape_string(),
-           value.shape_string());
+           "MultiheadAttention: query, key and value must be 3-D with {} features ({}), got {}, {}, {}", embed_dim_,
+           batch_first_ ? "[N, L, E]" : "[L, N, E]", query.shape_string(), key.shape_string(), value.shape_string());
   // Work batch-first: [N, T, E].
   const Tensor q_in = batch_first_ ? query : query.transpose(0, 1);
   const Tensor k_in = batch_first_ ? key : key.transpose(0, 1);
@@ -216,7 +216,8 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
 }
 
 Tensor BatchNorm2d::normalise(const Tensor& x, const Tensor& mean, const Tensor& var) {
-  if (is_training() && all_reduce_sum_) return sync_batch_norm(x, mean, var, weight, bias, momentum_, eps_, all_reduce_sum_);
+  if (is_training() && all_reduce_sum_)
+    return sync_batch_norm(x, mean, var, weight, bias, momentum_, eps_, all_reduce_sum_);
   return batch_norm(x, mean, var, weight, bias, is_training(), momentum_, eps_);
 }
 

@@ -15,8 +15,8 @@
 namespace mt::nn {
 
 Tensor& Module::register_parameter(const std::string& name, Tensor& slot, Tensor value) {
-  MT_CHECK(is_compute_float(value.dtype()),
-           "register_parameter '{}': parameters must be f64, f32, f16 or bf16, got {}", name, value.dtype());
+  MT_CHECK(is_compute_float(value.dtype()), "register_parameter '{}': parameters must be f64, f32, f16 or bf16, got {}",
+           name, value.dtype());
   slot = value.detach();
   slot.requires_grad_();
   tag_memory(slot, MemoryCategory::Parameters);

@@ -61,15 +61,19 @@ torch::optim::AdamW make_optimizer(CharLM& model) {
     (matrix ? decay : no_decay).push_back(p.value());
   }
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(3e-3).weight_decay(0.1)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(3e-3).weight_decay(0.0)));
+  groups.emplace_back(decay,
+                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(3e-3).weight_decay(0.1)));
+  groups.emplace_back(no_decay,
+                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(3e-3).weight_decay(0.0)));
   return torch::optim::AdamW(std::move(groups), torch::optim::AdamWOptions(3e-3));
 }
 
 // libtorch has no warmup-cosine schedule: the factor by hand, set on every group.
 double set_lr(torch::optim::AdamW& opt, int64_t step, int64_t warmup, int64_t total, double min_factor) {
-  const double f = step < warmup ? double(step + 1) / warmup
-                                 : min_factor + (1 - min_factor) * 0.5 * (1 + std::cos(M_PI * double(step - warmup) / double(total - warmup)));
+  const double f =
+      step < warmup
+          ? double(step + 1) / warmup
+          : min_factor + (1 - min_factor) * 0.5 * (1 + std::cos(M_PI * double(step - warmup) / double(total - warmup)));
   for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(3e-3 * f);
   return 3e-3 * f;
 }

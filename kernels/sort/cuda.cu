@@ -18,11 +18,10 @@
 // row is 2.5e9 comparisons, where a radix select (PyTorch's topk) or a
 // bitonic sort in shared memory would be the next rung. Measured speed: not
 // yet measured on a GPU.
-#include "runtime/launch.h"
-
 #include "kernels/elementwise/loop.h"
 #include "kernels/sort/api.h"
 #include "kernels/sort/order.h"
+#include "runtime/launch.h"
 
 namespace mt::MT_KERNEL_NS {
 

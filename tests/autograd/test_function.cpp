@@ -37,9 +37,7 @@ struct MissingGrad : autograd::Function<MissingGrad> {
     ctx.save_for_backward({in[1]});
     return in[0] * in[1];
   }
-  static std::vector<Tensor> backward(autograd::FunctionContext& ctx, const Tensor& g) {
-    return {g * ctx.saved()[0]};
-  }
+  static std::vector<Tensor> backward(autograd::FunctionContext& ctx, const Tensor& g) { return {g * ctx.saved()[0]}; }
 };
 
 // y = x^2 with a backward missing the factor 2.
@@ -48,9 +46,7 @@ struct BadSquare : autograd::Function<BadSquare> {
     ctx.save_for_backward({in[0]});
     return in[0] * in[0];
   }
-  static std::vector<Tensor> backward(autograd::FunctionContext& ctx, const Tensor& g) {
-    return {g * ctx.saved()[0]};
-  }
+  static std::vector<Tensor> backward(autograd::FunctionContext& ctx, const Tensor& g) { return {g * ctx.saved()[0]}; }
 };
 
 }  // namespace
@@ -59,7 +55,8 @@ struct BadSquare : autograd::Function<BadSquare> {
 // wrong), forward's own ops recorded on the tape, extra arguments lost.
 TEST_CASE("a custom function records one node with its own backward", "[autograd][function]") {
   const Tensor x = randn64({3, 4}, 41);
-  const GradcheckResult r = gradcheck([](const std::vector<Tensor>& in) { return Tanh32::apply({in[0]}, 1.7); }, {x.detach().requires_grad_()});
+  const GradcheckResult r = gradcheck([](const std::vector<Tensor>& in) { return Tanh32::apply({in[0]}, 1.7); },
+                                      {x.detach().requires_grad_()});
   INFO(r.message);
   CHECK(r.ok);
   const Tensor leaf = x.detach().requires_grad_();

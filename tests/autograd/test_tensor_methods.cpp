@@ -97,8 +97,11 @@ TEST_CASE("view follows PyTorch's stride rule", "[ops][methods][shape]") {
   CHECK_THROWS_WITH(qkv.transpose(1, 2).view({2, 120}), Contains("without a copy"));
   // reshape still copies when view cannot, and the gradient of a view of a strided tensor flows.
   CHECK(q.reshape({2, 40}).to_vector() == q.contiguous().view({2, 40}).to_vector());
-  require_gradcheck([](const std::vector<Tensor>& in) { return split(in[0], 8, 2)[1].view({2, 5, 2, 4}); }, {qkv},
-                    "view of a split");
+  require_gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return split(in[0], 8, 2)[1].view({2, 5, 2, 4});
+      },
+      {qkv}, "view of a split");
   // Strided views that keep every dim's stride rule: a transposed tensor viewed with a size-1 dim added.
   const Tensor t = randn64({3, 4}, 35).t();
   CHECK(t.view({4, 1, 3}).to_vector() == t.contiguous().view({4, 1, 3}).to_vector());

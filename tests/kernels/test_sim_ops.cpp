@@ -12,8 +12,8 @@
 
 #include "kernels/amp/amp.h"
 #include "kernels/indexing/indexing.h"
-#include "kernels/reduce/reduce.h"
 #include "kernels/optim/optim.h"
+#include "kernels/reduce/reduce.h"
 #include "mixtape.h"
 #include "tests/kernels/sim_tensor_util.h"
 
@@ -611,8 +611,8 @@ TEST_CASE("cumsum, sort, topk and multinomial match the CPU on sim", "[sim][sort
     check_matches(x.sim.grad(), x.cpu.grad(), 4 * tolerance(dtype), what + " cumsum backward");
   }
   // Ties and NaN: the stable order must be the same on both.
-  const Tensor ties = from_vector(std::vector<double>{2, NAN, -1, 2, 0.5, -INFINITY, NAN, 2, 0.5, INFINITY, -1, 3},
-                                  {2, 6}, kF32);
+  const Tensor ties =
+      from_vector(std::vector<double>{2, NAN, -1, 2, 0.5, -INFINITY, NAN, 2, 0.5, INFINITY, -1, 3}, {2, 6}, kF32);
   for (bool descending : {false, true}) {
     const ValuesIndices on_cpu = sort(ties, 1, descending), on_sim = sort(ties.to(test::kCudaPath), 1, descending);
     CHECK(on_sim.indices.to(kCPU).to_vector() == on_cpu.indices.to_vector());

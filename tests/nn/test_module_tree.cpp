@@ -70,9 +70,8 @@ TEST_CASE("named_modules, apply and as<T> walk the whole tree", "[nn][module]") 
   Net net;
   std::vector<std::string> names;
   for (const auto& [name, m] : net.named_modules()) names.push_back(name);
-  CHECK(names == std::vector<std::string>{"",         "blocks",        "blocks.0", "blocks.0.proj", "blocks.1",
-                                          "blocks.1.proj", "blocks.2", "blocks.2.proj", "head",   "head.0",
-                                          "head.1"});
+  CHECK(names == std::vector<std::string>{"", "blocks", "blocks.0", "blocks.0.proj", "blocks.1", "blocks.1.proj",
+                                          "blocks.2", "blocks.2.proj", "head", "head.0", "head.1"});
   CHECK(net.modules().size() == names.size());
   int linears = 0;
   net.apply([&](nn::Module& m) {
@@ -124,7 +123,8 @@ TEST_CASE("RMSNorm: values, gradient, dtypes", "[nn][rmsnorm]") {
   for (int r = 0; r < 6; ++r) {
     double ms = 0;
     for (int j = 0; j < 4; ++j) ms += xv[r * 4 + j] * xv[r * 4 + j] / 4;
-    for (int j = 0; j < 4; ++j) CHECK(yv[r * 4 + j] == Approx(xv[r * 4 + j] / std::sqrt(ms + 1e-6) * w[j]).epsilon(1e-12));
+    for (int j = 0; j < 4; ++j)
+      CHECK(yv[r * 4 + j] == Approx(xv[r * 4 + j] / std::sqrt(ms + 1e-6) * w[j]).epsilon(1e-12));
   }
   const GradcheckResult g = gradcheck(
       [&](const std::vector<Tensor>& in) {

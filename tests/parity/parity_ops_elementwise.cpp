@@ -191,9 +191,8 @@ void add_reduction_cases(std::vector<Case>& cases) {
       {"sum_to_size/broadcast", "sum_to_size", {{"size", {1, 4}}}, {floats(kPlain, {2, 4})}, one([](auto& x) {
          return sum_to_size(x[0], {1, 4});
        })});
-  cases.push_back({"cumsum/dim1", "cumsum", {{"dim", 1}}, {floats(kPlain, {2, 4})}, one([](auto& x) {
-                     return cumsum(x[0], 1);
-                   })});
+  cases.push_back(
+      {"cumsum/dim1", "cumsum", {{"dim", 1}}, {floats(kPlain, {2, 4})}, one([](auto& x) { return cumsum(x[0], 1); })});
   cases.push_back({"cumsum/dim0_edges", "cumsum", {{"dim", 0}}, {floats(kEdges, {5, 4})}, one([](auto& x) {
                      return cumsum(x[0], 0);
                    })});
@@ -215,7 +214,10 @@ void add_reduction_cases(std::vector<Case>& cases) {
                        return std::vector<Tensor>{r.values, r.indices};
                      }});
   }
-  cases.push_back({"topk/dim0", "topk", {{"k", 2}, {"dim", 0}, {"largest", true}}, {floats(distinct, {3, 4})},
+  cases.push_back({"topk/dim0",
+                   "topk",
+                   {{"k", 2}, {"dim", 0}, {"largest", true}},
+                   {floats(distinct, {3, 4})},
                    [](const std::vector<Tensor>& x) {
                      const ValuesIndices r = topk(x[0], 2, 0);
                      return std::vector<Tensor>{r.values, r.indices};
@@ -233,10 +235,17 @@ void add_reduction_cases(std::vector<Case>& cases) {
                      }});
   }
   // One positive weight per row: the only draw either library can make.
-  cases.push_back({"multinomial/certain", "multinomial_certain", {}, {InputSpec{{0, 0, 2.5, 0, 0, 1e-3, 0, 0}, {2, 4},
-                   Kind::Float, false}}, one([](auto& x) { return multinomial(x[0], 1); }), {kF64, kF32}, false});
-  cases.push_back({"argsort/dim0", "argsort", {{"dim", 0}, {"descending", true}}, {floats(ties_nan, {4, 3})},
-                   one([](auto& x) { return argsort(x[0], 0, true); })});
+  cases.push_back({"multinomial/certain",
+                   "multinomial_certain",
+                   {},
+                   {InputSpec{{0, 0, 2.5, 0, 0, 1e-3, 0, 0}, {2, 4}, Kind::Float, false}},
+                   one([](auto& x) { return multinomial(x[0], 1); }),
+                   {kF64, kF32},
+                   false});
+  cases.push_back(
+      {"argsort/dim0", "argsort", {{"dim", 0}, {"descending", true}}, {floats(ties_nan, {4, 3})}, one([](auto& x) {
+         return argsort(x[0], 0, true);
+       })});
 }
 
 }  // namespace parity

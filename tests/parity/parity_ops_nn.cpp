@@ -331,9 +331,12 @@ void add_attention_cases(std::vector<Case>& cases) {
 // inputs (batch_first false), E = 4, 2 heads, cross-attention (S = 5).
 void add_module_cases(std::vector<Case>& cases) {
   const auto inputs = [] {
-    return std::vector<InputSpec>{floats(pattern(3 * 2 * 4, 5), {3, 2, 4}), floats(pattern(5 * 2 * 4, 6), {5, 2, 4}),
-                                  floats(pattern(5 * 2 * 4, 7), {5, 2, 4}), floats(pattern(12 * 4, 8), {12, 4}),
-                                  floats(pattern(12, 9), {12}),             floats(pattern(16, 10), {4, 4}),
+    return std::vector<InputSpec>{floats(pattern(3 * 2 * 4, 5), {3, 2, 4}),
+                                  floats(pattern(5 * 2 * 4, 6), {5, 2, 4}),
+                                  floats(pattern(5 * 2 * 4, 7), {5, 2, 4}),
+                                  floats(pattern(12 * 4, 8), {12, 4}),
+                                  floats(pattern(12, 9), {12}),
+                                  floats(pattern(16, 10), {4, 4}),
                                   floats(pattern(4, 11), {4})};
   };
   const auto mha = [](const std::vector<Tensor>& x, const Tensor& padding, const Tensor& mask) {
@@ -347,22 +350,34 @@ void add_module_cases(std::vector<Case>& cases) {
   {
     std::vector<InputSpec> in = inputs();
     in.push_back(bools({0, 0, 0, 1, 1, 0, 1, 0, 0, 0}, {2, 5}));  // key_padding_mask [N, S]
-    cases.push_back({"multihead_attention/key_padding", "multihead_attention", {{"padding", true}}, in,
-                     one([mha](auto& x) { return mha(x, x[7], Tensor()); }), {kF64, kF32}});
+    cases.push_back({"multihead_attention/key_padding",
+                     "multihead_attention",
+                     {{"padding", true}},
+                     in,
+                     one([mha](auto& x) { return mha(x, x[7], Tensor()); }),
+                     {kF64, kF32}});
   }
   {
     std::vector<InputSpec> in = inputs();
     in.push_back(bools({0, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1}, {3, 5}));  // attn_mask [L, S], true = blocked
-    cases.push_back({"multihead_attention/bool_mask", "multihead_attention", {{"mask", true}}, in,
-                     one([mha](auto& x) { return mha(x, Tensor(), x[7]); }), {kF64, kF32}});
+    cases.push_back({"multihead_attention/bool_mask",
+                     "multihead_attention",
+                     {{"mask", true}},
+                     in,
+                     one([mha](auto& x) { return mha(x, Tensor(), x[7]); }),
+                     {kF64, kF32}});
   }
   // nn::RMSNorm against its definition in PyTorch (1.13 has no nn.RMSNorm).
-  cases.push_back({"rms_norm/weight", "rms_norm", {{"eps", 1e-6}}, {floats(pattern(24, 12), {2, 3, 4}),
-                   floats({1.5, -0.5, 0.25, 2.0}, {4})}, one([](auto& x) {
+  cases.push_back({"rms_norm/weight",
+                   "rms_norm",
+                   {{"eps", 1e-6}},
+                   {floats(pattern(24, 12), {2, 3, 4}), floats({1.5, -0.5, 0.25, 2.0}, {4})},
+                   one([](auto& x) {
                      nn::RMSNorm norm({4}, 1e-6);
                      norm.weight = x[1];
                      return norm.forward(x[0]);
-                   }), {kF64, kF32}});
+                   }),
+                   {kF64, kF32}});
 }
 
 void add_copy_fill_and_dropout_cases(std::vector<Case>& cases) {

@@ -30,13 +30,15 @@ std::string language_models_help() {
 
 Subcommand add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
-  CLI::App* cmd =
-      app.add_subcommand("generate", "Continue a prompt with a trained language model (text in, text out, through the tokenizer it trained with)");
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "Continue a prompt with a trained language model (text in, text out, through the tokenizer it trained with)");
   cmd->add_option("--checkpoint", a->checkpoint, "checkpoint (.safetensors) of " + language_models_help())
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--prompt", a->prompt, "the text to continue")->required();
-  add_integer_option(cmd, "--tokens", a->options.tokens, "new tokens to generate (bytes, or GPT-2 BPE tokens for a --tokenizer gpt2 model)", 0);
+  add_integer_option(cmd, "--tokens", a->options.tokens,
+                     "new tokens to generate (bytes, or GPT-2 BPE tokens for a --tokenizer gpt2 model)", 0);
   add_integer_option(cmd, "--max-tokens", a->options.max_tokens,
                      "refuse --tokens above this cap (default " + std::to_string(a->options.max_tokens) + ")", 0);
   cmd->add_flag("--allow-nonfinite", a->allow_nonfinite,

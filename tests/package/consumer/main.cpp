@@ -25,7 +25,8 @@ class TwoLayerNet : public mt::nn::Module {
   std::shared_ptr<mt::nn::Linear> hidden_, out_;
 };
 
-double train_steps(TwoLayerNet& model, const mt::data::TensorDataset& data, mt::Device device, mt::DType low, int steps) {
+double train_steps(TwoLayerNet& model, const mt::data::TensorDataset& data, mt::Device device, mt::DType low,
+                   int steps) {
   mt::optim::AdamW optimizer(model.parameters(), {.lr = 1e-2});
   mt::amp::GradScaler scaler({.enabled = low == mt::kF16});
   const mt::Tensor x = data.inputs.to(device), y = data.targets.to(device);

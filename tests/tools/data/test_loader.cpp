@@ -1,8 +1,8 @@
 // The DataLoader over the Dataset interface: a user's own dataset, the
 // default and a custom collate, shuffling with a Generator, sharding, and
 // prefetching on a worker thread.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -34,9 +34,7 @@ struct Squares : data::Dataset {
 // Sequences of length 1 + i % 3: the default collate cannot stack them.
 struct Ragged : data::Dataset {
   int64_t size() const override { return 6; }
-  data::Example get(int64_t i) const override {
-    return {full({1 + i % 3}, double(i) + 1), full({}, double(i), kI64)};
-  }
+  data::Example get(int64_t i) const override { return {full({1 + i % 3}, double(i) + 1), full({}, double(i), kI64)}; }
 };
 
 std::vector<int64_t> targets_of_epoch(data::DataLoader& loader, int64_t epoch) {

@@ -10,10 +10,10 @@
 
 #include "amp/grad_scaler.h"
 #include "core/checkpoint_file.h"
-#include "models/mlp.h"
-#include "optim/optimizer.h"
 #include "core/safetensors.h"
 #include "core/threads.h"
+#include "models/mlp.h"
+#include "optim/optimizer.h"
 #include "tools/data/loader.h"
 #include "tools/train/trainer.h"
 
@@ -425,10 +425,10 @@ TEST_CASE("training steps on the sim device never make the host wait", "[e2e][si
     bool diagnostics = false;  // --explain-skips 1 and the measured gradient norm (--report)
     const char* fp8_recipe = "current";
   };
-  for (const Case& k : {Case{"fp32", 0, 1, "adamw"}, Case{"fp16", 1.0, 1, "adamw"}, Case{"bf16", 0, 1, "sgd"},
-                        Case{"fp16", 0.5, 2, "adamw"}, Case{"fp16", 0, 1, "adamw", true},
-                        Case{"fp8", 0, 2, "adamw", false, "current"}, Case{"fp8", 1.0, 1, "adamw", false, "delayed"},
-                        Case{"fp8", 0, 1, "adamw", false, "block"}}) {
+  for (const Case& k :
+       {Case{"fp32", 0, 1, "adamw"}, Case{"fp16", 1.0, 1, "adamw"}, Case{"bf16", 0, 1, "sgd"},
+        Case{"fp16", 0.5, 2, "adamw"}, Case{"fp16", 0, 1, "adamw", true}, Case{"fp8", 0, 2, "adamw", false, "current"},
+        Case{"fp8", 1.0, 1, "adamw", false, "delayed"}, Case{"fp8", 0, 1, "adamw", false, "block"}}) {
     INFO(k.precision << " clip " << k.clip << " grad_accum " << k.grad_accum << " " << k.optimizer << " diagnostics "
                      << k.diagnostics << " fp8 " << k.fp8_recipe);
     tools::TrainConfig c = quick_config();

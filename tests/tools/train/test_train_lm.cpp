@@ -132,7 +132,8 @@ TEST_CASE("a language-model run evaluates every N steps and learns the synthetic
 
 // Catches: the window position, generator or optimizer state lost in a
 // language-model checkpoint, and `mixtape eval` scoring a different split.
-TEST_CASE("a resumed language-model run continues bit-identically, and eval scores its split", "[e2e][lm][checkpoint]") {
+TEST_CASE("a resumed language-model run continues bit-identically, and eval scores its split",
+          "[e2e][lm][checkpoint]") {
   const std::string ckpt = temp_path("resume.safetensors");
   tools::TrainConfig straight = synthetic_lm_config();
   straight.epochs = 2;
