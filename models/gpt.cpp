@@ -28,21 +28,6 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   return forward(x, no_keys, no_values);
 }
 
-namespace {
-
-// What new queries at positions past .. past + t - 1 may attend: the keys
-// at positions up to their own, out of past + t ([t, past + t], bool).
-// (PyTorch's is_causal aligns the mask to the top left, which is right only
-// when there is no past.)
-Tensor causal_keep_after(int64_t past, int64_t t, Device device) {
-  std::vector<double> keep(static_cast<size_t>(t * (past + t)));
-  for (int64_t i = 0; i < t; ++i) {
-    for (int64_t j = 0; j < past + t; ++j) keep[static_cast<size_t>(i * (past + t) + j)] = j <= past + i;
-  }
-  return from_vector(keep, {t, past + t}, kBool, device);
-}
-
-}  // namespace
 
 Tensor CausalSelfAttention::forward(const Tensor& x, Tensor& keys, Tensor& values) {
   const nn::ForwardScope scope(*this);
@@ -53,13 +38,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x, Tensor& keys, Tensor& value
   const Tensor q = split_heads(qkv[0], heads_), k = split_heads(qkv[1], heads_), v = split_heads(qkv[2], heads_);
   keys = past > 0 ? cat({keys, k}, 2) : k;
   values = past > 0 ? cat({values, v}, 2) : v;
-  AttentionOptions options;
-  if (past == 0) {
-    options.is_causal = true;
-  } else if (t > 1) {
-    options.attn_mask = causal_keep_after(past, t, x.device());
-  }  // one new query may attend every key: no mask
-  const Tensor y = scaled_dot_product_attention(q, keys, values, options);
+  const Tensor y = scaled_dot_product_attention(q, keys, values, causal_after(past, t, x.device()));
   return c_proj->forward(merge_heads(y));
 }
 

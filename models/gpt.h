@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "models/attention_heads.h"
 #include "nn/layers.h"
 
 namespace mt::models {
@@ -56,16 +57,6 @@ struct GptConfig {
   int64_t vocab = 256, context = 64, layers = 2, heads = 2, width = 64;
 };
 
-// The keys and values of the positions a model has seen, one pair per block,
-// each [B, heads, positions, head_dim].
-struct KvCache {
-  std::vector<Tensor> keys, values;
-  int64_t length() const { return keys.empty() || !keys.front().defined() ? 0 : keys.front().size(2); }
-  void clear() {
-    keys.clear();
-    values.clear();
-  }
-};
 
 // The named configuration; an mt::Error lists the names when `name` is unknown.
 GptConfig gpt_config(const std::string& name);

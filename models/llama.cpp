@@ -44,9 +44,11 @@ Tensor repeat_kv(const Tensor& x, int64_t repeat) {
 
 }  // namespace
 
-Tensor apply_rope(const Tensor& x, const RopeTables& rope) {
+Tensor apply_rope(const Tensor& x, const RopeTables& rope, int64_t first) {
   const int64_t t = x.size(2);
-  const Tensor cos = rope.cos.narrow(0, 0, t), sin = rope.sin.narrow(0, 0, t);
+  MT_CHECK(first >= 0 && first + t <= rope.cos.size(0), "rope: positions {}..{} are beyond the tables' {}", first,
+           first + t - 1, rope.cos.size(0));
+  const Tensor cos = rope.cos.narrow(0, first, t), sin = rope.sin.narrow(0, first, t);
   return x * cos + rotate_half(x) * sin;
 }
 
@@ -62,14 +64,21 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c) : heads_(c.heads), kv_heads
 }
 
 Tensor LlamaAttention::forward(const Tensor& x, const RopeTables& rope) {
+  Tensor no_keys, no_values;
+  return forward(x, rope, no_keys, no_values);
+}
+
+Tensor LlamaAttention::forward(const Tensor& x, const RopeTables& rope, Tensor& keys, Tensor& values) {
   const nn::ForwardScope scope(*this);
-  const Tensor q = apply_rope(split_heads(q_proj->forward(x), heads_), rope);
-  const Tensor k = apply_rope(split_heads(k_proj->forward(x), kv_heads_), rope);
+  const int64_t past = keys.defined() ? keys.size(2) : 0, t = x.size(1);
+  const Tensor q = apply_rope(split_heads(q_proj->forward(x), heads_), rope, past);
+  const Tensor k = apply_rope(split_heads(k_proj->forward(x), kv_heads_), rope, past);
   const Tensor v = split_heads(v_proj->forward(x), kv_heads_);
-  AttentionOptions options;
-  options.is_causal = true;
+  keys = past > 0 ? cat({keys, k}, 2) : k;
+  values = past > 0 ? cat({values, v}, 2) : v;
   const int64_t repeat = heads_ / kv_heads_;
-  const Tensor y = scaled_dot_product_attention(q, repeat_kv(k, repeat), repeat_kv(v, repeat), options);
+  const Tensor y = scaled_dot_product_attention(q, repeat_kv(keys, repeat), repeat_kv(values, repeat),
+                                                causal_after(past, t, x.device()));
   return o_proj->forward(merge_heads(y));
 }
 
@@ -93,8 +102,13 @@ LlamaLayer::LlamaLayer(const LlamaConfig& c) {
 }
 
 Tensor LlamaLayer::forward(const Tensor& x, const RopeTables& rope) {
+  Tensor no_keys, no_values;
+  return forward(x, rope, no_keys, no_values);
+}
+
+Tensor LlamaLayer::forward(const Tensor& x, const RopeTables& rope, Tensor& keys, Tensor& values) {
   const nn::ForwardScope scope(*this);
-  const Tensor h = x + self_attn->forward(input_layernorm->forward(x), rope);
+  const Tensor h = x + self_attn->forward(input_layernorm->forward(x), rope, keys, values);
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }
 
@@ -114,15 +128,35 @@ Llama::Llama(const LlamaConfig& config) : config_(config) {
   }
 }
 
-Tensor Llama::forward(const Tensor& tokens) {
-  const nn::ForwardScope scope(*this);
-  MT_CHECK(tokens.dim() == 2 && tokens.size(1) <= config_.context,
-           "llama: expected tokens [B, T] with T <= the context {}, got {}", config_.context, tokens.shape_string());
-  if (!rope_.cos.defined() || rope_.cos.device() != tokens.device()) {
-    rope_ = rope_tables(config_.context, config_.width / config_.heads, config_.rope_theta, tokens.device());
+const RopeTables& Llama::rope_on(Device device) {
+  if (!rope_.cos.defined() || rope_.cos.device() != device) {
+    rope_ = rope_tables(config_.context, config_.width / config_.heads, config_.rope_theta, device);
   }
+  return rope_;
+}
+
+Tensor Llama::forward(const Tensor& tokens) {
+  KvCache none;
+  return forward(tokens, none);
+}
+
+Tensor Llama::forward(const Tensor& tokens, KvCache& cache) {
+  const nn::ForwardScope scope(*this);
+  const auto layers = static_cast<size_t>(config_.layers);
+  if (cache.keys.size() != layers) {
+    MT_CHECK(cache.keys.empty(), "llama: a key/value cache of {} layers does not fit a model of {}",
+             cache.keys.size(), layers);
+    cache.keys.resize(layers);
+    cache.values.resize(layers);
+  }
+  MT_CHECK(tokens.dim() == 2 && cache.length() + tokens.size(1) <= config_.context,
+           "llama: expected tokens [B, T] with T <= the context {} (after {} cached positions), got {}",
+           config_.context, cache.length(), tokens.shape_string());
+  const RopeTables& rope = rope_on(tokens.device());
   Tensor x = model->embed_tokens->forward(tokens);
-  for (const auto& layer : *model->layers) x = layer->as<LlamaLayer>()->forward(x, rope_);
+  for (size_t i = 0; i < layers; ++i) {
+    x = model->layers->at<LlamaLayer>(i)->forward(x, rope, cache.keys[i], cache.values[i]);
+  }
   return lm_head->forward(model->norm->forward(x));
 }
 

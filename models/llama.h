@@ -18,7 +18,8 @@
 // What is composite here and fused later (issue 38): RMSNorm, RoPE and
 // SwiGLU run as their elementwise ops; grouped-query attention repeats each
 // K/V head for its query heads (expand + reshape) before the attention
-// kernel, which does not yet take GQA itself.
+// kernel, which does not yet take GQA itself. The generation cache keeps the
+// unrepeated K/V heads.
 //
 // PyTorch equivalent (same names and shapes; rotate_half pairs the two
 // halves of each head, as HF's Llama does):
@@ -70,6 +71,7 @@
 
 #include <string>
 
+#include "models/attention_heads.h"
 #include "nn/layers.h"
 
 namespace mt::models {
@@ -89,13 +91,16 @@ struct RopeTables {
   Tensor cos, sin;
 };
 RopeTables rope_tables(int64_t positions, int64_t head_dim, double theta, Device device);
-// x [B, H, T, D] rotated: x * cos + rotate_half(x) * sin.
-Tensor apply_rope(const Tensor& x, const RopeTables& rope);
+// x [B, H, T, D] at positions first .. first + T - 1 rotated: x * cos + rotate_half(x) * sin.
+Tensor apply_rope(const Tensor& x, const RopeTables& rope, int64_t first = 0);
 
 class LlamaAttention : public nn::Module {
  public:
   explicit LlamaAttention(const LlamaConfig& c);
   Tensor forward(const Tensor& x, const RopeTables& rope);
+  // x continues the positions whose keys and values (KV heads, rotated keys)
+  // are in (keys, values), which grow by x's positions (undefined at first).
+  Tensor forward(const Tensor& x, const RopeTables& rope, Tensor& keys, Tensor& values);
   std::string name() const override { return "LlamaAttention"; }
   std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
 
@@ -115,6 +120,7 @@ class LlamaLayer : public nn::Module {
  public:
   explicit LlamaLayer(const LlamaConfig& c);
   Tensor forward(const Tensor& x, const RopeTables& rope);
+  Tensor forward(const Tensor& x, const RopeTables& rope, Tensor& keys, Tensor& values);
   std::string name() const override { return "LlamaDecoderLayer"; }
   std::shared_ptr<nn::RMSNorm> input_layernorm, post_attention_layernorm;
   std::shared_ptr<LlamaAttention> self_attn;
@@ -135,12 +141,17 @@ class Llama : public nn::Module {
  public:
   explicit Llama(const LlamaConfig& config);
   Tensor forward(const Tensor& tokens) override;  // i64 [B, T] -> logits [B, T, vocab]
+  // Inference with a key/value cache (the KV heads' keys and values, not the
+  // repeated ones): `tokens` [B, t] sit at positions cache.length() ..
+  // cache.length() + t - 1, which must fit the context.
+  Tensor forward(const Tensor& tokens, KvCache& cache);
   std::string name() const override { return "llama"; }
   const LlamaConfig& config() const { return config_; }
   std::shared_ptr<LlamaBody> model;
   std::shared_ptr<nn::Linear> lm_head;
 
  private:
+  const RopeTables& rope_on(Device device);
   LlamaConfig config_;
   RopeTables rope_;  // for the whole context, on the device of the last forward (built once)
 };

@@ -89,3 +89,31 @@ TEST_CASE("llama-tiny keeps norms and RoPE in f32 under bf16 autocast and learns
   CHECK(last < 0.2 * first);
   CHECK_THROWS_WITH(model->forward(zeros({1, 65}, kI64)), Contains("T <= the context 64"));
 }
+
+// Catches: cached generation rotating the new keys at position 0 instead of
+// their own, the mask of several new queries after a past, and the cache
+// keeping repeated K/V heads that do not line up with the new ones.
+TEST_CASE("llama's key/value cache gives the logits of the whole-prefix forward", "[models][llama][kv-cache]") {
+  manual_seed(5);
+  auto model = std::dynamic_pointer_cast<models::Llama>(models::make_model("llama-tiny"));
+  model->to(kF64);
+  model->eval();
+  const NoGradGuard no_grad;
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 12; ++i) ids.push_back((i * 37 + 5) % 256);
+  const Tensor all = from_vector(ids, {1, 12});
+  const std::vector<double> want = model->forward(all).to_vector();
+  models::KvCache cache;
+  std::vector<double> got = model->forward(all.narrow(1, 0, 5), cache).to_vector();  // a prefix of 5
+  for (int64_t start : {5, 8}) {  // then 3 tokens at once, then 4
+    const int64_t n = start == 5 ? 3 : 4;
+    const std::vector<double> more = model->forward(all.narrow(1, start, n).contiguous(), cache).to_vector();
+    got.insert(got.end(), more.begin(), more.end());
+  }
+  CHECK(cache.length() == 12);
+  CHECK(cache.keys[0].size(1) == 2);  // the 2 KV heads, not the 4 repeated
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+  CHECK(worst < 1e-10);
+}

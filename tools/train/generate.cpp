@@ -72,8 +72,7 @@ Tensor token_tensor(std::vector<int64_t>::const_iterator begin, std::vector<int6
 namespace {
 
 // What generation needs of a language model: its sizes and a forward, with
-// a key/value cache where the model has one (GPT) or without (Llama, which
-// recomputes the window each step: O(T^2), right for short continuations).
+// a key/value cache (without one, each step recomputes the window).
 struct Decoder {
   nn::Module& module;
   int64_t vocab, context;
@@ -140,7 +139,9 @@ std::vector<int64_t> generate(models::Gpt& model, const std::vector<int64_t>& pr
 
 std::vector<int64_t> generate(models::Llama& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
                               Device device) {
-  return run_generation({model, model.config().vocab, model.config().context, {}}, prompt, options, device);
+  const Decoder decoder{model, model.config().vocab, model.config().context,
+                        [&model](const Tensor& tokens, models::KvCache& cache) { return model.forward(tokens, cache); }};
+  return run_generation(decoder, prompt, options, device);
 }
 
 GenerateResult generate_from_checkpoint(const std::string& path, const std::string& prompt, GenerateOptions options,

@@ -41,7 +41,7 @@ struct GenerateOptions {
 // is empty, longer than the context, or holds a token outside the vocabulary.
 std::vector<int64_t> generate(models::Gpt& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
                               Device device);
-// The same for a Llama (no key/value cache yet: each step runs the window).
+// The same for a Llama (its cache keeps the unrepeated K/V heads).
 std::vector<int64_t> generate(models::Llama& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
                               Device device);
 
