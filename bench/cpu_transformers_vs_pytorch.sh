@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Side by side on this machine's CPU: mixtape vs PyTorch (Debian's
-# python3-torch) training gpt-small and bert-tiny, the same model shapes (the
+# python3-torch) training gpt-small, llama-small and bert-tiny, the same model shapes (the
 # twins in tools/scripts/load_in_pytorch.py), AdamW, the same batch and sequence
 # length, in fp32 and in bf16 autocast, both on 2 threads. Prints training
 # tokens/s of each and the ratio, as a Markdown table. Run it on an idle
 # machine: anything else running skews both sides.
-# Usage: [PRECISIONS="fp32 bf16"] bench/cpu_transformers_vs_pytorch.sh [build-dir] [steps]
+# Usage: [PRECISIONS="fp32 bf16"] [MODELS="gpt-small llama-small bert-tiny"] \
+#        bench/cpu_transformers_vs_pytorch.sh [build-dir] [steps]
 # (PRECISIONS=fp32 skips PyTorch 1.13's CPU bf16, which takes minutes per config.)
 set -euo pipefail
 build=${1:-build}
@@ -14,7 +15,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive
 
 # model  dataset  batch  context
-configs=("gpt-small synthetic-tokens 8 256" "bert-tiny brown-genre 32 128")
+configs=("gpt-small synthetic-tokens 8 256" "llama-small synthetic-tokens 8 256" "bert-tiny brown-genre 32 128")
+models=" ${MODELS:-gpt-small llama-small bert-tiny} "
 
 mixtape_rate() {  # model dataset batch context precision -> tokens/s
   local log
@@ -38,9 +40,10 @@ sys.path.insert(0, tools)
 import load_in_pytorch as twins
 torch.set_num_threads(2)
 torch.manual_seed(0)
-if model_name.startswith("gpt"):
-    config = twins.GPT_CONFIGS[model_name]
-    model = twins.GPT(**config)
+if model_name.startswith("gpt") or model_name.startswith("llama"):
+    gpt = model_name.startswith("gpt")
+    config = (twins.GPT_CONFIGS if gpt else twins.LLAMA_CONFIGS)[model_name]
+    model = (twins.GPT if gpt else twins.Llama)(**config)
     x = torch.randint(0, config["vocab"], (batch, context))
     y = torch.randint(0, config["vocab"], (batch, context))
     loss_of = lambda logits: torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
@@ -69,6 +72,7 @@ echo "| model | batch x context | precision | mixtape tokens/s | PyTorch $(/usr/
 echo "|---|---|---|---|---|---|"
 for config in "${configs[@]}"; do
   read -r model dataset batch context <<<"$config"
+  [[ "$models" == *" $model "* ]] || continue
   for precision in ${PRECISIONS:-fp32 bf16}; do
     ours=$(mixtape_rate "$model" "$dataset" "$batch" "$context" "$precision")
     theirs=$(torch_rate "$model" "$batch" "$context" "$precision")
