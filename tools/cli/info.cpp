@@ -1,6 +1,8 @@
 // `mixtape info`: devices, memory, versions, datasets and models.
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <Eigen/Core>
 #include <cstdio>
 #include <memory>
@@ -10,6 +12,7 @@
 #include "models/registry.h"
 #include "runtime/error.h"
 #include "tools/cli/subcommands.h"
+#include "tools/data/bpe.h"
 #include "tools/data/registry.h"
 #if defined(MT_WITH_CUDA)
 #include "core/device_info.h"
@@ -49,8 +52,12 @@ int run_info(const std::string& data_dir) {
   for (const auto& d : data::dataset_list()) {
     if (d.files_status) std::printf("%s: %s\n", d.name.c_str(), d.files_status(data_dir).c_str());
   }
+  const std::filesystem::path bpe = data::default_gpt2_bpe_dir();
+  const bool bpe_found = std::filesystem::exists(bpe / "encoder.json") && std::filesystem::exists(bpe / "vocab.bpe");
+  std::printf("gpt2 tokenizer: %s (%s)\n", bpe_found ? "found" : ("missing: " + data::gpt2_bpe_fetch_command()).c_str(),
+              bpe.string().c_str());
   std::printf("models:\n");
-  for (const auto& m : models::model_list()) std::printf("  %-10s %s\n", m.name.c_str(), m.description.c_str());
+  for (const auto& m : models::model_list()) std::printf("  %-12s %s\n", m.name.c_str(), m.description.c_str());
   return 0;
 }
 

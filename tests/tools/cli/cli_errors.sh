@@ -50,6 +50,8 @@ grep -q '"summary"' "$tmp/m.jsonl" || { echo "FAIL: no summary line in the metri
 "$mixtape" eval --checkpoint "$tmp/c.safetensors" --device cpu | grep -q "test accuracy" ||
   { echo "FAIL: eval did not print the accuracy"; failures=$((failures + 1)); }
 "$mixtape" info | grep -q "fashion-mnist" || { echo "FAIL: info"; failures=$((failures + 1)); }
+MT_GPT2_BPE_DIR="$tmp/none" "$mixtape" info | grep -q "^gpt2 tokenizer: missing: tools/scripts/setup.sh" ||
+  { echo "FAIL: info does not say where the GPT-2 BPE files come from"; failures=$((failures + 1)); }
 
 # Language models: bad combinations and prompts are refused.
 expect_failure "gpt-tiny is a language model" train --model gpt-tiny --dataset fashion-mnist --steps 1
