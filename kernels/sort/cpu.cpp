@@ -1,5 +1,5 @@
 // Sorting rows on the CPU: per row, the column numbers are ordered by
-// kernels::sorts_before (order.h) with std::stable_sort, or
+// kernels::sorts_before (math.h) with std::stable_sort, or
 // std::partial_sort when only the first k < cols are wanted (topk): a heap of
 // k instead of a full sort. Values are compared in their compute type (f32
 // for f32/f16/bf16, f64 for the rest), which orders them exactly as stored.
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/common/strided.h"
-#include "kernels/sort/order.h"
+#include "kernels/sort/math.h"
 
 namespace mt::kernels::cpu {
 namespace {

@@ -1,7 +1,7 @@
 // Sorting rows (sort, topk, argsort) by rank counting.
 //
 // What: for each row of a contiguous [rows, cols] input, the columns of its
-// first k values in sorted order (kernels/sort/order.h: by value, NaN as the
+// first k values in sorted order (kernels/sort/math.h: by value, NaN as the
 // largest, equal values by column: a stable sort).
 //
 // Algorithm: one block per row; the thread of column c counts the columns
@@ -20,7 +20,7 @@
 // yet measured on a GPU.
 #include "kernels/elementwise/loop.h"
 #include "kernels/sort/api.h"
-#include "kernels/sort/order.h"
+#include "kernels/sort/math.h"
 #include "runtime/launch.h"
 
 namespace mt::MT_KERNEL_NS {
