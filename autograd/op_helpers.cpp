@@ -74,9 +74,6 @@ DType binary_result_type(const Tensor& a, const Tensor& b) {
   return category(scalar) > category(dimensioned) ? promote_types(dimensioned, scalar) : dimensioned;
 }
 
-}  // namespace autograd
-namespace autograd {
-
 RowsAlongDim rows_along_dim(const Tensor& x_in, int64_t dim, const char* op) {
   RowsAlongDim r;
   r.scalar = x_in.dim() == 0;

@@ -4,6 +4,7 @@
 // their gradient is gather's (a scatter-add of g back to where each value
 // came from), which is what PyTorch's topk and sort backward compute.
 #include <limits>
+#include <optional>
 
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
@@ -14,11 +15,11 @@ namespace mt {
 
 namespace {
 
-// The indices of the first k values of each row along `dim` in sorted order,
-// in x's layout (k along `dim`).
-Tensor sorted_indices(const Tensor& x, int64_t k, int64_t dim, bool descending, const char* op) {
+// The indices of the first k values (all of them without k) of each row
+// along `dim` in sorted order, in x's layout (k along `dim`).
+Tensor sorted_indices(const Tensor& x, std::optional<int64_t> first_k, int64_t dim, bool descending, const char* op) {
   const autograd::RowsAlongDim along = autograd::rows_along_dim(x, dim, op);
-  const int64_t n = along.rows.size(1);
+  const int64_t n = along.rows.size(1), k = first_k.value_or(n);
   MT_CHECK(k >= 0 && k <= n, "{}: k = {} is out of range for a dim of size {}", op, k, n);
   Tensor indices = empty({along.rows.size(0), k}, kI64, x.device());
   kernels::sort_rows(along.rows, indices, k, descending);
@@ -39,13 +40,11 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
 }
 
 ValuesIndices sort(const Tensor& x, int64_t dim, bool descending) {
-  const int64_t n = x.dim() == 0 ? 1 : x.size(wrap_dim(dim, x.dim(), "sort"));
-  return with_values(x, dim, sorted_indices(x, n, dim, descending, "sort"));
+  return with_values(x, dim, sorted_indices(x, std::nullopt, dim, descending, "sort"));
 }
 
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
-  const int64_t n = x.dim() == 0 ? 1 : x.size(wrap_dim(dim, x.dim(), "argsort"));
-  return sorted_indices(x, n, dim, descending, "argsort");
+  return sorted_indices(x, std::nullopt, dim, descending, "argsort");
 }
 
 namespace {

@@ -1,6 +1,6 @@
 #include "tools/data/loader.h"
 
-#include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <span>
 #include <vector>
@@ -20,8 +20,8 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options, CollateFn 
            options.shard_count);
   if (options.augment) {
     const Tensor first = dataset.get(0).input;
-    MT_CHECK(first.dim() == 3 && first.dtype() == kF32, "DataLoader: augmentation needs f32 images [C, H, W], got {} {}",
-             first.shape_string(), first.dtype());
+    MT_CHECK(first.dim() == 3 && first.dtype() == kF32,
+             "DataLoader: augmentation needs f32 images [C, H, W], got {} {}", first.shape_string(), first.dtype());
   }
   start_epoch(0);
 }
@@ -67,7 +67,6 @@ Tensor DataLoader::shard_of(const Tensor& order) const {
   return shard;
 }
 
-
 // Random crop (with padding) and horizontal flip of one [C, H, W] image.
 void DataLoader::augment(const float* in, float* out, const Shape& image, int64_t sample_index) const {
   const int64_t c = image[0], h = image[1], w = image[2], plane = h * w;
@@ -96,6 +95,7 @@ Batch DataLoader::make_batch(int64_t batch_index) const {
   const int64_t begin = batch_index * options_.batch;
   const int64_t count = std::min(options_.batch, samples_per_epoch() - begin);
   const std::span<const int64_t> indices(order_.data<int64_t>() + begin, static_cast<size_t>(count));
+  const MemoryCategoryScope data_memory(MemoryCategory::Data);  // a collate function's tensors too
   Batch b;
   if (collate_) {
     std::vector<Example> examples;
@@ -109,7 +109,6 @@ Batch DataLoader::make_batch(int64_t batch_index) const {
            "DataLoader: batch {} should hold {} samples, got inputs {}", batch_index, count,
            b.inputs.defined() ? b.inputs.shape_string() : std::string("(none)"));
   b.index = batch_index;
-  const MemoryCategoryScope data_memory(MemoryCategory::Data);
   if (options_.augment) {
     const Tensor source = b.inputs.contiguous();
     Tensor augmented = empty(source.sizes(), kF32);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <numeric>
 
 #include "autograd/autocast.h"
@@ -13,8 +12,8 @@
 #include "models/llama.h"
 #include "models/registry.h"
 #include "tools/data/bpe.h"
-#include "tools/train/checkpoint.h"
 #include "tools/data/text.h"
+#include "tools/train/checkpoint.h"
 
 namespace mt::tools {
 namespace {
@@ -67,26 +66,18 @@ Tensor token_tensor(std::vector<int64_t>::const_iterator begin, std::vector<int6
   return from_vector(tokens, {1, static_cast<int64_t>(tokens.size())}, kI64, device);
 }
 
-}  // namespace
-
-namespace {
-
-// What generation needs of a language model: its sizes and a forward, with
-// a key/value cache (without one, each step recomputes the window).
-struct Decoder {
-  nn::Module& module;
-  int64_t vocab, context;
-  std::function<Tensor(const Tensor& tokens, models::KvCache& cache)> forward_cached;  // may be empty
-};
-
-std::vector<int64_t> run_generation(const Decoder& model, const std::vector<int64_t>& prompt,
-                                    const GenerateOptions& options, Device device) {
+// Generation with a decoder (models::Gpt, models::Llama: config().vocab and
+// .context, forward(tokens) and forward(tokens, KvCache&)).
+template <typename Model>
+std::vector<int64_t> run_generation(Model& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
+                                    Device device) {
+  const int64_t vocab = model.config().vocab, context = model.config().context;
   MT_CHECK(!prompt.empty(), "generate: the prompt is empty (give at least one token)");
-  MT_CHECK(static_cast<int64_t>(prompt.size()) <= model.context,
-           "generate: the prompt of {} tokens is longer than the model's context of {}", prompt.size(), model.context);
+  MT_CHECK(static_cast<int64_t>(prompt.size()) <= context,
+           "generate: the prompt of {} tokens is longer than the model's context of {}", prompt.size(), context);
   for (size_t i = 0; i < prompt.size(); ++i) {
-    MT_CHECK(prompt[i] >= 0 && prompt[i] < model.vocab,
-             "generate: prompt token {} ({}) is outside the vocabulary 0..{}", i, prompt[i], model.vocab - 1);
+    MT_CHECK(prompt[i] >= 0 && prompt[i] < vocab, "generate: prompt token {} ({}) is outside the vocabulary 0..{}", i,
+             prompt[i], vocab - 1);
   }
   MT_CHECK(options.tokens >= 0, "generate: the number of tokens must not be negative, got {}", options.tokens);
   MT_CHECK(options.tokens <= options.max_tokens,
@@ -97,34 +88,32 @@ std::vector<int64_t> run_generation(const Decoder& model, const std::vector<int6
   MT_CHECK(options.top_k >= 0, "generate: top-k must not be negative, got {}", options.top_k);
 
   NoGradGuard no_grad;
-  const bool was_training = model.module.is_training();
-  model.module.eval();
+  const bool was_training = model.is_training();
+  model.eval();
   const amp::Autocast autocast(device, options.precision == Precision::Bf16 ? kBF16 : kF16,
                                options.precision != Precision::Fp32);
-  const bool cached = options.use_cache && model.forward_cached;
   std::vector<int64_t> tokens = prompt;
   models::KvCache cache;
   size_t window = 0;  // the first token the model conditions on
   for (int64_t step = 0; step < options.tokens; ++step) {
     // A full context: restart the window from its last half (run again below).
-    if (static_cast<int64_t>(tokens.size() - window) == model.context) {
-      window = tokens.size() - static_cast<size_t>(std::max<int64_t>(model.context / 2, 1));
+    if (static_cast<int64_t>(tokens.size() - window) == context) {
+      window = tokens.size() - static_cast<size_t>(std::max<int64_t>(context / 2, 1));
       cache.clear();
     }
     Tensor logits;
-    if (!cached) {
-      logits = model.module.forward(
-          token_tensor(tokens.begin() + static_cast<std::ptrdiff_t>(window), tokens.end(), device));
+    if (!options.use_cache) {
+      logits = model.forward(token_tensor(tokens.begin() + static_cast<std::ptrdiff_t>(window), tokens.end(), device));
     } else {
       // What the cache has not seen yet: the whole window after a restart, else the newest token.
       const size_t first_unseen = window + static_cast<size_t>(cache.length());
-      logits = model.forward_cached(
+      logits = model.forward(
           token_tensor(tokens.begin() + static_cast<std::ptrdiff_t>(first_unseen), tokens.end(), device), cache);
     }
     tokens.push_back(sample(last_logits(logits), options, static_cast<uint64_t>(step)));
     if (options.on_token) options.on_token(tokens.back());
   }
-  model.module.train(was_training);
+  model.train(was_training);
   return tokens;
 }
 
@@ -132,16 +121,12 @@ std::vector<int64_t> run_generation(const Decoder& model, const std::vector<int6
 
 std::vector<int64_t> generate(models::Gpt& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
                               Device device) {
-  const Decoder decoder{model, model.config().vocab, model.config().context,
-                        [&model](const Tensor& tokens, models::KvCache& cache) { return model.forward(tokens, cache); }};
-  return run_generation(decoder, prompt, options, device);
+  return run_generation(model, prompt, options, device);
 }
 
 std::vector<int64_t> generate(models::Llama& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
                               Device device) {
-  const Decoder decoder{model, model.config().vocab, model.config().context,
-                        [&model](const Tensor& tokens, models::KvCache& cache) { return model.forward(tokens, cache); }};
-  return run_generation(decoder, prompt, options, device);
+  return run_generation(model, prompt, options, device);
 }
 
 GenerateResult generate_from_checkpoint(const std::string& path, const std::string& prompt, GenerateOptions options,
