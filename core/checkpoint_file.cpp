@@ -1,6 +1,7 @@
 #include "core/checkpoint_file.h"
 
 #include <charconv>
+#include <cmath>
 #include <set>
 
 #include "core/generator.h"
@@ -51,6 +52,18 @@ TensorMap part_tensors(const SafetensorsFile& f, const std::string& name, const 
   return out;
 }
 
+// A NaN or inf in a file is refused before anything is loaded (as `mixtape
+// train --resume` refuses it): training from it would only spread it.
+void check_finite(const SafetensorsFile& f, const std::string& path) {
+  for (const auto& [key, t] : f.tensors) {
+    if (!is_floating(t.dtype())) continue;
+    bool finite = true;
+    for_each_offset(t.sizes(), t.strides(), t.offset(),
+                    [&](int64_t at) { finite = finite && std::isfinite(read_element(t, at)); });
+    MT_CHECK(finite, "checkpoint '{}': tensor '{}' holds NaN or inf; refusing to load it", path, key);
+  }
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, const CheckpointParts& parts) {
@@ -73,6 +86,7 @@ void load_checkpoint(const std::string& path, const CheckpointParts& parts) {
   check_part_names(parts);
   const SafetensorsFile f = load_safetensors(path);
   const GeneratorState rng{metadata_u64(f, "rng_seed", path), metadata_u64(f, "rng_offset", path)};
+  check_finite(f, path);
   std::vector<TensorMap> states;
   size_t claimed = 0;
   for (const auto& [name, part] : parts) {

@@ -16,8 +16,9 @@
 // CLI writes it) and comes back on load, so a resumed run draws the dropout
 // masks it would have drawn. Loading is strict: every stored tensor must
 // belong to a part and every part must find its tensors (each part's
-// load_state_dict then checks shapes and values). The file and every part's
-// presence are checked before any part is loaded; a part that refuses its
+// load_state_dict then checks shapes and values), and a floating-point
+// tensor holding NaN or inf is refused. The file and every part's presence
+// are checked before any part is loaded; a part that refuses its
 // tensors is named in the error (the parts before it are loaded by then). A
 // CLI checkpoint loads this way too (its scheduler position is metadata, not
 // a part: pass the model, "optimizer" and "scaler").

@@ -1,6 +1,7 @@
 // mt::save_checkpoint / load_checkpoint: a training state (model, AdamW,
 // GradScaler, LR schedule, the generator) in one call, resumed bit for bit.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -87,7 +88,8 @@ TEST_CASE("save_checkpoint and load_checkpoint resume a run bit for bit", "[core
 }
 
 // Catches: a file missing a part, or holding tensors no part claims, loaded
-// as if it were whole; a part name that would collide with the model's keys.
+// as if it were whole; a part name that would collide with the model's keys;
+// a NaN weight loaded (and trained on).
 TEST_CASE("load_checkpoint refuses a file that does not match the parts", "[core][checkpoint][errors]") {
   const std::string path = temp_path("mt_checkpoint_file_parts.safetensors");
   Run run;
@@ -96,5 +98,16 @@ TEST_CASE("load_checkpoint refuses a file that does not match the parts", "[core
   CHECK_THROWS_WITH(load_checkpoint(path, {{"model", run.model}}), Contains("part 'model' does not load"));
   CHECK_THROWS_WITH(load_checkpoint(path, {{"optimizer", run.opt}}), Contains("belong to none of the parts"));
   CHECK_THROWS_WITH(save_checkpoint(path, {{"a.b", run.model}}), Contains("without '.'"));
+  // A poisoned weight is refused, named, and nothing is loaded.
+  {
+    const NoGradGuard no_grad;
+    fill_(run.model.fc2->bias.narrow(0, 1, 1), NAN);
+  }
+  save_checkpoint(path, {{"model", run.model}, {"optimizer", run.opt}});
+  Run other;
+  const std::vector<double> before = other.model.fc1->weight.to_vector();
+  CHECK_THROWS_WITH(load_checkpoint(path, {{"model", other.model}, {"optimizer", other.opt}}),
+                    Contains("tensor 'fc2.bias' holds NaN or inf"));
+  CHECK(other.model.fc1->weight.to_vector() == before);
   std::remove(path.c_str());
 }
