@@ -55,7 +55,8 @@ TensorMap part_tensors(const SafetensorsFile& f, const std::string& name, const 
 // A NaN or inf in a file is refused before anything is loaded (as `mixtape
 // train --resume` refuses it): training from it would only spread it.
 void check_finite(const SafetensorsFile& f, const std::string& path) {
-  for (const auto& [key, t] : f.tensors) {
+  for (const auto& [key, tensor] : f.tensors) {
+    const Tensor& t = tensor;  // (a lambda may not capture a structured binding in C++20 as clang 14 reads it)
     if (!is_floating(t.dtype())) continue;
     bool finite = true;
     for_each_offset(t.sizes(), t.strides(), t.offset(),
