@@ -54,6 +54,7 @@
   X(Mean, "mean", Fp32, "nothing (input shape and count only)")                                                       \
   X(Var, "var", Fp32, "input (f32)")                                                                                  \
   X(Cumsum, "cumsum", Fp32, "nothing (dim only)")                                                                     \
+  X(RouterLogits, "router_logits", Fp32, "nothing of its own: linear's input, weight (f32)")                          \
   /* promote: mixed inputs go to the widest input type */                                                             \
   X(Add, "add", Promote, "nothing")                                                                                   \
   X(Sub, "sub", Promote, "nothing")                                                                                   \
@@ -64,6 +65,7 @@
   X(Cat, "cat", Promote, "nothing (split lengths only)")                                                              \
   X(Maximum, "maximum", Promote, "a, b")                                                                              \
   X(Minimum, "minimum", Promote, "a, b")                                                                              \
+  X(IndexAdd, "index_add", Promote, "index")                                                                          \
   /* the input's dtype (batch_norm: f32 statistics inside) */                                                         \
   X(BatchNorm, "batch_norm", InputDType, "input, weight, mean, invstd (f32 mean, invstd per channel)")                \
   X(Neg, "neg", InputDType, "nothing")                                                                                \

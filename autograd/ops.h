@@ -135,6 +135,11 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 enum class LinearActivation { None, Relu, Gelu, GeluTanh };
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               LinearActivation activation = LinearActivation::None);
+// A mixture-of-experts router's logits x @ weight^T (weight [experts, in]),
+// always in f32: under BF16/FP16 autocast and inside an FP8 region alike
+// (Switch Transformer's selective precision: the softmax over experts and the
+// top-k choice are too sensitive for a lower-precision GEMM's rounding).
+Tensor router_logits(const Tensor& x, const Tensor& weight);
 
 // ---------------------------------------------------------------- attention (ops_attention.cpp)
 // softmax(q k^T * scale + mask) v on q [..., T_q, D], k [..., T_k, D], v [..., T_k, D_v]
@@ -201,6 +206,10 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// x with src's slices added at `index` along dim (torch.index_add): src has
+// x's shape but index.numel() in dim. Repeated indices sum in index order
+// (deterministic on every device); the gradient to src gathers (index_select).
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 
 // ---------------------------------------------------------------- sorting and sampling (ops_sort.cpp)
 // The k largest (or smallest) values along `dim` and their indices, largest

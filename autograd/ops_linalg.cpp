@@ -201,4 +201,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearA
   return y;
 }
 
+Tensor router_logits(const Tensor& x_in, const Tensor& weight_in) {
+  // saves: nothing of its own (linear's node keeps the input and weight, in f32)
+  const auto in = autograd::autocast_inputs(amp::Op::RouterLogits, {x_in, weight_in});
+  MT_CHECK(in[1].dim() == 2, "router_logits: weight must be [experts, in], got {}", in[1].shape_string());
+  // Neither autocast nor an FP8 region reaches inside: the GEMM runs on the f32 inputs.
+  const amp::Autocast inside(in[0].device(), amp::autocast_dtype(in[0].device()), /*enabled=*/false);
+  return high_precision_linear(in[0], in[1], Tensor(), LinearActivation::None);
+}
+
 }  // namespace mt

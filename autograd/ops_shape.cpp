@@ -392,6 +392,31 @@ Tensor gather(const Tensor& x_in, int64_t dim, const Tensor& index) {
                 });
 }
 
+Tensor index_add(const Tensor& x_in, int64_t dim, const Tensor& index, const Tensor& src_in) {
+  const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::IndexAdd, {x_in, src_in});
+  const DType dtype = promote_types(in[0].dtype(), in[1].dtype());  // as add's
+  const Tensor x = in[0].to(dtype), src = in[1].to(dtype);
+  autograd::check_index_tensor("index_add", index);
+  autograd::check_same_device("index_add", x, index);
+  autograd::check_same_device("index_add", x, src);
+  MT_CHECK(index.dim() <= 1, "index_add: index must be 1-D, got {}", index.shape_string());
+  MT_CHECK(x.dim() >= 1, "index_add: the input needs a dim to index, got {}", x.shape_string());
+  const int64_t d = wrap_dim(dim, x.dim(), "index_add");
+  Shape expected = x.sizes();
+  expected[static_cast<size_t>(d)] = index.numel();
+  MT_CHECK(src.sizes() == expected, "index_add: source {} must be {} (the input {} with {} indices in dim {})",
+           src.shape_string(), shape_str(expected), x.shape_string(), index.numel(), d);
+  Tensor out = x.contiguous().clone();
+  kernels::index_add(out, d, index, src);
+  if (!autograd::needs_grad({x, src})) return out;
+  // saves: index
+  return record(in, out, [si = save(index), d, src_shape = src.sizes()](const Tensor& g) -> std::vector<Tensor> {
+    Tensor gs = empty(src_shape, g.dtype(), g.device());
+    kernels::index_select(g, d, si.get(), gs);  // each source slice reads back the slot it was added to
+    return {g, gs};
+  });
+}
+
 }  // namespace mt
 
 namespace mt {

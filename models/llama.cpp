@@ -8,11 +8,29 @@
 
 namespace mt::models {
 
+namespace {
+
+LlamaConfig dense(int64_t vocab, int64_t context, int64_t layers, int64_t heads, int64_t kv_heads, int64_t width,
+                  int64_t hidden) {
+  LlamaConfig c;
+  c.vocab = vocab, c.context = context, c.layers = layers, c.heads = heads, c.kv_heads = kv_heads;
+  c.width = width, c.hidden = hidden;
+  return c;
+}
+
+}  // namespace
+
 LlamaConfig llama_config(const std::string& name) {
-  if (name == "llama-tiny") return {256, 64, 2, 4, 2, 64, 176};
-  if (name == "llama-small") return {256, 256, 6, 6, 2, 384, 1024};
-  if (name == "llama-125m") return {50304, 1024, 12, 12, 4, 768, 2048};
-  throw Error("unknown Llama configuration '" + name + "' (known: llama-tiny, llama-small, llama-125m)");
+  if (name == "llama-tiny") return dense(256, 64, 2, 4, 2, 64, 176);
+  if (name == "llama-small") return dense(256, 256, 6, 6, 2, 384, 1024);
+  if (name == "llama-125m") return dense(50304, 1024, 12, 12, 4, 768, 2048);
+  if (name == "llama-moe-tiny") {
+    LlamaConfig c = llama_config("llama-tiny");
+    c.moe = {.experts = 4, .top_k = 2};
+    return c;
+  }
+  throw Error("unknown Llama configuration '" + name +
+              "' (known: llama-tiny, llama-small, llama-125m, llama-moe-tiny)");
 }
 
 RopeTables rope_tables(int64_t positions, int64_t head_dim, double theta, Device device) {
@@ -98,7 +116,12 @@ LlamaLayer::LlamaLayer(const LlamaConfig& c) {
   self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c));
   post_attention_layernorm =
       register_module("post_attention_layernorm", std::make_shared<nn::RMSNorm>(Shape{c.width}, c.norm_eps));
-  mlp = register_module("mlp", std::make_shared<LlamaMlp>(c.width, c.hidden));
+  if (c.moe.experts > 0) {
+    block_sparse_moe =
+        register_module("block_sparse_moe", std::make_shared<MoeMlp>(c.width, c.hidden, c.moe, ExpertKind::SwiGlu));
+  } else {
+    mlp = register_module("mlp", std::make_shared<LlamaMlp>(c.width, c.hidden));
+  }
 }
 
 Tensor LlamaLayer::forward(const Tensor& x, const RopeTables& rope) {
@@ -109,7 +132,8 @@ Tensor LlamaLayer::forward(const Tensor& x, const RopeTables& rope) {
 Tensor LlamaLayer::forward(const Tensor& x, const RopeTables& rope, Tensor& keys, Tensor& values) {
   const nn::ForwardScope scope(*this);
   const Tensor h = x + self_attn->forward(input_layernorm->forward(x), rope, keys, values);
-  return h + mlp->forward(post_attention_layernorm->forward(h));
+  const Tensor n = post_attention_layernorm->forward(h);
+  return h + (mlp ? mlp->forward(n) : block_sparse_moe->forward(n));
 }
 
 LlamaBody::LlamaBody(const LlamaConfig& c) {
@@ -158,6 +182,14 @@ Tensor Llama::forward(const Tensor& tokens, KvCache& cache) {
     x = model->layers->at<LlamaLayer>(i)->forward(x, rope, cache.keys[i], cache.values[i]);
   }
   return lm_head->forward(model->norm->forward(x));
+}
+
+Tensor Llama::forward_loss(const Tensor& tokens, const Tensor& targets) {
+  if (config_.moe.experts == 0) return Tensor();
+  const Tensor logits = forward(tokens);
+  const Tensor loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  const Tensor aux = moe_auxiliary_loss(*this);
+  return add(loss, sub(aux, aux.detach()));
 }
 
 }  // namespace mt::models

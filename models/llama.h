@@ -8,6 +8,7 @@
 //   llama-tiny   256 bytes, context 64, 2 layers, 4 heads (2 KV), width 64, MLP 176      (CPU tests)
 //   llama-small  256 bytes, context 256, 6 layers, 6 heads (2 KV), width 384, MLP 1024
 //   llama-125m   50304 tokens, context 1024, 12 layers, 12 heads (4 KV), width 768, MLP 2048
+//   llama-moe-tiny  llama-tiny with each MLP a mixture of 4 SwiGLU experts of 176, top-2 (models/moe.h)
 // The vocabulary grows to the tokenizer's (train --tokenizer gpt2), as the GPTs' does.
 //
 // Precision: RMSNorm's statistic is computed in f32 (nn::RMSNorm); RoPE's
@@ -72,6 +73,7 @@
 #include <string>
 
 #include "models/attention_heads.h"
+#include "models/moe.h"
 #include "nn/layers.h"
 
 namespace mt::models {
@@ -80,6 +82,7 @@ struct LlamaConfig {
   int64_t vocab = 256, context = 64, layers = 2, heads = 4, kv_heads = 2, width = 64, hidden = 176;
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
+  MoeConfig moe;  // experts > 0: each layer's MLP is a mixture of `experts` SwiGLU MLPs of `hidden` (models/moe.h)
 };
 
 // The named configuration; an mt::Error lists the names when `name` is unknown.
@@ -124,7 +127,8 @@ class LlamaLayer : public nn::Module {
   std::string name() const override { return "LlamaDecoderLayer"; }
   std::shared_ptr<nn::RMSNorm> input_layernorm, post_attention_layernorm;
   std::shared_ptr<LlamaAttention> self_attn;
-  std::shared_ptr<LlamaMlp> mlp;
+  std::shared_ptr<LlamaMlp> mlp;                   // dense, or
+  std::shared_ptr<MoeMlp> block_sparse_moe;        // a mixture of experts (Mixtral's name)
 };
 
 // The embedding, the layers and the final norm: HF's LlamaModel ("model.").
@@ -145,6 +149,10 @@ class Llama : public nn::Module {
   // repeated ones): `tokens` [B, t] sit at positions cache.length() ..
   // cache.length() + t - 1, which must fit the context.
   Tensor forward(const Tensor& tokens, KvCache& cache);
+  // A mixture of experts: the mean next-token cross-entropy, whose gradient
+  // also carries the router's losses (cross_entropy + aux - aux.detach():
+  // the value reported stays the cross-entropy). Undefined for a dense model.
+  Tensor forward_loss(const Tensor& tokens, const Tensor& targets) override;
   std::string name() const override { return "llama"; }
   const LlamaConfig& config() const { return config_; }
   std::shared_ptr<LlamaBody> model;

@@ -63,6 +63,7 @@ const std::vector<Entry>& entries() {
       llama_entry("llama-tiny", "Llama (RMSNorm, RoPE, SwiGLU, GQA), bytes, context 64, 2 layers x 4 heads (2 KV)"),
       llama_entry("llama-small", "Llama, bytes, context 256, 6 layers x 6 heads (2 KV), width 384"),
       llama_entry("llama-125m", "Llama, 50304 tokens, context 1024, 12 layers x 12 heads (4 KV), width 768"),
+      llama_entry("llama-moe-tiny", "llama-tiny with each MLP a mixture of 4 SwiGLU experts, top-2 routing"),
       bert_entry("bert-tiny", "BERT encoder, bytes, context 128, 2 layers x 2 heads, width 128"),
       bert_entry("bert-mini", "BERT encoder, bytes, context 128, 4 layers x 4 heads, width 256"),
       bert_entry("bert-base", "BERT-base's shape over bytes: context 512, 12 layers x 12 heads, width 768"),

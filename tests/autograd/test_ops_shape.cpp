@@ -264,6 +264,27 @@ TEST_CASE("index_select and gather: forward, repeated indices, gradcheck", "[ops
               "index_select f16 exact");
 }
 
+// Catches: index_add writing into its input (it returns a new tensor, as
+// torch.index_add), repeated indices not summed, the source gradient not
+// read back from the slot each slice went to, the sim path disagreeing.
+TEST_CASE("index_add: out of place, repeated indices sum, gradcheck, sim", "[ops][shape]") {
+  const Tensor x = iota64({3, 4});
+  const Tensor src = full({2, 4}, 100.0, kF64);
+  const Tensor out = index_add(x, 0, i64({2, 2}, {2}), src);
+  check_equal(out, {0, 1, 2, 3, 4, 5, 6, 7, 208, 209, 210, 211}, "dim 0, a repeated index");
+  check_equal(x, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, "the input is left alone");
+  check_equal(index_add(x, 1, i64({0, 3}, {2}), full({3, 2}, 1.0, kF64)), {1, 1, 2, 4, 5, 5, 6, 8, 9, 9, 10, 12},
+              "dim 1");
+  CHECK(index_add(x.to(kBF16), 0, i64({0}, {1}), zeros({1, 4})).dtype() == kF32);  // promotes, as add does
+  const Tensor r = randn64({3, 4}, 11), s = randn64({4, 4}, 12);
+  require_gradcheck(
+      [](const std::vector<Tensor>& in) { return index_add(in[0], 0, i64({1, 0, 1, 2}, {4}), in[1]); }, {r, s},
+      "index_add repeated");
+  const Tensor on_sim = index_add(r.to(kF32).to(kSIM), 0, i64({1, 0, 1, 2}, {4}).to(kSIM), s.to(kF32).to(kSIM));
+  check_equal(on_sim.to(kCPU), index_add(r.to(kF32), 0, i64({1, 0, 1, 2}, {4}), s.to(kF32)).to_vector(), "sim");
+  CHECK_THROWS_WITH(index_add(x, 0, i64({0}, {1}), src), Catch::Contains("index_add: source [2, 4] must be [1, 4]"));
+}
+
 TEST_CASE("copy_ and fill_: broadcast, cast, and the autograd guard", "[ops][shape]") {
   const Tensor dst = zeros({2, 3}, kF16);
   copy_(dst, f64({1, 2, 3}, {3}));
