@@ -86,6 +86,37 @@ Evaluation evaluate_across_ranks(TrainingRun& r) {
 
 // Evaluates on the held-out split, prints and logs the result, and keeps it
 // in the summary; its time is not training time.
+namespace {
+
+// A mixture of experts: what each MoE layer's router did over the training
+// steps since the last evaluation (this rank's batches), printed and logged.
+void report_router_statistics(TrainingRun& r, const std::string& when, Reporter& reporter, nlohmann::json& record) {
+  const std::vector<models::MoeMlp*> layers = models::moe_layers(*r.model);
+  if (layers.empty()) return;
+  r.summary.router_statistics.clear();
+  nlohmann::json logged = nlohmann::json::array();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const models::RouterStatistics s = layers[i]->take_statistics();
+    r.summary.router_statistics.push_back(s);
+    std::vector<std::string> shares;
+    for (double share : s.expert_share) shares.push_back(fmt::format("{:.1f}%", 100.0 * share));
+    std::fprintf(reporter.out,
+                 "%s: router %zu: experts %s, dropped %.2f%%, entropy %.3f nats (uniform %.3f), balance loss %.3f, "
+                 "z-loss %.3f\n",
+                 when.c_str(), i, fmt::format("{}", fmt::join(shares, " ")).c_str(), 100.0 * s.dropped_share,
+                 s.entropy, std::log(double(s.expert_share.size())), s.auxiliary_loss, s.z_loss);
+    logged.push_back({{"expert_share", s.expert_share},
+                      {"dropped_share", s.dropped_share},
+                      {"entropy", s.entropy},
+                      {"balance_loss", s.auxiliary_loss},
+                      {"z_loss", s.z_loss},
+                      {"tokens", s.tokens}});
+  }
+  record["router"] = logged;
+}
+
+}  // namespace
+
 void evaluate_and_report(TrainingRun& r, const std::string& when, Reporter& reporter, Throughput& throughput) {
   note_training_memory(r);
   const auto start = Clock::now();
@@ -105,6 +136,7 @@ void evaluate_and_report(TrainingRun& r, const std::string& when, Reporter& repo
     record["accuracy"] = e.accuracy;
     std::fprintf(reporter.out, "%s: test accuracy %.2f%%\n", when.c_str(), 100.0 * e.accuracy);
   }
+  report_router_statistics(r, when, reporter, record);
   reporter.record(nlohmann::json{{"eval", record}});
   throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - start).count());
   restart_step_clock(r);

@@ -413,7 +413,9 @@ void setup_run(TrainingRun& r, const TrainConfig& requested) {
   build_scaler(r);
   build_fp8(r);
   if (!r.c.checkpoint.resume.empty()) resume_run(r);
-  r.summary.parameters = r.model->parameter_count();
+  const models::ParameterCounts counts = models::parameter_counts(*r.model);
+  r.summary.parameters = counts.total;
+  r.summary.activated_parameters = counts.activated;
   watch_nonfinite_gradients(r);
   prepare_cuda_graph(r);
 }

@@ -68,6 +68,7 @@ nlohmann::json summary_record(const TrainingRun& r) {
                            {"threads", summary.threads},
                            {"memory_ledger", memory_report_json(summary.memory_ledger, summary.memory_theory)},
                            {"parameters", summary.parameters},
+                           {"activated_parameters", summary.activated_parameters},
                            {"config", config_json(r.c)}};
   if (summary.language_model) {
     record["validation_loss"] = summary.validation_loss;
@@ -109,7 +110,12 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
   fill_summary(r);
   print_summary_line(r, out);
   const TrainSummary& summary = r.summary;
-  if (r.c.report.memory) print_memory_report(out, summary.memory_ledger, summary.memory_theory, r.device.str());
+  if (r.c.report.memory) {
+    print_memory_report(out, summary.memory_ledger, summary.memory_theory, r.device.str());
+    std::fprintf(out, "parameters: %lld in all, %lld activated per token%s\n", static_cast<long long>(summary.parameters),
+                 static_cast<long long>(summary.activated_parameters),
+                 summary.activated_parameters == summary.parameters ? "" : " (each token runs k of each layer's experts)");
+  }
   if (r.c.debug.dtype_report && summary.dtype_report.is_array()) {
     print_dtype_report(out, summary.dtype_report);
     reporter.record({{"dtype_report", summary.dtype_report}});

@@ -21,8 +21,11 @@ void print_run_banner(const TrainingRun& r, std::FILE* out) {
                                               dist::group_for(r.device).backend(), r.ddp ? ", DDP" : "",
                                               c.parallel.shard_optimizer ? ", optimizer state sharded" : "")
                                 : std::string();
-  std::fprintf(out, "training %s (%lld parameters) on %s in %s%s, %s, batch %lld x %lld%s, %lld steps per epoch\n",
-               c.model.c_str(), static_cast<long long>(r.summary.parameters), r.device.str().c_str(),
+  const std::string activated = r.summary.activated_parameters == r.summary.parameters
+                                    ? std::string()
+                                    : fmt::format(", {} activated per token", r.summary.activated_parameters);
+  std::fprintf(out, "training %s (%lld parameters%s) on %s in %s%s, %s, batch %lld x %lld%s, %lld steps per epoch\n",
+               c.model.c_str(), static_cast<long long>(r.summary.parameters), activated.c_str(), r.device.str().c_str(),
                precision_name(r.precision).c_str(), c.precision.master_weights ? " with f32 master weights" : "",
                optimizer_name(c.optim.optimizer).c_str(), static_cast<long long>(c.batch),
                static_cast<long long>(c.optim.grad_accum), ranks.c_str(), static_cast<long long>(r.steps_per_epoch));

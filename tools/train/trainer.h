@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "models/moe.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/config.h"
 #include "tools/train/evaluate.h"
@@ -39,6 +40,12 @@ struct TrainSummary {
   int64_t steps = 0;
   int64_t skipped_steps = 0;
   int64_t parameters = 0;
+  // Those one token's forward uses: a mixture of experts counts k of its E
+  // experts (models::parameter_counts); equal to `parameters` for a dense model.
+  int64_t activated_parameters = 0;
+  // A mixture of experts: each MoE layer's router statistics over the
+  // training steps before the last evaluation.
+  std::vector<models::RouterStatistics> router_statistics;
   double final_scale = 1;
   // Blocking device operations (core/host_sync.h) per optimizer step, over
   // the steps after the first; 0 means the host never waited for the device.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <set>
+#include <unistd.h>
 
 #include "core/safetensors.h"
 #include "tools/data/brown.h"
@@ -304,4 +305,46 @@ TEST_CASE("gpt-tiny and llama-tiny train on Brown in GPT-2 BPE tokens and genera
       std::filesystem::remove(ckpt);
     }
   }
+}
+
+// Catches: a mixture of experts whose router statistics are not taken at
+// each evaluation (or not reset), activated parameters reported as the
+// total, the MoE losses changing the reported loss, and a checkpoint of one
+// that generate cannot run (evaluation routes without a capacity).
+TEST_CASE("llama-moe-tiny trains on Brown, reports its routers and generates", "[e2e][moe][brown]") {
+  const std::string ckpt = temp_path("moe_" + std::to_string(::getpid()) + ".safetensors");
+  tools::TrainConfig c;
+  c.model = "llama-moe-tiny";
+  c.data.dataset = "brown";
+  c.data.context = 32;
+  c.data.train_limit = 256;
+  c.data.test_limit = 16;
+  c.precision.mode = tools::Precision::Bf16;
+  c.report.progress = false;
+  c.batch = 16;
+  c.epochs = 1;
+  c.checkpoint.save = ckpt;
+  Sink sink;
+  const tools::TrainSummary s = tools::train(c, sink.file);
+  CHECK(s.activated_parameters < s.parameters);
+  CHECK(s.parameters - s.activated_parameters == 2 * (3 * 4 * 64 * 176) / 2);  // 2 of 4 experts idle per layer
+  REQUIRE(s.router_statistics.size() == 2);
+  for (const models::RouterStatistics& r : s.router_statistics) {
+    REQUIRE(r.expert_share.size() == 4);
+    CHECK(r.tokens == 16 * 16 * 32);  // the epoch's 16 steps of 16 windows of 32
+    double total = 0;
+    for (double share : r.expert_share) total += share;
+    CHECK(total == Approx(1.0));
+    CHECK(r.entropy > 0);
+    CHECK(r.entropy <= std::log(4.0) + 1e-6);
+    CHECK(r.auxiliary_loss > 0.5);  // E * sum f_e P_e: about 1 near balance
+  }
+  CHECK(s.losses.front() < std::log(256.0) + 0.5);  // the cross-entropy alone (about ln 256 at the start)
+  tools::GenerateOptions options;
+  options.tokens = 8;
+  options.temperature = 0;
+  const tools::GenerateResult r = tools::generate_from_checkpoint(ckpt, "The jury", options, "cpu");
+  REQUIRE(r.text.rfind("The jury", 0) == 0);
+  CHECK(r.text.size() > std::string("The jury").size());
+  std::filesystem::remove(ckpt);
 }
