@@ -10,10 +10,15 @@
 namespace mt::models {
 
 GptConfig gpt_config(const std::string& name) {
-  if (name == "gpt-tiny") return {256, 64, 2, 2, 64};
-  if (name == "gpt-small") return {256, 256, 6, 6, 384};
-  if (name == "gpt2-124m") return {50304, 1024, 12, 12, 768};
-  throw Error("unknown GPT configuration '" + name + "' (known: gpt-tiny, gpt-small, gpt2-124m)");
+  if (name == "gpt-tiny") return {.vocab = 256, .context = 64, .layers = 2, .heads = 2, .width = 64, .moe = {}};
+  if (name == "gpt-small") return {.vocab = 256, .context = 256, .layers = 6, .heads = 6, .width = 384, .moe = {}};
+  if (name == "gpt2-124m") return {.vocab = 50304, .context = 1024, .layers = 12, .heads = 12, .width = 768, .moe = {}};
+  if (name == "gpt-moe-tiny") {  // Switch Transformer's routing: top-1
+    GptConfig c = gpt_config("gpt-tiny");
+    c.moe = {.experts = 4, .top_k = 1};
+    return c;
+  }
+  throw Error("unknown GPT configuration '" + name + "' (known: gpt-tiny, gpt-small, gpt2-124m, gpt-moe-tiny)");
 }
 
 CausalSelfAttention::CausalSelfAttention(int64_t width, int64_t heads) : heads_(heads) {
@@ -53,23 +58,29 @@ Tensor GptMlp::forward(const Tensor& x) {
   return c_proj->forward(c_fc->forward(x, LinearActivation::GeluTanh));
 }
 
-GptBlock::GptBlock(int64_t width, int64_t heads) {
+GptBlock::GptBlock(int64_t width, int64_t heads, const MoeConfig& moe_config) {
   ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(Shape{width}));
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(width, heads));
   ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(Shape{width}));
-  mlp = register_module("mlp", std::make_shared<GptMlp>(width));
+  if (moe_config.experts > 0) {
+    moe = register_module("moe", std::make_shared<MoeMlp>(width, 4 * width, moe_config, ExpertKind::Gelu));
+  } else {
+    mlp = register_module("mlp", std::make_shared<GptMlp>(width));
+  }
 }
+
+Tensor GptBlock::feed_forward(const Tensor& x) { return mlp ? mlp->forward(x) : moe->forward(x); }
 
 Tensor GptBlock::forward(const Tensor& x) {
   const nn::ForwardScope scope(*this);
   const Tensor h = add(x, attn->forward(ln_1->forward(x)));
-  return add(h, mlp->forward(ln_2->forward(h)));
+  return add(h, feed_forward(ln_2->forward(h)));
 }
 
 Tensor GptBlock::forward(const Tensor& x, Tensor& keys, Tensor& values) {
   const nn::ForwardScope scope(*this);
   const Tensor h = add(x, attn->forward(ln_1->forward(x), keys, values));
-  return add(h, mlp->forward(ln_2->forward(h)));
+  return add(h, feed_forward(ln_2->forward(h)));
 }
 
 namespace {
@@ -79,14 +90,17 @@ void init_gpt(Gpt& model, Generator* generator) {
   NoGradGuard no_grad;
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(model.config().layers));
   for (const auto& [name, p] : model.named_parameters()) {
-    const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    auto ends_with = [&](std::string_view tail) {
+      return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    const bool is_bias = ends_with(".bias") || ends_with("_bias");  // experts.c_fc_bias: a mixture's stacked biases
     const bool is_norm = name.find("ln_") != std::string::npos;
     if (is_norm) {
       nn::init::constant_(p, is_bias ? 0.0 : 1.0);
     } else if (is_bias) {
       nn::init::constant_(p, 0.0);
     } else {
-      const bool residual = name.size() >= 14 && name.compare(name.size() - 14, 14, ".c_proj.weight") == 0;
+      const bool residual = ends_with(".c_proj.weight") || ends_with("experts.c_proj");
       nn::init::normal_(p, 0.0, residual ? residual_std : 0.02, generator);
     }
   }
@@ -100,7 +114,9 @@ Gpt::Gpt(const GptConfig& config, Generator* generator) : config_(config) {
   wte = register_module("wte", std::make_shared<nn::Embedding>(config.vocab, config.width));
   wpe = register_module("wpe", std::make_shared<nn::Embedding>(config.context, config.width));
   h = register_module("h", std::make_shared<nn::ModuleList>());
-  for (int64_t i = 0; i < config.layers; ++i) h->push_back(std::make_shared<GptBlock>(config.width, config.heads));
+  for (int64_t i = 0; i < config.layers; ++i) {
+    h->push_back(std::make_shared<GptBlock>(config.width, config.heads, config.moe));
+  }
   ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{config.width}));
   init_gpt(*this, generator);
 }
@@ -140,12 +156,16 @@ Tensor Gpt::forward(const Tensor& tokens) {
 }
 
 Tensor Gpt::forward_loss(const Tensor& tokens, const Tensor& targets) {
-  if (!fused_loss_head) return Tensor();
+  const bool mixture = config_.moe.experts > 0;
+  if (!fused_loss_head && !mixture) return Tensor();
   MT_CHECK(targets.sizes() == tokens.sizes(), "gpt: targets {} must match tokens {}", targets.shape_string(),
            tokens.shape_string());
   const nn::ForwardScope scope(*this);
   const Tensor x = ln_f->forward(blocks(tokens));
-  return linear_cross_entropy(x.reshape({-1, config_.width}), wte->weight, targets.reshape({-1}));
+  const Tensor loss = fused_loss_head
+                          ? linear_cross_entropy(x.reshape({-1, config_.width}), wte->weight, targets.reshape({-1}))
+                          : cross_entropy(linear(x, wte->weight).reshape({-1, config_.vocab}), targets.reshape({-1}));
+  return with_router_losses(loss, *this);
 }
 
 Tensor Gpt::forward(const Tensor& tokens, KvCache& cache) {

@@ -8,6 +8,7 @@
 //   gpt-tiny    256 bytes, context 64, 2 layers, 2 heads, width 64    (CPU tests)
 //   gpt-small   256 bytes, context 256, 6 layers, 6 heads, width 384  (10.8M parameters)
 //   gpt2-124m   50304 tokens, context 1024, 12 layers, 12 heads, width 768 (GPT-2 small's shape)
+//   gpt-moe-tiny  gpt-tiny with each MLP (h.N.moe) a mixture of 4 GELU experts, top-1 (models/moe.h)
 //
 // forward(tokens i64 [B, T]) -> logits [B, T, vocab].
 // forward(tokens, cache): the same for tokens that continue the positions
@@ -49,12 +50,14 @@
 #include <vector>
 
 #include "models/attention_heads.h"
+#include "models/moe.h"
 #include "nn/layers.h"
 
 namespace mt::models {
 
 struct GptConfig {
   int64_t vocab = 256, context = 64, layers = 2, heads = 2, width = 64;
+  MoeConfig moe;  // experts > 0: each block's MLP is a mixture of `experts` GPT-2 MLPs (models/moe.h)
 };
 
 
@@ -87,14 +90,16 @@ class GptMlp : public nn::Module {
 
 class GptBlock : public nn::Module {
  public:
-  GptBlock(int64_t width, int64_t heads);
+  GptBlock(int64_t width, int64_t heads, const MoeConfig& moe = {});
   Tensor forward(const Tensor& x) override;
   Tensor forward(const Tensor& x, Tensor& keys, Tensor& values);
   std::string name() const override { return "GptBlock"; }
 
   std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
   std::shared_ptr<CausalSelfAttention> attn;
-  std::shared_ptr<GptMlp> mlp;
+  Tensor feed_forward(const Tensor& x);  // the MLP or the mixture
+  std::shared_ptr<GptMlp> mlp;     // dense, or
+  std::shared_ptr<MoeMlp> moe;     // a mixture of GELU experts of width 4 * width
 };
 
 class Gpt : public nn::Module {

@@ -187,9 +187,7 @@ Tensor Llama::forward(const Tensor& tokens, KvCache& cache) {
 Tensor Llama::forward_loss(const Tensor& tokens, const Tensor& targets) {
   if (config_.moe.experts == 0) return Tensor();
   const Tensor logits = forward(tokens);
-  const Tensor loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
-  const Tensor aux = moe_auxiliary_loss(*this);
-  return add(loss, sub(aux, aux.detach()));
+  return with_router_losses(cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1})), *this);
 }
 
 }  // namespace mt::models

@@ -185,6 +185,11 @@ Tensor moe_auxiliary_loss(nn::Module& model) {
   return total;
 }
 
+Tensor with_router_losses(const Tensor& loss, nn::Module& model) {
+  const Tensor aux = moe_auxiliary_loss(model);
+  return aux.defined() ? add(loss, sub(aux, aux.detach())) : loss;
+}
+
 ParameterCounts parameter_counts(nn::Module& model) {
   ParameterCounts c;
   for (const Tensor& p : model.parameters()) c.total += p.numel();

@@ -141,6 +141,9 @@ class MoeMlp : public nn::Module {
 std::vector<MoeMlp*> moe_layers(nn::Module& model);
 // The sum of the MoE layers' auxiliary losses of the last forward (undefined when there are none).
 Tensor moe_auxiliary_loss(nn::Module& model);
+// loss + aux - aux.detach() for the MoE layers' auxiliary loss: the value
+// stays `loss` (what is reported), the gradient carries the router's losses.
+Tensor with_router_losses(const Tensor& loss, nn::Module& model);
 
 // Total parameters and those one token's forward touches: every expert's
 // counts in the total, k of the E in the activated (the seed's "total vs

@@ -60,6 +60,9 @@ const std::vector<Entry>& entries() {
       gpt_entry("gpt-tiny", "GPT, bytes, context 64, 2 layers x 2 heads, width 64"),
       gpt_entry("gpt-small", "GPT, bytes, context 256, 6 layers x 6 heads, width 384"),
       gpt_entry("gpt2-124m", "GPT-2 small's shape: 50304 tokens, context 1024, 12 layers x 12 heads, width 768"),
+      // (Not checkpointable: recomputing a block would count its routing twice in the router statistics.)
+      decoder_entry<Gpt>("gpt-moe-tiny", "gpt-tiny with each MLP a mixture of 4 GELU experts, top-1 (Switch) routing",
+                         gpt_config("gpt-moe-tiny"), /*checkpointable=*/false),
       llama_entry("llama-tiny", "Llama (RMSNorm, RoPE, SwiGLU, GQA), bytes, context 64, 2 layers x 4 heads (2 KV)"),
       llama_entry("llama-small", "Llama, bytes, context 256, 6 layers x 6 heads (2 KV), width 384"),
       llama_entry("llama-125m", "Llama, 50304 tokens, context 1024, 12 layers x 12 heads (4 KV), width 768"),

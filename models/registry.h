@@ -5,7 +5,7 @@
 //   resnet  a small ResNet for 28x28 inputs            696,042 parameters (models/cnn.h)
 //   gpt-tiny, gpt-small, gpt2-124m   GPT-2-style decoders (models/gpt.h)
 //   llama-tiny, llama-small, llama-125m   Llama-style decoders: RMSNorm, RoPE, SwiGLU, GQA (models/llama.h)
-//   llama-moe-tiny   llama-tiny whose MLPs are mixtures of experts (models/moe.h)
+//   llama-moe-tiny, gpt-moe-tiny   llama-tiny (top-2) and gpt-tiny (top-1) whose MLPs are mixtures of experts (models/moe.h)
 //   bert-tiny, bert-mini, bert-base  BERT-style encoders for text classification (models/bert.h)
 //
 // Parameter names and shapes match the PyTorch modules written out in each

@@ -21,7 +21,7 @@ struct Grads {
 // a checkpointed dropout + block), from the same seed each time.
 Grads run_gpt(bool checkpointed, bool bf16_autocast) {
   manual_seed(21);
-  models::Gpt model(models::GptConfig{256, 32, 3, 2, 32});
+  models::Gpt model(models::GptConfig{.vocab = 256, .context = 32, .layers = 3, .heads = 2, .width = 32, .moe = {}});
   model.checkpoint_activations = checkpointed;
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < 4 * 32; ++i) ids.push_back((i * 53 + 7) % 256);

@@ -96,7 +96,7 @@ TEST_CASE("gpt's fused loss head equals cross_entropy over its logits, with the 
 // scales them by 1/sqrt(2 * layers) so the residual stream does not grow with
 // depth), non-zero biases, LayerNorms not starting at the identity.
 TEST_CASE("gpt initialisation follows GPT-2", "[models][gpt]") {
-  models::GptConfig c{256, 64, 8, 4, 128};
+  models::GptConfig c{.vocab = 256, .context = 64, .layers = 8, .heads = 4, .width = 128, .moe = {}};
   Generator gen(3);
   models::Gpt model(c, &gen);
   const auto block = std::static_pointer_cast<models::GptBlock>((*model.h)[0]);
@@ -162,6 +162,8 @@ TEST_CASE("gpt refuses bad input with a clear error", "[models][gpt][errors]") {
   CHECK_THROWS_WITH(model.forward(zeros({1, 65}, kI64)), Catch::Contains("context of 64"));
   CHECK_THROWS_WITH(model.forward(zeros({1, 4})), Catch::Contains("i64 tokens"));
   CHECK_THROWS_WITH(model.forward(full({1, 2}, 256, kI64)), Catch::Contains("embedding"));
-  CHECK_THROWS_WITH(models::Gpt(models::GptConfig{256, 8, 1, 3, 64}), Catch::Contains("do not divide"));
+  CHECK_THROWS_WITH(
+      models::Gpt(models::GptConfig{.vocab = 256, .context = 8, .layers = 1, .heads = 3, .width = 64, .moe = {}}),
+      Catch::Contains("do not divide"));
   CHECK_THROWS_WITH(models::gpt_config("gpt-huge"), Catch::Contains("gpt-tiny"));
 }

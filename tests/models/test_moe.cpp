@@ -8,6 +8,7 @@
 #include "amp/fp8_recipe.h"
 #include "kernels/sim_tensor_util.h"
 #include "mixtape.h"
+#include "models/gpt.h"
 #include "models/llama.h"
 #include "models/moe.h"
 #include "models/registry.h"
@@ -20,12 +21,17 @@ namespace {
 std::vector<double> values_of(const Tensor& t) { return t.to(kCPU).to_vector(); }
 
 // The layer, token by token, in f64: softmax, top-k, the capacity filled in
-// priority order (every first choice, then every second), SwiGLU experts.
+// priority order (every first choice, then every second), SwiGLU or GELU experts.
 std::vector<double> reference_moe(models::MoeMlp& moe, const std::vector<double>& x, int64_t n, int64_t d,
                                   int64_t capacity, int64_t* dropped) {
-  const int64_t e = moe.config().experts, k = moe.config().top_k, h = moe.experts->gate_proj.size(2);
-  const std::vector<double> wr = values_of(moe.gate->weight), wg = values_of(moe.experts->gate_proj),
-                            wu = values_of(moe.experts->up_proj), wd = values_of(moe.experts->down_proj);
+  const bool swiglu = moe.experts->kind() == models::ExpertKind::SwiGlu;
+  const models::ExpertMlps& x_ = *moe.experts;
+  // SwiGLU: gate, up, down; GELU: c_fc (and its bias), c_proj (and its bias).
+  const Tensor first = swiglu ? x_.gate_proj : x_.c_fc, down = swiglu ? x_.down_proj : x_.c_proj;
+  const int64_t e = moe.config().experts, k = moe.config().top_k, h = first.size(2);
+  const std::vector<double> wr = values_of(moe.gate->weight), wg = values_of(first),
+                            wu = swiglu ? values_of(x_.up_proj) : values_of(x_.c_fc_bias), wd = values_of(down),
+                            bd = swiglu ? std::vector<double>(size_t(e * d), 0.0) : values_of(x_.c_proj_bias);
   std::vector<std::vector<int64_t>> choice(static_cast<size_t>(n));
   std::vector<std::vector<double>> gate(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) {
@@ -64,12 +70,17 @@ std::vector<double> reference_moe(models::MoeMlp& moe, const std::vector<double>
         double a = 0, b = 0;
         for (int64_t c = 0; c < d; ++c) {
           a += x[t * d + c] * wg[(ex * d + c) * h + i];
-          b += x[t * d + c] * wu[(ex * d + c) * h + i];
+          if (swiglu) b += x[t * d + c] * wu[(ex * d + c) * h + i];
         }
-        hid[i] = a / (1 + std::exp(-a)) * b;
+        if (swiglu) {
+          hid[i] = a / (1 + std::exp(-a)) * b;
+        } else {
+          a += wu[ex * h + i];  // the bias
+          hid[i] = 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+        }
       }
       for (int64_t o = 0; o < d; ++o) {
-        double out = 0;
+        double out = bd[ex * d + o];
         for (int64_t i = 0; i < h; ++i) out += hid[i] * wd[(ex * h + i) * d + o];
         y[t * d + o] += gate[t][j] * out;
       }
@@ -78,9 +89,9 @@ std::vector<double> reference_moe(models::MoeMlp& moe, const std::vector<double>
   return y;
 }
 
-models::MoeMlp make_moe(int64_t d, int64_t h, int64_t experts, int64_t top_k, double capacity_factor) {
-  return models::MoeMlp(d, h, {.experts = experts, .top_k = top_k, .capacity_factor = capacity_factor},
-                        models::ExpertKind::SwiGlu);
+models::MoeMlp make_moe(int64_t d, int64_t h, int64_t experts, int64_t top_k, double capacity_factor,
+                        models::ExpertKind kind = models::ExpertKind::SwiGlu) {
+  return models::MoeMlp(d, h, {.experts = experts, .top_k = top_k, .capacity_factor = capacity_factor}, kind);
 }
 
 }  // namespace
@@ -113,30 +124,37 @@ TEST_CASE("MoE layer equals a per-token f64 reference, dropped choices add nothi
   manual_seed(11);
   const int64_t n = 12, d = 8, h = 6;
   for (int64_t top_k : {1, 2}) {
-    INFO("top-" << top_k);
-    models::MoeMlp moe = make_moe(d, h, 4, top_k, /*capacity_factor=*/0.5);
-    moe.to(kF64);
-    const Tensor x = randn({3, 4, d}, kF64);
-    const NoGradGuard no_grad;
-    for (bool training : {true, false}) {
-      INFO((training ? "training" : "eval"));
-      moe.train(training);
-      const int64_t capacity = training ? models::expert_capacity(n, 4, top_k, 0.5) : n;
-      int64_t dropped = 0;
-      const std::vector<double> want = reference_moe(moe, x.to_vector(), n, d, capacity, &dropped);
-      const Tensor y = moe.forward(x);
-      CHECK(y.sizes() == x.sizes());
-      const std::vector<double> got = y.to_vector();
-      double worst = 0;
-      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
-      CHECK(worst < 1e-12);
-      if (training) {
-        CHECK(dropped > 0);  // the capacity bit
-        const models::RouterStatistics s = moe.take_statistics();
-        CHECK(s.tokens == n);
-        CHECK(s.dropped_share == Approx(double(dropped) / double(n * top_k)));
-      } else {
-        CHECK(dropped == 0);
+    for (models::ExpertKind kind : {models::ExpertKind::SwiGlu, models::ExpertKind::Gelu}) {
+      INFO("top-" << top_k << (kind == models::ExpertKind::Gelu ? " gelu" : " swiglu"));
+      models::MoeMlp moe = make_moe(d, h, 4, top_k, /*capacity_factor=*/0.5, kind);
+      moe.to(kF64);
+      if (kind == models::ExpertKind::Gelu) {  // biases that are not zero, so a lost bias shows
+        const NoGradGuard no_grad;
+        copy_(moe.experts->c_fc_bias, randn({4, 1, h}, kF64));
+        copy_(moe.experts->c_proj_bias, randn({4, 1, d}, kF64));
+      }
+      const Tensor x = randn({3, 4, d}, kF64);
+      const NoGradGuard no_grad;
+      for (bool training : {true, false}) {
+        INFO((training ? "training" : "eval"));
+        moe.train(training);
+        const int64_t capacity = training ? models::expert_capacity(n, 4, top_k, 0.5) : n;
+        int64_t dropped = 0;
+        const std::vector<double> want = reference_moe(moe, x.to_vector(), n, d, capacity, &dropped);
+        const Tensor y = moe.forward(x);
+        CHECK(y.sizes() == x.sizes());
+        const std::vector<double> got = y.to_vector();
+        double worst = 0;
+        for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+        CHECK(worst < 1e-12);
+        if (training) {
+          CHECK(dropped > 0);  // the capacity bit
+          const models::RouterStatistics s = moe.take_statistics();
+          CHECK(s.tokens == n);
+          CHECK(s.dropped_share == Approx(double(dropped) / double(n * top_k)));
+        } else {
+          CHECK(dropped == 0);
+        }
       }
     }
   }
@@ -241,6 +259,27 @@ TEST_CASE("llama-moe-tiny: names, total vs activated parameters, router losses i
   CHECK(aux_size > 1e-6);
   CHECK(worst < 1e-6 + 1e-3 * aux_size);
   CHECK(models::make_model("llama-tiny")->forward_loss(inputs, targets).defined() == false);
+}
+
+// Catches: gpt-moe-tiny's experts missing GPT-2's initialisation (biases
+// zero, the residual projection scaled down), or top-2 where Switch's top-1
+// was asked for.
+TEST_CASE("gpt-moe-tiny: top-1 GELU experts with GPT-2's initialisation", "[models][moe]") {
+  manual_seed(16);
+  auto model = std::dynamic_pointer_cast<models::Gpt>(models::make_model("gpt-moe-tiny"));
+  REQUIRE(model != nullptr);
+  const auto state = model->state_dict();
+  CHECK(state.at("h.0.moe.gate.weight").sizes() == Shape{4, 64});
+  CHECK(state.at("h.1.moe.experts.c_fc").sizes() == Shape{4, 64, 256});
+  CHECK(state.at("h.1.moe.experts.c_proj").sizes() == Shape{4, 256, 64});
+  const std::vector<double> bias = values_of(state.at("h.0.moe.experts.c_fc_bias"));
+  CHECK(*std::max_element(bias.begin(), bias.end()) == 0.0);
+  CHECK(*std::min_element(bias.begin(), bias.end()) == 0.0);
+  const double residual_std = values_of(sqrt(var(state.at("h.0.moe.experts.c_proj"))))[0];
+  CHECK(residual_std == Approx(0.02 / 2.0).epsilon(0.05));  // 0.02 / sqrt(2 * layers)
+  CHECK(model->h->at<models::GptBlock>(0)->moe->config().top_k == 1);
+  const models::ParameterCounts counts = models::parameter_counts(*model);
+  CHECK(counts.total - counts.activated == 2 * 3 * (64 * 256 + 256 + 256 * 64 + 64));  // 3 of 4 experts idle
 }
 
 // Catches: the dispatch or combine differing on the CUDA path (sim), and
