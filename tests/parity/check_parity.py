@@ -193,6 +193,8 @@ OPS = {
     "split": (lambda x, a: list(torch.split(x[0], a["split_size"], a["dim"])), False),
     "index_select": (lambda x, a: [torch.index_select(x[0], a["dim"], x[1])], True),
     "gather": (lambda x, a: [torch.gather(x[0], a["dim"], x[1])], True),
+    "index_add": (lambda x, a: [torch.index_add(x[0], a["dim"], x[1], x[2])], True),
+    "router_logits": (lambda x, a: [F.linear(x[0], x[1])], True),
     "views": (lambda x, a: [x[0].permute(2, 0, 1)[:, :, 0:3:2].unsqueeze(1).expand(2, 3, 2, 2).contiguous()], False),
     "views2": (lambda x, a: [x[0].t().reshape(2, 6).select(1, 4).squeeze()], False),
     "conv2d": (lambda x, a: [F.conv2d(x[0], x[1], x[2], pair(a["stride"]), pair(a["padding"]), pair(a["dilation"]),
@@ -456,7 +458,7 @@ def check(record):
 # The PyTorch twins written out in models/*.h (same names and shapes), from
 # tools/scripts/load_in_pytorch.py, loaded with mixtape's initial parameters.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "scripts"))
-from load_in_pytorch import CNN, GPT, MLP, Llama, ResNet  # noqa: E402
+from load_in_pytorch import CNN, GPT, GPT_CONFIGS, LLAMA_CONFIGS, MLP, Llama, ResNet, router_losses  # noqa: E402
 
 
 class FlatGPT(GPT):  # the records' loss is over every position: logits [B * T, vocab]
@@ -469,7 +471,9 @@ class FlatLlama(Llama):
         return super().forward(tokens).reshape(-1, self.lm_head.weight.shape[0])
 
 
-TWINS = {"mlp": MLP, "cnn": CNN, "resnet": ResNet, "gpt-tiny": FlatGPT, "llama-tiny": FlatLlama}
+TWINS = {"mlp": MLP, "cnn": CNN, "resnet": ResNet, "gpt-tiny": FlatGPT, "llama-tiny": FlatLlama,
+         "gpt-moe-tiny": lambda: FlatGPT(**GPT_CONFIGS["gpt-moe-tiny"]),
+         "llama-moe-tiny": lambda: FlatLlama(**LLAMA_CONFIGS["llama-moe-tiny"])}
 # A model is dozens of accumulating ops deep and the two libraries sum in
 # different orders, so each tensor of mixtape's f32 step is compared with the
 # twin run in f64 (the exact reference) and passes when its error is within
@@ -498,6 +502,9 @@ def run_twin(record, blob, dtype):
     x = x.to(dtype) if x.is_floating_point() else x
     logits = twin(x)
     loss = F.cross_entropy(logits, target)
+    aux = router_losses(twin)  # a mixture of experts: in the gradient, not in the value
+    if aux is not None:
+        loss = loss + (aux - aux.detach())
     loss.backward()
     tensors = {"logits": logits.detach(), "loss": loss.detach().reshape(1)}
     tensors.update({"grad " + n: p.grad for n, p in twin.named_parameters()})

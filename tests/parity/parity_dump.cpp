@@ -149,8 +149,8 @@ class Blob {
 json run_model(const std::string& name, Device device, Blob& blob) {
   json record = {{"model", name}, {"device", device.str()}, {"dtype", "f32"}};
   manual_seed(7);
-  const bool gpt = name == "gpt-tiny";
-  const bool language_model = gpt || name == "llama-tiny";
+  const bool gpt = name.rfind("gpt", 0) == 0;
+  const bool language_model = gpt || name.rfind("llama", 0) == 0;
   const std::shared_ptr<nn::Module> model =
       gpt ? std::make_shared<models::Gpt>(models::gpt_config(name)) : models::make_model(name);
   model->to(device);
@@ -176,7 +176,8 @@ json run_model(const std::string& name, Device device, Blob& blob) {
   }
   const Tensor out = model->forward(x);
   const Tensor logits = language_model ? out.reshape({32, 256}) : out;
-  const Tensor loss = cross_entropy(logits, target);
+  // A mixture of experts: the gradient also carries the router's losses (the value does not).
+  const Tensor loss = models::with_router_losses(cross_entropy(logits, target), *model);
   loss.backward();
   json grads = json::object(), buffers_after = json::object();
   for (const auto& [n, p] : model->named_parameters()) grads[n] = blob.put(p.grad());
@@ -219,7 +220,7 @@ int main(int argc, char** argv) {
   std::ofstream models_out(models_path);
   Blob blob(std::string(argv[1]) + ".models.bin");
   int model_records = 0;
-  for (const char* name : {"mlp", "cnn", "resnet", "gpt-tiny", "llama-tiny"}) {
+  for (const char* name : {"mlp", "cnn", "resnet", "gpt-tiny", "llama-tiny", "gpt-moe-tiny", "llama-moe-tiny"}) {
     for (Device device : {kCPU, kSIM}) {
       models_out << run_model(name, device, blob).dump() << "\n";
       ++model_records;

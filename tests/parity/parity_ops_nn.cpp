@@ -201,6 +201,11 @@ void add_shape_and_indexing_cases(std::vector<Case>& cases) {
                    {{"dim", 1}},
                    {floats(kM12, {3, 4}), ints({0, 3, 3, 1, 2, 0}, {3, 2})},
                    one([](auto& x) { return gather(x[0], 1, x[1]); })});
+  cases.push_back({"index_add/repeats",
+                   "index_add",
+                   {{"dim", 0}},
+                   {floats(kM12, {4, 3}), ints({1, 1, 3}, {3}), floats(pattern(9, 5), {3, 3})},
+                   one([](auto& x) { return index_add(x[0], 0, x[1], x[2]); })});
   cases.push_back({"views/permute_slice_expand", "views", {}, {floats(kM12, {2, 3, 2})}, one([](auto& x) {
                      return x[0].permute({2, 0, 1}).slice(2, 0, 3, 2).unsqueeze(1).expand({2, 3, 2, 2}).contiguous();
                    })});
@@ -367,6 +372,13 @@ void add_module_cases(std::vector<Case>& cases) {
                      one([mha](auto& x) { return mha(x, Tensor(), x[7]); }),
                      {kF64, kF32}});
   }
+  // A router's logits: F.linear without a bias (autocast keeps it f32: tests/models/test_moe.cpp).
+  cases.push_back({"router_logits/plain",
+                   "router_logits",
+                   {},
+                   {floats(pattern(12, 3), {3, 4}), floats({1.5, -0.5, 0.25, 2.0, -1.0, 0.75, 0.5, -2.0}, {2, 4})},
+                   one([](auto& x) { return router_logits(x[0], x[1]); }),
+                   {kF64, kF32}});
   // nn::RMSNorm against its definition in PyTorch (1.13 has no nn.RMSNorm).
   cases.push_back({"rms_norm/weight",
                    "rms_norm",

@@ -88,15 +88,74 @@ def attention(q, k, v, keep=None, is_causal=False, dropout_p=0.0):
     return F.dropout(torch.softmax(s, -1), dropout_p) @ v
 
 
+class Moe(nn.Module):  # models/moe.h: top-k routing in f32, a capacity per expert, stacked experts
+    def __init__(self, width, hidden, experts, top_k, capacity_factor=1.25, kind="swiglu",
+                 aux_loss_coef=0.01, z_loss_coef=1e-3):
+        super().__init__()
+        self.gate = nn.Linear(width, experts, bias=False)
+        self.experts = nn.Module()
+        shapes = {"gate_proj": (width, hidden), "up_proj": (width, hidden), "down_proj": (hidden, width)} \
+            if kind == "swiglu" else {"c_fc": (width, hidden), "c_fc_bias": (1, hidden), "c_proj": (hidden, width),
+                                      "c_proj_bias": (1, width)}
+        for name, shape in shapes.items():
+            setattr(self.experts, name, nn.Parameter(torch.zeros(experts, *shape)))
+        self.kind, self.top_k, self.capacity_factor = kind, top_k, capacity_factor
+        self.coefs = (aux_loss_coef, z_loss_coef)
+        self.aux = None  # the last forward's weighted load-balancing + z-loss
+
+    def run_experts(self, x):  # [E, C, D]
+        w = self.experts
+        if self.kind == "swiglu":
+            return torch.bmm(F.silu(torch.bmm(x, w.gate_proj)) * torch.bmm(x, w.up_proj), w.down_proj)
+        h = F.gelu(torch.bmm(x, w.c_fc) + w.c_fc_bias, approximate="tanh")
+        return torch.bmm(h, w.c_proj) + w.c_proj_bias
+
+    def forward(self, x):
+        shape, D = x.shape, x.shape[-1]
+        x = x.reshape(-1, D)
+        N, E, k = x.shape[0], self.gate.weight.shape[0], self.top_k
+        C = min(N, max(1, math.ceil(self.capacity_factor * k * N / E))) if self.training else N
+        logits = x.float() @ self.gate.weight.float().t() if x.dtype != torch.float64 else x @ self.gate.weight.t()
+        probs = logits.softmax(-1)
+        values, chosen = probs.topk(k)
+        gates = values / values.sum(-1, keepdim=True) if k > 1 else values
+        choice = chosen.t().reshape(-1)  # choice-major: every first choice before any second
+        one_hot = F.one_hot(choice, E).to(logits.dtype)
+        rank = (one_hot.cumsum(0) * one_hot).sum(-1) - 1
+        slot = torch.where(rank < C, choice * C + rank.long(), torch.full_like(choice, E * C))
+        buf = torch.zeros(E * C + 1, D, dtype=x.dtype).index_add(0, slot, x.repeat(k, 1))
+        out = self.run_experts(buf[:-1].view(E, C, D)).reshape(E * C, D)
+        out = torch.cat([out, out.new_zeros(1, D)])
+        y = (out[slot].view(k, N, D) * gates.t().unsqueeze(-1)).sum(0)
+        share = one_hot.sum(0) / (k * N)
+        balance = E * (share * probs.mean(0)).sum()
+        z = torch.logsumexp(logits, -1).square().mean()
+        self.aux = self.coefs[0] * balance + self.coefs[1] * z
+        return y.reshape(shape)
+
+
+def router_losses(model):  # models::moe_auxiliary_loss: the sum over a model's MoE layers
+    losses = [m.aux for m in model.modules() if isinstance(m, Moe) and m.aux is not None]
+    return sum(losses) if losses else None
+
+
 class Block(nn.Module):  # models/gpt.h
-    def __init__(self, width, heads):
+    def __init__(self, width, heads, experts=0, top_k=1):
         super().__init__()
         self.ln_1, self.ln_2 = nn.LayerNorm(width), nn.LayerNorm(width)
         self.attn = nn.Module()
         self.attn.c_attn, self.attn.c_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
-        self.mlp = nn.Module()
-        self.mlp.c_fc, self.mlp.c_proj = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+        if experts > 0:
+            self.moe = Moe(width, 4 * width, experts, top_k, kind="gelu")
+        else:
+            self.mlp = nn.Module()
+            self.mlp.c_fc, self.mlp.c_proj = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
         self.heads = heads
+
+    def feed_forward(self, x):
+        if hasattr(self, "moe"):
+            return self.moe(x)
+        return self.mlp.c_proj(F.gelu(self.mlp.c_fc(x), approximate="tanh"))
 
     def forward(self, x):
         B, T, C = x.shape
@@ -104,7 +163,7 @@ class Block(nn.Module):  # models/gpt.h
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
         y = attention(q, k, v, is_causal=True)
         x = x + self.attn.c_proj(y.transpose(1, 2).reshape(B, T, C))
-        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x + self.feed_forward(self.ln_2(x))
 
 
 # models/gpt.cpp's gpt_config().
@@ -112,14 +171,15 @@ GPT_CONFIGS = {
     "gpt-tiny": dict(vocab=256, context=64, layers=2, heads=2, width=64),
     "gpt-small": dict(vocab=256, context=256, layers=6, heads=6, width=384),
     "gpt2-124m": dict(vocab=50304, context=1024, layers=12, heads=12, width=768),
+    "gpt-moe-tiny": dict(vocab=256, context=64, layers=2, heads=2, width=64, experts=4, top_k=1),
 }
 
 
 class GPT(nn.Module):  # models/gpt.h: logits [B, T, vocab], the head tied to wte
-    def __init__(self, vocab=256, context=64, layers=2, heads=2, width=64):
+    def __init__(self, vocab=256, context=64, layers=2, heads=2, width=64, experts=0, top_k=1):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(context, width)
-        self.h = nn.ModuleList(Block(width, heads) for _ in range(layers))
+        self.h = nn.ModuleList(Block(width, heads, experts, top_k) for _ in range(layers))
         self.ln_f = nn.LayerNorm(width)
 
     def forward(self, tokens):
@@ -186,15 +246,19 @@ class LlamaMlp(nn.Module):
 
 
 class LlamaLayer(nn.Module):
-    def __init__(self, width, heads, kv_heads, hidden):
+    def __init__(self, width, heads, kv_heads, hidden, experts=0, top_k=2):
         super().__init__()
         self.input_layernorm, self.post_attention_layernorm = RMSNorm(width), RMSNorm(width)
         self.self_attn = LlamaAttention(width, heads, kv_heads)
-        self.mlp = LlamaMlp(width, hidden)
+        if experts > 0:
+            self.block_sparse_moe = Moe(width, hidden, experts, top_k)
+        else:
+            self.mlp = LlamaMlp(width, hidden)
 
     def forward(self, x, cos, sin):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        feed_forward = self.block_sparse_moe if hasattr(self, "block_sparse_moe") else self.mlp
+        return x + feed_forward(self.post_attention_layernorm(x))
 
 
 # models/llama.cpp's llama_config().
@@ -202,15 +266,19 @@ LLAMA_CONFIGS = {
     "llama-tiny": dict(vocab=256, context=64, layers=2, heads=4, kv_heads=2, width=64, hidden=176),
     "llama-small": dict(vocab=256, context=256, layers=6, heads=6, kv_heads=2, width=384, hidden=1024),
     "llama-125m": dict(vocab=50304, context=1024, layers=12, heads=12, kv_heads=4, width=768, hidden=2048),
+    "llama-moe-tiny": dict(vocab=256, context=64, layers=2, heads=4, kv_heads=2, width=64, hidden=176, experts=4,
+                           top_k=2),
 }
 
 
 class Llama(nn.Module):  # models/llama.h: HF's LlamaForCausalLM names, logits [B, T, vocab]
-    def __init__(self, vocab=256, context=64, layers=2, heads=4, kv_heads=2, width=64, hidden=176, theta=10000.0):
+    def __init__(self, vocab=256, context=64, layers=2, heads=4, kv_heads=2, width=64, hidden=176, theta=10000.0,
+                 experts=0, top_k=2):
         super().__init__()
         self.model = nn.Module()
         self.model.embed_tokens = nn.Embedding(vocab, width)
-        self.model.layers = nn.ModuleList(LlamaLayer(width, heads, kv_heads, hidden) for _ in range(layers))
+        self.model.layers = nn.ModuleList(LlamaLayer(width, heads, kv_heads, hidden, experts, top_k)
+                                          for _ in range(layers))
         self.model.norm = RMSNorm(width)
         self.lm_head = nn.Linear(width, vocab, bias=False)
         self.head_dim, self.theta = width // heads, theta
