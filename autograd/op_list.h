@@ -49,7 +49,7 @@
   X(CrossEntropy, "cross_entropy", Fp32,                                                                              \
     "logits, target, stats, count (f32 logits; stats: max, lse per row; count: mean only)")                           \
   X(MseLoss, "mse_loss", Fp32, "nothing of its own: sub, square (the difference), sum or mean")                       \
-  X(RmsNorm, "rms_norm", Fp32, "nothing of its own: square, mean, add, rsqrt and mul (f32)")                          \
+  X(RmsNorm, "rms_norm", Fp32, "input, weight, rstd (f32; rstd one per row)")                                        \
   X(Sum, "sum", Fp32, "nothing (input shape only)")                                                                   \
   X(Mean, "mean", Fp32, "nothing (input shape and count only)")                                                       \
   X(Var, "var", Fp32, "input (f32)")                                                                                  \

@@ -170,10 +170,15 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
 }
 
 Tensor rms_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, std::optional<double> eps) {
-  // saves: nothing of its own (records no node: its ops keep what they keep, in f32)
   const auto in = autograd::autocast_inputs(amp::Op::RmsNorm, {x_in, weight_in});
-  const Tensor& x = in[0];
-  const Tensor& weight = in[1];
+  // One dtype for the kernel: the promoted one (f32 under autocast, by policy).
+  const DType dtype = in[1].defined() ? promote_types(in[0].dtype(), in[1].dtype()) : in[0].dtype();
+  Tensor x, weight;
+  {
+    const NoGradGuard untracked;  // the node below records against `in`, and hands back gradients in their dtypes
+    x = in[0].to(dtype);
+    weight = in[1].defined() ? in[1].to(dtype) : Tensor();
+  }
   autograd::check_floating("rms_norm", x);
   const auto n = static_cast<int64_t>(normalized_shape.size());
   MT_CHECK(n > 0 && x.dim() >= n && Shape(x.sizes().end() - n, x.sizes().end()) == normalized_shape,
@@ -181,17 +186,30 @@ Tensor rms_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor&
   MT_CHECK(!weight.defined() || weight.sizes() == normalized_shape, "rms_norm: weight {} must have the shape {}",
            weight.defined() ? weight.shape_string() : std::string(), shape_str(normalized_shape));
   MT_CHECK(!eps || *eps >= 0, "rms_norm: eps must be non-negative, got {}", eps.value_or(0));
-  Shape dims;
-  for (int64_t d = x.dim() - n; d < x.dim(); ++d) dims.push_back(d);
-  const double epsilon = eps.value_or(x.dtype() == kF64    ? 2.220446049250313e-16
-                                      : x.dtype() == kF16  ? 9.765625e-4
-                                      : x.dtype() == kBF16 ? 7.8125e-3
-                                                           : 1.1920928955078125e-07);
-  // The statistic in f32 (f16/bf16 would lose the mean of squares).
-  const Tensor xc = x.to(x.dtype() == kF64 ? kF64 : kF32);
-  Tensor y = mul(xc, rsqrt(add(mean(square(xc), dims, true), epsilon)));
-  if (weight.defined()) y = mul(y, weight);
-  return y.to(weight.defined() ? promote_types(x.dtype(), weight.dtype()) : x.dtype());
+  if (weight.defined()) autograd::check_same_device("rms_norm", x, weight);
+  // PyTorch's default: the machine epsilon of the input's dtype.
+  const double epsilon = eps.value_or(in[0].dtype() == kF64    ? 2.220446049250313e-16
+                                      : in[0].dtype() == kF16  ? 9.765625e-4
+                                      : in[0].dtype() == kBF16 ? 7.8125e-3
+                                                               : 1.1920928955078125e-07);
+  const int64_t width = shape_numel(normalized_shape);
+  const int64_t rows = width == 0 ? 0 : x.numel() / width;
+  // One fused kernel (the layer_norm family's, not centered): the mean square
+  // and rstd in f32 (f64 for f64) whatever the dtype, the output rounded once.
+  Tensor y = empty(x.sizes(), dtype, x.device());
+  Tensor rstd = empty({rows}, dtype == kF64 ? kF64 : kF32, x.device());
+  kernels::rms_norm_forward(x, weight, epsilon, y, rstd);
+  if (!autograd::needs_grad({x, weight})) return y;
+  // saves: input, weight, rstd (f32 by policy; rstd one per row)
+  return record(in, y,
+                [sx = save(x), sw = save(weight), srstd = save(rstd), nshape = normalized_shape,
+                 x_dtype = in[0].dtype(), w_dtype = in[1].defined() ? in[1].dtype() : dtype](const Tensor& g) {
+                  const Tensor x_ = sx.get(), w_ = sw.get();
+                  Tensor dx = empty(x_.sizes(), x_.dtype(), x_.device());
+                  Tensor dw = w_.defined() ? empty(nshape, w_.dtype(), x_.device()) : Tensor();
+                  kernels::rms_norm_backward(g.to(x_.dtype()), x_, w_, srstd.get(), dx, dw);
+                  return std::vector<Tensor>{dx.to(x_dtype), dw.defined() ? dw.to(w_dtype) : Tensor()};
+                });
 }
 
 // ---------------------------------------------------------------- embedding and dropout

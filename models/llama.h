@@ -16,8 +16,9 @@
 // q times an f32 cos promotes), before attention casts q and k back to the
 // autocast dtype.
 //
-// What is composite here and fused later (issue 38): RMSNorm, RoPE and
-// SwiGLU run as their elementwise ops; grouped-query attention repeats each
+// RMSNorm is one fused kernel (the layer_norm family's, not centered).
+// What is composite here and fused later (issue 38): RoPE and SwiGLU run as
+// their elementwise ops; grouped-query attention repeats each
 // K/V head for its query heads (expand + reshape) before the attention
 // kernel, which does not yet take GQA itself. The generation cache keeps the
 // unrepeated K/V heads.

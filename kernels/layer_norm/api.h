@@ -1,4 +1,5 @@
-// The layer_norm family's CUDA/sim entry points (cuda.cu, ladder/ladder.cu).
+// The layer_norm family's CUDA/sim entry points (cuda.cu, ladder/ladder.cu):
+// LayerNorm, and RMSNorm (LayerNorm without the centering).
 // Over raw contiguous row-major buffers [rows, cols]; element buffers have
 // `dtype` (f16/bf16 as 16-bit bit patterns), row statistics and per-row
 // values are f32, or f64 when dtype is f64. Optional pointers may be null.
@@ -38,3 +39,9 @@ MT_CUDA_KERNEL_API(void layer_norm_backward(mt::kernels::KernelDType dtype, cons
                                             const void* weight, const void* mean, const void* rstd, void* dx,
                                             void* dweight, void* dbias, int64_t rows, int64_t cols,
                                             mt::kernels::Stream stream))
+// RMSNorm: the same kernels not centered (no mean, no bias); rstd = 1 / sqrt(mean(x^2) + eps) per row.
+MT_CUDA_KERNEL_API(void rms_norm_forward(mt::kernels::KernelDType dtype, const void* x, const void* weight, double eps,
+                                         void* y, void* rstd, int64_t rows, int64_t cols, mt::kernels::Stream stream))
+MT_CUDA_KERNEL_API(void rms_norm_backward(mt::kernels::KernelDType dtype, const void* dy, const void* x,
+                                          const void* weight, const void* rstd, void* dx, void* dweight, int64_t rows,
+                                          int64_t cols, mt::kernels::Stream stream))

@@ -2,8 +2,8 @@
 
 #include <optional>
 
-#include "kernels/layer_norm/math.h"
 #include "kernels/common/strided.h"
+#include "kernels/layer_norm/math.h"
 
 namespace mt::kernels::cpu {
 namespace {
@@ -13,41 +13,50 @@ const T* optional_data(const std::optional<Loaded<T>>& v) {
   return v ? v->data() : nullptr;
 }
 
+// An undefined `mean` means RMSNorm: not centered (math.h).
 template <typename T>
 void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                    const Tensor& mean, const Tensor& rstd) {
-  const int64_t rows = mean.numel();
+  const int64_t rows = rstd.numel();
   const int64_t n = rows == 0 ? 0 : x.numel() / rows;
+  const bool centered = mean.defined();
   Loaded<T> vx(x);
   std::optional<Loaded<T>> vw, vb;
   if (weight.defined()) vw.emplace(weight);
   if (bias.defined()) vb.emplace(bias);
-  OutputBuffer<T> vy(y), vmean(mean), vrstd(rstd);  // the outputs themselves when contiguous T
+  OutputBuffer<T> vy(y), vrstd(rstd);  // the outputs themselves when contiguous T
+  std::optional<OutputBuffer<T>> vmean;
+  if (centered) vmean.emplace(mean);
+  std::vector<T> unused_means(centered ? 0 : static_cast<size_t>(rows));
+  T* means = centered ? vmean->data() : unused_means.data();
   parallel_for(rows, 4 * n, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       layer_norm_row(vx.data() + r * n, optional_data(vw), optional_data(vb), vy.data() + r * n, n, static_cast<T>(eps),
-                     vmean.data() + r, vrstd.data() + r);
+                     means + r, vrstd.data() + r, centered);
     }
   });
   vy.commit();
-  vmean.commit();
+  if (vmean) vmean->commit();
   vrstd.commit();
 }
 
 template <typename T>
 void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                     const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
-  const int64_t rows = mean.numel();
+  const int64_t rows = rstd.numel();
   const int64_t n = rows == 0 ? 0 : x.numel() / rows;
-  Loaded<T> vdy(dy), vx(x), vmean(mean), vrstd(rstd);
-  std::optional<Loaded<T>> vw;
+  const bool centered = mean.defined();
+  Loaded<T> vdy(dy), vx(x), vrstd(rstd);
+  std::optional<Loaded<T>> vw, vmean;
   if (weight.defined()) vw.emplace(weight);
+  if (centered) vmean.emplace(mean);
+  auto mean_of = [&](int64_t r) { return centered ? (*vmean)[r] : T(0); };
   if (dx.defined()) {
     OutputBuffer<T> vdx(dx);
     parallel_for(rows, 4 * n, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        layer_norm_backward_row(vdy.data() + r * n, vx.data() + r * n, optional_data(vw), vmean[r], vrstd[r],
-                                vdx.data() + r * n, n);
+        layer_norm_backward_row(vdy.data() + r * n, vx.data() + r * n, optional_data(vw), mean_of(r), vrstd[r],
+                                vdx.data() + r * n, n, centered);
       }
     });
     vdx.commit();
@@ -58,7 +67,7 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t i = 0; i < n; ++i) {
         const double g = vdy[r * n + i];
-        gw[static_cast<size_t>(i)] += g * (vx[r * n + i] - vmean[r]) * vrstd[r];
+        gw[static_cast<size_t>(i)] += g * (vx[r * n + i] - mean_of(r)) * vrstd[r];
         gb[static_cast<size_t>(i)] += g;
       }
     }

@@ -14,6 +14,7 @@ void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const Tensor& mean, const Tensor& rstd);
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
+// RMSNorm: the same with `mean` undefined (not centered, no bias).
 }  // namespace cpu
 
 }  // namespace mt::kernels

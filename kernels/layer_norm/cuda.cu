@@ -1,4 +1,6 @@
-// LayerNorm over the last `cols` elements of each row, forward and backward.
+// LayerNorm over the last `cols` elements of each row, forward and backward;
+// and RMSNorm, the same kernels without the centering (Centered = false: the
+// mean is 0, no mean is saved, no bias, and dx loses its mean(g) term).
 //
 // What: forward  y = (x - mean) * rstd * w + b, saving mean and rstd per row;
 //   backward dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w,
@@ -25,16 +27,16 @@
 //   forward 51% of copy bandwidth in f32, 27% in f16/bf16.
 #include "kernels/common/block_reduce.h"
 #include "kernels/common/element.h"
-#include "runtime/launch.h"
 #include "kernels/layer_norm/api.h"
 #include "kernels/layer_norm/math.h"
+#include "runtime/launch.h"
 
 namespace mt::MT_KERNEL_NS {
 namespace {
 
 using namespace rowwise;
 
-template <typename E>
+template <typename E, bool Centered>
 __global__ void layer_norm_forward_kernel(const typename E::Storage* x, const typename E::Storage* weight,
                                           const typename E::Storage* bias, typename E::Acc eps, typename E::Storage* y,
                                           typename E::Acc* mean_out, typename E::Acc* rstd_out, int64_t cols,
@@ -51,7 +53,7 @@ __global__ void layer_norm_forward_kernel(const typename E::Storage* x, const ty
     if (cache_row) row_cache[c] = v;  // each thread re-reads only its own elements
     sum += v;
   }
-  const Acc mean = block_sum(sum, scratch) / static_cast<Acc>(cols);
+  const Acc mean = Centered ? block_sum(sum, scratch) / static_cast<Acc>(cols) : Acc(0);
   Acc squares = 0;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     const Acc d = (cache_row ? row_cache[c] : E::to_acc(x[c])) - mean;
@@ -66,12 +68,12 @@ __global__ void layer_norm_forward_kernel(const typename E::Storage* x, const ty
     y[c] = E::from_acc(v);
   }
   if (threadIdx.x == 0) {
-    mean_out[row] = mean;
+    if (Centered) mean_out[row] = mean;
     rstd_out[row] = rstd;
   }
 }
 
-template <typename E>
+template <typename E, bool Centered>
 __global__ void layer_norm_backward_dx_kernel(const typename E::Storage* dy, const typename E::Storage* x,
                                               const typename E::Storage* weight, const typename E::Acc* mean_in,
                                               const typename E::Acc* rstd_in, typename E::Storage* dx, int64_t cols) {
@@ -81,7 +83,7 @@ __global__ void layer_norm_backward_dx_kernel(const typename E::Storage* dy, con
   dy += row * cols;
   x += row * cols;
   dx += row * cols;
-  const Acc mean = mean_in[row], rstd = rstd_in[row];
+  const Acc mean = Centered ? mean_in[row] : Acc(0), rstd = rstd_in[row];
   Acc sum_g = 0, sum_g_xhat = 0;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     const Acc g = weight != nullptr ? E::to_acc(dy[c]) * E::to_acc(weight[c]) : E::to_acc(dy[c]);
@@ -89,7 +91,7 @@ __global__ void layer_norm_backward_dx_kernel(const typename E::Storage* dy, con
     sum_g_xhat += g * kernels::layer_norm_normalize(E::to_acc(x[c]), mean, rstd);
   }
   const Acc inv_n = Acc(1) / static_cast<Acc>(cols);
-  const Acc mean_g = block_sum(sum_g, scratch) * inv_n;
+  const Acc mean_g = Centered ? block_sum(sum_g, scratch) * inv_n : Acc(0);
   const Acc mean_g_xhat = block_sum(sum_g_xhat, scratch) * inv_n;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     const Acc g = weight != nullptr ? E::to_acc(dy[c]) * E::to_acc(weight[c]) : E::to_acc(dy[c]);
@@ -100,7 +102,7 @@ __global__ void layer_norm_backward_dx_kernel(const typename E::Storage* dy, con
 
 constexpr int kParamColumns = 32, kParamRowLanes = 8;
 
-template <typename E>
+template <typename E, bool Centered>
 __global__ void layer_norm_backward_params_kernel(const typename E::Storage* dy, const typename E::Storage* x,
                                                   const typename E::Acc* mean_in, const typename E::Acc* rstd_in,
                                                   typename E::Storage* dweight, typename E::Storage* dbias,
@@ -114,7 +116,7 @@ __global__ void layer_norm_backward_params_kernel(const typename E::Storage* dy,
   if (col < cols) {
     for (int64_t r = ty; r < rows; r += kParamRowLanes) {  // fixed order: deterministic
       const Acc g = E::to_acc(dy[r * cols + col]);
-      gw += g * kernels::layer_norm_normalize(E::to_acc(x[r * cols + col]), mean_in[r], rstd_in[r]);
+      gw += g * kernels::layer_norm_normalize(E::to_acc(x[r * cols + col]), Centered ? mean_in[r] : Acc(0), rstd_in[r]);
       gb += g;
     }
   }
@@ -132,10 +134,9 @@ __global__ void layer_norm_backward_params_kernel(const typename E::Storage* dy,
   }
 }
 
-}  // namespace
-
-void layer_norm_forward(kernels::KernelDType dtype, const void* x, const void* weight, const void* bias, double eps,
-                        void* y, void* mean, void* rstd, int64_t rows, int64_t cols, Stream stream) {
+template <bool Centered>
+void norm_forward(kernels::KernelDType dtype, const void* x, const void* weight, const void* bias, double eps, void* y,
+                  void* mean, void* rstd, int64_t rows, int64_t cols, Stream stream) {
   if (rows <= 0 || cols <= 0) return;
   element::visit(dtype, [&](auto tag) {
     using E = decltype(tag);
@@ -144,16 +145,17 @@ void layer_norm_forward(kernels::KernelDType dtype, const void* x, const void* w
     const std::size_t cache_bytes = static_cast<std::size_t>(cols) * sizeof(Acc);
     kernels::declare_launch_work(2.0 * rows * cols * sizeof(Storage));  // read x, write y (weights stay in cache)
     const bool cache_row = cache_bytes <= kRowCacheBytes;
-    launch("layer_norm_forward_kernel", layer_norm_forward_kernel<E>, dim3(static_cast<unsigned>(rows)),
-           dim3(threads_for_row(cols)), cache_row ? cache_bytes : 0, stream, static_cast<const Storage*>(x),
-           static_cast<const Storage*>(weight), static_cast<const Storage*>(bias), static_cast<Acc>(eps),
-           static_cast<Storage*>(y), static_cast<Acc*>(mean), static_cast<Acc*>(rstd), cols, cache_row);
+    launch(Centered ? "layer_norm_forward_kernel" : "rms_norm_forward_kernel", layer_norm_forward_kernel<E, Centered>,
+           dim3(static_cast<unsigned>(rows)), dim3(threads_for_row(cols)), cache_row ? cache_bytes : 0, stream,
+           static_cast<const Storage*>(x), static_cast<const Storage*>(weight), static_cast<const Storage*>(bias),
+           static_cast<Acc>(eps), static_cast<Storage*>(y), static_cast<Acc*>(mean), static_cast<Acc*>(rstd), cols,
+           cache_row);
   });
 }
 
-void layer_norm_backward(kernels::KernelDType dtype, const void* dy, const void* x, const void* weight,
-                         const void* mean, const void* rstd, void* dx, void* dweight, void* dbias, int64_t rows,
-                         int64_t cols, Stream stream) {
+template <bool Centered>
+void norm_backward(kernels::KernelDType dtype, const void* dy, const void* x, const void* weight, const void* mean,
+                   const void* rstd, void* dx, void* dweight, void* dbias, int64_t rows, int64_t cols, Stream stream) {
   if (cols <= 0) return;
   element::visit(dtype, [&](auto tag) {
     using E = decltype(tag);
@@ -161,20 +163,45 @@ void layer_norm_backward(kernels::KernelDType dtype, const void* dy, const void*
     using Acc = typename E::Acc;
     if (dx != nullptr && rows > 0) {
       kernels::declare_launch_work(3.0 * rows * cols * sizeof(Storage));  // read dy and x, write dx
-      launch("layer_norm_backward_dx_kernel", layer_norm_backward_dx_kernel<E>, dim3(static_cast<unsigned>(rows)),
-             dim3(threads_for_row(cols)), 0, stream, static_cast<const Storage*>(dy), static_cast<const Storage*>(x),
+      launch(Centered ? "layer_norm_backward_dx_kernel" : "rms_norm_backward_dx_kernel",
+             layer_norm_backward_dx_kernel<E, Centered>, dim3(static_cast<unsigned>(rows)), dim3(threads_for_row(cols)),
+             0, stream, static_cast<const Storage*>(dy), static_cast<const Storage*>(x),
              static_cast<const Storage*>(weight), static_cast<const Acc*>(mean), static_cast<const Acc*>(rstd),
              static_cast<Storage*>(dx), cols);
     }
-    if (dweight != nullptr || dbias != nullptr) {  // rows == 0 still writes zeros
+    if (dweight != nullptr || dbias != nullptr) {                         // rows == 0 still writes zeros
       kernels::declare_launch_work(2.0 * rows * cols * sizeof(Storage));  // read dy and x
-      launch("layer_norm_backward_params_kernel", layer_norm_backward_params_kernel<E>,
+      launch(Centered ? "layer_norm_backward_params_kernel" : "rms_norm_backward_params_kernel",
+             layer_norm_backward_params_kernel<E, Centered>,
              dim3(static_cast<unsigned>((cols + kParamColumns - 1) / kParamColumns)),
              dim3(kParamColumns, kParamRowLanes), 0, stream, static_cast<const Storage*>(dy),
              static_cast<const Storage*>(x), static_cast<const Acc*>(mean), static_cast<const Acc*>(rstd),
              static_cast<Storage*>(dweight), static_cast<Storage*>(dbias), rows, cols);
     }
   });
+}
+
+}  // namespace
+
+void layer_norm_forward(kernels::KernelDType dtype, const void* x, const void* weight, const void* bias, double eps,
+                        void* y, void* mean, void* rstd, int64_t rows, int64_t cols, Stream stream) {
+  norm_forward<true>(dtype, x, weight, bias, eps, y, mean, rstd, rows, cols, stream);
+}
+
+void layer_norm_backward(kernels::KernelDType dtype, const void* dy, const void* x, const void* weight,
+                         const void* mean, const void* rstd, void* dx, void* dweight, void* dbias, int64_t rows,
+                         int64_t cols, Stream stream) {
+  norm_backward<true>(dtype, dy, x, weight, mean, rstd, dx, dweight, dbias, rows, cols, stream);
+}
+
+void rms_norm_forward(kernels::KernelDType dtype, const void* x, const void* weight, double eps, void* y, void* rstd,
+                      int64_t rows, int64_t cols, Stream stream) {
+  norm_forward<false>(dtype, x, weight, nullptr, eps, y, nullptr, rstd, rows, cols, stream);
+}
+
+void rms_norm_backward(kernels::KernelDType dtype, const void* dy, const void* x, const void* weight, const void* rstd,
+                       void* dx, void* dweight, int64_t rows, int64_t cols, Stream stream) {
+  norm_backward<false>(dtype, dy, x, weight, nullptr, rstd, dx, dweight, nullptr, rows, cols, stream);
 }
 
 }  // namespace mt::MT_KERNEL_NS

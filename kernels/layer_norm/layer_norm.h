@@ -1,4 +1,5 @@
-// Fused LayerNorm over the trailing `normalized` elements of each row.
+// Fused LayerNorm over the trailing `normalized` elements of each row, and
+// RMSNorm (the same kernels without the centering: math.h).
 // weight/bias (and their gradients) may be undefined tensors.
 //
 // CPU tensors run kernels/layer_norm/cpu.cpp; SIM and CUDA tensors run
@@ -53,6 +54,41 @@ inline void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor&
   finish_output(vdx, dx);
   finish_output(vdw, dweight);
   finish_output(vdb, dbias);
+}
+
+// y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps) per row (f32; f64 for f64), saved for backward.
+inline void rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd) {
+  const Backend backend = backend_for(y.device(), "rms_norm");
+  if (backend == Backend::Cpu) return cpu::layer_norm_forward(x, weight, Tensor(), eps, y, Tensor(), rstd);
+  using namespace device_buffers;
+  const int64_t rows = rstd.numel();
+  const int64_t cols = rows == 0 ? 0 : x.numel() / rows;
+  const DType dtype = x.dtype(), stats = accumulator_dtype(dtype);
+  const Tensor vx = contiguous_as(x, dtype), vw = contiguous_as(weight, dtype);
+  const Tensor vy = output_buffer(y, dtype), vrstd = output_buffer(rstd, stats);
+  MT_DEVICE_CALL(backend, rms_norm_forward, kernel_dtype(dtype, "rms_norm"), vx.data_ptr(), data_or_null(vw), eps,
+                 vy.data_ptr(), vrstd.data_ptr(), rows, cols, launch_stream(y.device()));
+  finish_output(vy, y);
+  finish_output(vrstd, rstd);
+}
+
+inline void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                              const Tensor& dx, const Tensor& dweight) {
+  const Device device = dx.defined() ? dx.device() : x.device();
+  const Backend backend = backend_for(device, "rms_norm_backward");
+  if (backend == Backend::Cpu) return cpu::layer_norm_backward(dy, x, weight, Tensor(), rstd, dx, dweight, Tensor());
+  using namespace device_buffers;
+  const int64_t rows = rstd.numel();
+  const int64_t cols = rows == 0 ? (weight.defined() ? weight.numel() : 0) : x.numel() / rows;
+  const DType dtype = x.dtype(), stats = accumulator_dtype(dtype);
+  const Tensor vdy = contiguous_as(dy, dtype), vx = contiguous_as(x, dtype), vw = contiguous_as(weight, dtype);
+  const Tensor vrstd = contiguous_as(rstd, stats);
+  const Tensor vdx = output_buffer(dx, dtype), vdw = output_buffer(dweight, dtype);
+  MT_DEVICE_CALL(backend, rms_norm_backward, kernel_dtype(dtype, "rms_norm_backward"), vdy.data_ptr(), vx.data_ptr(),
+                 data_or_null(vw), vrstd.data_ptr(), mutable_data_or_null(vdx), mutable_data_or_null(vdw), rows, cols,
+                 launch_stream(device));
+  finish_output(vdx, dx);
+  finish_output(vdw, dweight);
 }
 
 }  // namespace mt::kernels

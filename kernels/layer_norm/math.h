@@ -1,6 +1,11 @@
 // LayerNorm math shared by CPU and CUDA. Statistics (mean, 1/std) are always
 // kept in f32 (f64 for f64 inputs), whatever the input dtype: this is why
 // autocast runs layer_norm in f32 and why it is safe in f16 models.
+//
+// RMSNorm is LayerNorm without the centering (Zhang and Sennrich 2019): the
+// mean is taken as 0, so the "variance" is the mean square, xhat = x * rstd,
+// and the input gradient loses its mean(g) term. One set of formulas serves
+// both, with `centered` false for RMSNorm.
 #pragma once
 
 #include <cmath>
@@ -30,13 +35,16 @@ MT_HOST_DEVICE inline T layer_norm_input_grad(T g, T xhat, T rstd, T mean_g, T m
   return rstd * (g - mean_g - xhat * mean_g_xhat);
 }
 
-// y = (x - mean) * rstd * w + b over one row; returns (mean, rstd).
+// y = (x - mean) * rstd * w + b over one row; returns (mean, rstd). Not
+// centered (RMSNorm): mean = 0.
 template <typename T>
 MT_HOST_DEVICE inline void layer_norm_row(const T* x, const T* w, const T* b, T* y, int64_t n, T eps, T* mean_out,
-                                          T* rstd_out) {
+                                          T* rstd_out, bool centered = true) {
   T mean = 0;
-  for (int64_t i = 0; i < n; ++i) mean += x[i];
-  mean /= static_cast<T>(n);
+  if (centered) {
+    for (int64_t i = 0; i < n; ++i) mean += x[i];
+    mean /= static_cast<T>(n);
+  }
   T var = 0;
   for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
   var /= static_cast<T>(n);
@@ -51,10 +59,10 @@ MT_HOST_DEVICE inline void layer_norm_row(const T* x, const T* w, const T* b, T*
   *rstd_out = rstd;
 }
 
-// dx for one row.
+// dx for one row (not centered: mean is 0 and mean(g) drops out).
 template <typename T>
 MT_HOST_DEVICE inline void layer_norm_backward_row(const T* dy, const T* x, const T* w, T mean, T rstd, T* dx,
-                                                   int64_t n) {
+                                                   int64_t n, bool centered = true) {
   T sum_g = 0, sum_g_xhat = 0;
   for (int64_t i = 0; i < n; ++i) {
     const T g = w != nullptr ? dy[i] * w[i] : dy[i];
@@ -62,7 +70,7 @@ MT_HOST_DEVICE inline void layer_norm_backward_row(const T* dy, const T* x, cons
     sum_g_xhat += g * layer_norm_normalize(x[i], mean, rstd);
   }
   const T inv_n = T(1) / static_cast<T>(n);
-  const T mean_g = sum_g * inv_n, mean_g_xhat = sum_g_xhat * inv_n;
+  const T mean_g = centered ? sum_g * inv_n : T(0), mean_g_xhat = sum_g_xhat * inv_n;
   for (int64_t i = 0; i < n; ++i) {
     const T g = w != nullptr ? dy[i] * w[i] : dy[i];
     dx[i] = layer_norm_input_grad(g, layer_norm_normalize(x[i], mean, rstd), rstd, mean_g, mean_g_xhat);

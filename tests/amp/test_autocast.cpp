@@ -256,6 +256,10 @@ std::vector<Probe> policy_probes() {
        [](M in, DType a, DType) {
          return cumsum(in({4, 4}, a), 1);
        }},
+      {amp::Op::RouterLogits, 2,
+       [](M in, DType a, DType b) {
+         return router_logits(in({4, 4}, a), in({2, 4}, b));
+       }},
       {amp::Op::Add, 2,
        [](M in, DType a, DType b) {
          return add(in({4, 4}, a), in({4, 4}, b));
@@ -292,6 +296,11 @@ std::vector<Probe> policy_probes() {
       {amp::Op::Minimum, 2,
        [](M in, DType a, DType b) {
          return minimum(in({4, 4}, a), in({4, 4}, b));
+       }},
+      {amp::Op::IndexAdd, 2,
+       [index](M in, DType a, DType b) {
+         const Tensor x = in({4, 4}, a);
+         return index_add(x, 0, index({1, 1}, {2}, x.device()), in({2, 4}, b));
        }},
       {amp::Op::BatchNorm, 3,
        [](M in, DType a, DType b) {
@@ -408,9 +417,10 @@ amp::CastPolicy expected_policy(amp::Op op) {
       Op::MatMul, Op::Bmm, Op::Linear, Op::Conv2d, Op::ScaledDotProductAttention, Op::LinearCrossEntropy};
   static const std::set<Op> fp32{Op::Exp,     Op::Log,        Op::Pow,       Op::Reciprocal,   Op::Rsqrt,
                                  Op::Softmax, Op::LogSoftmax, Op::LayerNorm, Op::CrossEntropy, Op::MseLoss,
-                                 Op::Sum,     Op::Mean,       Op::Var,       Op::Cumsum,       Op::RmsNorm};
+                                 Op::Sum,     Op::Mean,       Op::Var,       Op::Cumsum,       Op::RmsNorm,
+                                 Op::RouterLogits};
   static const std::set<Op> promote{Op::Add,   Op::Sub, Op::Rsub,    Op::Mul,    Op::Div,
-                                    Op::Where, Op::Cat, Op::Maximum, Op::Minimum};
+                                    Op::Where, Op::Cat, Op::Maximum, Op::Minimum, Op::IndexAdd};
   if (lower.contains(op)) return amp::CastPolicy::LowerPrecision;
   if (fp32.contains(op)) return amp::CastPolicy::Fp32;
   if (promote.contains(op)) return amp::CastPolicy::Promote;
@@ -420,14 +430,14 @@ amp::CastPolicy expected_policy(amp::Op op) {
 // The dtypes the op's own tape node ran its floating inputs in.
 std::vector<DType> ran_in(const Tensor& out, amp::Op op) {
   REQUIRE(out.grad_fn() != nullptr);
-  // Composite ops cast for the op that records: mse_loss is sub/square/mean, rms_norm ends in mul,
+  // Composite ops cast for the op that records: mse_loss is sub/square/mean, router_logits is linear,
   // matmul is a bmm between views, attention's reference path (the CPU) ends
   // in matmul(weights, v) while its fused kernels (sim, CUDA) record one node.
   const std::string own_name(amp::op_name(op));
   const auto records = [&](const std::string& node_name) {
     if (op == amp::Op::MseLoss) return node_name == "sub";
-    if (op == amp::Op::RmsNorm) return node_name == "mul";  // the statistic's ops, then the weight's mul
     if (op == amp::Op::MatMul) return node_name == "bmm";
+    if (op == amp::Op::RouterLogits) return node_name == "linear";  // on its f32 inputs, autocast off inside
     if (op == amp::Op::ScaledDotProductAttention) return node_name == "bmm" || node_name == own_name;
     return node_name == own_name;
   };

@@ -99,6 +99,13 @@ std::vector<Probe> probes() {
         {"mean", f32_bytes({16})},
         {"rstd", f32_bytes({16})},
         {"output", f32_bytes({16, 64})}}},
+      {amp::Op::RmsNorm,
+       {{16, 64}, {64}},
+       [](auto& x) { return rms_norm(x[0], {64}, x[1]); },
+       {{"input", f32_bytes({16, 64})},
+        {"weight", f32_bytes({64})},
+        {"rstd", f32_bytes({16})},
+        {"output", f32_bytes({16, 64})}}},
       {amp::Op::CrossEntropy,
        {{8, 32}},
        [](auto& x) { return cross_entropy(x[0], full({8}, 3.0, kI64)); },
@@ -191,6 +198,10 @@ std::vector<Probe> probes() {
        {v},
        [](auto& x) { return index_select(x[0], 0, full({8}, 1.0, kI64)); },
        {{"index", i64_bytes({8})}, {"input", vb}, {"output", f32_bytes({8, 64})}}},
+      {amp::Op::IndexAdd,
+       {v, {8, 64}},
+       [](auto& x) { return index_add(x[0], 0, full({8}, 1.0, kI64), x[1]); },
+       {{"index", i64_bytes({8})}, {"output", vb}}},
       {amp::Op::Gather,
        {v},
        [](auto& x) { return gather(x[0], 1, zeros({64, 4}, kI64)); },
@@ -223,7 +234,7 @@ std::vector<Probe> probes() {
 const std::set<amp::Op> kComposite{
     amp::Op::MatMul,   // views around one bmm node
     amp::Op::MseLoss,  // sub, square and mean nodes
-    amp::Op::RmsNorm,  // square, mean, add, rsqrt and mul nodes
+    amp::Op::RouterLogits,  // one linear node, on f32 inputs
 };
 
 // The bytes the op's own tape node keeps alive, its saved output included:

@@ -144,6 +144,42 @@ TEST_CASE("RMSNorm: values, gradient, dtypes", "[nn][rmsnorm]") {
   CHECK_THROWS_WITH(f32_norm.forward(randn({3, 7})), Contains("does not end in the normalized shape [8]"));
 }
 
+// Catches: the fused kernel's CUDA path (sim) centering the row as
+// LayerNorm does, keeping mean(g) in dx, or reducing the weight's gradient
+// over the wrong rows; and a bf16 statistic on either path.
+TEST_CASE("rms_norm: one fused kernel, sim equals the CPU forward and backward", "[nn][rmsnorm][sim]") {
+  manual_seed(21);
+  const Tensor x = add(randn({5, 3, 96}), 3.0);  // a large mean: centering would show
+  const Tensor w = randn({96}), up = randn({5, 3, 96});
+  auto run = [&](Device device, DType dtype) {
+    const Tensor xd = x.to(dtype).to(device).detach().requires_grad_(), wd = w.to(device).detach().requires_grad_();
+    const Tensor y = rms_norm(xd, {96}, wd, 1e-5);
+    CHECK(y.grad_fn()->name() == std::string("rms_norm"));  // one node, not a composite
+    sum(mul(y, up.to(device))).backward();
+    return std::vector<std::vector<double>>{y.to(kCPU).to_vector(), xd.grad().to(kCPU).to_vector(),
+                                            wd.grad().to(kCPU).to_vector()};
+  };
+  const auto want = run(kCPU, kF64), cpu = run(kCPU, kF32), sim = run(kSIM, kF32), sim_bf16 = run(kSIM, kBF16);
+  const char* what[] = {"y", "dx", "dw"};
+  for (size_t k = 0; k < 3; ++k) {
+    INFO(what[k]);
+    double scale = 0, worst_cpu = 0, worst_sim = 0;
+    for (size_t i = 0; i < want[k].size(); ++i) {
+      scale = std::max(scale, std::abs(want[k][i]));
+      worst_cpu = std::max(worst_cpu, std::abs(cpu[k][i] - want[k][i]));
+      worst_sim = std::max(worst_sim, std::abs(sim[k][i] - want[k][i]));
+    }
+    CHECK(worst_cpu < 1e-5 * scale);
+    CHECK(worst_sim < 1e-5 * scale);
+  }
+  // bf16 input, f32 weight: promoted to f32, so the result is the f32 one on the rounded input.
+  const Tensor xb = x.to(kBF16).to(kF32);
+  const std::vector<double> y_rounded = rms_norm(xb, {96}, w, 1e-5).to_vector();
+  double worst = 0;
+  for (size_t i = 0; i < y_rounded.size(); ++i) worst = std::max(worst, std::abs(sim_bf16[0][i] - y_rounded[i]));
+  CHECK(worst < 1e-5);
+}
+
 // Catches: heads split or merged in the wrong order (batch_first must be a
 // transpose of the sequence-first result), is_causal differing from the
 // explicit mask PyTorch users pass, PyTorch's bool mask sense inverted, and
