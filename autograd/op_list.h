@@ -66,6 +66,7 @@
   X(Maximum, "maximum", Promote, "a, b")                                                                              \
   X(Minimum, "minimum", Promote, "a, b")                                                                              \
   X(IndexAdd, "index_add", Promote, "index")                                                                          \
+  X(Swiglu, "swiglu", Promote, "gate, up")                                                                            \
   /* the input's dtype (batch_norm: f32 statistics inside) */                                                         \
   X(BatchNorm, "batch_norm", InputDType, "input, weight, mean, invstd (f32 mean, invstd per channel)")                \
   X(Neg, "neg", InputDType, "nothing")                                                                                \
@@ -89,6 +90,7 @@
   X(Dropout, "dropout", InputDType, "mask (u8)")                                                                      \
   X(IndexSelect, "index_select", InputDType, "index")                                                                 \
   X(Gather, "gather", InputDType, "index")                                                                            \
+  X(Rope, "rope", InputDType, "cos, sin (the tables' rows, f32)")                                                     \
   X(SyncBatchNorm, "sync_batch_norm", InputDType,                                                                    \
     "input, weight, mean, invstd, count (f32 mean, invstd per channel, count over the ranks; the all-reduce)")        \
   /* FP8 (autograd/fp8.h): x as given (bf16 under autocast), W as its f32 master */                                    \

@@ -195,6 +195,15 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction =
 // epsilon, as PyTorch's; the result has the promoted dtype of x and weight. Autocast: f32.
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                 std::optional<double> eps = std::nullopt);
+// Rotary position embeddings (RoPE), fused: x [..., T, D] (D even) rotated
+// by position, y = x * cos + rotate_half(x) * sin, pairing element i with
+// i + D/2 (HF Llama's rotate_half); cos and sin [T, D], each angle repeated
+// over the two halves (models/llama.h's rope_tables). Computed in f32 (f64
+// for f64), rounded once to x's dtype; the tables get no gradient.
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin);
+// silu(gate) * up (Llama's SwiGLU MLP activation), fused: one kernel forward,
+// one for both gradients; gate and up of one shape. Autocast: promote.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
 // weight [V, D], indices i64 of any shape -> [..., D].
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor dropout(const Tensor& x, double p, bool training, Generator* generator = nullptr);

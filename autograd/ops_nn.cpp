@@ -7,6 +7,8 @@
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/dropout/dropout.h"
 #include "kernels/layer_norm/layer_norm.h"
+#include "kernels/rope/rope.h"
+#include "kernels/swiglu/swiglu.h"
 #include "kernels/softmax/softmax.h"
 
 namespace mt {
@@ -209,6 +211,65 @@ Tensor rms_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor&
                   Tensor dw = w_.defined() ? empty(nshape, w_.dtype(), x_.device()) : Tensor();
                   kernels::rms_norm_backward(g.to(x_.dtype()), x_, w_, srstd.get(), dx, dw);
                   return std::vector<Tensor>{dx.to(x_dtype), dw.defined() ? dw.to(w_dtype) : Tensor()};
+                });
+}
+
+// ---------------------------------------------------------------- rope and swiglu (the Llama family's)
+
+Tensor rope(const Tensor& x_in, const Tensor& cos, const Tensor& sin) {
+  const auto in = autograd::autocast_inputs(amp::Op::Rope, {x_in});
+  const Tensor& x = in[0];
+  autograd::check_floating("rope", x);
+  MT_CHECK(x.dim() >= 2 && x.size(-1) % 2 == 0, "rope: expected x [..., T, D] with an even D, got {}",
+           x.shape_string());
+  const Shape table{x.size(-2), x.size(-1)};
+  MT_CHECK(cos.sizes() == table && sin.sizes() == table, "rope: cos {} and sin {} must be [T, D] = {} for x {}",
+           cos.shape_string(), sin.shape_string(), shape_str(table), x.shape_string());
+  autograd::check_same_device("rope", x, cos);
+  autograd::check_same_device("rope", x, sin);
+  const DType acc = x.dtype() == kF64 ? kF64 : kF32;
+  Tensor c, s;
+  {
+    const NoGradGuard constants;  // the tables get no gradient
+    c = cos.detach().to(acc).contiguous();
+    s = sin.detach().to(acc).contiguous();
+  }
+  Tensor y = empty(x.sizes(), x.dtype(), x.device());
+  kernels::rope(x, c, s, y, /*backward=*/false);
+  if (!autograd::needs_grad({x})) return y;
+  // saves: cos, sin (the tables' rows, f32)
+  return record(in, y, [sc = save(c), ss = save(s)](const Tensor& g) -> std::vector<Tensor> {
+    Tensor dx = empty(g.sizes(), g.dtype(), g.device());
+    kernels::rope(g, sc.get(), ss.get(), dx, /*backward=*/true);  // the rotation's transpose
+    return {dx};
+  });
+}
+
+Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
+  const auto in = autograd::autocast_inputs(amp::Op::Swiglu, {gate_in, up_in});
+  const DType dtype = promote_types(in[0].dtype(), in[1].dtype());
+  autograd::check_floating("swiglu", in[0]);
+  autograd::check_same_device("swiglu", in[0], in[1]);
+  MT_CHECK(in[0].sizes() == in[1].sizes(), "swiglu: gate {} and up {} must have one shape", in[0].shape_string(),
+           in[1].shape_string());
+  Tensor gate, up;
+  {
+    const NoGradGuard untracked;  // the node below records against `in`
+    gate = in[0].to(dtype);
+    up = in[1].to(dtype);
+  }
+  Tensor y = empty(gate.sizes(), dtype, gate.device());
+  kernels::swiglu_forward(gate, up, y);
+  if (!autograd::needs_grad({in[0], in[1]})) return y;
+  // saves: gate, up
+  return record(in, y,
+                [sg = save(gate), su = save(up), gate_dtype = in[0].dtype(),
+                 up_dtype = in[1].dtype()](const Tensor& g) -> std::vector<Tensor> {
+                  const Tensor gate_ = sg.get(), up_ = su.get();
+                  Tensor dg = empty(gate_.sizes(), gate_.dtype(), gate_.device());
+                  Tensor du = empty(up_.sizes(), up_.dtype(), up_.device());
+                  kernels::swiglu_backward(g, gate_, up_, dg, du);
+                  return {dg.to(gate_dtype), du.to(up_dtype)};
                 });
 }
 

@@ -47,12 +47,6 @@ RopeTables rope_tables(int64_t positions, int64_t head_dim, double theta, Device
 
 namespace {
 
-// [..., D] -> [..., D]: (-x2, x1) for x = (x1, x2), the halves of the last dim.
-Tensor rotate_half(const Tensor& x) {
-  const std::vector<Tensor> halves = split(x, x.size(-1) / 2, -1);
-  return cat({neg(halves[1]), halves[0]}, -1);
-}
-
 // [B, kv, T, D] -> [B, kv * repeat, T, D], each head repeated `repeat` times in a row (repeat_interleave).
 Tensor repeat_kv(const Tensor& x, int64_t repeat) {
   if (repeat == 1) return x;
@@ -66,8 +60,7 @@ Tensor apply_rope(const Tensor& x, const RopeTables& rope, int64_t first) {
   const int64_t t = x.size(2);
   MT_CHECK(first >= 0 && first + t <= rope.cos.size(0), "rope: positions {}..{} are beyond the tables' {}", first,
            first + t - 1, rope.cos.size(0));
-  const Tensor cos = rope.cos.narrow(0, first, t), sin = rope.sin.narrow(0, first, t);
-  return x * cos + rotate_half(x) * sin;
+  return mt::rope(x, rope.cos.narrow(0, first, t), rope.sin.narrow(0, first, t));
 }
 
 LlamaAttention::LlamaAttention(const LlamaConfig& c) : heads_(c.heads), kv_heads_(c.kv_heads) {
@@ -108,7 +101,7 @@ LlamaMlp::LlamaMlp(int64_t width, int64_t hidden) {
 
 Tensor LlamaMlp::forward(const Tensor& x) {
   const nn::ForwardScope scope(*this);
-  return down_proj->forward(silu(gate_proj->forward(x)) * up_proj->forward(x));
+  return down_proj->forward(swiglu(gate_proj->forward(x), up_proj->forward(x)));
 }
 
 LlamaLayer::LlamaLayer(const LlamaConfig& c) {

@@ -12,13 +12,12 @@
 // The vocabulary grows to the tokenizer's (train --tokenizer gpt2), as the GPTs' does.
 //
 // Precision: RMSNorm's statistic is computed in f32 (nn::RMSNorm); RoPE's
-// angles and cos/sin tables are f32, and the rotation runs in f32 (a bf16
-// q times an f32 cos promotes), before attention casts q and k back to the
-// autocast dtype.
+// angles and cos/sin tables are f32, and the rotation runs in f32 inside
+// the rope kernel, rounded once to q's and k's dtype.
 //
-// RMSNorm is one fused kernel (the layer_norm family's, not centered).
-// What is composite here and fused later (issue 38): RoPE and SwiGLU run as
-// their elementwise ops; grouped-query attention repeats each
+// RMSNorm, RoPE and SwiGLU are one fused kernel each (rms_norm: the
+// layer_norm family's, not centered; rope; swiglu). What is composite here
+// and fused later (issue 38): grouped-query attention repeats each
 // K/V head for its query heads (expand + reshape) before the attention
 // kernel, which does not yet take GQA itself. The generation cache keeps the
 // unrepeated K/V heads.

@@ -74,7 +74,7 @@ Tensor ExpertMlps::forward(const Tensor& x) {
   const nn::ForwardScope scope(*this);
   MT_CHECK(x.dim() == 3 && x.size(0) == experts_ && x.size(2) == width_,
            "ExpertMLPs: expected [{}, capacity, {}], got {}", experts_, width_, x.shape_string());
-  if (kind_ == ExpertKind::SwiGlu) return bmm(mul(silu(bmm(x, gate_proj)), bmm(x, up_proj)), down_proj);
+  if (kind_ == ExpertKind::SwiGlu) return bmm(swiglu(bmm(x, gate_proj), bmm(x, up_proj)), down_proj);
   const Tensor h = gelu(add(bmm(x, c_fc), c_fc_bias), GeluApproximation::Tanh);
   return add(bmm(h, c_proj), c_proj_bias);
 }

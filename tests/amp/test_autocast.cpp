@@ -297,6 +297,15 @@ std::vector<Probe> policy_probes() {
        [](M in, DType a, DType b) {
          return minimum(in({4, 4}, a), in({4, 4}, b));
        }},
+      {amp::Op::Swiglu, 2,
+       [](M in, DType a, DType b) {
+         return swiglu(in({4, 4}, a), in({4, 4}, b));
+       }},
+      {amp::Op::Rope, 1,
+       [](M in, DType a, DType) {
+         const Tensor x = in({2, 4, 4}, a);
+         return rope(x, full({4, 4}, 0.5, kF32, x.device()), full({4, 4}, 0.25, kF32, x.device()));
+       }},
       {amp::Op::IndexAdd, 2,
        [index](M in, DType a, DType b) {
          const Tensor x = in({4, 4}, a);
@@ -420,7 +429,7 @@ amp::CastPolicy expected_policy(amp::Op op) {
                                  Op::Sum,     Op::Mean,       Op::Var,       Op::Cumsum,       Op::RmsNorm,
                                  Op::RouterLogits};
   static const std::set<Op> promote{Op::Add,   Op::Sub, Op::Rsub,    Op::Mul,    Op::Div,
-                                    Op::Where, Op::Cat, Op::Maximum, Op::Minimum, Op::IndexAdd};
+                                    Op::Where, Op::Cat, Op::Maximum, Op::Minimum, Op::IndexAdd, Op::Swiglu};
   if (lower.contains(op)) return amp::CastPolicy::LowerPrecision;
   if (fp32.contains(op)) return amp::CastPolicy::Fp32;
   if (promote.contains(op)) return amp::CastPolicy::Promote;

@@ -198,6 +198,17 @@ std::vector<Probe> probes() {
        {v},
        [](auto& x) { return index_select(x[0], 0, full({8}, 1.0, kI64)); },
        {{"index", i64_bytes({8})}, {"input", vb}, {"output", f32_bytes({8, 64})}}},
+      {amp::Op::Swiglu,
+       {v, v},
+       [](auto& x) { return swiglu(x[0], x[1]); },
+       {{"gate", vb}, {"up", vb}, {"output", vb}}},
+      {amp::Op::Rope,
+       {{2, 16, 8}},
+       [](auto& x) {
+         static const Tensor tables = full({16, 8}, 0.5);
+         return rope(x[0], tables, tables);
+       },
+       {{"cos", 0}, {"sin", 0}, {"output", f32_bytes({2, 16, 8})}}},
       {amp::Op::IndexAdd,
        {v, {8, 64}},
        [](auto& x) { return index_add(x[0], 0, full({8}, 1.0, kI64), x[1]); },

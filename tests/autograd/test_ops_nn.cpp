@@ -419,3 +419,66 @@ TEST_CASE("nn errors name the op, shapes and what was expected", "[ops][nn][erro
   REQUIRE_THROWS_WITH(dropout(x, 1.5, true), Catch::Contains("dropout") && Catch::Contains("1.5"));
   REQUIRE_THROWS_WITH(dropout(x, -0.1, true), Catch::Contains("dropout"));
 }
+
+// Catches: rope pairing neighbours (interleaved) instead of the two halves,
+// a backward that rotates forward again (the transpose flips the sin terms),
+// a bf16 input rotated in bf16 (the kernel computes in f32 and rounds
+// once), the tables given a gradient, and the sim path disagreeing.
+TEST_CASE("rope: fused rotation equals x cos + rotate_half(x) sin, gradcheck, sim", "[ops][nn][rope]") {
+  const int64_t t = 5, d = 8;
+  const Tensor angles = outer(arange(0, double(t), 1, kF64), randn64({d / 2}, 31));
+  const Tensor cos = cat({angles, angles}, -1).cos().to(kF32), sin = cat({angles, angles}, -1).sin().to(kF32);
+  const Tensor x = randn64({2, 3, t, d}, 32);
+  const std::vector<Tensor> halves = split(x, d / 2, -1);
+  const Tensor reference = add(mul(x, cos.to(kF64)), mul(cat({neg(halves[1]), halves[0]}, -1), sin.to(kF64)));
+  check_close(rope(x, cos, sin), reference.to_vector(), 1e-14, 1e-14, "f64 forward");
+  require_gradcheck([&](const std::vector<Tensor>& in) { return rope(in[0], cos, sin); }, {x}, "rope");
+  // f32 on CPU and sim, and bf16: computed in f32, rounded once.
+  const Tensor xf = x.to(kF32);
+  const Tensor on_cpu = rope(xf, cos, sin);
+  check_close(on_cpu, reference.to_vector(), 1e-6, 1e-6, "f32 cpu");
+  check_close(rope(xf.to(kSIM), cos.to(kSIM), sin.to(kSIM)).to(kCPU), on_cpu.to_vector(), 1e-6, 1e-6, "sim");
+  const Tensor xb = x.to(kBF16);
+  const Tensor rounded_once = rope(xb.to(kF32), cos, sin).to(kBF16);
+  CHECK(rope(xb, cos, sin).dtype() == kBF16);
+  check_equal(rope(xb, cos, sin), rounded_once.to_vector(), "bf16 cpu");
+  check_equal(rope(xb.to(kSIM), cos.to(kSIM), sin.to(kSIM)).to(kCPU), rounded_once.to_vector(), "bf16 sim");
+  // Backward on sim: the transpose, as on the CPU.
+  const Tensor up = randn64({2, 3, t, d}, 33).to(kF32);
+  auto grad_of = [&](Device device) {
+    const Tensor leaf = xf.to(device).detach().requires_grad_();
+    sum(mul(rope(leaf, cos.to(device), sin.to(device)), up.to(device))).backward();
+    return leaf.grad().to(kCPU);
+  };
+  check_close(grad_of(kSIM), grad_of(kCPU).to_vector(), 1e-6, 1e-6, "sim backward");
+  const Tensor table = cos.detach().requires_grad_();
+  sum(rope(x.to(kF32).requires_grad_(), table, sin)).backward();
+  CHECK(!table.grad().defined());
+  CHECK_THROWS_WITH(rope(x, cos.narrow(0, 0, 4), sin), Catch::Contains("must be [T, D] = [5, 8]"));
+}
+
+// Catches: swiglu's gate and up swapped, silu's derivative missing its
+// g * sigmoid * (1 - sigmoid) term, a bf16 result rounded twice (silu then
+// mul), and the sim path disagreeing.
+TEST_CASE("swiglu: fused silu(gate) * up, gradcheck, sim, rounded once", "[ops][nn][swiglu]") {
+  const Tensor g = mul(randn64({4, 6}, 41), 3.0), u = randn64({4, 6}, 42);
+  check_close(swiglu(g, u), mul(silu(g), u).to_vector(), 1e-14, 1e-14, "f64 forward");
+  require_gradcheck([](const std::vector<Tensor>& in) { return swiglu(in[0], in[1]); }, {g, u}, "swiglu");
+  const Tensor gf = g.to(kF32), uf = u.to(kF32);
+  const Tensor on_cpu = swiglu(gf, uf);
+  check_close(swiglu(gf.to(kSIM), uf.to(kSIM)).to(kCPU), on_cpu.to_vector(), 1e-6, 1e-6, "sim");
+  const Tensor gb = g.to(kBF16), ub = u.to(kBF16);
+  const std::vector<double> once = swiglu(gb.to(kF32), ub.to(kF32)).to(kBF16).to_vector();
+  check_equal(swiglu(gb, ub), once, "bf16 cpu");
+  check_equal(swiglu(gb.to(kSIM), ub.to(kSIM)).to(kCPU), once, "bf16 sim");
+  auto grads = [&](Device device) {
+    const Tensor a = gf.to(device).detach().requires_grad_(), b = uf.to(device).detach().requires_grad_();
+    sum(mul(swiglu(a, b), b.detach())).backward();
+    return std::vector<std::vector<double>>{a.grad().to(kCPU).to_vector(), b.grad().to(kCPU).to_vector()};
+  };
+  const auto cpu = grads(kCPU), sim = grads(kSIM);
+  for (size_t k = 0; k < 2; ++k) {
+    for (size_t i = 0; i < cpu[k].size(); ++i) CHECK(sim[k][i] == Approx(cpu[k][i]).epsilon(1e-6).margin(1e-6));
+  }
+  CHECK_THROWS_WITH(swiglu(g, u.narrow(1, 0, 5)), Catch::Contains("swiglu: gate [4, 6] and up [4, 5]"));
+}

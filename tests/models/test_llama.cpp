@@ -58,7 +58,7 @@ TEST_CASE("RoPE rotates the two halves of each head by position", "[models][llam
 }
 
 // Catches: RMSNorm's statistic or RoPE's rotation run in bf16 under autocast
-// (the policy says f32), and a model that cannot learn.
+// (the policy and the kernel say f32), and a model that cannot learn.
 TEST_CASE("llama-tiny keeps norms and RoPE in f32 under bf16 autocast and learns", "[models][llama]") {
   manual_seed(3);
   auto model = std::dynamic_pointer_cast<models::Llama>(models::make_model("llama-tiny"));
@@ -69,8 +69,12 @@ TEST_CASE("llama-tiny keeps norms and RoPE in f32 under bf16 autocast and learns
     const auto& layer = model->model->layers->at<models::LlamaLayer>(0);
     const Tensor normed = layer->input_layernorm->forward(x.to(kBF16));
     CHECK(normed.dtype() == kF32);
+    // RoPE rotates in f32 and rounds once to q's dtype (a bf16 rotation would round each product).
     const models::RopeTables rope = models::rope_tables(8, 16, 10000.0, kCPU);
-    CHECK(models::apply_rope(randn({2, 4, 8, 16}).to(kBF16), rope).dtype() == kF32);
+    const Tensor q = randn({2, 4, 8, 16}).to(kBF16);
+    const Tensor rotated = models::apply_rope(q, rope);
+    CHECK(rotated.dtype() == kBF16);
+    CHECK(rotated.to_vector() == models::apply_rope(q.to(kF32), rope).to(kBF16).to_vector());
   }
   // A repeating sequence is learned within a few dozen steps.
   std::vector<int64_t> pattern;

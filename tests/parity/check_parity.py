@@ -69,6 +69,11 @@ def reduction(args):
     return args["reduction"]
 
 
+def rope_op(x, cos, sin):  # HF Llama's: x * cos + rotate_half(x) * sin
+    h = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., h:], x[..., :h]), -1) * sin
+
+
 def linear_op(x, a):
     y = F.linear(*x)
     act = a["activation"]
@@ -195,6 +200,8 @@ OPS = {
     "gather": (lambda x, a: [torch.gather(x[0], a["dim"], x[1])], True),
     "index_add": (lambda x, a: [torch.index_add(x[0], a["dim"], x[1], x[2])], True),
     "router_logits": (lambda x, a: [F.linear(x[0], x[1])], True),
+    "rope": (lambda x, a: [rope_op(x[0], x[1].to(x[0].dtype), x[2].to(x[0].dtype))], True),
+    "swiglu": (lambda x, a: [F.silu(x[0]) * x[1]], True),
     "views": (lambda x, a: [x[0].permute(2, 0, 1)[:, :, 0:3:2].unsqueeze(1).expand(2, 3, 2, 2).contiguous()], False),
     "views2": (lambda x, a: [x[0].t().reshape(2, 6).select(1, 4).squeeze()], False),
     "conv2d": (lambda x, a: [F.conv2d(x[0], x[1], x[2], pair(a["stride"]), pair(a["padding"]), pair(a["dilation"]),

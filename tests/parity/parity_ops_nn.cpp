@@ -379,6 +379,19 @@ void add_module_cases(std::vector<Case>& cases) {
                    {floats(pattern(12, 3), {3, 4}), floats({1.5, -0.5, 0.25, 2.0, -1.0, 0.75, 0.5, -2.0}, {2, 4})},
                    one([](auto& x) { return router_logits(x[0], x[1]); }),
                    {kF64, kF32}});
+  // RoPE and SwiGLU against their definitions (HF Llama's rotate_half; silu(gate) * up).
+  cases.push_back({"rope/halves",
+                   "rope",
+                   {},
+                   {floats(pattern(48, 7), {2, 3, 8}), InputSpec{pattern(24, 8), {3, 8}, Kind::F32, false},
+                    InputSpec{pattern(24, 9), {3, 8}, Kind::F32, false}},
+                   one([](auto& x) { return rope(x[0], x[1], x[2]); }),
+                   {kF64, kF32}});
+  cases.push_back({"swiglu/plain",
+                   "swiglu",
+                   {},
+                   {floats(pattern(12, 10), {3, 4}), floats(pattern(12, 11), {3, 4})},
+                   one([](auto& x) { return swiglu(x[0], x[1]); })});
   // nn::RMSNorm against its definition in PyTorch (1.13 has no nn.RMSNorm).
   cases.push_back({"rms_norm/weight",
                    "rms_norm",
