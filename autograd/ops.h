@@ -149,7 +149,11 @@ Tensor router_logits(const Tensor& x, const Tensor& weight);
 //   key_padding_mask: bool [B, T_k], true = a padding key nobody attends to (nn.MultiheadAttention's);
 //   is_causal: query i attends to keys j <= i (top-left aligned when T_q != T_k); not with attn_mask;
 //   dropout_p: dropout on the attention weights (applied whenever > 0, as PyTorch does);
-//   scale: default 1 / sqrt(D).
+//   scale: default 1 / sqrt(D);
+//   enable_gqa: grouped-query attention (PyTorch 2.5's flag): k and v may have fewer heads
+//               (dim -3) than q, dividing them; query head h reads K/V head h / (H_q / H_kv).
+//               The fused kernels read the K/V heads as they are (no repeated copies) and sum
+//               their gradients over each group; the reference path repeats them.
 // A query row with every key masked gives NaN, as PyTorch's math path does. Autocast runs it in
 // lower precision; inside, softmax keeps its statistics in f32. This is the reference path,
 // composed of matmul, softmax and dropout (differentiable through them).
@@ -160,6 +164,7 @@ struct AttentionOptions {
   bool is_causal = false;
   std::optional<double> scale;
   Generator* generator = nullptr;
+  bool enable_gqa = false;
 };
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options = {});

@@ -37,6 +37,13 @@ void check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v, c
            q.shape_string(), k.shape_string());
   MT_CHECK(k.size(-2) == v.size(-2), "scaled_dot_product_attention: k {} and v {} differ in the key count",
            k.shape_string(), v.shape_string());
+  if (options.enable_gqa) {
+    MT_CHECK(q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim() && k.size(-3) == v.size(-3) && k.size(-3) > 0 &&
+                 q.size(-3) % k.size(-3) == 0,
+             "scaled_dot_product_attention: enable_gqa needs q [..., H, T, D] and k, v [..., H_kv, T, D] with H_kv "
+             "dividing H, got q {}, k {}, v {}",
+             q.shape_string(), k.shape_string(), v.shape_string());
+  }
   autograd::check_floating("scaled_dot_product_attention", q);
   autograd::check_same_device("scaled_dot_product_attention", q, k);
   autograd::check_same_device("scaled_dot_product_attention", q, v);
@@ -93,13 +100,15 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
 
 // Why the fused kernels cannot take this call; empty when they can. `mask`
 // is the attn_mask as the op uses it (a float one cast with q, k, v).
-std::string fused_attention_gap(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
+std::string fused_attention_gap(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool grouped) {
   if (q.dtype() != kF32 && q.dtype() != kF16 && q.dtype() != kBF16) return fmt::format("{} is not fused", q.dtype());
   if (q.dim() != 3 && q.dim() != 4) return fmt::format("q {} is not [B, T, D] or [B, H, T, D]", q.shape_string());
   if (k.dim() != q.dim() || v.dim() != q.dim() || k.dtype() != q.dtype() || v.dtype() != q.dtype()) {
     return "q, k and v differ in rank or dtype";
   }
+  if (grouped && q.dim() != 4) return "grouped-query attention is fused for [B, H, T, D] only";
   for (int64_t d = 0; d + 2 < q.dim(); ++d) {
+    if (grouped && d == q.dim() - 3) continue;  // fewer K/V heads: the kernels read each for its group
     if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return "k or v broadcast over q's leading dims";
   }
   if (k.size(-2) == 0 || q.size(-1) == 0 || v.size(-1) == 0) return "an empty key or head dim";
@@ -113,6 +122,20 @@ std::string fused_attention_gap(const Tensor& q, const Tensor& k, const Tensor& 
     return "a float attn_mask that needs a gradient is not fused";
   }
   return "";
+}
+
+// Whether k and v have fewer heads than q (enable_gqa).
+bool grouped(const Tensor& q, const Tensor& k, const AttentionOptions& options) {
+  return options.enable_gqa && k.size(-3) != q.size(-3);
+}
+
+// [..., H_kv, T, D] -> [..., H_kv * repeat, T, D], each head `repeat` times in a row (repeat_interleave on dim -3).
+Tensor repeat_heads(const Tensor& x, int64_t repeat) {
+  if (repeat == 1) return x;
+  Shape expanded = x.sizes(), merged = x.sizes();
+  expanded.insert(expanded.end() - 2, repeat);
+  merged[merged.size() - 3] *= repeat;
+  return x.unsqueeze(-3).expand(expanded).reshape(merged);
 }
 
 // Logs each distinct reason for leaving the fused kernels once per process.
@@ -200,11 +223,14 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   if (q.dtype() != kF64 && kernels::attention_backend_from_env() == kernels::AttentionBackend::Own) {
     const Tensor& mask = float_mask ? in[3] : mask_in;
-    const std::string gap = fused_attention_gap(q, k, v, mask);
+    const std::string gap = fused_attention_gap(q, k, v, mask, grouped(q, k, options));
     if (gap.empty()) return fused_attention(in, mask, options, scale);
     say_once_reference_path(gap);
   }
-  Tensor scores = matmul(mul(q, scale), k.transpose(-2, -1));
+  // Grouped-query attention on the reference path: each K/V head repeated for its group.
+  const int64_t repeat = grouped(q, k, options) ? q.size(-3) / k.size(-3) : 1;
+  const Tensor keys = repeat_heads(k, repeat), values = repeat_heads(v, repeat);
+  Tensor scores = matmul(mul(q, scale), keys.transpose(-2, -1));
   const Tensor minus_inf = full({}, -INFINITY, scores.dtype(), scores.device());
   if (options.is_causal) scores = where(causal_keep(q.size(-2), k.size(-2), q.device()), scores, minus_inf);
   if (mask_in.defined()) scores = float_mask ? add(scores, in[3]) : where(mask_in, scores, minus_inf);
@@ -216,7 +242,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   }
   Tensor weights = softmax(scores, -1);
   if (options.dropout_p > 0) weights = dropout(weights, options.dropout_p, true, options.generator);
-  return matmul(weights, v);
+  return matmul(weights, values);
 }
 
 }  // namespace mt

@@ -45,17 +45,6 @@ RopeTables rope_tables(int64_t positions, int64_t head_dim, double theta, Device
   return {both.cos().to(kF32).to(device), both.sin().to(kF32).to(device)};
 }
 
-namespace {
-
-// [B, kv, T, D] -> [B, kv * repeat, T, D], each head repeated `repeat` times in a row (repeat_interleave).
-Tensor repeat_kv(const Tensor& x, int64_t repeat) {
-  if (repeat == 1) return x;
-  const int64_t b = x.size(0), kv = x.size(1), t = x.size(2), d = x.size(3);
-  return x.unsqueeze(2).expand({b, kv, repeat, t, d}).reshape({b, kv * repeat, t, d});
-}
-
-}  // namespace
-
 Tensor apply_rope(const Tensor& x, const RopeTables& rope, int64_t first) {
   const int64_t t = x.size(2);
   MT_CHECK(first >= 0 && first + t <= rope.cos.size(0), "rope: positions {}..{} are beyond the tables' {}", first,
@@ -87,9 +76,9 @@ Tensor LlamaAttention::forward(const Tensor& x, const RopeTables& rope, Tensor& 
   const Tensor v = split_heads(v_proj->forward(x), kv_heads_);
   keys = past > 0 ? cat({keys, k}, 2) : k;
   values = past > 0 ? cat({values, v}, 2) : v;
-  const int64_t repeat = heads_ / kv_heads_;
-  const Tensor y = scaled_dot_product_attention(q, repeat_kv(keys, repeat), repeat_kv(values, repeat),
-                                                causal_after(past, t, x.device()));
+  AttentionOptions options = causal_after(past, t, x.device());
+  options.enable_gqa = true;  // the fused kernels read each K/V head for its group of query heads
+  const Tensor y = scaled_dot_product_attention(q, keys, values, options);
   return o_proj->forward(merge_heads(y));
 }
 
@@ -161,8 +150,8 @@ Tensor Llama::forward(const Tensor& tokens, KvCache& cache) {
   const nn::ForwardScope scope(*this);
   const auto layers = static_cast<size_t>(config_.layers);
   if (cache.keys.size() != layers) {
-    MT_CHECK(cache.keys.empty(), "llama: a key/value cache of {} layers does not fit a model of {}",
-             cache.keys.size(), layers);
+    MT_CHECK(cache.keys.empty(), "llama: a key/value cache of {} layers does not fit a model of {}", cache.keys.size(),
+             layers);
     cache.keys.resize(layers);
     cache.values.resize(layers);
   }

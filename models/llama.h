@@ -16,11 +16,10 @@
 // the rope kernel, rounded once to q's and k's dtype.
 //
 // RMSNorm, RoPE and SwiGLU are one fused kernel each (rms_norm: the
-// layer_norm family's, not centered; rope; swiglu). What is composite here
-// and fused later (issue 38): grouped-query attention repeats each
-// K/V head for its query heads (expand + reshape) before the attention
-// kernel, which does not yet take GQA itself. The generation cache keeps the
-// unrepeated K/V heads.
+// layer_norm family's, not centered; rope; swiglu), and grouped-query
+// attention runs in the fused attention kernels (enable_gqa), which read
+// each K/V head for its group of query heads: no repeated K/V is made. The
+// generation cache keeps the K/V heads.
 //
 // PyTorch equivalent (same names and shapes; rotate_half pairs the two
 // halves of each head, as HF's Llama does):

@@ -1,9 +1,11 @@
 // Host entry points of the fused attention kernels (kernels/attention/ladder/),
 // declared for op code that never sees a CUDA header (kernels/attention/attention.h).
 //
-// Every buffer is contiguous: q [B, H, Tq, D], k [B, H, Tk, D],
-// v [B, H, Tk, Dv], out and grad_out [B, H, Tq, Dv], lse and delta
+// Every buffer is contiguous: q [B, H, Tq, D], k [B, KV, Tk, D],
+// v [B, KV, Tk, Dv], out and grad_out [B, H, Tq, Dv], lse and delta
 // [B, H, Tq] in f32, key_padding [B, Tk] bools (true = the key is padding).
+// KV = H, or fewer for grouped-query attention: query head h reads K/V head
+// h / (H / KV) (math.h's kv_head), and the K/V gradients sum over the group.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@ namespace mt::kernels {
 
 struct AttentionProblem {
   int64_t batch = 0, heads = 0, q_len = 0, k_len = 0, head_dim = 0, value_dim = 0;
+  int64_t kv_heads = 0;  // the K/V heads: 0 or `heads` = one per query head; fewer (dividing heads) = grouped
   float scale = 1.0f;
   bool causal = false;                // query i sees keys j <= i (top-left, as PyTorch)
   const bool* key_padding = nullptr;  // [batch, k_len] or null

@@ -45,6 +45,7 @@ inline AttentionProblem attention_problem(const Tensor& q, const Tensor& k, cons
   p.k_len = k.size(2);
   p.head_dim = q.size(3);
   p.value_dim = v.size(3);
+  p.kv_heads = k.size(1);  // fewer than q's heads: grouped-query attention
   p.scale = static_cast<float>(scale);
   p.causal = causal;
   return p;

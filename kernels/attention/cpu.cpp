@@ -16,7 +16,8 @@
 //     accumulator by exp(m_old - m_new), add exp(S - m) (SLEEF, eight at a
 //     time) to l and exp(S - m) V to the accumulator; dropout multiplies the
 //     accumulated weights only, never l. out = acc / l, lse = m + log l.
-//   - backward, one task per head: delta_i = grad_out_i . out_i; for each key
+//   - backward, one task per K/V head (a group of query heads under
+//     grouped-query attention, summed in order): delta_i = grad_out_i . out_i; for each key
 //     tile, for each query tile at or below the causal diagonal, recompute
 //     P = exp(S - lse), dP = dO V^T, dS = P (z dP - delta) (z: the dropout
 //     factor), and accumulate dV += (z P)^T dO, dK += scale dS^T Q, and
@@ -242,8 +243,9 @@ void forward_query_tile(const Heads<S>& in, int64_t bh, int64_t i0, S* out, floa
   const int64_t keys = attention::key_end(p, i0, rows);
   for (int64_t j0 = 0; j0 < keys; j0 += kKeyTile) {
     const int64_t cols = std::min(kKeyTile, keys - j0);
-    const ConstMatrix k = in.k.as_f32(bh, j0, cols, s.k);
-    const ConstMatrix v = in.v.as_f32(bh, j0, cols, s.v);
+    const int64_t kvbh = attention::kv_head(p, bh);  // grouped-query: the K/V head this query head reads
+    const ConstMatrix k = in.k.as_f32(kvbh, j0, cols, s.k);
+    const ConstMatrix v = in.v.as_f32(kvbh, j0, cols, s.v);
     Matrix tile(scores, rows, cols);
     tile.noalias() = p.scale * (q * k.transpose());
     mask_scores(p, bh, i0, j0, rows, cols, scores);
@@ -333,17 +335,30 @@ std::vector<float> output_dots(const AttentionProblem& p, const ConstMatrix& gra
   return delta;
 }
 
+// One K/V head's task: its keys' gradients, summed over the query heads of
+// its group in order (a group of one without grouped-query attention), and
+// the grad_q of each of those query heads.
 template <typename S>
-void backward_head(const Heads<S>& in, const Upstream<S>& up, int64_t bh, S* grad_q, S* grad_k, S* grad_v) {
+void backward_kv_head(const Heads<S>& in, const Upstream<S>& up, int64_t kvbh, S* grad_q, S* grad_k, S* grad_v) {
   const AttentionProblem& p = in.p;
   const int64_t tq = p.q_len, tk = p.k_len, d = p.head_dim, dv = p.value_dim;
+  const int64_t first_head = attention::first_query_head(p, kvbh);
+  const auto group = static_cast<size_t>(p.heads / attention::kv_head_count(p));
   Scratch& s = scratch();
-  const ConstMatrix q = in.q.as_f32(bh, 0, tq, s.q), k = in.k.as_f32(bh, 0, tk, s.k), v = in.v.as_f32(bh, 0, tk, s.v);
-  const ConstMatrix dout = up.grad_out.as_f32(bh, 0, tq, s.grad_out);
-  const std::vector<float> delta = output_dots(p, dout, up.out + bh * tq * dv);
-  const float* head_lse = up.lse + bh * tq;
-  Matrix dq(sized(s.grad_q, tq * d), tq, d);
-  dq.setZero();
+  const ConstMatrix k = in.k.as_f32(kvbh, 0, tk, s.k), v = in.v.as_f32(kvbh, 0, tk, s.v);
+  // Each query head of the group: its q and grad_out rows as f32, delta, and its dq accumulator.
+  struct QueryHead {
+    std::vector<float> q, grad_out, grad_q, delta;
+  };
+  std::vector<QueryHead> heads(group);
+  std::vector<ConstMatrix> qs, douts;
+  for (size_t g = 0; g < group; ++g) {
+    const int64_t bh = first_head + static_cast<int64_t>(g);
+    qs.push_back(in.q.as_f32(bh, 0, tq, heads[g].q));
+    douts.push_back(up.grad_out.as_f32(bh, 0, tq, heads[g].grad_out));
+    heads[g].delta = output_dots(p, douts[g], up.out + bh * tq * dv);
+    heads[g].grad_q.assign(static_cast<size_t>(tq * d), 0.0f);
+  }
   float* scores = sized(s.scores, kQueryTile * kKeyTile);
   float* grad_scores = sized(s.grad_scores, kQueryTile * kKeyTile);
   for (int64_t j0 = 0; j0 < tk; j0 += kKeyTile) {
@@ -355,24 +370,32 @@ void backward_head(const Heads<S>& in, const Upstream<S>& up, int64_t bh, S* gra
     dvt.setZero();
     // Causal: queries before this key tile's first key see none of it.
     const int64_t first_query = p.causal ? std::min(j0, tq) / kQueryTile * kQueryTile : 0;
-    for (int64_t i0 = first_query; i0 < tq; i0 += kQueryTile) {
-      const int64_t rows = std::min(kQueryTile, tq - i0);
-      const auto qt = q.middleRows(i0, rows);
-      const auto dot = dout.middleRows(i0, rows);
-      Matrix prob(scores, rows, cols), ds(grad_scores, rows, cols);
-      prob.noalias() = p.scale * (qt * kt.transpose());
-      mask_scores(p, bh, i0, j0, rows, cols, scores);
-      probabilities(head_lse + i0, rows, cols, scores);
-      ds.noalias() = dot * vt.transpose();  // dP
-      score_gradients(p, bh, i0, j0, rows, cols, head_lse + i0, delta.data() + i0, scores, grad_scores);
-      dvt.noalias() += prob.transpose() * dot;
-      dk.noalias() += p.scale * (ds.transpose() * qt);
-      dq.middleRows(i0, rows).noalias() += ds * kt;
+    for (size_t g = 0; g < group; ++g) {
+      const int64_t bh = first_head + static_cast<int64_t>(g);
+      const float* head_lse = up.lse + bh * tq;
+      Matrix dq(heads[g].grad_q.data(), tq, d);
+      for (int64_t i0 = first_query; i0 < tq; i0 += kQueryTile) {
+        const int64_t rows = std::min(kQueryTile, tq - i0);
+        const auto qt = qs[g].middleRows(i0, rows);
+        const auto dot = douts[g].middleRows(i0, rows);
+        Matrix prob(scores, rows, cols), ds(grad_scores, rows, cols);
+        prob.noalias() = p.scale * (qt * kt.transpose());
+        mask_scores(p, bh, i0, j0, rows, cols, scores);
+        probabilities(head_lse + i0, rows, cols, scores);
+        ds.noalias() = dot * vt.transpose();  // dP
+        score_gradients(p, bh, i0, j0, rows, cols, head_lse + i0, heads[g].delta.data() + i0, scores, grad_scores);
+        dvt.noalias() += prob.transpose() * dot;
+        dk.noalias() += p.scale * (ds.transpose() * qt);
+        dq.middleRows(i0, rows).noalias() += ds * kt;
+      }
     }
-    store(dk.data(), cols * d, 1.0f, grad_k + (bh * tk + j0) * d);
-    store(dvt.data(), cols * dv, 1.0f, grad_v + (bh * tk + j0) * dv);
+    store(dk.data(), cols * d, 1.0f, grad_k + (kvbh * tk + j0) * d);
+    store(dvt.data(), cols * dv, 1.0f, grad_v + (kvbh * tk + j0) * dv);
   }
-  store(dq.data(), tq * d, p.scale, grad_q + bh * tq * d);
+  for (size_t g = 0; g < group; ++g) {
+    const int64_t bh = first_head + static_cast<int64_t>(g);
+    store(heads[g].grad_q.data(), tq * d, p.scale, grad_q + bh * tq * d);
+  }
 }
 
 template <typename S>
@@ -382,8 +405,8 @@ void backward_typed(const AttentionProblem& p, const Tensor& q, const Tensor& k,
   const Upstream<S> up{static_cast<const S*>(out.data_ptr()), Rows<S>(grad_out),
                        static_cast<const float*>(lse.data_ptr())};
   const int64_t work = p.q_len * p.k_len * (2 * p.head_dim + 2 * p.value_dim);
-  parallel_for(p.batch * p.heads, work, [&](int64_t begin, int64_t end) {
-    for (int64_t bh = begin; bh < end; ++bh) backward_head(in, up, bh, grad_q, grad_k, grad_v);
+  parallel_for(p.batch * attention::kv_head_count(p), work, [&](int64_t begin, int64_t end) {
+    for (int64_t kvbh = begin; kvbh < end; ++kvbh) backward_kv_head(in, up, kvbh, grad_q, grad_k, grad_v);
   });
 }
 

@@ -17,7 +17,10 @@ using kernels::AttentionProblem;
 
 // The mask, causal and dropout rules, shared with the CPU kernel (math.h).
 using ::mt::kernels::attention::dropout_factor;
+using ::mt::kernels::attention::first_query_head;
 using ::mt::kernels::attention::key_end;
+using ::mt::kernels::attention::kv_head;
+using ::mt::kernels::attention::kv_head_count;
 using ::mt::kernels::attention::score_bias;
 
 // Element offset of row `t` of head `bh` (= b * heads + h) in a [B, H, T, width] buffer.

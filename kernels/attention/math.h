@@ -32,6 +32,21 @@ MT_HOST_DEVICE inline float score_bias(const AttentionProblem& p, int64_t bh, in
   return p.bias_mask[at];
 }
 
+// The K/V heads of the problem (heads unless grouped-query attention), and
+// which of them query head bh (= b * heads + h) reads: b * KV + h / (heads / KV).
+MT_HOST_DEVICE inline int64_t kv_head_count(const AttentionProblem& p) {
+  return p.kv_heads > 0 ? p.kv_heads : p.heads;
+}
+MT_HOST_DEVICE inline int64_t kv_head(const AttentionProblem& p, int64_t bh) {
+  const int64_t kv = kv_head_count(p), b = bh / p.heads;
+  return b * kv + (bh - b * p.heads) / (p.heads / kv);
+}
+// The first query head of K/V head kvbh's group (the group is heads / KV consecutive heads).
+MT_HOST_DEVICE inline int64_t first_query_head(const AttentionProblem& p, int64_t kvbh) {
+  const int64_t kv = kv_head_count(p), b = kvbh / kv;
+  return b * p.heads + (kvbh - b * kv) * (p.heads / kv);
+}
+
 // The last key any query of [first_query, first_query + rows) may see: with
 // a causal mask the key loop of a query tile stops there.
 MT_HOST_DEVICE inline int64_t key_end(const AttentionProblem& p, int64_t first_query, int64_t rows) {

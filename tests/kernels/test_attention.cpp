@@ -414,3 +414,68 @@ TEST_CASE("the CPU's fused attention gives the same bits on 1 and 2 threads", "[
   set_num_threads(default_num_threads());
   check_all(results[1], results[0], 0.0);
 }
+
+// Catches: a query head reading the wrong K/V head (h % KV instead of
+// h / (H / KV)), K/V gradients keeping only one query head of the group (or
+// racing: each K/V head's gradient must be the group's sum, in order), the
+// batch offset of a K/V head counted in query heads, and the fused path not
+// taking grouped K/V (repeating it instead) on any back end.
+TEST_CASE("grouped-query attention: fused kernels read each K/V head for its group, forward and backward",
+          "[attention][sim][gqa]") {
+  struct Group {
+    const char* name;
+    int64_t heads, kv_heads, head_dim;
+    bool causal, padded;
+  };
+  const std::vector<Group> groups = {{"4 query heads on 2, causal", 4, 2, 64, true, false},
+                                     {"3 query heads on 1, padded", 3, 1, 64, false, true},
+                                     {"4 on 2, head dim 40 (v2)", 4, 2, 40, true, true}};
+  for (const Device device : kDevices) {
+    for (const DType dtype : {kF32, kBF16}) {
+      for (const Group& g : groups) {
+        INFO(g.name << " in " << dtype_name(dtype) << " on " << device.str());
+        const Case c{g.name, 2, g.heads, 37, 45, g.head_dim, g.head_dim, g.causal, g.padded};
+        const Case kv_case{g.name, 2, g.kv_heads, 37, 45, g.head_dim, g.head_dim, g.causal, g.padded};
+        Inputs in = make_inputs(c, dtype, device, 31);
+        const Inputs kv = make_inputs(kv_case, dtype, device, 41);
+        in.k = kv.k;
+        in.v = kv.v;
+        in = with_grad(in);
+        AttentionOptions options = options_of(c, device);
+        options.enable_gqa = true;
+        kernels::profile_reset();
+        kernels::set_profiling(true);
+        const Result got = run(in, options);
+        kernels::set_profiling(false);
+        CHECK(fused(got.out));
+        CHECK(got.dk.sizes() == in.k.sizes());
+        if (device == kCudaPath) {
+          const bool tensor_cores = dtype != kF32 && g.head_dim % 64 == 0;
+          CHECK(ran(tensor_cores ? "attention_v3_grad_kv" : "attention_v2_grad_kv"));
+        }
+        // The reference: the K/V heads repeated by hand (repeat_interleave), in f64; their
+        // gradients flow back through the repeat, summing each group.
+        const Inputs ref = to_cpu_f64(in, true);
+        const int64_t repeat = g.heads / g.kv_heads;
+        auto repeated = [&](const Tensor& t) {
+          return t.unsqueeze(2)
+              .expand({2, g.kv_heads, repeat, t.size(2), t.size(3)})
+              .reshape({2, g.heads, t.size(2), t.size(3)});
+        };
+        const Tensor out = scaled_dot_product_attention(ref.q, repeated(ref.k), repeated(ref.v), options_of(c, kCPU));
+        sum(mul(out, ref.weight)).backward();
+        check_all(got, {out, ref.q.grad(), ref.k.grad(), ref.v.grad()}, 2 * dtype_tolerance(dtype));
+      }
+    }
+  }
+  kernels::profile_reset();
+  // The reference path takes grouped K/V too (f64), and a group that does not divide is refused.
+  const Tensor q = randn({1, 4, 5, 8}, kF64), k = randn({1, 2, 5, 8}, kF64);
+  AttentionOptions gqa;
+  gqa.enable_gqa = true;
+  const Tensor k_repeated = k.unsqueeze(2).expand({1, 2, 2, 5, 8}).reshape({1, 4, 5, 8});
+  check_close(scaled_dot_product_attention(q, k, k, gqa), scaled_dot_product_attention(q, k_repeated, k_repeated),
+              1e-12, "reference path");
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, randn({1, 3, 5, 8}, kF64), randn({1, 3, 5, 8}, kF64), gqa),
+                    Catch::Contains("H_kv dividing H"));
+}

@@ -13,7 +13,8 @@
 //   z_ij p_ij grad_out_i; delta is unchanged (out already holds z).
 //   Three kernels: delta (one thread per row); grad_q (one thread per query
 //   row, walking key tiles in shared memory); grad_k and grad_v (one thread
-//   per key row, walking query tiles). Each output element is summed by one
+//   per key row of a K/V head, walking the query tiles of each query head
+//   that reads it: one, or a group under grouped-query attention). Each output element is summed by one
 //   thread in a fixed order: no atomics, and the result does not depend on
 //   scheduling (deterministic). The price is computing p twice.
 // Precision: everything in f32 (delta, p, dp, ds and the three gradient
@@ -56,7 +57,7 @@ __global__ void grad_q_kernel(AttentionProblem p, const typename E::Storage* q, 
                               const float* delta, typename E::Storage* grad_q) {
   __shared__ float k_tile[kTile][kMaxDim];
   __shared__ float v_tile[kTile][kMaxDim];
-  const int64_t bh = blockIdx.y;
+  const int64_t bh = blockIdx.y, kvbh = kv_head(p, bh);
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kRows;
   const int64_t i = first_row + threadIdx.x;
   const int d = static_cast<int>(p.head_dim), dv = static_cast<int>(p.value_dim);
@@ -73,8 +74,8 @@ __global__ void grad_q_kernel(AttentionProblem p, const typename E::Storage* q, 
   const int64_t keys = key_end(p, first_row, kRows);
   for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
     __syncthreads();
-    load_rows<E, kMaxDim>(k_tile, k + row_offset(bh, p.k_len, 0, d), j0, p.k_len, d);
-    load_rows<E, kMaxDim>(v_tile, v + row_offset(bh, p.k_len, 0, dv), j0, p.k_len, dv);
+    load_rows<E, kMaxDim>(k_tile, k + row_offset(kvbh, p.k_len, 0, d), j0, p.k_len, d);
+    load_rows<E, kMaxDim>(v_tile, v + row_offset(kvbh, p.k_len, 0, dv), j0, p.k_len, dv);
     __syncthreads();
     if (!active) continue;
     for (int r = 0; r < kTile; ++r) {
@@ -100,7 +101,7 @@ __global__ void grad_kv_kernel(AttentionProblem p, const typename E::Storage* q,
   __shared__ float q_tile[kTile][kMaxDim];
   __shared__ float do_tile[kTile][kMaxDim];
   __shared__ float lse_tile[kTile], delta_tile[kTile];
-  const int64_t bh = blockIdx.y;
+  const int64_t kvbh = blockIdx.y;  // a K/V head: with grouped-query attention, several query heads read it
   const int64_t first_key = static_cast<int64_t>(blockIdx.x) * kRows;
   const int64_t j = first_key + threadIdx.x;
   const bool active = j < p.k_len;
@@ -108,41 +109,45 @@ __global__ void grad_kv_kernel(AttentionProblem p, const typename E::Storage* q,
 
   float k_row[kMaxDim], v_row[kMaxDim], dk[kMaxDim], dvj[kMaxDim];
   for (int c = 0; c < kMaxDim; ++c) {
-    k_row[c] = active && c < d ? E::to_acc(k[row_offset(bh, p.k_len, j, d) + c]) : 0.0f;
-    v_row[c] = active && c < dv ? E::to_acc(v[row_offset(bh, p.k_len, j, dv) + c]) : 0.0f;
+    k_row[c] = active && c < d ? E::to_acc(k[row_offset(kvbh, p.k_len, j, d) + c]) : 0.0f;
+    v_row[c] = active && c < dv ? E::to_acc(v[row_offset(kvbh, p.k_len, j, dv) + c]) : 0.0f;
     dk[c] = 0.0f;
     dvj[c] = 0.0f;
   }
   // Causal: queries before this block's first key see none of its keys.
   const int64_t first_query = p.causal ? first_key / kTile * kTile : 0;
-  for (int64_t i0 = first_query; i0 < p.q_len; i0 += kTile) {
-    __syncthreads();
-    load_rows<E, kMaxDim>(q_tile, q + row_offset(bh, p.q_len, 0, d), i0, p.q_len, d);
-    load_rows<E, kMaxDim>(do_tile, grad_out + row_offset(bh, p.q_len, 0, dv), i0, p.q_len, dv);
-    if (threadIdx.x < kTile) {
-      const int64_t i = i0 + threadIdx.x;
-      lse_tile[threadIdx.x] = i < p.q_len ? lse[bh * p.q_len + i] : rowwise::negative_infinity<float>();
-      delta_tile[threadIdx.x] = i < p.q_len ? delta[bh * p.q_len + i] : 0.0f;
-    }
-    __syncthreads();
-    if (!active) continue;
-    for (int r = 0; r < kTile; ++r) {
-      const float row_lse = lse_tile[r];
-      const float bias = score_bias(p, bh, i0 + r, j);
-      if (row_lse == rowwise::negative_infinity<float>() || bias == rowwise::negative_infinity<float>()) continue;
-      float s = 0.0f, dp = 0.0f;
-      for (int c = 0; c < d; ++c) s += q_tile[r][c] * k_row[c];
-      for (int c = 0; c < dv; ++c) dp += do_tile[r][c] * v_row[c];
-      const float prob = rowwise::acc_exp(s * p.scale + bias - row_lse);
-      const float z = dropout_factor(p, bh, i0 + r, j);  // 1 without dropout
-      const float ds = prob * (dp * z - delta_tile[r]);
-      for (int c = 0; c < dv; ++c) dvj[c] += prob * z * do_tile[r][c];
-      for (int c = 0; c < d; ++c) dk[c] += ds * q_tile[r][c];
+  // The group's query heads in order, each summed in the same thread: deterministic.
+  const int64_t group_first = first_query_head(p, kvbh), group_end = group_first + p.heads / kv_head_count(p);
+  for (int64_t bh = group_first; bh < group_end; ++bh) {
+    for (int64_t i0 = first_query; i0 < p.q_len; i0 += kTile) {
+      __syncthreads();
+      load_rows<E, kMaxDim>(q_tile, q + row_offset(bh, p.q_len, 0, d), i0, p.q_len, d);
+      load_rows<E, kMaxDim>(do_tile, grad_out + row_offset(bh, p.q_len, 0, dv), i0, p.q_len, dv);
+      if (threadIdx.x < kTile) {
+        const int64_t i = i0 + threadIdx.x;
+        lse_tile[threadIdx.x] = i < p.q_len ? lse[bh * p.q_len + i] : rowwise::negative_infinity<float>();
+        delta_tile[threadIdx.x] = i < p.q_len ? delta[bh * p.q_len + i] : 0.0f;
+      }
+      __syncthreads();
+      if (!active) continue;
+      for (int r = 0; r < kTile; ++r) {
+        const float row_lse = lse_tile[r];
+        const float bias = score_bias(p, bh, i0 + r, j);
+        if (row_lse == rowwise::negative_infinity<float>() || bias == rowwise::negative_infinity<float>()) continue;
+        float s = 0.0f, dp = 0.0f;
+        for (int c = 0; c < d; ++c) s += q_tile[r][c] * k_row[c];
+        for (int c = 0; c < dv; ++c) dp += do_tile[r][c] * v_row[c];
+        const float prob = rowwise::acc_exp(s * p.scale + bias - row_lse);
+        const float z = dropout_factor(p, bh, i0 + r, j);  // 1 without dropout
+        const float ds = prob * (dp * z - delta_tile[r]);
+        for (int c = 0; c < dv; ++c) dvj[c] += prob * z * do_tile[r][c];
+        for (int c = 0; c < d; ++c) dk[c] += ds * q_tile[r][c];
+      }
     }
   }
   if (!active) return;
-  for (int c = 0; c < d; ++c) grad_k[row_offset(bh, p.k_len, j, d) + c] = E::from_acc(dk[c] * p.scale);
-  for (int c = 0; c < dv; ++c) grad_v[row_offset(bh, p.k_len, j, dv) + c] = E::from_acc(dvj[c]);
+  for (int c = 0; c < d; ++c) grad_k[row_offset(kvbh, p.k_len, j, d) + c] = E::from_acc(dk[c] * p.scale);
+  for (int c = 0; c < dv; ++c) grad_v[row_offset(kvbh, p.k_len, j, dv) + c] = E::from_acc(dvj[c]);
 }
 
 template <typename E>
@@ -169,9 +174,10 @@ void launch_backward(const AttentionProblem& p, const void* q, const void* k, co
          dim3(static_cast<unsigned>((p.q_len + kRows - 1) / kRows), heads), dim3(kRows), 0, stream, p, cq, ck, cv, cdo,
          lse, delta, static_cast<S*>(grad_q));
   declare_attention_work(p, sizeof(S), 4, 2, 4);  // S, dP, dV, dK; q, dO and k, v, dK, dV
+  const auto kv_heads = static_cast<unsigned>(p.batch * kv_head_count(p));
   launch("attention_v2_grad_kv", grad_kv_kernel<E, kMaxDim>,
-         dim3(static_cast<unsigned>((p.k_len + kRows - 1) / kRows), heads), dim3(kRows), 0, stream, p, cq, ck, cv, cdo,
-         lse, static_cast<const float*>(delta), static_cast<S*>(grad_k), static_cast<S*>(grad_v));
+         dim3(static_cast<unsigned>((p.k_len + kRows - 1) / kRows), kv_heads), dim3(kRows), 0, stream, p, cq, ck, cv,
+         cdo, lse, static_cast<const float*>(delta), static_cast<S*>(grad_k), static_cast<S*>(grad_v));
 }
 
 }  // namespace

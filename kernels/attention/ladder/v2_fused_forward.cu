@@ -33,7 +33,7 @@ __global__ void v2_forward_kernel(AttentionProblem p, const typename E::Storage*
                                   const typename E::Storage* v, typename E::Storage* out, float* lse) {
   __shared__ float k_tile[kKeys][kMaxDim];
   __shared__ float v_tile[kKeys][kMaxDim];
-  const int64_t bh = blockIdx.y;
+  const int64_t bh = blockIdx.y, kvbh = kv_head(p, bh);  // grouped-query: the K/V head this query head reads
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kRows;
   const int64_t i = first_row + threadIdx.x;
   const bool active = i < p.q_len;
@@ -53,8 +53,8 @@ __global__ void v2_forward_kernel(AttentionProblem p, const typename E::Storage*
       const int r = e / kMaxDim, c = e % kMaxDim;
       const int64_t j = j0 + r;
       const bool in = j < p.k_len;
-      k_tile[r][c] = in && c < d ? E::to_acc(k[row_offset(bh, p.k_len, j, d) + c]) : 0.0f;
-      v_tile[r][c] = in && c < dv ? E::to_acc(v[row_offset(bh, p.k_len, j, dv) + c]) : 0.0f;
+      k_tile[r][c] = in && c < d ? E::to_acc(k[row_offset(kvbh, p.k_len, j, d) + c]) : 0.0f;
+      v_tile[r][c] = in && c < dv ? E::to_acc(v[row_offset(kvbh, p.k_len, j, dv) + c]) : 0.0f;
     }
     __syncthreads();
     if (!active) continue;

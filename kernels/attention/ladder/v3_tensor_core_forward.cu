@@ -41,7 +41,7 @@ __global__ void v3_forward_kernel(AttentionProblem p, const std::uint16_t* q, co
   __shared__ __align__(16) Tile<D> q_s[kBlockRows];
   __shared__ __align__(16) Tile<D> k_s[kTileRows];
   __shared__ __align__(16) Tile<D> v_s[kTileRows];
-  const int64_t bh = blockIdx.y;
+  const int64_t bh = blockIdx.y, kvbh = kv_head(p, bh);  // grouped-query: the K/V head this query head reads
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int64_t warp_row0 = first_row + warp * kWarpRows;
@@ -58,8 +58,8 @@ __global__ void v3_forward_kernel(AttentionProblem p, const std::uint16_t* q, co
   const int64_t keys = key_end(p, first_row, kBlockRows);
   for (int64_t j0 = 0; j0 < keys; j0 += kTileRows) {
     __syncthreads();  // every warp is done with the previous K/V tile
-    load_tile<kTileRows, D>(k_s, k + bh * p.k_len * D, j0, p.k_len);
-    load_tile<kTileRows, D>(v_s, v + bh * p.k_len * D, j0, p.k_len);
+    load_tile<kTileRows, D>(k_s, k + kvbh * p.k_len * D, j0, p.k_len);
+    load_tile<kTileRows, D>(v_s, v + kvbh * p.k_len * D, j0, p.k_len);
     __syncthreads();
 
     // 1. S = Q K^T for this warp's 16 rows x 32 keys, scaled and masked; each row's max.
