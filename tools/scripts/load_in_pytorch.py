@@ -422,7 +422,7 @@ def evaluate_gpt(model, meta, directory, limit):
     context (tools/data/text.h: non-overlapping windows, targets shifted by
     one), the first `limit` of them when it is positive."""
     config = json.loads(meta.get("config", "{}"))
-    context = config.get("context") or GPT_CONFIGS[meta["model"]]["context"]
+    context = config.get("context") or {**GPT_CONFIGS, **LLAMA_CONFIGS}[meta["model"]]["context"]
     data = torch.frombuffer(bytearray(brown_validation_bytes(directory)), dtype=torch.uint8).long()
     n = (len(data) - 1) // context
     n = min(n, limit) if limit > 0 else n
@@ -445,8 +445,10 @@ def main():
     args = parser.parse_args()
     tensors, meta = read_safetensors(args.checkpoint)
     name = meta["model"]
-    if name in GPT_CONFIGS:
-        model = GPT(**GPT_CONFIGS[name])
+    if name in GPT_CONFIGS:  # the vocabulary as trained (it grows to a tokenizer's)
+        model = GPT(**{**GPT_CONFIGS[name], "vocab": tensors["wte.weight"].shape[0]})
+    elif name in LLAMA_CONFIGS:
+        model = Llama(**{**LLAMA_CONFIGS[name], "vocab": tensors["lm_head.weight"].shape[0]})
     elif name in BERT_CONFIGS:
         model = Bert(tensors["classifier.bias"].shape[0], **BERT_CONFIGS[name])
     else:
@@ -455,7 +457,7 @@ def main():
              if not k.startswith(("optimizer.", "scaler."))}
     model.load_state_dict(state, strict=True)
     model.eval()
-    if name in GPT_CONFIGS:
+    if name in GPT_CONFIGS or name in LLAMA_CONFIGS:
         loss = evaluate_gpt(model, meta, args.data or default_brown_dir(), args.test_limit)
         print(f"PyTorch {torch.__version__}: loaded {len(state)} tensors of a '{name}' strictly; "
               f"validation loss {loss:.6f} nats/token")

@@ -2,7 +2,7 @@
 # CTest's checkpoints_load_in_pytorch: a checkpoint written by `mixtape train`
 # loads strictly into the PyTorch twin of its model (tools/scripts/load_in_pytorch.py)
 # and scores what `mixtape eval` scores: the same test accuracy for an mlp,
-# the same validation loss on Brown for gpt-tiny, the same genre accuracy
+# the same validation loss on Brown for gpt-tiny and llama-moe-tiny, the same genre accuracy
 # for bert-tiny. Exit 77 (skip) when
 # PyTorch is not importable.
 #   tests/tools/cli/checkpoints_in_pytorch.sh path/to/mixtape
@@ -41,6 +41,18 @@ b=$(number_after "validation loss" "$theirs")
 # 4 decimals: agreement to 1e-4 nats.
 /usr/bin/python3 -c "import sys; a, b = float('$a'), float('$b'); sys.exit(0 if abs(a - b) < 1e-4 else 1)" ||
   { echo "FAIL: gpt-tiny's validation loss differs in PyTorch ($a vs $b)"; exit 1; }
+# A Llama whose MLPs are mixtures of experts: HF's Llama names, Mixtral's
+# router name, the stacked experts, and evaluation's capacity-free routing.
+"$mixtape" train --model llama-moe-tiny --precision fp32 --steps 30 --batch 16 --lr 3e-3 --test-limit 100 \
+  --no-progress --save "$tmp/moe.safetensors" > /dev/null
+ours=$("$mixtape" eval --checkpoint "$tmp/moe.safetensors" --device cpu --test-limit 2000)
+theirs=$(/usr/bin/python3 "$loader" "$tmp/moe.safetensors" --test-limit 2000)
+echo "mixtape: $ours"
+echo "$theirs"
+a=$(number_after "validation loss" "$ours")
+b=$(number_after "validation loss" "$theirs")
+/usr/bin/python3 -c "import sys; a, b = float('$a'), float('$b'); sys.exit(0 if abs(a - b) < 1e-4 else 1)" ||
+  { echo "FAIL: llama-moe-tiny's validation loss differs in PyTorch ($a vs $b)"; exit 1; }
 "$mixtape" train --model bert-tiny --precision fp32 --steps 10 --batch 16 --context 64 --test-limit 100 \
   --no-progress --save "$tmp/bert.safetensors" > /dev/null
 ours=$("$mixtape" eval --checkpoint "$tmp/bert.safetensors" --device cpu --test-limit 1000)
@@ -49,4 +61,4 @@ echo "mixtape: $ours"
 echo "$theirs"
 [ "$(number_after "test accuracy" "$ours")" = "$(number_after "test accuracy" "$theirs")" ] ||
   { echo "FAIL: bert-tiny's genre accuracy differs in PyTorch"; exit 1; }
-echo "the mlp, gpt-tiny and bert-tiny checkpoints load strictly into PyTorch and score the same"
+echo "the mlp, gpt-tiny, llama-moe-tiny and bert-tiny checkpoints load strictly into PyTorch and score the same"
