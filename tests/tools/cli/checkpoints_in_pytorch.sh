@@ -29,30 +29,26 @@ echo "$theirs"
 [ "$(number_after "test accuracy" "$ours")" = "$(number_after "test accuracy" "$theirs")" ] ||
   { echo "FAIL: the mlp's test accuracy differs in PyTorch"; exit 1; }
 
-"$mixtape" train --model gpt-tiny --precision fp32 --steps 30 --batch 16 --lr 3e-3 --test-limit 100 --no-progress \
-  --save "$tmp/gpt.safetensors" > /dev/null
-ours=$("$mixtape" eval --checkpoint "$tmp/gpt.safetensors" --device cpu --test-limit 2000)
-theirs=$(/usr/bin/python3 "$loader" "$tmp/gpt.safetensors" --test-limit 2000)
-echo "mixtape: $ours"
-echo "$theirs"
-a=$(number_after "validation loss" "$ours")
-b=$(number_after "validation loss" "$theirs")
-# Both sum 128k f32 per-token losses in different orders, and mixtape prints
-# 4 decimals: agreement to 1e-4 nats.
-/usr/bin/python3 -c "import sys; a, b = float('$a'), float('$b'); sys.exit(0 if abs(a - b) < 1e-4 else 1)" ||
-  { echo "FAIL: gpt-tiny's validation loss differs in PyTorch ($a vs $b)"; exit 1; }
+# A language model trained briefly on Brown: `mixtape eval` and its PyTorch
+# twin give one validation loss. Both sum 128k f32 per-token losses in
+# different orders, and mixtape prints 4 decimals: agreement to 1e-4 nats.
+same_validation_loss() {
+  local model="$1"
+  "$mixtape" train --model "$model" --precision fp32 --steps 30 --batch 16 --lr 3e-3 --test-limit 100 --no-progress \
+    --save "$tmp/$model.safetensors" > /dev/null
+  ours=$("$mixtape" eval --checkpoint "$tmp/$model.safetensors" --device cpu --test-limit 2000)
+  theirs=$(/usr/bin/python3 "$loader" "$tmp/$model.safetensors" --test-limit 2000)
+  echo "mixtape: $ours"
+  echo "$theirs"
+  a=$(number_after "validation loss" "$ours")
+  b=$(number_after "validation loss" "$theirs")
+  /usr/bin/python3 -c "import sys; a, b = float('$a'), float('$b'); sys.exit(0 if abs(a - b) < 1e-4 else 1)" ||
+    { echo "FAIL: $model's validation loss differs in PyTorch ($a vs $b)"; exit 1; }
+}
+same_validation_loss gpt-tiny
 # A Llama whose MLPs are mixtures of experts: HF's Llama names, Mixtral's
 # router name, the stacked experts, and evaluation's capacity-free routing.
-"$mixtape" train --model llama-moe-tiny --precision fp32 --steps 30 --batch 16 --lr 3e-3 --test-limit 100 \
-  --no-progress --save "$tmp/moe.safetensors" > /dev/null
-ours=$("$mixtape" eval --checkpoint "$tmp/moe.safetensors" --device cpu --test-limit 2000)
-theirs=$(/usr/bin/python3 "$loader" "$tmp/moe.safetensors" --test-limit 2000)
-echo "mixtape: $ours"
-echo "$theirs"
-a=$(number_after "validation loss" "$ours")
-b=$(number_after "validation loss" "$theirs")
-/usr/bin/python3 -c "import sys; a, b = float('$a'), float('$b'); sys.exit(0 if abs(a - b) < 1e-4 else 1)" ||
-  { echo "FAIL: llama-moe-tiny's validation loss differs in PyTorch ($a vs $b)"; exit 1; }
+same_validation_loss llama-moe-tiny
 "$mixtape" train --model bert-tiny --precision fp32 --steps 10 --batch 16 --context 64 --test-limit 100 \
   --no-progress --save "$tmp/bert.safetensors" > /dev/null
 ours=$("$mixtape" eval --checkpoint "$tmp/bert.safetensors" --device cpu --test-limit 1000)
