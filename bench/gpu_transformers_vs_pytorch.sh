@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Side by side on one GPU: mixtape vs PyTorch (the GPU machine's own, 2.x)
-# training the same GPT shape (the twin in tools/scripts/load_in_pytorch.py) with
+# training the same GPT or Llama shape (the twins in tools/scripts/load_in_pytorch.py) with
 # AdamW at the same batch and context, in bf16 and fp16 autocast (fp16 with a
 # GradScaler): PyTorch eager with fused AdamW, and torch.compile for bf16.
 # Then `mixtape bench` on bert-base: FP32, AMP, and AMP at the largest batch
 # that fits FP32's memory. Prints Markdown tables; tools/scripts/gpu_check.sh runs it.
 #
 # Usage: bench/gpu_transformers_vs_pytorch.sh path/to/mixtape [steps]
-# Environment (for a small smoke run elsewhere): MODEL (gpt2-124m), BATCH (16),
+# Environment (for a small smoke run elsewhere): MODEL (gpt2-124m; or llama-125m ...), BATCH (16),
 # CONTEXT (1024), DEVICE (cuda), COMPILE (1), BERT (1).
 set -uo pipefail
 mixtape=$1
@@ -38,8 +38,8 @@ name, batch, context, precision, compile_it, steps, device, tools = sys.argv[1],
 sys.path.insert(0, tools)
 import load_in_pytorch as twins
 torch.manual_seed(0)
-config = twins.GPT_CONFIGS[name]
-model = twins.GPT(**config).to(device)
+config = {**twins.GPT_CONFIGS, **twins.LLAMA_CONFIGS}[name]
+model = (twins.GPT if name in twins.GPT_CONFIGS else twins.Llama)(**config).to(device)
 x = torch.randint(0, config["vocab"], (batch, context), device=device)
 y = torch.randint(0, config["vocab"], (batch, context), device=device)
 fused = {"fused": True} if device == "cuda" else {}

@@ -85,22 +85,24 @@ Tensor GptBlock::forward(const Tensor& x, Tensor& keys, Tensor& values) {
 
 namespace {
 
+bool ends_with(const std::string& name, std::string_view tail) {
+  return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 // GPT-2's initialisation, in place.
 void init_gpt(Gpt& model, Generator* generator) {
   NoGradGuard no_grad;
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(model.config().layers));
   for (const auto& [name, p] : model.named_parameters()) {
-    auto ends_with = [&](std::string_view tail) {
-      return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-    };
-    const bool is_bias = ends_with(".bias") || ends_with("_bias");  // experts.c_fc_bias: a mixture's stacked biases
+    // experts.c_fc_bias: a mixture's stacked biases
+    const bool is_bias = ends_with(name, ".bias") || ends_with(name, "_bias");
     const bool is_norm = name.find("ln_") != std::string::npos;
     if (is_norm) {
       nn::init::constant_(p, is_bias ? 0.0 : 1.0);
     } else if (is_bias) {
       nn::init::constant_(p, 0.0);
     } else {
-      const bool residual = ends_with(".c_proj.weight") || ends_with("experts.c_proj");
+      const bool residual = ends_with(name, ".c_proj.weight") || ends_with(name, "experts.c_proj");
       nn::init::normal_(p, 0.0, residual ? residual_std : 0.02, generator);
     }
   }

@@ -24,7 +24,8 @@
 # plain-vs-DDP-over-NCCL table (GPU_CHECK_DDP_RUNS likewise).
 # GPU_CHECK_TRANSFORMERS=0 leaves out the transformer comparison with
 # PyTorch (gpt2-124m, bert-base; up to 4 minutes of the bench stage) and
-# GPU_CHECK_ATTENTION=0 the attention ladder (up to 3 minutes); neither has
+# GPU_CHECK_LLAMA=0 the same for llama-125m (up to 150 s),
+# GPU_CHECK_ATTENTION=0 the attention ladder (up to 3 minutes); none has
 # run on a GPU yet, so their share of the 8-minute budget is unmeasured.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -353,6 +354,10 @@ if [ "$run_bench" = 1 ]; then
   if [ "${GPU_CHECK_TRANSFORMERS:-1}" = 1 ]; then
     section "Transformers: mixtape vs PyTorch on the same GPU (gpt2-124m, bert-base)"
     timeout 240 "$root/bench/gpu_transformers_vs_pytorch.sh" "$bin/mixtape" >> "$report" 2>&1
+  fi
+  if [ "${GPU_CHECK_LLAMA:-1}" = 1 ]; then
+    section "Llama: mixtape vs PyTorch on the same GPU (llama-125m: fused RMSNorm, RoPE, SwiGLU, GQA attention)"
+    MODEL=llama-125m BERT=0 timeout 150 "$root/bench/gpu_transformers_vs_pytorch.sh" "$bin/mixtape" >> "$report" 2>&1
   fi
   if [ "${GPU_CHECK_ATTENTION:-1}" = 1 ]; then
     section "Attention ladder (v1 unfused, v2 fused scalar, v3 fused mma.sync)"
