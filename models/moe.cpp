@@ -16,7 +16,7 @@ int64_t expert_capacity(int64_t tokens, int64_t experts, int64_t top_k, double c
   return std::clamp<int64_t>(wanted, 1, tokens);
 }
 
-Routing route(const Tensor& logits, int64_t top_k, int64_t capacity) {
+Routing route(const Tensor& logits, int64_t top_k, int64_t capacity, const Tensor& expert_ids) {
   MT_CHECK(logits.dim() == 2 && (logits.dtype() == kF32 || logits.dtype() == kF64),
            "moe: router logits must be f32 (or f64) [tokens, experts], got {} ({})", logits.shape_string(),
            logits.dtype());
@@ -34,7 +34,8 @@ Routing route(const Tensor& logits, int64_t top_k, int64_t capacity) {
   // Choice-major: all first choices (token order), then all second ones:
   // a token's first choice outranks any token's second for a slot.
   const Tensor choice = top.indices.t().reshape({top_k * n}).to(kF32);
-  const Tensor one_hot = eq(choice.unsqueeze(1), arange(0, double(e), 1, kF32, logits.device())).to(kF32);
+  const Tensor ids = expert_ids.defined() ? expert_ids : arange(0, double(e), 1, kF32, logits.device());
+  const Tensor one_hot = eq(choice.unsqueeze(1), ids).to(kF32);
   const Tensor rank = sub(sum(mul(cumsum(one_hot, 0), one_hot), 1), 1.0);  // earlier choices of the same expert
   r.kept = lt(rank, double(capacity)).to(kF32);
   const Tensor slot = add(mul(r.kept, add(mul(choice, double(capacity)), rank)),
@@ -112,7 +113,10 @@ Tensor MoeMlp::forward(const Tensor& x) {
   const int64_t n = tokens.size(0);
   const Tensor logits = router_logits(tokens, gate->weight);
   const int64_t capacity = is_training() ? expert_capacity(n, e, k, config_.capacity_factor) : n;
-  const Routing r = route(logits, k, capacity);
+  if (!expert_ids_.defined() || expert_ids_.device() != x.device()) {
+    expert_ids_ = arange(0, double(e), 1, kF32, x.device());
+  }
+  const Routing r = route(logits, k, capacity, expert_ids_);
 
   // Dispatch: choice j of token n into its slot (the dropped ones into the spare row E * C).
   const Tensor sent = k == 1 ? tokens : cat(std::vector<Tensor>(static_cast<size_t>(k), tokens), 0);
@@ -136,33 +140,35 @@ Tensor MoeMlp::forward(const Tensor& x) {
 
 void MoeMlp::accumulate(const Routing& r, const Tensor& logits, const Tensor& balance, const Tensor& z) {
   const NoGradGuard no_grad;
+  const Device device = logits.device();
+  if (!totals_.defined() || totals_.device() != device) {  // the first (eager) step: before any capture
+    assigned_sum_ = zeros({config_.experts}, kF64, device);
+    totals_ = zeros({6}, kF64, device);
+  }
   const Tensor entropy = neg(sum(mul(r.probs, log_softmax(logits, -1))));
   const Tensor dropped = sum(rsub(r.kept, 1.0));
-  auto add_to = [](Tensor& running, const Tensor& value) {
-    running = running.defined() ? add(running, value.detach()) : value.detach().clone();
-  };
-  add_to(assigned_sum_, r.assigned);
-  add_to(dropped_sum_, dropped);
-  add_to(entropy_sum_, entropy);
-  add_to(balance_sum_, balance);
-  add_to(z_sum_, z);
-  tokens_ += logits.size(0);
-  ++forwards_;
+  // (full() fills on the device: no upload, so a captured step replays it.)
+  const Tensor step = stack({dropped.to(kF64), entropy.to(kF64), balance.detach().to(kF64), z.detach().to(kF64),
+                             full({}, double(logits.size(0)), kF64, device), full({}, 1.0, kF64, device)});
+  copy_(assigned_sum_, add(assigned_sum_, r.assigned.to(kF64)));
+  copy_(totals_, add(totals_, step));
 }
 
 RouterStatistics MoeMlp::take_statistics() {
   RouterStatistics s;
-  if (forwards_ == 0) return s;
-  const std::vector<double> assigned = assigned_sum_.to(kCPU).to_vector();
-  const double choices = double(tokens_ * config_.top_k);
-  s.tokens = tokens_;
+  if (!totals_.defined()) return s;
+  const std::vector<double> totals = totals_.to(kCPU).to_vector(), assigned = assigned_sum_.to(kCPU).to_vector();
+  const double tokens = totals[4], forwards = totals[5];
+  if (forwards == 0) return s;
+  const double choices = tokens * double(config_.top_k);
+  s.tokens = static_cast<int64_t>(tokens);
   for (double a : assigned) s.expert_share.push_back(a / choices);
-  s.dropped_share = dropped_sum_.to(kCPU).item<double>() / choices;
-  s.entropy = entropy_sum_.to(kCPU).item<double>() / double(tokens_);
-  s.auxiliary_loss = balance_sum_.to(kCPU).item<double>() / double(forwards_);
-  s.z_loss = z_sum_.to(kCPU).item<double>() / double(forwards_);
-  assigned_sum_ = dropped_sum_ = entropy_sum_ = balance_sum_ = z_sum_ = Tensor();
-  tokens_ = forwards_ = 0;
+  s.dropped_share = totals[0] / choices;
+  s.entropy = totals[1] / tokens;
+  s.auxiliary_loss = totals[2] / forwards;
+  s.z_loss = totals[3] / forwards;
+  fill_(assigned_sum_, 0.0);  // in place: a captured graph keeps adding to these very buffers
+  fill_(totals_, 0.0);
   return s;
 }
 

@@ -83,7 +83,9 @@ struct Routing {
   Tensor assigned;  // f32 [E], the choices that picked each expert (before the capacity)
   int64_t capacity = 0;
 };
-Routing route(const Tensor& logits, int64_t top_k, int64_t capacity);
+// expert_ids: 0 .. E-1 (f32) on the logits' device, made here when not given
+// (arange is a host-to-device copy on a GPU: a layer keeps its own, made once).
+Routing route(const Tensor& logits, int64_t top_k, int64_t capacity, const Tensor& expert_ids = Tensor());
 
 // The E expert MLPs as stacked weights: x [E, C, D] -> [E, C, D], each
 // projection one batched GEMM over the experts.
@@ -131,10 +133,12 @@ class MoeMlp : public nn::Module {
  private:
   void accumulate(const Routing& routing, const Tensor& logits, const Tensor& balance, const Tensor& z);
   MoeConfig config_;
+  Tensor expert_ids_;  // 0 .. E-1 on the device of the last forward (built once, not per step)
   Tensor auxiliary_loss_;
-  // Running sums on the device over the training forwards (statistics):
-  Tensor assigned_sum_, dropped_sum_, entropy_sum_, balance_sum_, z_sum_;
-  int64_t tokens_ = 0, forwards_ = 0;
+  // Running sums on the device over the training forwards (statistics), f64,
+  // updated in place: a CUDA graph's replays add to them as eager steps do.
+  // [E] choices per expert, then [6]: dropped, entropy, balance, z, tokens, forwards.
+  Tensor assigned_sum_, totals_;
 };
 
 // Every MoE layer of `model`, in module order.

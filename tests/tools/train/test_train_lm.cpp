@@ -201,6 +201,32 @@ TEST_CASE("gpt-tiny trains on sim, eagerly and from a CUDA graph, with the same 
   CHECK(std::isfinite(eager.validation_loss));
 }
 
+// Catches: a mixture of experts whose step reads the device from the host
+// (an arange per step is an upload), and router statistics that a CUDA
+// graph's replays do not add to (sums re-pointed each step instead of
+// updated in place): the graphed run must count every step's tokens and
+// lose the same values as the eager one.
+TEST_CASE("llama-moe-tiny on sim: no host sync per step, and a CUDA graph's replays counted", "[e2e][moe][sim][graph]") {
+  tools::TrainConfig c = synthetic_lm_config();
+  c.model = "llama-moe-tiny";
+  c.device = kSIM;
+  c.precision.mode = tools::Precision::Bf16;
+  c.data.train_limit = 8;
+  c.data.test_limit = 2;
+  c.batch = 2;
+  c.data.context = 8;
+  c.max_steps = 4;
+  Sink sink;
+  const auto eager = tools::train(c, sink.file);
+  CHECK(eager.host_syncs_per_step == 0.0);
+  c.cuda_graph = true;
+  const auto graphed = tools::train(c, sink.file);
+  CHECK(graphed.losses == eager.losses);
+  REQUIRE(graphed.router_statistics.size() == 2);
+  for (const models::RouterStatistics& r : graphed.router_statistics) CHECK(r.tokens == 4 * 2 * 8);
+  CHECK(graphed.router_statistics[1].expert_share == eager.router_statistics[1].expert_share);
+}
+
 // Catches: a model trained on data of the other kind (token ids read as
 // pixels, or images as tokens), a window longer than the model's positions,
 // and --checkpoint-activations silently ignored where it cannot apply.
