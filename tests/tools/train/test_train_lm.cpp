@@ -1,11 +1,12 @@
 // The text tasks of the trainer: token windows and gpt-tiny on the Brown
 // corpus's bytes (language modelling), genre passages and bert-tiny (text
 // classification), their evaluation, checkpoints and flags.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <set>
-#include <unistd.h>
 
 #include "core/safetensors.h"
 #include "tools/data/brown.h"
@@ -21,6 +22,23 @@ namespace {
 
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("mixtape_lm_test_" + name)).string();
+}
+
+// One epoch of `model` on Brown's first `windows` training windows of
+// `context` tokens in batches of `batch`, evaluated on `test_windows`.
+tools::TrainConfig brown_epoch(const std::string& model, tools::Precision precision, int64_t context, int64_t windows,
+                               int64_t test_windows, int64_t batch) {
+  tools::TrainConfig c;
+  c.model = model;
+  c.data.dataset = "brown";
+  c.data.context = context;
+  c.data.train_limit = windows;
+  c.data.test_limit = test_windows;
+  c.precision.mode = precision;
+  c.report.progress = false;
+  c.batch = batch;
+  c.epochs = 1;
+  return c;
 }
 
 // A short gpt-tiny run on synthetic tokens (no corpus, a second or two).
@@ -206,7 +224,8 @@ TEST_CASE("gpt-tiny trains on sim, eagerly and from a CUDA graph, with the same 
 // graph's replays do not add to (sums re-pointed each step instead of
 // updated in place): the graphed run must count every step's tokens and
 // lose the same values as the eager one.
-TEST_CASE("llama-moe-tiny on sim: no host sync per step, and a CUDA graph's replays counted", "[e2e][moe][sim][graph]") {
+TEST_CASE("llama-moe-tiny on sim: no host sync per step, and a CUDA graph's replays counted",
+          "[e2e][moe][sim][graph]") {
   tools::TrainConfig c = synthetic_lm_config();
   c.model = "llama-moe-tiny";
   c.device = kSIM;
@@ -303,17 +322,8 @@ TEST_CASE("gpt-tiny and llama-tiny train on Brown in GPT-2 BPE tokens and genera
   for (const std::string model : {"gpt-tiny", "llama-tiny"}) {
     DYNAMIC_SECTION(model) {
       const std::string ckpt = temp_path(model + "_bpe.safetensors");
-      tools::TrainConfig c;
-      c.model = model;
-      c.data.dataset = "brown";
+      tools::TrainConfig c = brown_epoch(model, tools::Precision::Fp32, 16, 32, 8, 8);
       c.data.tokenizer = "gpt2";
-      c.data.context = 16;
-      c.data.train_limit = 32;
-      c.data.test_limit = 8;
-      c.precision.mode = tools::Precision::Fp32;
-      c.report.progress = false;
-      c.batch = 8;
-      c.epochs = 1;
       c.checkpoint.save = ckpt;
       Sink sink;
       const tools::TrainSummary s = tools::train(c, sink.file);
@@ -339,16 +349,7 @@ TEST_CASE("gpt-tiny and llama-tiny train on Brown in GPT-2 BPE tokens and genera
 // that generate cannot run (evaluation routes without a capacity).
 TEST_CASE("llama-moe-tiny trains on Brown, reports its routers and generates", "[e2e][moe][brown]") {
   const std::string ckpt = temp_path("moe_" + std::to_string(::getpid()) + ".safetensors");
-  tools::TrainConfig c;
-  c.model = "llama-moe-tiny";
-  c.data.dataset = "brown";
-  c.data.context = 32;
-  c.data.train_limit = 256;
-  c.data.test_limit = 16;
-  c.precision.mode = tools::Precision::Bf16;
-  c.report.progress = false;
-  c.batch = 16;
-  c.epochs = 1;
+  tools::TrainConfig c = brown_epoch("llama-moe-tiny", tools::Precision::Bf16, 32, 256, 16, 16);
   c.checkpoint.save = ckpt;
   Sink sink;
   const tools::TrainSummary s = tools::train(c, sink.file);
