@@ -3,6 +3,7 @@
 // index_add and scatter_add accumulate in a fixed order: deterministic.
 #pragma once
 
+#include "core/graph.h"
 #include "core/memory_ledger.h"
 #include "kernels/indexing/cpu.h"
 #include "kernels/indexing/api.h"
@@ -25,8 +26,10 @@ inline Tensor as_vector_if_scalar(const Tensor& t) { return t.dim() == 0 ? make_
 
 // On the sim device indices are host memory: check them like the CPU does,
 // so an out-of-range index is an mt::Error rather than a trap.
+// (Not while a CUDA graph is being captured: the launches are recorded, not
+// run, so indices computed inside the captured step do not exist yet.)
 inline void check_indices(const char* op, const Tensor& index, int64_t size) {
-  if (!index.device().host_accessible()) return;
+  if (!index.device().host_accessible() || graph_capture_active()) return;
   const auto* values = static_cast<const int64_t*>(index.data_ptr());
   for (int64_t i = 0; i < index.numel(); ++i) {
     MT_CHECK(values[i] >= 0 && values[i] < size, "{}: index {} at position {} is out of range for a dim of size {}", op,
