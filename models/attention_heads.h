@@ -16,6 +16,15 @@ struct KvCache {
     keys.clear();
     values.clear();
   }
+  // Sized for a model of `layers` blocks on first use; an mt::Error when it
+  // already holds another model's (`model` names it in the message).
+  void fit(size_t layers, const char* model) {
+    if (keys.size() == layers) return;
+    MT_CHECK(keys.empty(), "{}: a key/value cache of {} layers does not fit a model of {}", model, keys.size(),
+             layers);
+    keys.resize(layers);
+    values.resize(layers);
+  }
 };
 
 // What new queries at positions past .. past + t - 1 may attend: the keys

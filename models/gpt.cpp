@@ -173,12 +173,7 @@ Tensor Gpt::forward_loss(const Tensor& tokens, const Tensor& targets) {
 Tensor Gpt::forward(const Tensor& tokens, KvCache& cache) {
   const nn::ForwardScope scope(*this);
   const auto layers = static_cast<size_t>(config_.layers);
-  if (cache.keys.size() != layers) {
-    MT_CHECK(cache.keys.empty(), "gpt: a key/value cache of {} blocks does not fit a model of {}", cache.keys.size(),
-             layers);
-    cache.keys.resize(layers);
-    cache.values.resize(layers);
-  }
+  cache.fit(layers, "gpt");
   MT_CHECK(cache.length() == 0 || cache.keys.front().size(0) == tokens.size(0),
            "gpt: a key/value cache of batch {} cannot continue tokens {}", cache.keys.front().size(0),
            tokens.shape_string());

@@ -149,12 +149,7 @@ Tensor Llama::forward(const Tensor& tokens) {
 Tensor Llama::forward(const Tensor& tokens, KvCache& cache) {
   const nn::ForwardScope scope(*this);
   const auto layers = static_cast<size_t>(config_.layers);
-  if (cache.keys.size() != layers) {
-    MT_CHECK(cache.keys.empty(), "llama: a key/value cache of {} layers does not fit a model of {}", cache.keys.size(),
-             layers);
-    cache.keys.resize(layers);
-    cache.values.resize(layers);
-  }
+  cache.fit(layers, "llama");
   MT_CHECK(tokens.dim() == 2 && cache.length() + tokens.size(1) <= config_.context,
            "llama: expected tokens [B, T] with T <= the context {} (after {} cached positions), got {}",
            config_.context, cache.length(), tokens.shape_string());

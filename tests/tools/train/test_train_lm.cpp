@@ -56,6 +56,20 @@ tools::TrainConfig synthetic_lm_config() {
   return c;
 }
 
+// `steps` bf16 steps of `model` on sim over synthetic tokens: batches of 2 windows of 8.
+tools::TrainConfig sim_lm_config(const std::string& model, int64_t steps) {
+  tools::TrainConfig c = synthetic_lm_config();
+  c.model = model;
+  c.device = kSIM;
+  c.precision.mode = tools::Precision::Bf16;
+  c.data.train_limit = 8;
+  c.data.test_limit = 2;
+  c.batch = 2;
+  c.data.context = 8;
+  c.max_steps = steps;
+  return c;
+}
+
 struct Sink {
   std::FILE* file = std::fopen("/dev/null", "w");
   ~Sink() { std::fclose(file); }
@@ -201,14 +215,7 @@ TEST_CASE("activation checkpointing in the trainer gives the same losses, bit fo
 // Catches: i64 token batches staged through f32 buffers, or [B, T] targets
 // cut to [B], on the CUDA path (eager and captured in a graph).
 TEST_CASE("gpt-tiny trains on sim, eagerly and from a CUDA graph, with the same losses", "[e2e][lm][sim][graph]") {
-  tools::TrainConfig c = synthetic_lm_config();
-  c.device = kSIM;
-  c.precision.mode = tools::Precision::Bf16;
-  c.data.train_limit = 8;
-  c.data.test_limit = 2;
-  c.batch = 2;
-  c.data.context = 8;
-  c.max_steps = 3;
+  tools::TrainConfig c = sim_lm_config("gpt-tiny", 3);
   Sink sink;
   const auto eager = tools::train(c, sink.file);
   c.cuda_graph = true;
@@ -226,15 +233,7 @@ TEST_CASE("gpt-tiny trains on sim, eagerly and from a CUDA graph, with the same 
 // lose the same values as the eager one.
 TEST_CASE("llama-moe-tiny on sim: no host sync per step, and a CUDA graph's replays counted",
           "[e2e][moe][sim][graph]") {
-  tools::TrainConfig c = synthetic_lm_config();
-  c.model = "llama-moe-tiny";
-  c.device = kSIM;
-  c.precision.mode = tools::Precision::Bf16;
-  c.data.train_limit = 8;
-  c.data.test_limit = 2;
-  c.batch = 2;
-  c.data.context = 8;
-  c.max_steps = 4;
+  tools::TrainConfig c = sim_lm_config("llama-moe-tiny", 4);
   Sink sink;
   const auto eager = tools::train(c, sink.file);
   CHECK(eager.host_syncs_per_step == 0.0);
