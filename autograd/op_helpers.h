@@ -3,6 +3,7 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "kernels/gemm/api.h"
 
 namespace mt::autograd {
 
@@ -15,6 +16,17 @@ Tensor broadcast_view(const Tensor& t, const Shape& shape);
 
 // Sorted, unique, wrapped dims; an empty list means every dim.
 Shape normalize_dims(const Shape& dims, int64_t ndim, const char* op);
+
+// The GEMM epilogue's form of a Linear's fused activation.
+inline kernels::GemmActivation gemm_activation(LinearActivation activation) {
+  switch (activation) {
+    case LinearActivation::None: return kernels::GemmActivation::None;
+    case LinearActivation::Relu: return kernels::GemmActivation::Relu;
+    case LinearActivation::Gelu: return kernels::GemmActivation::GeluErf;
+    case LinearActivation::GeluTanh: return kernels::GemmActivation::GeluTanh;
+  }
+  return kernels::GemmActivation::None;
+}
 
 // The dtype an op on x computes its floating result in (integers become f32).
 inline DType floating_result_type(DType t) { return is_floating(t) ? t : kF32; }

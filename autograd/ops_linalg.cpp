@@ -88,15 +88,6 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 
 namespace {
 
-kernels::GemmActivation gemm_activation(LinearActivation activation) {
-  switch (activation) {
-    case LinearActivation::None: return kernels::GemmActivation::None;
-    case LinearActivation::Relu: return kernels::GemmActivation::Relu;
-    case LinearActivation::Gelu: return kernels::GemmActivation::GeluErf;
-    case LinearActivation::GeluTanh: return kernels::GemmActivation::GeluTanh;
-  }
-  return kernels::GemmActivation::None;
-}
 
 // The elementwise op whose backward carries the gradient through the fused
 // activation (none for a plain linear).
@@ -151,7 +142,7 @@ Tensor high_precision_linear(const Tensor& x_in, const Tensor& weight_in, const 
   const int64_t m = shape_numel(Shape(x.sizes().begin(), x.sizes().end() - 1));
   Shape out_shape = x.sizes();
   out_shape.back() = n;
-  const kernels::GemmActivation fused = gemm_activation(activation);
+  const kernels::GemmActivation fused = autograd::gemm_activation(activation);
   const bool gelu = activation == LinearActivation::Gelu || activation == LinearActivation::GeluTanh;
   const bool grad = autograd::needs_grad({x, weight, bias});
   // The kernel sees plain views (no tape); the one node recorded is linear's own.

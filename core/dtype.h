@@ -18,7 +18,7 @@ constexpr size_t element_size(DType t) {
     case DType::F64: case DType::I64: return 8;
     case DType::F32: case DType::I32: return 4;
     case DType::F16: case DType::BF16: return 2;
-    case DType::U8: case DType::Bool: case DType::F8E4M3: case DType::F8E5M2: return 1;
+    case DType::U8: case DType::I8: case DType::Bool: case DType::F8E4M3: case DType::F8E5M2: return 1;
   }
   return 0;
 }
@@ -32,6 +32,7 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::I64: return "i64";
     case DType::I32: return "i32";
     case DType::U8: return "u8";
+    case DType::I8: return "i8";
     case DType::Bool: return "bool";
     case DType::F8E4M3: return "f8e4m3";
     case DType::F8E5M2: return "f8e5m2";
@@ -64,6 +65,7 @@ template <> struct StorageOf<DType::BF16> { using type = BFloat16; };
 template <> struct StorageOf<DType::I64> { using type = int64_t; };
 template <> struct StorageOf<DType::I32> { using type = int32_t; };
 template <> struct StorageOf<DType::U8> { using type = uint8_t; };
+template <> struct StorageOf<DType::I8> { using type = int8_t; };
 template <> struct StorageOf<DType::Bool> { using type = bool; };
 template <> struct StorageOf<DType::F8E4M3> { using type = Float8E4M3; };
 template <> struct StorageOf<DType::F8E5M2> { using type = Float8E5M2; };
@@ -76,6 +78,7 @@ template <> constexpr DType dtype_of<BFloat16>() { return DType::BF16; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::I64; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::U8; }
+template <> constexpr DType dtype_of<int8_t>() { return DType::I8; }
 template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
 template <> constexpr DType dtype_of<Float8E4M3>() { return DType::F8E4M3; }
 template <> constexpr DType dtype_of<Float8E5M2>() { return DType::F8E5M2; }
@@ -97,6 +100,7 @@ decltype(auto) visit_dtype(DType t, Fn&& fn) {
     case DType::I64: return fn(int64_t{});
     case DType::I32: return fn(int32_t{});
     case DType::U8: return fn(uint8_t{});
+    case DType::I8: return fn(int8_t{});
     case DType::Bool: return fn(bool{});
     case DType::F8E4M3: return fn(Float8E4M3{});
     case DType::F8E5M2: return fn(Float8E5M2{});

@@ -20,7 +20,7 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the format's limit
 
 std::optional<DType> dtype_from_name(const std::string& name) {
-  static const std::map<std::string, DType> names = {{"BOOL", kBool}, {"U8", kU8},     {"I32", kI32}, {"I64", kI64},
+  static const std::map<std::string, DType> names = {{"BOOL", kBool}, {"U8", kU8}, {"I8", kI8},     {"I32", kI32}, {"I64", kI64},
                                                      {"F16", kF16},   {"BF16", kBF16}, {"F32", kF32}, {"F64", kF64},
                                                      {"F8_E4M3", kF8E4M3}, {"F8_E5M2", kF8E5M2}};
   auto it = names.find(name);
@@ -44,6 +44,7 @@ std::string safetensors_dtype_name(DType dtype) {
   switch (dtype) {
     case kBool: return "BOOL";
     case kU8: return "U8";
+    case kI8: return "I8";
     case kI32: return "I32";
     case kI64: return "I64";
     case kF16: return "F16";

@@ -126,7 +126,8 @@ DType promote_types(DType a, DType b) {
   auto rank = [](DType t) {  // position in the promotion lattice
     switch (t) {
       case DType::Bool: return 0;
-      case DType::U8: return 1;
+      case DType::U8:
+      case DType::I8: return 1;
       case DType::I32: return 2;
       case DType::I64: return 3;
       case DType::F16:
@@ -139,6 +140,8 @@ DType promote_types(DType a, DType b) {
     return 0;
   };
   if ((a == DType::F16 && b == DType::BF16) || (a == DType::BF16 && b == DType::F16)) return DType::F32;
+  // Neither byte type holds the other (PyTorch meets at int16, which mixtape lacks).
+  if ((a == DType::U8 && b == DType::I8) || (a == DType::I8 && b == DType::U8)) return DType::I32;
   return rank(a) >= rank(b) ? a : b;
 }
 

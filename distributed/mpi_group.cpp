@@ -62,6 +62,7 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::I64: return MPI_INT64_T;
     case DType::I32: return MPI_INT32_T;
     case DType::U8: return MPI_UINT8_T;
+    case DType::I8: return MPI_INT8_T;
     case DType::Bool:
     case DType::F8E4M3:
     case DType::F8E5M2: return MPI_UINT8_T;  // moved as bytes; reductions refuse FP8 (process_group.cpp)

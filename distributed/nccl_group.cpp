@@ -91,6 +91,7 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::BF16: return ncclBfloat16;
     case DType::I64: return ncclInt64;
     case DType::I32: return ncclInt32;
+    case DType::I8: return ncclInt8;
     case DType::U8:
     case DType::Bool:
     case DType::F8E4M3:

@@ -8,10 +8,13 @@
 
 namespace mt {
 
-// F8E4M3/F8E5M2 come last so the other values keep their numbers. They hold
+// Later types come last so the earlier values keep their numbers (saved
+// files and the kernels' tables name them by number). F8E4M3/F8E5M2 hold
 // scaled data (runtime/fp8.h; kernels/fp8/): casts, copies and views take
-// them, arithmetic ops refuse them.
-enum class DType : uint8_t { F64, F32, F16, BF16, I64, I32, U8, Bool, F8E4M3, F8E5M2 };
+// them, arithmetic ops refuse them. I8 is a signed byte: INT8 inference's
+// quantized weights and activations (kernels/quantize/), an integer to
+// every other op.
+enum class DType : uint8_t { F64, F32, F16, BF16, I64, I32, U8, Bool, F8E4M3, F8E5M2, I8 };
 
 inline constexpr DType kF64 = DType::F64;
 inline constexpr DType kF32 = DType::F32;
@@ -23,5 +26,6 @@ inline constexpr DType kU8 = DType::U8;
 inline constexpr DType kBool = DType::Bool;
 inline constexpr DType kF8E4M3 = DType::F8E4M3;
 inline constexpr DType kF8E5M2 = DType::F8E5M2;
+inline constexpr DType kI8 = DType::I8;
 
 }  // namespace mt

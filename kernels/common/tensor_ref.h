@@ -41,6 +41,7 @@ inline int element_bytes(DType t) {
     case DType::F16:
     case DType::BF16: return 2;
     case DType::U8:
+    case DType::I8:
     case DType::Bool:
     case DType::F8E4M3:
     case DType::F8E5M2: return 1;

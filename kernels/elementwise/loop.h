@@ -63,6 +63,7 @@ __device__ __forceinline__ T load_as(const void* base, DType t, std::int64_t ind
     case DType::I64: return static_cast<T>(static_cast<const std::int64_t*>(base)[index]);
     case DType::I32: return static_cast<T>(static_cast<const std::int32_t*>(base)[index]);
     case DType::U8: return static_cast<T>(static_cast<const std::uint8_t*>(base)[index]);
+    case DType::I8: return static_cast<T>(static_cast<const std::int8_t*>(base)[index]);
     case DType::Bool: return static_cast<const std::uint8_t*>(base)[index] != 0 ? T(1) : T(0);
     case DType::F8E4M3: return static_cast<T>(e4m3_bits_to_f32(static_cast<const std::uint8_t*>(base)[index]));
     case DType::F8E5M2: return static_cast<T>(e5m2_bits_to_f32(static_cast<const std::uint8_t*>(base)[index]));
@@ -83,6 +84,7 @@ __device__ __forceinline__ void store_as(void* base, DType t, std::int64_t index
     // a direct conversion would saturate on the GPU and is undefined in C++.
     case DType::I32: static_cast<std::int32_t*>(base)[index] = static_cast<std::int32_t>(static_cast<std::int64_t>(v)); return;
     case DType::U8: static_cast<std::uint8_t*>(base)[index] = static_cast<std::uint8_t>(static_cast<std::int64_t>(v)); return;
+    case DType::I8: static_cast<std::int8_t*>(base)[index] = static_cast<std::int8_t>(static_cast<std::int64_t>(v)); return;
     case DType::Bool: static_cast<std::uint8_t*>(base)[index] = v != T(0) ? 1 : 0; return;
     // FP8 with the GPU's satfinite rule (runtime/fp8.h), the same code on every device.
     case DType::F8E4M3: static_cast<std::uint8_t*>(base)[index] = f32_to_e4m3_bits(static_cast<float>(v)); return;

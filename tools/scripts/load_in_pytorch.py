@@ -339,7 +339,7 @@ class Bert(nn.Module):  # models/bert.h: logits [B, classes]
 
 
 DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.int64, "I32": np.int32,
-          "U8": np.uint8, "BOOL": np.bool_}
+          "U8": np.uint8, "I8": np.int8, "BOOL": np.bool_}
 
 
 def read_safetensors(path):

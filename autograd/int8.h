@@ -1,0 +1,70 @@
+// INT8 tensors with their scales and zero points, and the INT8 Linear:
+// post-training static quantization's building blocks (W8A8).
+//
+// An Int8Tensor is 8-bit integers (i8 in [-127, 127] or u8 in [0, 255]) and
+// the affine map back to real values, x ~= (q - zero_point) * scale, with
+// one scale and zero point for the whole tensor or one per channel of one
+// axis (a Linear's weight: per output channel, axis 0, zero points 0:
+// symmetric, PyTorch's per_channel_symmetric qscheme).
+//
+// None of this records on the tape: INT8 is for inference (torch.ao's
+// quantized modules have no backward either). Quantizing a tensor that
+// requires grad is refused rather than silently cutting its graph.
+#pragma once
+
+#include <cstdint>
+
+#include "autograd/ops.h"
+#include "core/tensor.h"
+
+namespace mt::int8 {
+
+struct Int8Tensor {
+  Tensor data;         // kI8 or kU8, contiguous
+  Tensor scales;       // f32 [channels] on data's device, each finite and > 0
+  Tensor zero_points;  // i32 [channels] on data's device, each within data's range
+  int64_t axis = -1;   // the channel axis, or -1: one scale for the whole tensor
+};
+
+// q = clamp(round_half_even(x / scale) + zero_point) per channel of `axis`
+// (kernels/quantize/math.h). scales (f32) and zero_points (i32) hold one
+// value per channel (one when axis is -1) and are checked here: a scale
+// that is not finite and positive, or a zero point outside the dtype's
+// range, is an mt::Error naming it.
+Int8Tensor quantize(const Tensor& x, const Tensor& scales, const Tensor& zero_points, int64_t axis = -1,
+                    DType dtype = kI8);
+Int8Tensor quantize_per_tensor(const Tensor& x, double scale, int32_t zero_point, DType dtype = kI8);
+// Per output channel (axis 0), symmetric: each row's scale is max|row| / 127
+// (1 for an all-zero row, so it maps to 0 exactly), zero points 0.
+Int8Tensor quantize_per_channel_symmetric(const Tensor& weight);
+
+// (q - zero_point) * scale, rounded once into `dtype`.
+Tensor dequantize(const Int8Tensor& q, DType dtype = kF32);
+
+// Throws an mt::Error naming `what` unless q's parts fit together: i8/u8
+// data, one f32 scale (finite, > 0) and one i32 zero point (in range) per
+// channel, on one device. What loading a quantized checkpoint runs.
+void check(const Int8Tensor& q, const std::string& what);
+
+// How an INT8 Linear quantizes its input: u8 with the calibrated scale
+// (f32 []) and zero point (i32 []); under SmoothQuant also divided by a
+// smoothing factor per input channel (f32 [in]), fused into the same
+// quantize pass as a per-channel scale, scale * smooth[j] (SmoothQuant
+// folds 1 / smooth into the LayerNorm before; the arithmetic is the same).
+struct InputQuantization {
+  Tensor scale, zero_point;
+  Tensor smooth;  // or undefined
+};
+
+// y = act(x W^T + b) with W8A8: x is quantized to u8 as `input` says, W is
+// i8 per output channel, the products sum in s32 (exact), and the epilogue
+// scales by input.scale * weight scale, adds the bias (f32) and applies the
+// activation before one rounding into x's dtype (f32 or bf16; f16 and f64
+// inputs get f32). Under SmoothQuant W must hold W * smooth per input
+// column (nn::Linear::smooth does that). On the CPU: kernels/gemm/int8.cpp
+// (oneDNN's VNNI/AMX INT8 matmul, else an exact s32 loop). The CUDA INT8
+// GEMM is not built yet: sim and CUDA inputs are an mt::Error that says so.
+Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization& input, const Tensor& bias = Tensor(),
+              LinearActivation activation = LinearActivation::None);
+
+}  // namespace mt::int8

@@ -1,0 +1,148 @@
+// INT8 tensors and the INT8 Linear (autograd/int8.h): per-channel symmetric
+// weights, the checks a loaded checkpoint's scales go through, and the W8A8
+// Linear against integer arithmetic done here.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/int8.h"
+#include "kernels/sim_tensor_util.h"
+#include "mixtape.h"
+
+using namespace mt;
+using Catch::Contains;
+
+namespace {
+
+std::vector<double> values(const Tensor& t) { return t.to(kCPU).to_vector(); }
+
+}  // namespace
+
+// Catches: a row's scale from the whole tensor's amax (per tensor instead of
+// per channel), scales along the input axis, 128 levels instead of 127, and
+// an all-zero row divided by a zero scale (NaN bytes).
+TEST_CASE("int8 per-channel symmetric weights: each row's max maps to 127", "[autograd][int8]") {
+  std::vector<double> w = {0.5,  -0.25, 0.125, 0.0,   // row 0: amax 0.5
+                           -4.0, 1.0,   3.0,   2.0,   // row 1: amax 4
+                           0.0,  0.0,   0.0,   0.0};  // row 2: all zero
+  const Tensor weight = from_vector(w, {3, 4});
+  const int8::Int8Tensor q = int8::quantize_per_channel_symmetric(weight);
+  CHECK(q.data.dtype() == kI8);
+  CHECK(q.axis == 0);
+  const std::vector<double> scales = values(q.scales);
+  REQUIRE(scales.size() == 3);
+  CHECK(scales[0] == Approx(0.5 / 127).epsilon(1e-6));
+  CHECK(scales[1] == Approx(4.0 / 127).epsilon(1e-6));
+  CHECK(scales[2] == 1.0);
+  const std::vector<double> got = values(q.data);
+  const std::vector<double> want = {127, -64, 32, 0, -127, 32, 95, 64, 0, 0, 0, 0};  // 31.75 -> 32, 95.25 -> 95
+  CHECK(got == want);
+  const std::vector<double> back = values(int8::dequantize(q));
+  for (size_t i = 0; i < w.size(); ++i) CHECK(std::abs(back[i] - w[i]) <= scales[i / 4] / 2 + 1e-7);
+}
+
+// Catches: a hostile checkpoint's zero, negative or NaN scale, or an
+// out-of-range zero point, reaching a kernel (divide by zero, garbage bytes)
+// instead of an error that names the channel.
+TEST_CASE("int8 tensors with bad scales or zero points are refused", "[autograd][int8]") {
+  const Tensor x = ones({2, 3});
+  const Tensor z = zeros({2}, kI32);
+  for (const double bad :
+       {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    CHECK_THROWS_WITH(int8::quantize(x, from_vector(std::vector<double>{1.0, bad}, {2}), z, 0),
+                      Contains("channel 1 is not a finite positive number"));
+  }
+  CHECK_THROWS_WITH(int8::quantize(x, ones({2}), from_vector(std::vector<double>{0, 128}, {2}, kI32), 0),
+                    Contains("outside i8's [-127, 127]"));
+  CHECK_THROWS_WITH(int8::quantize_per_tensor(x, 0.1, 256, kU8), Contains("outside u8's [0, 255]"));
+  CHECK_THROWS_WITH(int8::quantize(x, ones({3}), zeros({3}, kI32), 0), Contains("expected 2 f32 scale(s)"));
+  Tensor tracked = ones({2, 3});
+  tracked.requires_grad_();
+  CHECK_THROWS_WITH(int8::quantize_per_tensor(tracked, 0.1, 0), Contains("records nothing on the tape"));
+}
+
+namespace {
+
+// y = act(s_x * s_w[n] * sum_k (q_x - z) q_w + b[n]) with q_x and q_w from the formula, in f64;
+// q_x = quantize(x / smooth[k] with s_x) when `smooth` is given (SmoothQuant: scale s_x * smooth[k]).
+std::vector<double> reference_linear(const std::vector<double>& x, int64_t m, int64_t k, const int8::Int8Tensor& w,
+                                     double s_x, int32_t z, const std::vector<double>& bias, bool relu,
+                                     const std::vector<double>& smooth = {}) {
+  const std::vector<double> qw = values(w.data), sw = values(w.scales);
+  const int64_t n = w.data.size(0);
+  std::vector<double> y(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t sum = 0;
+      for (int64_t c = 0; c < k; ++c) {
+        const float channel_scale = smooth.empty()
+                                        ? static_cast<float>(s_x)
+                                        : static_cast<float>(s_x) * static_cast<float>(smooth[static_cast<size_t>(c)]);
+        const float quotient = static_cast<float>(x[static_cast<size_t>(i * k + c)]) / channel_scale;
+        const int64_t qx =
+            std::min<int64_t>(255, std::max<int64_t>(0, static_cast<int64_t>(std::nearbyint(quotient)) + z));
+        sum += (qx - z) * static_cast<int64_t>(qw[static_cast<size_t>(j * k + c)]);
+      }
+      double v = static_cast<double>(sum) * s_x * sw[static_cast<size_t>(j)] + bias[static_cast<size_t>(j)];
+      y[static_cast<size_t>(i * n + j)] = relu ? std::max(0.0, v) : v;
+    }
+  }
+  return y;
+}
+
+}  // namespace
+
+// Catches: the epilogue scaled by the weight's scale only (the input's
+// forgotten: requantizing with the wrong scale), the zero point not
+// subtracted, inputs past the calibrated range wrapping instead of
+// saturating (x reaches 4x the range here), the bias or ReLU dropped, and a
+// 3-D input's rows mixed up.
+TEST_CASE("int8 linear equals integer arithmetic on quantized inputs and weights", "[autograd][int8]") {
+  const int64_t m = 6, k = 37, n = 5;
+  const std::vector<double> x = test::random_tensor({m * k}, kF64, kCPU, 3, -4, 4).to_vector();
+  const Tensor weight = test::random_tensor({n, k}, kF32, kCPU, 4);
+  const std::vector<double> bias = test::random_tensor({n}, kF64, kCPU, 5).to_vector();
+  const int8::Int8Tensor w = int8::quantize_per_channel_symmetric(weight);
+  const double s_x = 1.0 / 127;  // calibrated for |x| <= 1: most inputs saturate
+  for (const int32_t z : {128, 90}) {
+    for (const bool relu : {false, true}) {
+      const Tensor y = int8::linear(from_vector(x, {2, 3, k}), w, {scalar_tensor(s_x), scalar_tensor(z, kI32)},
+                                    from_vector(bias, {n}), relu ? LinearActivation::Relu : LinearActivation::None);
+      CHECK(y.sizes() == Shape{2, 3, n});
+      CHECK(y.dtype() == kF32);
+      const std::vector<double> want = reference_linear(x, m, k, w, s_x, z, bias, relu);
+      const std::vector<double> got = values(y);
+      INFO("zero point " << z << (relu ? " relu" : ""));
+      for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-5).epsilon(1e-5));
+    }
+  }
+  const Tensor y16 = int8::linear(from_vector(x, {m, k}, kBF16), w, {scalar_tensor(s_x), scalar_tensor(128, kI32)});
+  CHECK(y16.dtype() == kBF16);
+}
+
+// Catches: SmoothQuant's factors ignored by the INT8 path, applied as
+// multipliers instead of divisors, or along the output axis; and the
+// per-input-channel quantize taking the wrong column's scale.
+TEST_CASE("int8 linear with SmoothQuant divides each input channel by its factor in the quantize", "[autograd][int8]") {
+  const int64_t m = 5, k = 19, n = 4;
+  const std::vector<double> x = test::random_tensor({m * k}, kF64, kCPU, 13, -2, 2).to_vector();
+  const std::vector<double> smooth = test::random_tensor({k}, kF64, kCPU, 14, 0.25, 4).to_vector();
+  const int8::Int8Tensor w = int8::quantize_per_channel_symmetric(test::random_tensor({n, k}, kF32, kCPU, 15));
+  const std::vector<double> bias(static_cast<size_t>(n), 0.0);
+  const double s_x = 0.02;
+  const Tensor y =
+      int8::linear(from_vector(x, {m, k}), w, {scalar_tensor(s_x), scalar_tensor(128, kI32), from_vector(smooth, {k})});
+  const std::vector<double> want = reference_linear(x, m, k, w, s_x, 128, bias, false, smooth);
+  const std::vector<double> got = values(y);
+  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-5).epsilon(1e-5));
+}
+
+// Catches: the INT8 Linear silently running on a device without an INT8 GEMM.
+TEST_CASE("int8 linear says where it does not run yet", "[autograd][int8]") {
+  const int8::Int8Tensor w = int8::quantize_per_channel_symmetric(ones({2, 3}).to(test::kCudaPath));
+  CHECK_THROWS_WITH(
+      int8::linear(ones({1, 3}).to(test::kCudaPath), w,
+                   {scalar_tensor(0.1, kF32, test::kCudaPath), scalar_tensor(128, kI32, test::kCudaPath)}),
+      Contains("not built yet"));
+}
