@@ -1,5 +1,7 @@
 #include "nn/layers.h"
 
+#include <cmath>
+
 #include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "kernels/batch_norm/batch_norm.h"
@@ -18,17 +20,89 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) {
-  const ForwardScope scope(*this);
-  return linear(x, weight, bias);
-}
+Tensor Linear::forward(const Tensor& x) { return forward(x, LinearActivation::None); }
 Tensor Linear::forward(const Tensor& x, LinearActivation activation) {
   const ForwardScope scope(*this);
+  if (input_smooth.defined() && !is_int8()) {
+    const Tensor smoothed = x / input_smooth.to(x.dtype());
+    report_input(smoothed);
+    return linear(smoothed, weight, bias, activation);
+  }
+  report_input(x);
+  if (is_int8()) {
+    return int8::linear(x, int8_weight(), {.scale = input_scale, .zero_point = input_zero_point, .smooth = input_smooth},
+                        bias, activation);
+  }
   return linear(x, weight, bias, activation);
 }
 
 std::string Linear::extra_repr() const {
-  return fmt::format("in_features={}, out_features={}, bias={}", weight.size(1), weight.size(0), bias.defined());
+  return fmt::format("in_features={}, out_features={}, bias={}{}", weight.size(1), weight.size(0), bias.defined(),
+                     is_int8() ? ", int8" : "");
+}
+
+void Linear::to_int8(const int8::Int8Tensor& q, double scale, int32_t zero_point) {
+  MT_CHECK(!is_int8(), "Linear::to_int8: the layer is INT8 already");
+  MT_CHECK(q.data.dtype() == kI8 && q.axis == 0 && q.data.sizes() == weight.sizes(),
+           "Linear::to_int8: expected an i8 {} weight quantized per output channel, got {} {}", weight.shape_string(),
+           q.data.dtype(), q.data.shape_string());
+  int8::check(q, "Linear::to_int8");
+  const Device device = weight.device();
+  const NoGradGuard no_grad;
+  weight = q.data.to(device);
+  register_buffer("weight_scale", weight_scale, q.scales.to(kF32).to(device));
+  register_buffer("weight_zero_point", weight_zero_point, q.zero_points.to(device));
+  register_buffer("input_scale", input_scale, scalar_tensor(scale, kF32, device));
+  register_buffer("input_zero_point", input_zero_point, scalar_tensor(zero_point, kI32, device));
+  check_int8();
+}
+
+void Linear::smooth(const Tensor& s) {
+  MT_CHECK(!is_int8() && !input_smooth.defined(), "Linear::smooth: the layer is smoothed or INT8 already");
+  MT_CHECK(s.dim() == 1 && s.size(0) == weight.size(1), "Linear::smooth: expected {} factors, got {}", weight.size(1),
+           s.shape_string());
+  const std::vector<double> factors = s.to_vector();
+  for (size_t j = 0; j < factors.size(); ++j) {
+    MT_CHECK(std::isfinite(factors[j]) && factors[j] > 0, "Linear::smooth: factor {} of input channel {} is not a "
+             "finite positive number", factors[j], j);
+  }
+  const NoGradGuard no_grad;
+  const Tensor factors32 = s.to(kF32).to(weight.device());
+  copy_(weight, weight * factors32.to(weight.dtype()).reshape({1, -1}));
+  register_buffer("input_smooth", input_smooth, factors32);
+}
+
+void Linear::make_int8_slots(bool smoothed) {
+  const int64_t out = weight.size(0);
+  const Device device = weight.device();
+  if (smoothed) smooth(ones({weight.size(1)}, kF32, device));
+  to_int8({.data = zeros(weight.sizes(), kI8, device),
+           .scales = ones({out}, kF32, device),
+           .zero_points = zeros({out}, kI32, device),
+           .axis = 0},
+          1.0, 128);
+}
+
+int8::Int8Tensor Linear::int8_weight() const {
+  return {.data = weight, .scales = weight_scale, .zero_points = weight_zero_point, .axis = 0};
+}
+
+void Linear::check_int8() const {
+  MT_CHECK(is_int8(), "Linear::check_int8: the layer is not INT8");
+  int8::check(int8_weight(), "Linear (INT8) weight");
+  int8::check({.data = empty({1}, kU8, input_scale.device()),
+               .scales = input_scale.reshape({1}),
+               .zero_points = input_zero_point.reshape({1})},
+              "Linear (INT8) input");
+  if (input_smooth.defined()) {
+    int8::check({.data = empty({1, input_smooth.numel()}, kU8, input_smooth.device()),
+                 .scales = input_smooth,
+                 .zero_points = zeros({input_smooth.numel()}, kI32, input_smooth.device()),
+                 .axis = 1},
+                "Linear (INT8) input_smooth");
+    MT_CHECK(input_smooth.numel() == weight.size(1), "Linear (INT8): {} smoothing factors for {} inputs",
+             input_smooth.numel(), weight.size(1));
+  }
 }
 
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "autograd/int8.h"
 #include "autograd/ops.h"
 #include "nn/module.h"
 
@@ -21,6 +22,34 @@ class Linear : public Module {
   std::string name() const override { return "Linear"; }
   std::string extra_repr() const override;
   Tensor weight, bias;
+
+  // ---- INT8 inference (post-training static quantization, W8A8;
+  // amp/int8_quantize.h calibrates and calls these). to_int8 replaces the
+  // float weight by `weight` (i8 [out, in], a scale per output channel) and
+  // registers the buffers weight_scale (f32 [out]), weight_zero_point (i32
+  // [out], zeros: symmetric), input_scale (f32 []) and input_zero_point
+  // (i32 []): each input is quantized to u8 with those before the INT8 GEMM
+  // (mt::int8::linear), the bias stays float. The state dict then holds
+  // exactly these, so an INT8 checkpoint is this layer's state.
+  void to_int8(const int8::Int8Tensor& weight, double input_scale, int32_t input_zero_point);
+  // SmoothQuant (Xiao et al. 2023), before to_int8: weight[:, j] *= s[j]
+  // and each input is divided by s[j] (buffer input_smooth, f32 [in]), so
+  // the layer computes the same function while the input's outlier
+  // channels shrink and the weight's columns grow to meet them. Once INT8
+  // the division rides in the input's quantize (int8::InputQuantization).
+  void smooth(const Tensor& s);
+  // The same slots, zero-filled, for load_state_dict to fill from an INT8
+  // checkpoint (with input_smooth when `smoothed`); check_int8() then
+  // refuses scales, zero points or smoothing factors that do not fit (not
+  // finite and positive, out of range, the wrong count).
+  void make_int8_slots(bool smoothed = false);
+  void check_int8() const;
+  bool is_int8() const { return weight.defined() && weight.dtype() == kI8; }
+  bool keeps_f32_buffers() const override { return is_int8() || input_smooth.defined(); }
+  Tensor weight_scale, weight_zero_point, input_scale, input_zero_point, input_smooth;
+
+ private:
+  int8::Int8Tensor int8_weight() const;
 };
 
 class LayerNorm : public Module {

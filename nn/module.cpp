@@ -206,6 +206,7 @@ void Module::to(DType dtype, bool keep_norms_fp32) {
   for (auto* list : {&parameters_, &buffers_}) {
     for (auto& [name, slot] : *list) {
       if (!is_floating(slot->dtype())) continue;  // e.g. num_batches_tracked stays an integer
+      if (list == &buffers_ && keeps_f32_buffers()) continue;
       convert_in_place(*slot, [target](const Tensor& t) { return t.to(target); });
     }
   }
@@ -232,6 +233,12 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     }
     MT_CHECK(it->second.sizes() == slot.sizes(), "load_state_dict: '{}' has shape {} in the state but {} in the model",
              name, it->second.shape_string(), slot.shape_string());
+    // INT8 values mean something only with their scales: converting them to
+    // or from a float slot would load garbage without a word.
+    MT_CHECK((it->second.dtype() == kI8) == (slot.dtype() == kI8),
+             "load_state_dict: '{}' is {} in the state but {} in the model: an INT8 (quantized) tensor loads only "
+             "into a layer made INT8 first (amp/int8_quantize.h), and only from an INT8 checkpoint",
+             name, it->second.dtype(), slot.dtype());
   };
   visit_tensors("", true, check);
   visit_tensors("", false, check);

@@ -100,6 +100,9 @@ class Module {
   void to(DType dtype, bool keep_norms_fp32 = true);
   void half(bool keep_norms_fp32 = true) { to(kF16, keep_norms_fp32); }
   virtual bool is_norm_layer() const { return false; }
+  // Buffers that to(dtype) leaves in f32 (an INT8 layer's scales: rounding
+  // them to 16 bits would shift every output).
+  virtual bool keeps_f32_buffers() const { return false; }
 
   // ---- state: parameters and buffers by dotted name
   StateDict state_dict() const;
@@ -113,7 +116,16 @@ class Module {
   // ("in_features=784, out_features=256, bias=true"), as PyTorch's extra_repr.
   virtual std::string extra_repr() const { return ""; }
 
+  // ---- calibration: the layers INT8 quantizes (Linear) call hook(input) at
+  // the start of each forward while one is set (amp/int8_quantize.h's
+  // calibrator sets it; PyTorch attaches observers the same way).
+  using InputHook = std::function<void(const Tensor&)>;
+  void set_input_hook(InputHook hook) { input_hook_ = std::move(hook); }
+
  protected:
+  void report_input(const Tensor& input) const {
+    if (input_hook_) input_hook_(input);
+  }
   // Registered tensors are stored by address so to() can replace them in place.
   Tensor& register_parameter(const std::string& name, Tensor& slot, Tensor value);
   Tensor& register_buffer(const std::string& name, Tensor& slot, Tensor value);
@@ -132,6 +144,7 @@ class Module {
   std::vector<std::pair<std::string, Tensor*>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  InputHook input_hook_;
 };
 
 // Prints the module tree as PyTorch does, each line with its parameter

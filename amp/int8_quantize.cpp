@@ -1,0 +1,179 @@
+#include "amp/int8_quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include "autograd/grad_mode.h"
+
+namespace mt::amp::int8 {
+namespace {
+
+bool kept_by_choice(const QuantizeOptions& options, const std::string& name) {
+  return std::find(options.keep_float.begin(), options.keep_float.end(), name) != options.keep_float.end();
+}
+
+// The weight's INT8 form: per output channel, or one scale for all of it
+// (stored per channel, every channel the same).
+mt::int8::Int8Tensor quantize_weight(const Tensor& weight, bool per_tensor) {
+  if (!per_tensor) return mt::int8::quantize_per_channel_symmetric(weight);
+  const NoGradGuard no_grad;
+  const double amax = max(weight.to(kF32).abs()).to_vector()[0];
+  const double scale = amax > 0 ? amax / 127.0 : 1.0;
+  return mt::int8::quantize(weight, full({weight.size(0)}, scale, kF32, weight.device()),
+                            zeros({weight.size(0)}, kI32, weight.device()), 0, kI8);
+}
+
+// The Linears `options` quantize, by name, and what they leave in float and why.
+struct Selection {
+  std::vector<std::pair<std::string, nn::Linear*>> linears;
+  std::vector<KeptFloat> kept_float;
+};
+
+Selection select_layers(nn::Module& model, const QuantizeOptions& options) {
+  const auto modules = model.named_modules();
+  for (const std::string& kept : options.keep_float) {
+    const bool found = std::any_of(modules.begin(), modules.end(), [&](const auto& m) {
+      return m.first == kept && m.second->template as<nn::Linear>() != nullptr;
+    });
+    MT_CHECK(found, "int8: --keep-float '{}' is not a Linear layer of this model", kept);
+  }
+  Selection s;
+  for (const auto& [name, module] : modules) {
+    if (module->as<nn::Conv2d>() != nullptr) {
+      s.kept_float.push_back({name, "a convolution: the INT8 Conv2d is not built yet"});
+      continue;
+    }
+    auto* linear = module->as<nn::Linear>();
+    if (linear == nullptr || linear->is_int8()) continue;
+    if (kept_by_choice(options, name)) {
+      s.kept_float.push_back({name, "left out by --keep-float"});
+      continue;
+    }
+    s.linears.emplace_back(name, linear);
+  }
+  return s;
+}
+
+}  // namespace
+
+SmoothQuantCalibrator::SmoothQuantCalibrator(nn::Module& model, const QuantizeOptions& options) {
+  for (const auto& [name, linear] : select_layers(model, options).linears) {
+    watched_.push_back({name, linear, std::make_shared<Tensor>()});
+  }
+  for (Watched& w : watched_) {
+    std::shared_ptr<Tensor> amax = w.channel_amax;
+    w.layer->set_input_hook([amax](const Tensor& x) {
+      const NoGradGuard no_grad;
+      const Tensor batch = max(x.detach().to(kF32).reshape({-1, x.size(-1)}).abs(), 0).values;
+      *amax = amax->defined() ? maximum(*amax, batch) : batch;
+    });
+  }
+}
+
+SmoothQuantCalibrator::~SmoothQuantCalibrator() { detach(); }
+
+void SmoothQuantCalibrator::detach() {
+  for (Watched& w : watched_) w.layer->set_input_hook(nullptr);
+}
+
+std::vector<std::string> SmoothQuantCalibrator::apply(double alpha) {
+  MT_CHECK(alpha >= 0 && alpha <= 1, "SmoothQuant: alpha must be in [0, 1], got {}", alpha);
+  detach();
+  std::vector<std::string> smoothed;
+  const NoGradGuard no_grad;
+  for (Watched& w : watched_) {
+    if (!w.channel_amax->defined()) continue;
+    const std::vector<double> amax = w.channel_amax->to_vector();
+    for (size_t j = 0; j < amax.size(); ++j) {
+      MT_CHECK(std::isfinite(amax[j]), "SmoothQuant: the input of '{}' held a non-finite value (channel {})", w.name,
+               j);
+    }
+    const Tensor weight_amax = clamp(max(w.layer->weight.detach().to(kF32).abs(), 0).values, 1e-5, std::nullopt);
+    const Tensor s = clamp(pow(clamp(*w.channel_amax, 1e-5, std::nullopt), alpha) / pow(weight_amax, 1.0 - alpha), 1e-5,
+                           std::nullopt);
+    w.layer->smooth(s);
+    smoothed.push_back(w.name);
+  }
+  return smoothed;
+}
+
+Calibrator::Calibrator(nn::Module& model, QuantizeOptions options) : options_(std::move(options)) {
+  make_observer(options_.observer);  // an unknown name fails here, before any batch runs
+  Selection selection = select_layers(model, options_);
+  kept_float_ = std::move(selection.kept_float);
+  for (const auto& [name, linear] : selection.linears) {
+    watched_.push_back({name, linear, make_observer(options_.observer)});
+  }
+  for (Watched& w : watched_) {
+    Observer* observer = w.observer.get();
+    const std::string name = w.name;
+    w.layer->set_input_hook([observer, name](const Tensor& x) {
+      try {
+        observer->observe(x.detach());
+      } catch (const Error& e) {
+        fail("calibration: the input of '{}' was refused: {}", name, e.what());
+      }
+    });
+  }
+}
+
+Calibrator::~Calibrator() { detach(); }
+
+void Calibrator::detach() {
+  for (Watched& w : watched_) w.layer->set_input_hook(nullptr);
+}
+
+QuantizeReport Calibrator::convert() {
+  MT_CHECK(!converted_, "Calibrator::convert: called twice");
+  converted_ = true;
+  detach();
+  QuantizeReport report;
+  report.kept_float = kept_float_;
+  for (Watched& w : watched_) {
+    if (w.observer->batches() == 0) {
+      report.kept_float.push_back({w.name, "no calibration batch reached it"});
+      continue;
+    }
+    const double scale = symmetric_scale(w.observer->range());
+    const NoGradGuard no_grad;
+    w.layer->to_int8(quantize_weight(w.layer->weight.detach(), options_.per_tensor_weights), scale, kInputZeroPoint);
+    report.quantized.push_back(w.name);
+  }
+  return report;
+}
+
+void prepare_int8_layers(nn::Module& model, const std::vector<std::string>& layers, bool smoothed) {
+  auto modules = model.named_modules();
+  for (const std::string& name : layers) {
+    auto it = std::find_if(modules.begin(), modules.end(), [&](const auto& m) { return m.first == name; });
+    MT_CHECK(it != modules.end() && it->second->as<nn::Linear>() != nullptr,
+             "INT8 checkpoint: '{}' is not a Linear layer of this model", name);
+    auto* linear = it->second->as<nn::Linear>();
+    if (!linear->is_int8()) linear->make_int8_slots(smoothed);
+  }
+}
+
+void check_int8_layers(nn::Module& model) {
+  for (const auto& [name, module] : model.named_modules()) {
+    auto* linear = module->as<nn::Linear>();
+    if (linear == nullptr || !linear->is_int8()) continue;
+    try {
+      linear->check_int8();
+    } catch (const Error& e) {
+      fail("INT8 layer '{}': {}", name, e.what());
+    }
+  }
+}
+
+std::vector<std::string> int8_layer_names(nn::Module& model) {
+  std::vector<std::string> names;
+  for (const auto& [name, module] : model.named_modules()) {
+    auto* linear = module->as<nn::Linear>();
+    if (linear != nullptr && linear->is_int8()) names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace mt::amp::int8

@@ -1,0 +1,109 @@
+// Post-training static quantization of a model's Linear layers (W8A8):
+// calibrate, then convert.
+//
+//   amp::int8::Calibrator calibrator(model, {.observer = "entropy"});
+//   { NoGradGuard no_grad; for (batch : calibration set) model.forward(batch); }
+//   const amp::int8::QuantizeReport report = calibrator.convert();
+//
+// While a Calibrator is alive every Linear it watches hands each input to
+// its own observer (amp/int8_observers.h). convert() turns each watched
+// Linear into its INT8 form (nn::Linear::to_int8): weights per output
+// channel, symmetric (or one scale for the whole weight with
+// per_tensor_weights); inputs u8 with zero point 128 and the observer's
+// symmetric scale, amax / 127 (so both signs keep 127 levels: as many as
+// fbgemm's reduce_range quint8 gives a ReLU output, and no asymmetric range
+// is needed for GELU's or attention's signed inputs). Everything else stays
+// in its float dtype (convolutions too, for now: the report lists them). A
+// Linear no calibration batch reached (a router read
+// by its weight only, a layer the data never visits) stays float, and the
+// report says so.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "amp/int8_observers.h"
+#include "nn/layers.h"
+
+namespace mt::amp::int8 {
+
+struct QuantizeOptions {
+  std::string observer = "entropy";  // make_observer's names
+  bool per_tensor_weights = false;
+  std::vector<std::string> keep_float;  // dotted layer names left in float by choice
+};
+
+// SmoothQuant's first pass (Xiao et al. 2023), for transformers whose
+// activations have outlier channels that one per-tensor scale cannot serve:
+// while alive, records max |x_j| per input channel j of every Linear the
+// options would quantize; apply(alpha) then smooths each one
+// (nn::Linear::smooth) with s_j = max|x_j|^alpha / max_n |W_nj|^(1 - alpha),
+// floored at 1e-5 as the paper's code does, moving the difficulty from the
+// activations into the weights (alpha = 0.5: evenly). The calibration
+// proper (Calibrator) runs after, on the smoothed inputs.
+class SmoothQuantCalibrator {
+ public:
+  SmoothQuantCalibrator(nn::Module& model, const QuantizeOptions& options);
+  ~SmoothQuantCalibrator();
+  SmoothQuantCalibrator(const SmoothQuantCalibrator&) = delete;
+  SmoothQuantCalibrator& operator=(const SmoothQuantCalibrator&) = delete;
+  // Smooths every Linear a batch reached and detaches; returns their names.
+  std::vector<std::string> apply(double alpha);
+
+ private:
+  struct Watched {
+    std::string name;
+    nn::Linear* layer;
+    std::shared_ptr<Tensor> channel_amax;  // f32 [in], undefined until a batch
+  };
+  void detach();
+  std::vector<Watched> watched_;
+};
+
+struct KeptFloat {
+  std::string layer, reason;
+};
+
+struct QuantizeReport {
+  std::vector<std::string> quantized;  // dotted names, in module order
+  std::vector<KeptFloat> kept_float;
+};
+
+class Calibrator {
+ public:
+  Calibrator(nn::Module& model, QuantizeOptions options);
+  ~Calibrator();
+  Calibrator(const Calibrator&) = delete;
+  Calibrator& operator=(const Calibrator&) = delete;
+
+  // Converts every observed Linear and detaches the observers; call once.
+  QuantizeReport convert();
+
+ private:
+  struct Watched {
+    std::string name;
+    nn::Linear* layer;
+    std::unique_ptr<Observer> observer;
+  };
+  void detach();
+
+  QuantizeOptions options_;
+  std::vector<Watched> watched_;
+  std::vector<KeptFloat> kept_float_;
+  bool converted_ = false;
+};
+
+// The u8 zero point of every calibrated input: the middle of [0, 255].
+inline constexpr int32_t kInputZeroPoint = 128;
+
+// An INT8 checkpoint's layers: makes each named Linear's INT8 slots so
+// load_state_dict can fill them (an mt::Error names one that is not a
+// Linear of `model`), and after loading, check_int8_layers refuses scales
+// and zero points that do not fit.
+void prepare_int8_layers(nn::Module& model, const std::vector<std::string>& layers, bool smoothed = false);
+void check_int8_layers(nn::Module& model);
+// The dotted names of model's INT8 Linears.
+std::vector<std::string> int8_layer_names(nn::Module& model);
+
+}  // namespace mt::amp::int8

@@ -1,0 +1,158 @@
+// Post-training static quantization of Linear layers (amp/int8_quantize.h):
+// calibration attaches to the right layers and only while alive, convert()
+// gives each layer the observer's range, and an INT8 state dict loads back
+// only into INT8 slots with scales that make sense.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "amp/int8_quantize.h"
+#include "kernels/sim_tensor_util.h"
+#include "mixtape.h"
+
+using namespace mt;
+using Catch::Contains;
+
+namespace {
+
+// Two Linears and a third the forward never calls (as a MoE router read by its weight).
+struct TwoLayers : nn::Module {
+  std::shared_ptr<nn::Linear> fc1, fc2, unused;
+  TwoLayers() {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(16, 12));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(12, 4));
+    unused = register_module("unused", std::make_shared<nn::Linear>(4, 4));
+  }
+  Tensor forward(const Tensor& x) override { return fc2->forward(relu(fc1->forward(x))); }
+};
+
+amp::int8::QuantizeOptions options(const std::string& observer, std::vector<std::string> keep_float = {}) {
+  amp::int8::QuantizeOptions o;
+  o.observer = observer;
+  o.keep_float = std::move(keep_float);
+  return o;
+}
+
+std::shared_ptr<TwoLayers> seeded_model() {
+  manual_seed(5);
+  return std::make_shared<TwoLayers>();
+}
+
+}  // namespace
+
+// Catches: an observer that misses batches (the last one ignored: its
+// amax, 3x the others, would not be in the range), an input scale not
+// amax / 127, the weight not replaced by its i8 form, hooks left attached
+// after convert (a later forward would still observe), and a layer no
+// batch reached converted with a made-up range instead of kept in float.
+TEST_CASE("int8 calibration: each Linear's input scale is its observed amax / 127", "[amp][int8]") {
+  auto model = seeded_model();
+  const std::vector<Tensor> batches = {test::random_tensor({8, 16}, kF32, kCPU, 1),
+                                       test::random_tensor({8, 16}, kF32, kCPU, 2),
+                                       test::random_tensor({8, 16}, kF32, kCPU, 3, -3, 3)};
+  double amax1 = 0, amax2 = 0;
+  {
+    const NoGradGuard no_grad;
+    for (const Tensor& b : batches) {
+      amax1 = std::max(amax1, max(b.abs()).item<double>());
+      amax2 = std::max(amax2, max(relu(model->fc1->forward(b)).abs()).item<double>());
+    }
+  }
+  amp::int8::Calibrator calibrator(*model, options("minmax"));
+  {
+    const NoGradGuard no_grad;
+    for (const Tensor& b : batches) model->forward(b);
+  }
+  const amp::int8::QuantizeReport report = calibrator.convert();
+  CHECK(report.quantized == std::vector<std::string>{"fc1", "fc2"});
+  REQUIRE(report.kept_float.size() == 1);
+  CHECK(report.kept_float[0].layer == "unused");
+  CHECK(report.kept_float[0].reason == "no calibration batch reached it");
+  CHECK(model->fc1->is_int8());
+  CHECK(!model->unused->is_int8());
+  CHECK(model->fc1->weight.dtype() == kI8);
+  CHECK(model->fc1->input_scale.item<double>() == Approx(amax1 / 127).epsilon(1e-6));
+  CHECK(model->fc2->input_scale.item<double>() == Approx(amax2 / 127).epsilon(1e-6));
+  CHECK(model->fc1->input_zero_point.item<double>() == 128);
+  // Hooks are gone: another forward after convert runs INT8 and observes nothing (no throw on NaN).
+  const NoGradGuard no_grad;
+  CHECK_NOTHROW(model->forward(full({1, 16}, std::numeric_limits<double>::quiet_NaN())));
+}
+
+// Catches: the INT8 model drifting from its float twin by more than
+// rounding (a wrong scale or zero point gives errors of the outputs' size),
+// and --keep-float ignored.
+TEST_CASE("an int8 model stays close to its float twin, kept layers stay float", "[amp][int8]") {
+  auto model = seeded_model();
+  auto twin = seeded_model();
+  const Tensor x = test::random_tensor({32, 16}, kF32, kCPU, 9);
+  amp::int8::Calibrator calibrator(*model, options("minmax", {"fc2"}));
+  const NoGradGuard no_grad;
+  model->forward(x);
+  const amp::int8::QuantizeReport report = calibrator.convert();
+  CHECK(report.quantized == std::vector<std::string>{"fc1"});
+  CHECK(!model->fc2->is_int8());
+  const std::vector<double> got = model->forward(x).to_vector(), want = twin->forward(x).to_vector();
+  double worst = 0, largest = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::abs(got[i] - want[i]));
+    largest = std::max(largest, std::abs(want[i]));
+  }
+  INFO("largest |y| " << largest << ", worst error " << worst);
+  CHECK(worst < 0.02 * largest);
+  CHECK(worst > 0);  // it really ran in INT8
+}
+
+// Catches: a calibration batch with a NaN poisoning a range silently, a
+// typo in --keep-float quantizing everything, and an unknown observer
+// found only after the calibration ran.
+TEST_CASE("int8 calibration refuses non-finite inputs, unknown layers and observers", "[amp][int8][errors]") {
+  auto model = seeded_model();
+  {
+    amp::int8::Calibrator calibrator(*model, options("entropy"));
+    const NoGradGuard no_grad;
+    CHECK_THROWS_WITH(model->forward(full({2, 16}, std::numeric_limits<double>::infinity())),
+                      Contains("the input of 'fc1' was refused"));
+  }
+  CHECK_THROWS_WITH(amp::int8::Calibrator(*model, options("entropy", {"fc3"})), Contains("'fc3' is not a Linear"));
+  CHECK_THROWS_WITH(amp::int8::Calibrator(*model, options("maxmin")), Contains("minmax"));
+}
+
+// Catches: an INT8 state dict loading into float slots (integers read as
+// weights), a float one into INT8 slots, and a hostile file's zero or NaN
+// scale or out-of-range zero point accepted.
+TEST_CASE("an int8 state dict loads back only into int8 slots, with sane scales", "[amp][int8][errors]") {
+  auto model = seeded_model();
+  amp::int8::Calibrator calibrator(*model, options("minmax"));
+  const Tensor x = test::random_tensor({4, 16}, kF32, kCPU, 2);
+  const NoGradGuard no_grad;
+  model->forward(x);
+  calibrator.convert();
+  const nn::StateDict state = model->state_dict();
+  CHECK(state.at("fc1.weight").dtype() == kI8);
+  CHECK(state.count("fc1.weight_scale") == 1);
+
+  auto fresh = seeded_model();
+  CHECK_THROWS_WITH(fresh->load_state_dict(state, /*strict=*/false), Contains("loads only into a layer made INT8"));
+  amp::int8::prepare_int8_layers(*fresh, amp::int8::int8_layer_names(*model));
+  fresh->load_state_dict(state);
+  amp::int8::check_int8_layers(*fresh);
+  CHECK(fresh->forward(x).to_vector() == model->forward(x).to_vector());
+
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, double>>{{"fc1.weight_scale", 0.0},
+                                                   {"fc2.weight_scale", std::numeric_limits<double>::quiet_NaN()},
+                                                   {"fc1.input_scale", -1.0},
+                                                   {"fc2.input_zero_point", 300.0},
+                                                   {"fc1.weight_zero_point", -128.0}}) {
+    nn::StateDict hostile = state;
+    hostile[key] = full_like(state.at(key), value);
+    auto victim = seeded_model();
+    amp::int8::prepare_int8_layers(*victim, {"fc1", "fc2"});
+    victim->load_state_dict(hostile);
+    INFO(key << " = " << value);
+    CHECK_THROWS_WITH(amp::int8::check_int8_layers(*victim), Contains(key.substr(0, 3)));
+  }
+  CHECK_THROWS_WITH(amp::int8::prepare_int8_layers(*fresh, {"fc9"}), Contains("'fc9' is not a Linear layer"));
+}
