@@ -1,5 +1,6 @@
 // `mixtape eval`: a checkpoint's score on the held-out split of the data it
-// trained on (and, with --half, of its f16/bf16 copy).
+// trained on (and, with --half, of its f16/bf16 copy; for an INT8
+// checkpoint, beside the float checkpoint it was quantized from).
 #include <cstdio>
 #include <memory>
 
@@ -28,6 +29,7 @@ int run_eval(const EvalArgs& a) {
     std::printf("%s (%s, step %lld): test accuracy %.2f%%\n", r.model.c_str(), r.precision.c_str(),
                 static_cast<long long>(r.step), 100.0 * r.evaluation.accuracy);
   }
+  if (r.int8) print_int8_comparison(*r.int8, r.language_model);
   if (r.half) {
     auto score = [&](const tools::Evaluation& e) {
       return r.language_model ? fmt::format("validation loss {:.4f}", e.loss)

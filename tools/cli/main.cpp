@@ -1,5 +1,5 @@
 // The `mixtape` command line: train, eval, generate, bench, compare, report,
-// check-data, info — one file each in tools/cli/, their shared options and
+// check-data, info, tokenize, quantize — one file each in tools/cli/, their shared options and
 // the error wrapper in tools/cli/options.h.
 #include <CLI/CLI.hpp>
 #include <string>
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const std::vector<Subcommand> subcommands = {add_train(app),   add_eval(app),   add_generate(app),   add_bench(app),
                                                add_compare(app), add_report(app), add_check_data(app), add_info(app),
-                                               add_tokenize(app)};
+                                               add_tokenize(app), add_quantize(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

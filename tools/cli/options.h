@@ -80,6 +80,11 @@ void print_profile();
 // thread or a device reported as missing later.
 void check_environment();
 
+// An INT8 checkpoint beside its float source (`quantize` and `eval` print
+// it): the recipe, the layers kept in float and why, then score, samples/s
+// and weight size of both.
+void print_int8_comparison(const tools::Int8Comparison& c, bool language_model);
+
 // Runs a command; its errors become a message on stderr and an exit code.
 int with_error_exit_codes(const std::function<int()>& command);
 

@@ -30,5 +30,6 @@ Subcommand add_report(CLI::App& app);
 Subcommand add_check_data(CLI::App& app);
 Subcommand add_info(CLI::App& app);
 Subcommand add_tokenize(CLI::App& app);
+Subcommand add_quantize(CLI::App& app);
 
 }  // namespace mt::cli

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "amp/int8_quantize.h"
 #include "autograd/grad_mode.h"
 #include "core/generator.h"
 #include "distributed/process_group.h"
@@ -183,6 +184,29 @@ nlohmann::json recorded_config(const SafetensorsFile& f, const std::string& path
   return j;
 }
 
+// The Linear layers an INT8 checkpoint quantized (its "int8" metadata, a
+// JSON object written by `mixtape quantize`) and whether SmoothQuant
+// smoothed them; none for any other checkpoint.
+struct Int8Layers {
+  std::vector<std::string> names;
+  bool smoothed = false;
+};
+
+Int8Layers int8_layers(const SafetensorsFile& f, const std::string& path) {
+  auto it = f.metadata.find("int8");
+  if (it == f.metadata.end()) return {};
+  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  MT_CHECK(j.is_object() && j.contains("layers") && j["layers"].is_array(),
+           "checkpoint '{}': its 'int8' metadata is not a JSON object with a 'layers' list", path);
+  Int8Layers layers;
+  for (const auto& layer : j["layers"]) {
+    MT_CHECK(layer.is_string(), "checkpoint '{}': an 'int8' layer name is not a string", path);
+    layers.names.push_back(layer.get<std::string>());
+  }
+  layers.smoothed = j.contains("smoothquant") && j["smoothquant"].is_number();
+  return layers;
+}
+
 // The dtype a checkpoint keeps its parameters in: f32, or under
 // --master-weights the run's f16/bf16 (its norm layers in f32), as its
 // recorded configuration says; a checkpoint without that record, by its
@@ -225,6 +249,13 @@ std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::stri
     classes = head->second.size(0);
   }
   std::shared_ptr<nn::Module> model = models::make_model(name, classes);
+  // An INT8 checkpoint (`mixtape quantize`): its Linear layers get their INT8 slots first.
+  try {
+    const Int8Layers int8 = int8_layers(f, path);
+    amp::int8::prepare_int8_layers(*model, int8.names, int8.smoothed);
+  } catch (const Error& e) {
+    fail("checkpoint '{}': {}", path, e.what());
+  }
   const DType dtype = stored_parameter_dtype(f, state, *model, path);
   if (dtype != kF32) model->to(dtype, /*keep_norms_fp32=*/true);
   check_stored_dtypes(state, *model, path,
@@ -239,6 +270,11 @@ std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::stri
     model->load_state_dict(state);
   } catch (const Error& e) {
     fail("checkpoint '{}' does not fit a '{}' model: {}", path, name, e.what());
+  }
+  try {
+    amp::int8::check_int8_layers(*model);
+  } catch (const Error& e) {
+    fail("checkpoint '{}': {}", path, e.what());
   }
   model->to(device);
   return model;

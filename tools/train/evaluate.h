@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "nn/module.h"
 #include "tools/data/dataset.h"
@@ -24,6 +27,29 @@ struct Evaluation {
 Evaluation evaluate(nn::Module& model, const data::TensorDataset& data, Precision precision, Device device,
                     int64_t targets_per_batch = 32768);
 
+// One model's score and speed on the held-out split, and its weights' size.
+struct ScoredModel {
+  Evaluation evaluation;
+  double samples_per_second = 0;
+  int64_t weight_bytes = 0;  // its state's tensors (parameters and buffers)
+};
+// evaluate(), timed warm (after an untimed first pass).
+ScoredModel score_model(nn::Module& model, const data::TensorDataset& test, Precision precision, Device device);
+
+// An INT8 checkpoint's recipe (its "int8" metadata, from `mixtape
+// quantize`) and the float checkpoint it came from, scored beside it when
+// that file is still where quantize read it.
+struct Int8Comparison {
+  std::string observer;
+  std::optional<double> smoothquant;  // its alpha
+  int64_t calibration_samples = 0;
+  std::vector<std::string> layers;
+  std::vector<std::pair<std::string, std::string>> kept_float;  // layer, why
+  std::string source;
+  bool source_scored = false;
+  ScoredModel int8_model, float_model;  // float_model: measured now, or as quantize recorded it
+};
+
 struct EvalResult {
   Evaluation evaluation;
   bool language_model = false;
@@ -39,6 +65,7 @@ struct EvalResult {
   std::string half_dtype;
   Evaluation autocast_evaluation, half_evaluation;
   int64_t parameter_bytes = 0, half_parameter_bytes = 0;
+  std::optional<Int8Comparison> int8;
 };
 // `mixtape eval`: rebuilds the model named in the checkpoint and evaluates
 // it on the held-out split of the dataset it was trained on (its first

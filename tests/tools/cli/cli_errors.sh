@@ -50,6 +50,17 @@ grep -q '"summary"' "$tmp/m.jsonl" || { echo "FAIL: no summary line in the metri
 "$mixtape" eval --checkpoint "$tmp/c.safetensors" --device cpu | grep -q "test accuracy" ||
   { echo "FAIL: eval did not print the accuracy"; failures=$((failures + 1)); }
 "$mixtape" info | grep -q "fashion-mnist" || { echo "FAIL: info"; failures=$((failures + 1)); }
+
+# INT8: quantize writes a checkpoint eval reads back; it never overwrites its input.
+"$mixtape" quantize --checkpoint "$tmp/c.safetensors" --out "$tmp/q.safetensors" --calibrate 64 --test-limit 200 \
+    | grep -q "^int8:  accuracy" || { echo "FAIL: quantize did not print the INT8 accuracy"; failures=$((failures + 1)); }
+"$mixtape" eval --checkpoint "$tmp/q.safetensors" | grep -q "^int8: 3 Linear layer(s) W8A8" ||
+  { echo "FAIL: eval of an INT8 checkpoint did not say so"; failures=$((failures + 1)); }
+expect_failure "^error: quantize: --out .* is the input checkpoint" quantize --checkpoint "$tmp/c.safetensors" \
+  --out "$tmp/c.safetensors"
+expect_failure "observer" quantize --checkpoint "$tmp/c.safetensors" --out "$tmp/q2.safetensors" --observer max
+expect_failure "^error: .*INT8 checkpoint already" quantize --checkpoint "$tmp/q.safetensors" --out "$tmp/q2.safetensors"
+expect_failure "^error: .*does not match this run|^error: .*i8" train --resume "$tmp/q.safetensors" --steps 1
 MT_GPT2_BPE_DIR="$tmp/none" "$mixtape" info | grep -q "^gpt2 tokenizer: missing: tools/scripts/setup.sh" ||
   { echo "FAIL: info does not say where the GPT-2 BPE files come from"; failures=$((failures + 1)); }
 

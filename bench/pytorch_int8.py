@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""PyTorch's side of the INT8 benchmark (bench/cpu_int8_vs_pytorch.sh): a
+mixtape mlp or cnn checkpoint loaded into its PyTorch twin
+(tools/scripts/load_in_pytorch.py), then eager-mode post-training static
+quantization with the fbgemm qconfig (histogram observer on activations,
+per-channel symmetric INT8 weights), calibrated on the first CALIBRATE
+training images as `mixtape quantize` is. Prints the test accuracy and the
+warm samples/s of the whole test set in one batch, float and INT8, on THREADS
+threads. Usage: pytorch_int8.py CHECKPOINT CALIBRATE THREADS"""
+import gzip, os, sys, time
+import numpy as np, torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "scripts"))
+from load_in_pytorch import MLP, CNN, read_safetensors  # noqa: E402
+
+path, calibrate, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+torch.set_num_threads(threads)
+root = "/usr/share/datasets/fashion-mnist"
+
+
+def images(split):
+    with gzip.open(f"{root}/{split}-images-idx3-ubyte.gz") as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28).astype(np.float32) / 255.0
+    with gzip.open(f"{root}/{split}-labels-idx1-ubyte.gz") as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8).astype(np.int64)
+    return torch.from_numpy((x - 0.2860) / 0.3530), torch.from_numpy(y)
+
+
+class Quantized(torch.nn.Module):  # eager mode: quantize the input, dequantize the logits
+    def __init__(self, model):
+        super().__init__()
+        self.quant, self.model, self.dequant = torch.ao.quantization.QuantStub(), model, torch.ao.quantization.DeQuantStub()
+
+    def forward(self, x):  # the twins' F.relu runs on quint8 tensors as it is
+        return self.dequant(self.model(self.quant(x)))
+
+
+def score(model, x, y):
+    with torch.no_grad():
+        model(x)  # warm
+        start = time.perf_counter()
+        predicted = model(x).argmax(1)
+        seconds = time.perf_counter() - start
+    return (predicted == y).double().mean().item(), len(y) / seconds
+
+
+tensors, meta = read_safetensors(path)
+model = {"mlp": MLP, "cnn": CNN}[meta["model"]]()
+model.load_state_dict({k: v.float() for k, v in tensors.items() if not k.startswith(("optimizer.", "scaler."))})
+model.eval()
+test_x, test_y = images("t10k")
+train_x, _ = images("train")
+float_accuracy, float_rate = score(model, test_x, test_y)
+
+q = Quantized(model)
+q.eval()
+q.qconfig = torch.ao.quantization.get_default_qconfig("fbgemm")
+prepared = torch.ao.quantization.prepare(q)
+with torch.no_grad():
+    for begin in range(0, calibrate, 64):
+        prepared(train_x[begin:min(begin + 64, calibrate)])
+converted = torch.ao.quantization.convert(prepared)
+int8_accuracy, int8_rate = score(converted, test_x, test_y)
+print(f"{float_accuracy:.4f} {float_rate:.0f} {int8_accuracy:.4f} {int8_rate:.0f}")
