@@ -25,9 +25,9 @@ mt::int8::Int8Tensor quantize_weight(const Tensor& weight, bool per_tensor) {
                             zeros({weight.size(0)}, kI32, weight.device()), 0, kI8);
 }
 
-// The Linears `options` quantize, by name, and what they leave in float and why.
+// The layers `options` quantize, by name, and what they leave in float and why.
 struct Selection {
-  std::vector<std::pair<std::string, nn::Linear*>> linears;
+  std::vector<std::pair<std::string, nn::QuantizableLayer*>> layers;
   std::vector<KeptFloat> kept_float;
 };
 
@@ -35,23 +35,21 @@ Selection select_layers(nn::Module& model, const QuantizeOptions& options) {
   const auto modules = model.named_modules();
   for (const std::string& kept : options.keep_float) {
     const bool found = std::any_of(modules.begin(), modules.end(), [&](const auto& m) {
-      return m.first == kept && m.second->template as<nn::Linear>() != nullptr;
+      return m.first == kept && m.second->template as<nn::QuantizableLayer>() != nullptr;
     });
-    MT_CHECK(found, "int8: --keep-float '{}' is not a Linear layer of this model", kept);
+    MT_CHECK(found, "int8: --keep-float '{}' is not a Linear or Conv2d layer of this model", kept);
   }
   Selection s;
   for (const auto& [name, module] : modules) {
-    if (module->as<nn::Conv2d>() != nullptr) {
-      s.kept_float.push_back({name, "a convolution: the INT8 Conv2d is not built yet"});
-      continue;
-    }
-    auto* linear = module->as<nn::Linear>();
-    if (linear == nullptr || linear->is_int8()) continue;
+    auto* layer = module->as<nn::QuantizableLayer>();
+    if (layer == nullptr || layer->is_int8()) continue;
     if (kept_by_choice(options, name)) {
       s.kept_float.push_back({name, "left out by --keep-float"});
-      continue;
+    } else if (const std::string reason = layer->int8_unsupported_reason(); !reason.empty()) {
+      s.kept_float.push_back({name, reason});
+    } else {
+      s.layers.emplace_back(name, layer);
     }
-    s.linears.emplace_back(name, linear);
   }
   return s;
 }
@@ -59,8 +57,8 @@ Selection select_layers(nn::Module& model, const QuantizeOptions& options) {
 }  // namespace
 
 SmoothQuantCalibrator::SmoothQuantCalibrator(nn::Module& model, const QuantizeOptions& options) {
-  for (const auto& [name, linear] : select_layers(model, options).linears) {
-    watched_.push_back({name, linear, std::make_shared<Tensor>()});
+  for (const auto& [name, layer] : select_layers(model, options).layers) {
+    if (auto* linear = layer->as<nn::Linear>()) watched_.push_back({name, linear, std::make_shared<Tensor>()});
   }
   for (Watched& w : watched_) {
     std::shared_ptr<Tensor> amax = w.channel_amax;
@@ -103,8 +101,8 @@ Calibrator::Calibrator(nn::Module& model, QuantizeOptions options) : options_(st
   make_observer(options_.observer);  // an unknown name fails here, before any batch runs
   Selection selection = select_layers(model, options_);
   kept_float_ = std::move(selection.kept_float);
-  for (const auto& [name, linear] : selection.linears) {
-    watched_.push_back({name, linear, make_observer(options_.observer)});
+  for (const auto& [name, layer] : selection.layers) {
+    watched_.push_back({name, layer, make_observer(options_.observer)});
   }
   for (Watched& w : watched_) {
     Observer* observer = w.observer.get();
@@ -148,19 +146,19 @@ void prepare_int8_layers(nn::Module& model, const std::vector<std::string>& laye
   auto modules = model.named_modules();
   for (const std::string& name : layers) {
     auto it = std::find_if(modules.begin(), modules.end(), [&](const auto& m) { return m.first == name; });
-    MT_CHECK(it != modules.end() && it->second->as<nn::Linear>() != nullptr,
-             "INT8 checkpoint: '{}' is not a Linear layer of this model", name);
-    auto* linear = it->second->as<nn::Linear>();
-    if (!linear->is_int8()) linear->make_int8_slots(smoothed);
+    MT_CHECK(it != modules.end() && it->second->as<nn::QuantizableLayer>() != nullptr,
+             "INT8 checkpoint: '{}' is not a Linear or Conv2d layer of this model", name);
+    auto* layer = it->second->as<nn::QuantizableLayer>();
+    if (!layer->is_int8()) layer->make_int8_slots(smoothed && layer->as<nn::Linear>() != nullptr);
   }
 }
 
 void check_int8_layers(nn::Module& model) {
   for (const auto& [name, module] : model.named_modules()) {
-    auto* linear = module->as<nn::Linear>();
-    if (linear == nullptr || !linear->is_int8()) continue;
+    auto* layer = module->as<nn::QuantizableLayer>();
+    if (layer == nullptr || !layer->is_int8()) continue;
     try {
-      linear->check_int8();
+      layer->check_int8();
     } catch (const Error& e) {
       fail("INT8 layer '{}': {}", name, e.what());
     }
@@ -170,8 +168,8 @@ void check_int8_layers(nn::Module& model) {
 std::vector<std::string> int8_layer_names(nn::Module& model) {
   std::vector<std::string> names;
   for (const auto& [name, module] : model.named_modules()) {
-    auto* linear = module->as<nn::Linear>();
-    if (linear != nullptr && linear->is_int8()) names.push_back(name);
+    auto* layer = module->as<nn::QuantizableLayer>();
+    if (layer != nullptr && layer->is_int8()) names.push_back(name);
   }
   return names;
 }

@@ -67,4 +67,11 @@ struct InputQuantization {
 Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization& input, const Tensor& bias = Tensor(),
               LinearActivation activation = LinearActivation::None);
 
+// The convolution's INT8 form (groups 1), as linear's: x [N, C, H, W]
+// quantized to u8 per tensor (padding reads as the zero point, the value 0),
+// W i8 [O, C, kH, kW] per output channel, s32 sums, the same epilogue. CPU
+// only, as linear.
+Tensor conv2d(const Tensor& x, const Int8Tensor& weight, const InputQuantization& input, const Tensor& bias = Tensor(),
+              Size2 stride = 1, Size2 padding = 0, Size2 dilation = 1);
+
 }  // namespace mt::int8

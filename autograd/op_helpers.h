@@ -3,6 +3,7 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "kernels/conv/api.h"
 #include "kernels/gemm/api.h"
 
 namespace mt::autograd {
@@ -16,6 +17,12 @@ Tensor broadcast_view(const Tensor& t, const Shape& shape);
 
 // Sorted, unique, wrapped dims; an empty list means every dim.
 Shape normalize_dims(const Shape& dims, int64_t ndim, const char* op);
+
+// A convolution's geometry (output size included) from its input [N, C, H,
+// W] and weight shape [O, C / groups, kH, kW], every size checked: what the
+// float conv2d and the INT8 one both run on.
+kernels::ConvShape conv2d_geometry(const Tensor& x, const Shape& weight_sizes, Size2 stride, Size2 padding,
+                                   Size2 dilation, int64_t groups);
 
 // The GEMM epilogue's form of a Linear's fused activation.
 inline kernels::GemmActivation gemm_activation(LinearActivation activation) {

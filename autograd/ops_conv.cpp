@@ -25,50 +25,36 @@ Tensor grad_buffer(bool needed, const Shape& shape, DType dtype, Device device) 
 
 }  // namespace
 
-// ---------------------------------------------------------------- conv2d
+namespace autograd {
 
-Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Size2 stride, Size2 padding,
-              Size2 dilation, int64_t groups) {
-  const auto in = autograd::autocast_inputs(amp::Op::Conv2d, {x_in, weight_in, bias_in});
-  const Tensor& x = in[0];
-  const Tensor& weight = in[1];
-  const Tensor& bias = in[2];
+kernels::ConvShape conv2d_geometry(const Tensor& x, const Shape& w, Size2 stride, Size2 padding, Size2 dilation,
+                                   int64_t groups) {
   MT_CHECK(x.dim() == 4, "conv2d: expected input [N, C, H, W], got {}", x.shape_string());
-  MT_CHECK(weight.dim() == 4,
+  MT_CHECK(w.size() == 4,
            "conv2d: expected weight [out_channels, in_channels/groups, kH, "
            "kW], got {}",
-           weight.shape_string());
-  autograd::check_floating("conv2d", x);
-  autograd::check_same_device("conv2d", x, weight);
-  MT_CHECK(x.dtype() == weight.dtype(), "conv2d: input ({}) and weight ({}) must have the same dtype", x.dtype(),
-           weight.dtype());
+           shape_str(w));
   MT_CHECK(stride.h > 0 && stride.w > 0 && dilation.h > 0 && dilation.w > 0 && padding.h >= 0 && padding.w >= 0,
            "conv2d: stride {} and dilation {} must be positive and padding {} "
            "non-negative",
            pair_str(stride), pair_str(dilation), pair_str(padding));
-  const int64_t channels = x.size(1), out_channels = weight.size(0);
+  const int64_t channels = x.size(1), out_channels = w[0];
   MT_CHECK(groups > 0 && channels % groups == 0 && out_channels % groups == 0,
            "conv2d: groups = {} must divide both in_channels = {} (input {}) "
            "and out_channels = {} (weight {})",
-           groups, channels, x.shape_string(), out_channels, weight.shape_string());
-  MT_CHECK(weight.size(1) * groups == channels,
+           groups, channels, x.shape_string(), out_channels, shape_str(w));
+  MT_CHECK(w[1] * groups == channels,
            "conv2d: input {} has {} channels but weight {} expects {} "
            "(in_channels/groups = {} with groups = {})",
-           x.shape_string(), channels, weight.shape_string(), weight.size(1) * groups, weight.size(1), groups);
-  if (bias.defined()) {
-    MT_CHECK(bias.dim() == 1 && bias.size(0) == out_channels, "conv2d: bias {} must be [{}] (weight {})",
-             bias.shape_string(), out_channels, weight.shape_string());
-    autograd::check_same_device("conv2d", x, bias);
-    MT_CHECK(bias.dtype() == x.dtype(), "conv2d: bias ({}) must have the input's dtype ({})", bias.dtype(), x.dtype());
-  }
+           x.shape_string(), channels, shape_str(w), w[1] * groups, w[1], groups);
   kernels::ConvShape g;
   g.batch = x.size(0);
   g.in_channels = channels;
   g.in_h = x.size(2);
   g.in_w = x.size(3);
   g.out_channels = out_channels;
-  g.kernel_h = weight.size(2);
-  g.kernel_w = weight.size(3);
+  g.kernel_h = w[2];
+  g.kernel_w = w[3];
   g.stride_h = stride.h;
   g.stride_w = stride.w;
   g.pad_h = padding.h;
@@ -80,11 +66,36 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   MT_CHECK(g.in_h + 2 * padding.h >= span_h && g.in_w + 2 * padding.w >= span_w,
            "conv2d: kernel {} (dilated extent {}x{}) is larger than the padded "
            "input {}x{} (input {}, padding {})",
-           weight.shape_string(), span_h, span_w, g.in_h + 2 * padding.h, g.in_w + 2 * padding.w, x.shape_string(),
+           shape_str(w), span_h, span_w, g.in_h + 2 * padding.h, g.in_w + 2 * padding.w, x.shape_string(),
            pair_str(padding));
   g.out_h = (g.in_h + 2 * padding.h - span_h) / stride.h + 1;
   g.out_w = (g.in_w + 2 * padding.w - span_w) / stride.w + 1;
 
+  return g;
+}
+
+}  // namespace autograd
+
+// ---------------------------------------------------------------- conv2d
+
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Size2 stride, Size2 padding,
+              Size2 dilation, int64_t groups) {
+  const auto in = autograd::autocast_inputs(amp::Op::Conv2d, {x_in, weight_in, bias_in});
+  const Tensor& x = in[0];
+  const Tensor& weight = in[1];
+  const Tensor& bias = in[2];
+  autograd::check_floating("conv2d", x);
+  autograd::check_same_device("conv2d", x, weight);
+  MT_CHECK(x.dtype() == weight.dtype(), "conv2d: input ({}) and weight ({}) must have the same dtype", x.dtype(),
+           weight.dtype());
+  const kernels::ConvShape g = autograd::conv2d_geometry(x, weight.sizes(), stride, padding, dilation, groups);
+  const int64_t out_channels = g.out_channels;
+  if (bias.defined()) {
+    MT_CHECK(bias.dim() == 1 && bias.size(0) == out_channels, "conv2d: bias {} must be [{}] (weight {})",
+             bias.shape_string(), out_channels, weight.shape_string());
+    autograd::check_same_device("conv2d", x, bias);
+    MT_CHECK(bias.dtype() == x.dtype(), "conv2d: bias ({}) must have the input's dtype ({})", bias.dtype(), x.dtype());
+  }
   Tensor y = empty({g.batch, out_channels, g.out_h, g.out_w}, x.dtype(), x.device());
   kernels::conv2d_forward(x, weight, bias, g, y);
   const bool need_x = autograd::needs_grad({x});

@@ -29,10 +29,7 @@ Tensor Linear::forward(const Tensor& x, LinearActivation activation) {
     return linear(smoothed, weight, bias, activation);
   }
   report_input(x);
-  if (is_int8()) {
-    return int8::linear(x, int8_weight(), {.scale = input_scale, .zero_point = input_zero_point, .smooth = input_smooth},
-                        bias, activation);
-  }
+  if (is_int8()) return int8::linear(x, int8_weight(), int8_input(), bias, activation);
   return linear(x, weight, bias, activation);
 }
 
@@ -41,12 +38,14 @@ std::string Linear::extra_repr() const {
                      is_int8() ? ", int8" : "");
 }
 
-void Linear::to_int8(const int8::Int8Tensor& q, double scale, int32_t zero_point) {
-  MT_CHECK(!is_int8(), "Linear::to_int8: the layer is INT8 already");
+void QuantizableLayer::to_int8(const int8::Int8Tensor& q, double scale, int32_t zero_point) {
+  MT_CHECK(!is_int8(), "{}::to_int8: the layer is INT8 already", name());
+  const std::string reason = int8_unsupported_reason();
+  MT_CHECK(reason.empty(), "{}::to_int8: {}", name(), reason);
   MT_CHECK(q.data.dtype() == kI8 && q.axis == 0 && q.data.sizes() == weight.sizes(),
-           "Linear::to_int8: expected an i8 {} weight quantized per output channel, got {} {}", weight.shape_string(),
-           q.data.dtype(), q.data.shape_string());
-  int8::check(q, "Linear::to_int8");
+           "{}::to_int8: expected an i8 {} weight quantized per output channel, got {} {}", name(),
+           weight.shape_string(), q.data.dtype(), q.data.shape_string());
+  int8::check(q, name() + "::to_int8");
   const Device device = weight.device();
   const NoGradGuard no_grad;
   weight = q.data.to(device);
@@ -57,14 +56,17 @@ void Linear::to_int8(const int8::Int8Tensor& q, double scale, int32_t zero_point
   check_int8();
 }
 
-void Linear::smooth(const Tensor& s) {
+void QuantizableLayer::smooth(const Tensor& s) {
+  MT_CHECK(weight.dim() == 2, "{}::smooth: SmoothQuant applies to Linear layers", name());
   MT_CHECK(!is_int8() && !input_smooth.defined(), "Linear::smooth: the layer is smoothed or INT8 already");
   MT_CHECK(s.dim() == 1 && s.size(0) == weight.size(1), "Linear::smooth: expected {} factors, got {}", weight.size(1),
            s.shape_string());
   const std::vector<double> factors = s.to_vector();
   for (size_t j = 0; j < factors.size(); ++j) {
-    MT_CHECK(std::isfinite(factors[j]) && factors[j] > 0, "Linear::smooth: factor {} of input channel {} is not a "
-             "finite positive number", factors[j], j);
+    MT_CHECK(std::isfinite(factors[j]) && factors[j] > 0,
+             "Linear::smooth: factor {} of input channel {} is not a "
+             "finite positive number",
+             factors[j], j);
   }
   const NoGradGuard no_grad;
   const Tensor factors32 = s.to(kF32).to(weight.device());
@@ -72,7 +74,7 @@ void Linear::smooth(const Tensor& s) {
   register_buffer("input_smooth", input_smooth, factors32);
 }
 
-void Linear::make_int8_slots(bool smoothed) {
+void QuantizableLayer::make_int8_slots(bool smoothed) {
   const int64_t out = weight.size(0);
   const Device device = weight.device();
   if (smoothed) smooth(ones({weight.size(1)}, kF32, device));
@@ -83,25 +85,30 @@ void Linear::make_int8_slots(bool smoothed) {
           1.0, 128);
 }
 
-int8::Int8Tensor Linear::int8_weight() const {
+int8::Int8Tensor QuantizableLayer::int8_weight() const {
   return {.data = weight, .scales = weight_scale, .zero_points = weight_zero_point, .axis = 0};
 }
 
-void Linear::check_int8() const {
-  MT_CHECK(is_int8(), "Linear::check_int8: the layer is not INT8");
-  int8::check(int8_weight(), "Linear (INT8) weight");
+int8::InputQuantization QuantizableLayer::int8_input() const {
+  return {.scale = input_scale, .zero_point = input_zero_point, .smooth = input_smooth};
+}
+
+void QuantizableLayer::check_int8() const {
+  MT_CHECK(is_int8(), "{}::check_int8: the layer is not INT8", name());
+  MT_CHECK(int8_unsupported_reason().empty(), "{} (INT8): {}", name(), int8_unsupported_reason());
+  int8::check(int8_weight(), name() + " (INT8) weight");
   int8::check({.data = empty({1}, kU8, input_scale.device()),
                .scales = input_scale.reshape({1}),
                .zero_points = input_zero_point.reshape({1})},
-              "Linear (INT8) input");
+              name() + " (INT8) input");
   if (input_smooth.defined()) {
     int8::check({.data = empty({1, input_smooth.numel()}, kU8, input_smooth.device()),
                  .scales = input_smooth,
                  .zero_points = zeros({input_smooth.numel()}, kI32, input_smooth.device()),
                  .axis = 1},
-                "Linear (INT8) input_smooth");
-    MT_CHECK(input_smooth.numel() == weight.size(1), "Linear (INT8): {} smoothing factors for {} inputs",
-             input_smooth.numel(), weight.size(1));
+                name() + " (INT8) input_smooth");
+    MT_CHECK(weight.dim() == 2 && input_smooth.numel() == weight.size(1),
+             "{} (INT8): {} smoothing factors for a weight {}", name(), input_smooth.numel(), weight.shape_string());
   }
 }
 
@@ -171,13 +178,15 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel, Size2 st
 
 Tensor Conv2d::forward(const Tensor& x) {
   const ForwardScope scope(*this);
+  report_input(x);
+  if (is_int8()) return int8::conv2d(x, int8_weight(), int8_input(), bias, stride_, padding_, dilation_);
   return conv2d(x, weight, bias, stride_, padding_, dilation_, groups_);
 }
 
 std::string Conv2d::extra_repr() const {
-  return fmt::format("{}, {}, kernel_size=({}, {}), stride=({}, {}), padding=({}, {}), groups={}, bias={}",
+  return fmt::format("{}, {}, kernel_size=({}, {}), stride=({}, {}), padding=({}, {}), groups={}, bias={}{}",
                      weight.size(1) * groups_, weight.size(0), weight.size(2), weight.size(3), stride_.h, stride_.w,
-                     padding_.h, padding_.w, groups_, bias.defined());
+                     padding_.h, padding_.w, groups_, bias.defined(), is_int8() ? ", int8" : "");
 }
 
 std::string BatchNorm2d::extra_repr() const {

@@ -13,30 +13,30 @@
 
 namespace mt::nn {
 
-class Linear : public Module {
+// What Linear and Conv2d share: a weight [out, ...] and a bias with
+// PyTorch's names, and an INT8 form for inference (post-training static
+// quantization, W8A8; amp/int8_quantize.h calibrates and calls these).
+// to_int8 replaces the float weight by `weight` (i8, a scale per output
+// channel) and registers the buffers weight_scale (f32 [out]),
+// weight_zero_point (i32 [out], zeros: symmetric), input_scale (f32 []) and
+// input_zero_point (i32 []): each input is quantized to u8 with those
+// before the INT8 GEMM (mt::int8::linear / conv2d), the bias stays float.
+// The state dict then holds exactly these, so an INT8 checkpoint is the
+// layer's state. While an input hook is set (Module::set_input_hook) the
+// layer hands it each input: what calibration observes.
+class QuantizableLayer : public Module {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias = true);
-  Tensor forward(const Tensor& x) override;
-  // With the activation fused into the GEMM's epilogue (one kernel, one rounding).
-  Tensor forward(const Tensor& x, LinearActivation activation);
-  std::string name() const override { return "Linear"; }
-  std::string extra_repr() const override;
   Tensor weight, bias;
 
-  // ---- INT8 inference (post-training static quantization, W8A8;
-  // amp/int8_quantize.h calibrates and calls these). to_int8 replaces the
-  // float weight by `weight` (i8 [out, in], a scale per output channel) and
-  // registers the buffers weight_scale (f32 [out]), weight_zero_point (i32
-  // [out], zeros: symmetric), input_scale (f32 []) and input_zero_point
-  // (i32 []): each input is quantized to u8 with those before the INT8 GEMM
-  // (mt::int8::linear), the bias stays float. The state dict then holds
-  // exactly these, so an INT8 checkpoint is this layer's state.
   void to_int8(const int8::Int8Tensor& weight, double input_scale, int32_t input_zero_point);
-  // SmoothQuant (Xiao et al. 2023), before to_int8: weight[:, j] *= s[j]
-  // and each input is divided by s[j] (buffer input_smooth, f32 [in]), so
-  // the layer computes the same function while the input's outlier
-  // channels shrink and the weight's columns grow to meet them. Once INT8
-  // the division rides in the input's quantize (int8::InputQuantization).
+  // Why this layer has no INT8 form ("" when it has one).
+  virtual std::string int8_unsupported_reason() const { return ""; }
+  // SmoothQuant (Xiao et al. 2023), for a Linear before to_int8:
+  // weight[:, j] *= s[j] and each input is divided by s[j] (buffer
+  // input_smooth, f32 [in]), so the layer computes the same function while
+  // the input's outlier channels shrink and the weight's columns grow to
+  // meet them. Once INT8 the division rides in the input's quantize
+  // (int8::InputQuantization).
   void smooth(const Tensor& s);
   // The same slots, zero-filled, for load_state_dict to fill from an INT8
   // checkpoint (with input_smooth when `smoothed`); check_int8() then
@@ -48,8 +48,19 @@ class Linear : public Module {
   bool keeps_f32_buffers() const override { return is_int8() || input_smooth.defined(); }
   Tensor weight_scale, weight_zero_point, input_scale, input_zero_point, input_smooth;
 
- private:
+ protected:
   int8::Int8Tensor int8_weight() const;
+  int8::InputQuantization int8_input() const;
+};
+
+class Linear : public QuantizableLayer {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  // With the activation fused into the GEMM's epilogue (one kernel, one rounding).
+  Tensor forward(const Tensor& x, LinearActivation activation);
+  std::string name() const override { return "Linear"; }
+  std::string extra_repr() const override;
 };
 
 class LayerNorm : public Module {
@@ -139,14 +150,16 @@ class Flatten : public Module {
   int64_t start_, end_;
 };
 
-class Conv2d : public Module {
+class Conv2d : public QuantizableLayer {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel, Size2 stride = 1, Size2 padding = 0,
          Size2 dilation = 1, int64_t groups = 1, bool bias = true);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
-  Tensor weight, bias;
+  std::string int8_unsupported_reason() const override {
+    return groups_ == 1 ? "" : "a grouped convolution: the INT8 convolution takes groups = 1";
+  }
 
  private:
   Size2 stride_, padding_, dilation_;

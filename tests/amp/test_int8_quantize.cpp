@@ -115,7 +115,7 @@ TEST_CASE("int8 calibration refuses non-finite inputs, unknown layers and observ
     CHECK_THROWS_WITH(model->forward(full({2, 16}, std::numeric_limits<double>::infinity())),
                       Contains("the input of 'fc1' was refused"));
   }
-  CHECK_THROWS_WITH(amp::int8::Calibrator(*model, options("entropy", {"fc3"})), Contains("'fc3' is not a Linear"));
+  CHECK_THROWS_WITH(amp::int8::Calibrator(*model, options("entropy", {"fc3"})), Contains("'fc3' is not a Linear or Conv2d"));
   CHECK_THROWS_WITH(amp::int8::Calibrator(*model, options("maxmin")), Contains("minmax"));
 }
 
@@ -154,5 +154,5 @@ TEST_CASE("an int8 state dict loads back only into int8 slots, with sane scales"
     INFO(key << " = " << value);
     CHECK_THROWS_WITH(amp::int8::check_int8_layers(*victim), Contains(key.substr(0, 3)));
   }
-  CHECK_THROWS_WITH(amp::int8::prepare_int8_layers(*fresh, {"fc9"}), Contains("'fc9' is not a Linear layer"));
+  CHECK_THROWS_WITH(amp::int8::prepare_int8_layers(*fresh, {"fc9"}), Contains("'fc9' is not a Linear or Conv2d layer"));
 }

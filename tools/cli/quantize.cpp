@@ -12,7 +12,7 @@
 namespace mt::cli {
 
 void print_int8_comparison(const tools::Int8Comparison& c, bool language_model) {
-  std::printf("int8: %zu Linear layer(s) W8A8 (%s observer%s, %lld calibration samples)\n", c.layers.size(),
+  std::printf("int8: %zu layer(s) W8A8 (%s observer%s, %lld calibration samples)\n", c.layers.size(),
               c.observer.c_str(), c.smoothquant ? fmt::format(", SmoothQuant alpha {}", *c.smoothquant).c_str() : "",
               static_cast<long long>(c.calibration_samples));
   for (const auto& [layer, reason] : c.kept_float)
@@ -69,8 +69,8 @@ Subcommand add_quantize(CLI::App& app) {
   add_integer_option(cmd, "--calibrate", a->calibrate,
                      "calibration samples from the training split (default 512 for text, 1024 for images)", 0);
   cmd->add_option("--observer", a->observer,
-                  "how each input's range is chosen: minmax | moving-average-minmax | percentile (99.99) | entropy "
-                  "(KL, TensorRT's) | mse")
+                  "how each input's range is chosen: mse (least squared error, the default) | minmax | "
+                  "moving-average-minmax | percentile (99.99) | entropy (KL, TensorRT's)")
       ->check(CLI::IsMember({"minmax", "moving-average-minmax", "percentile", "entropy", "mse"}));
   cmd->add_flag("--per-tensor", a->per_tensor, "one scale per weight instead of one per output channel");
   cmd->add_option(

@@ -16,7 +16,7 @@ namespace mt::tools {
 
 struct QuantizeRequest {
   std::string checkpoint, out, data_dir, device = "cpu";
-  std::string observer = "entropy";
+  std::string observer = "mse";
   int64_t calibrate = 0;  // samples; 0: 512 for text, 1024 for images
   bool per_tensor = false;
   std::optional<double> smoothquant;  // alpha: SmoothQuant before calibration

@@ -54,7 +54,7 @@ grep -q '"summary"' "$tmp/m.jsonl" || { echo "FAIL: no summary line in the metri
 # INT8: quantize writes a checkpoint eval reads back; it never overwrites its input.
 "$mixtape" quantize --checkpoint "$tmp/c.safetensors" --out "$tmp/q.safetensors" --calibrate 64 --test-limit 200 \
     | grep -q "^int8:  accuracy" || { echo "FAIL: quantize did not print the INT8 accuracy"; failures=$((failures + 1)); }
-"$mixtape" eval --checkpoint "$tmp/q.safetensors" | grep -q "^int8: 3 Linear layer(s) W8A8" ||
+"$mixtape" eval --checkpoint "$tmp/q.safetensors" | grep -q "^int8: 3 layer(s) W8A8" ||
   { echo "FAIL: eval of an INT8 checkpoint did not say so"; failures=$((failures + 1)); }
 expect_failure "^error: quantize: --out .* is the input checkpoint" quantize --checkpoint "$tmp/c.safetensors" \
   --out "$tmp/c.safetensors"
