@@ -73,9 +73,26 @@ Window window_of(const ConvShape& g) {
 
 // Geometry, dtype and thread count: everything a convolution's primitives depend on.
 onednn::PrimitiveKey key_of(const ConvShape& g, memory::data_type type, int64_t pass, bool bias) {
-  return {omp_get_max_threads(), static_cast<int64_t>(type), pass, bias, g.batch, g.in_channels, g.in_h, g.in_w,
-          g.out_channels, g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h,
-          g.dilation_w, g.groups, g.out_h, g.out_w};
+  return {omp_get_max_threads(),
+          static_cast<int64_t>(type),
+          pass,
+          bias,
+          g.batch,
+          g.in_channels,
+          g.in_h,
+          g.in_w,
+          g.out_channels,
+          g.kernel_h,
+          g.kernel_w,
+          g.stride_h,
+          g.stride_w,
+          g.pad_h,
+          g.pad_w,
+          g.dilation_h,
+          g.dilation_w,
+          g.groups,
+          g.out_h,
+          g.out_w};
 }
 
 using ForwardPd = dnnl::convolution_forward::primitive_desc;
@@ -90,10 +107,10 @@ ForwardPd forward_pd(const ConvShape& g, memory::data_type type, bool bias, bool
   const auto algorithm = dnnl::algorithm::convolution_direct;
   const memory::desc bias_md({g.out_channels}, memory::data_type::f32, Tag::a);
   const dnnl::convolution_forward::desc desc =
-      bias ? dnnl::convolution_forward::desc(kind, algorithm, src, weights, bias_md, dst, w.strides, w.dilates,
-                                             w.pad_l, w.pad_r)
-           : dnnl::convolution_forward::desc(kind, algorithm, src, weights, dst, w.strides, w.dilates, w.pad_l,
-                                             w.pad_r);
+      bias
+          ? dnnl::convolution_forward::desc(kind, algorithm, src, weights, bias_md, dst, w.strides, w.dilates, w.pad_l,
+                                            w.pad_r)
+          : dnnl::convolution_forward::desc(kind, algorithm, src, weights, dst, w.strides, w.dilates, w.pad_l, w.pad_r);
   return ForwardPd(desc, onednn::engine(), allow_empty);
 }
 
@@ -211,8 +228,8 @@ void weight_gradient_in_chunks(const Tensor& dy, const Tensor& x, const ConvShap
       onednn::LayoutBuffer diff_weights =
           onednn::LayoutBuffer::output(plain_f32, partials.get() + chunk * wnumel, pd->diff_weights_desc());
       run(dnnl::convolution_backward_weights(*pd), {{DNNL_ARG_DIFF_DST, diff_dst.memory()},
-                                                     {DNNL_ARG_SRC, src.memory()},
-                                                     {DNNL_ARG_DIFF_WEIGHTS, diff_weights.memory()}});
+                                                    {DNNL_ARG_SRC, src.memory()},
+                                                    {DNNL_ARG_DIFF_WEIGHTS, diff_weights.memory()}});
       diff_weights.commit();
     }
   });
@@ -234,7 +251,7 @@ bool onednn_conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& 
   if (!type) return declined(geometry, "forward", "dtype");
   const bool has_bias = bias.defined();
   const std::optional<ForwardPd> pd = cache<ForwardPd>().get(key_of(geometry, *type, kForward, has_bias),
-                                                              [&] { return make_forward(geometry, *type, has_bias); });
+                                                             [&] { return make_forward(geometry, *type, has_bias); });
   if (!pd) return declined(geometry, "forward", "no optimised oneDNN kernel for this CPU");
 
   const Tensor vx = contiguous_as(x, dtype), vw = contiguous_as(weight, dtype), vy = output_buffer(y, dtype);
@@ -287,12 +304,60 @@ bool onednn_conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& wei
         onednn::LayoutBuffer::input(plain.weights, vw.data_ptr(), data_pd->weights_desc());
     onednn::LayoutBuffer diff_src = onednn::LayoutBuffer::output(plain.src, vdx.data_ptr(), data_pd->diff_src_desc());
     run(dnnl::convolution_backward_data(*data_pd), {{DNNL_ARG_DIFF_DST, diff_dst.memory()},
-                                                     {DNNL_ARG_WEIGHTS, weights.memory()},
-                                                     {DNNL_ARG_DIFF_SRC, diff_src.memory()}});
+                                                    {DNNL_ARG_WEIGHTS, weights.memory()},
+                                                    {DNNL_ARG_DIFF_SRC, diff_src.memory()}});
     diff_src.commit();
     finish_output(vdx, dx);
   }
   if (dweight.defined()) weight_gradient_in_chunks(vdy, contiguous_as(x, dtype), geometry, *type, dweight);
+  return true;
+}
+
+// ---- INT8 --------------------------------------------------------------
+
+namespace {
+
+// The INT8 convolution for one geometry: u8 src (its zero point given at run
+// time) x s8 weights -> the s32 sums; layouts oneDNN's choice, as for f32.
+// (oneDNN 2.6 declines run-time output scales for convolutions on this
+// CPU, measured: the scales are applied by the caller's epilogue.)
+std::optional<ForwardPd> make_int8_forward(const ConvShape& g) {
+  const Window w = window_of(g);
+  const memory::desc src({g.batch, g.in_channels, g.in_h, g.in_w}, memory::data_type::u8, Tag::any);
+  const memory::desc weights({g.out_channels, g.in_channels, g.kernel_h, g.kernel_w}, memory::data_type::s8, Tag::any);
+  const memory::desc dst({g.batch, g.out_channels, g.out_h, g.out_w}, memory::data_type::s32, Tag::any);
+  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                             src, weights, dst, w.strides, w.dilates, w.pad_l, w.pad_r);
+  dnnl::primitive_attr attr;
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  return unless_reference(ForwardPd(desc, attr, onednn::engine(), /*allow_empty=*/true));
+}
+
+constexpr int64_t kInt8Forward = 3;
+
+}  // namespace
+
+bool onednn_int8_conv2d(const Int8Conv2d& conv, int32_t* sums) {
+  const ConvShape& g = conv.shape;
+  if (cpu_gemm_library() == CpuGemmLibrary::Eigen || !onednn_int8_native() || g.groups != 1) return false;
+  const std::optional<ForwardPd> pd = cache<ForwardPd>().get(key_of(g, memory::data_type::u8, kInt8Forward, false),
+                                                             [&] { return make_int8_forward(g); });
+  if (!pd) return declined(g, "INT8 forward", "no optimised oneDNN INT8 kernel for this CPU");
+  const memory::desc plain_src({g.batch, g.in_channels, g.in_h, g.in_w}, memory::data_type::u8, Tag::nchw);
+  const memory::desc plain_weights({g.out_channels, g.in_channels, g.kernel_h, g.kernel_w}, memory::data_type::s8,
+                                   Tag::oihw);
+  const memory::desc plain_dst({g.batch, g.out_channels, g.out_h, g.out_w}, memory::data_type::s32, Tag::nchw);
+  const onednn::LayoutBuffer src = onednn::LayoutBuffer::input(plain_src, conv.x, pd->src_desc());
+  const onednn::LayoutBuffer weights = onednn::LayoutBuffer::input(plain_weights, conv.weight, pd->weights_desc());
+  onednn::LayoutBuffer dst = onednn::LayoutBuffer::output(plain_dst, sums, pd->dst_desc());
+  int32_t zero_point = conv.x_zero_point;
+  const dnnl::engine& engine = onednn::engine();
+  run(dnnl::convolution_forward(*pd), {{DNNL_ARG_SRC, src.memory()},
+                                       {DNNL_ARG_WEIGHTS, weights.memory()},
+                                       {DNNL_ARG_DST, dst.memory()},
+                                       {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
+                                        memory({{1}, memory::data_type::s32, Dims{1}}, engine, &zero_point)}});
+  dst.commit();
   return true;
 }
 

@@ -5,6 +5,7 @@
 
 #include "core/tensor.h"
 #include "kernels/conv/api.h"
+#include "kernels/conv/cpu.h"
 
 namespace mt::kernels::cpu {
 
@@ -18,7 +19,14 @@ bool onednn_conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& 
 // conditions. The bias gradient is not computed here.
 bool onednn_conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const ConvShape& geometry,
                             const Tensor& dx, const Tensor& dweight);
+// sums (s32 NCHW, contiguous) = sum (x - zero point) w, the INT8
+// convolution before its scales, bias and activation, through oneDNN's u8 x
+// s8 convolution (VNNI's vpdpbusd, AMX) where the CPU's INT8 products are
+// native and MT_CPU_GEMM allows it. Returns false, having written nothing,
+// when it does not.
+bool onednn_int8_conv2d(const Int8Conv2d& conv, int32_t* sums);
 #else
+inline bool onednn_int8_conv2d(const Int8Conv2d&, int32_t*) { return false; }
 inline bool onednn_conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const ConvShape&, const Tensor&) {
   return false;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "autograd/int8.h"
+#include "kernels/cpu_library_util.h"
 #include "kernels/sim_tensor_util.h"
 #include "mixtape.h"
 
@@ -147,47 +148,53 @@ TEST_CASE("int8 conv2d equals integer arithmetic on quantized patches, padding a
     int64_t n, c, h, w, o, kh, kw;
     Size2 stride, padding, dilation;
   };
-  for (const Geometry& g :
-       {Geometry{2, 3, 7, 6, 4, 3, 3, 1, 1, 1}, Geometry{1, 2, 9, 8, 3, 3, 2, {2, 1}, {1, 2}, {1, 2}}}) {
-    const std::vector<double> x = test::random_tensor({g.n * g.c * g.h * g.w}, kF64, kCPU, 21, -2, 2).to_vector();
-    const Tensor weight = test::random_tensor({g.o, g.c, g.kh, g.kw}, kF32, kCPU, 22);
-    const std::vector<double> bias = test::random_tensor({g.o}, kF64, kCPU, 23).to_vector();
-    const int8::Int8Tensor w = int8::quantize_per_channel_symmetric(weight);
-    const std::vector<double> qw = values(w.data), sw = values(w.scales);
-    const double s_x = 1.5 / 127;  // |x| up to 2: some inputs saturate
-    const int32_t z = 128;
-    const Tensor y = int8::conv2d(from_vector(x, {g.n, g.c, g.h, g.w}), w, {scalar_tensor(s_x), scalar_tensor(z, kI32)},
-                                  from_vector(bias, {g.o}), g.stride, g.padding, g.dilation);
-    const int64_t oh = (g.h + 2 * g.padding.h - g.dilation.h * (g.kh - 1) - 1) / g.stride.h + 1;
-    const int64_t ow = (g.w + 2 * g.padding.w - g.dilation.w * (g.kw - 1) - 1) / g.stride.w + 1;
-    REQUIRE(y.sizes() == Shape{g.n, g.o, oh, ow});
-    const std::vector<double> got = values(y);
-    auto qx = [&](int64_t n, int64_t c, int64_t iy, int64_t ix) -> int64_t {
-      if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) return z;
-      const float q =
-          static_cast<float>(x[static_cast<size_t>(((n * g.c + c) * g.h + iy) * g.w + ix)]) / static_cast<float>(s_x);
-      return std::min<int64_t>(255, std::max<int64_t>(0, static_cast<int64_t>(std::nearbyint(q)) + z));
-    };
-    for (int64_t n = 0; n < g.n; ++n) {
-      for (int64_t o = 0; o < g.o; ++o) {
-        for (int64_t oy = 0; oy < oh; ++oy) {
-          for (int64_t ox = 0; ox < ow; ++ox) {
-            int64_t sum = 0;
-            for (int64_t c = 0; c < g.c; ++c) {
-              for (int64_t i = 0; i < g.kh; ++i) {
-                for (int64_t j = 0; j < g.kw; ++j) {
-                  const int64_t iy = oy * g.stride.h - g.padding.h + i * g.dilation.h;
-                  const int64_t ix = ox * g.stride.w - g.padding.w + j * g.dilation.w;
-                  sum += (qx(n, c, iy, ix) - z) *
-                         static_cast<int64_t>(qw[static_cast<size_t>(((o * g.c + c) * g.kh + i) * g.kw + j)]);
+  // oneDNN's INT8 convolution where the CPU has native INT8 products, and the im2row + INT8 GEMM path.
+  for (const auto library : test::cpu_libraries()) {
+    const test::UseLibrary use(library);
+    INFO(test::library_name(library));
+    for (const Geometry& g :
+         {Geometry{2, 3, 7, 6, 4, 3, 3, 1, 1, 1}, Geometry{1, 2, 9, 8, 3, 3, 2, {2, 1}, {1, 2}, {1, 2}}}) {
+      const std::vector<double> x = test::random_tensor({g.n * g.c * g.h * g.w}, kF64, kCPU, 21, -2, 2).to_vector();
+      const Tensor weight = test::random_tensor({g.o, g.c, g.kh, g.kw}, kF32, kCPU, 22);
+      const std::vector<double> bias = test::random_tensor({g.o}, kF64, kCPU, 23).to_vector();
+      const int8::Int8Tensor w = int8::quantize_per_channel_symmetric(weight);
+      const std::vector<double> qw = values(w.data), sw = values(w.scales);
+      const double s_x = 1.5 / 127;  // |x| up to 2: some inputs saturate
+      const int32_t z = 128;
+      const Tensor y =
+          int8::conv2d(from_vector(x, {g.n, g.c, g.h, g.w}), w, {scalar_tensor(s_x), scalar_tensor(z, kI32)},
+                       from_vector(bias, {g.o}), g.stride, g.padding, g.dilation);
+      const int64_t oh = (g.h + 2 * g.padding.h - g.dilation.h * (g.kh - 1) - 1) / g.stride.h + 1;
+      const int64_t ow = (g.w + 2 * g.padding.w - g.dilation.w * (g.kw - 1) - 1) / g.stride.w + 1;
+      REQUIRE(y.sizes() == Shape{g.n, g.o, oh, ow});
+      const std::vector<double> got = values(y);
+      auto qx = [&](int64_t n, int64_t c, int64_t iy, int64_t ix) -> int64_t {
+        if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) return z;
+        const float q =
+            static_cast<float>(x[static_cast<size_t>(((n * g.c + c) * g.h + iy) * g.w + ix)]) / static_cast<float>(s_x);
+        return std::min<int64_t>(255, std::max<int64_t>(0, static_cast<int64_t>(std::nearbyint(q)) + z));
+      };
+      for (int64_t n = 0; n < g.n; ++n) {
+        for (int64_t o = 0; o < g.o; ++o) {
+          for (int64_t oy = 0; oy < oh; ++oy) {
+            for (int64_t ox = 0; ox < ow; ++ox) {
+              int64_t sum = 0;
+              for (int64_t c = 0; c < g.c; ++c) {
+                for (int64_t i = 0; i < g.kh; ++i) {
+                  for (int64_t j = 0; j < g.kw; ++j) {
+                    const int64_t iy = oy * g.stride.h - g.padding.h + i * g.dilation.h;
+                    const int64_t ix = ox * g.stride.w - g.padding.w + j * g.dilation.w;
+                    sum += (qx(n, c, iy, ix) - z) *
+                           static_cast<int64_t>(qw[static_cast<size_t>(((o * g.c + c) * g.kh + i) * g.kw + j)]);
+                  }
                 }
               }
+              const double want =
+                  static_cast<double>(sum) * s_x * sw[static_cast<size_t>(o)] + bias[static_cast<size_t>(o)];
+              INFO("n " << n << " o " << o << " at " << oy << ", " << ox);
+              CHECK(got[static_cast<size_t>(((n * g.o + o) * oh + oy) * ow + ox)] ==
+                    Approx(want).margin(1e-5).epsilon(1e-5));
             }
-            const double want =
-                static_cast<double>(sum) * s_x * sw[static_cast<size_t>(o)] + bias[static_cast<size_t>(o)];
-            INFO("n " << n << " o " << o << " at " << oy << ", " << ox);
-            CHECK(got[static_cast<size_t>(((n * g.o + o) * oh + oy) * ow + ox)] ==
-                  Approx(want).margin(1e-5).epsilon(1e-5));
           }
         }
       }
