@@ -1,39 +1,39 @@
 #!/usr/bin/env bash
 # INT8 inference side by side on this machine's CPU: `mixtape quantize` (W8A8
-# Linear layers, each observer) against PyTorch's eager static quantization
-# (fbgemm qconfig) of the same trained checkpoint, both calibrated on the
-# first 1024 training images and scored on the 10,000 test images in one
-# batch, on 2 threads. Prints a Markdown table (test accuracy, warm samples/s)
-# and the CPU's flags. Run it on an idle machine.
-# Usage: [OBSERVERS="minmax percentile entropy mse"] bench/cpu_int8_vs_pytorch.sh [build-dir] [checkpoint]
+# Linear and Conv2d layers, each observer) against PyTorch's eager static
+# quantization (fbgemm qconfig) of the same trained fp32 checkpoint, both
+# calibrated on the first 1024 training images and scored on the 10,000 test
+# images in one batch, on 2 threads. Prints a Markdown table (test accuracy,
+# warm samples/s) and the CPU's flags. Run it on an idle machine.
+# Usage: [MODELS="mlp cnn"] [OBSERVERS="mse minmax percentile entropy"] bench/cpu_int8_vs_pytorch.sh [build-dir]
 set -euo pipefail
 build=${1:-build}
 here="$(cd "$(dirname "$0")" && pwd)"
 export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive MT_NUM_THREADS=2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-checkpoint=${2:-}
-if [ -z "$checkpoint" ]; then
-  checkpoint="$work/mlp.safetensors"
-  "$build/mixtape" train --model mlp --precision fp32 --epochs 4 --threads 2 --save "$checkpoint" --no-progress > /dev/null
-fi
 
 echo "| model | side | float accuracy | float samples/s | INT8 accuracy | INT8 samples/s | INT8 / float speed |"
 echo "|---|---|---|---|---|---|---|"
-model=$(/usr/bin/python3 -c "import json,struct,sys; f=open(sys.argv[1],'rb'); n=struct.unpack('<Q',f.read(8))[0]; print(json.loads(f.read(n))['__metadata__']['model'])" "$checkpoint")
-for observer in ${OBSERVERS:-minmax percentile entropy mse}; do
-  out=$("$build/mixtape" quantize --checkpoint "$checkpoint" --out "$work/q_$observer.safetensors" \
-        --observer "$observer" --calibrate 1024)
-  float_line=$(echo "$out" | grep '^float:')
-  int8_line=$(echo "$out" | grep '^int8: *accuracy')
-  awk -v m="$model" -v o="$observer" -v f="$float_line" -v q="$int8_line" 'BEGIN {
-    split(f, a, /[ ,%]+/); split(q, b, /[ ,%]+/);
-    printf "| %s | mixtape %s | %.2f%% | %.0f | %.2f%% | %.0f | %.2fx |\n", m, o, a[3], a[4], b[3], b[4], b[4] / a[4] }'
+for model in ${MODELS:-mlp cnn}; do
+  checkpoint="$work/$model.safetensors"
+  epochs=$([ "$model" = mlp ] && echo 4 || echo 1)
+  "$build/mixtape" train --model "$model" --precision fp32 --epochs "$epochs" --threads 2 --save "$checkpoint" \
+    --no-progress > /dev/null
+  for observer in ${OBSERVERS:-mse minmax percentile entropy}; do
+    out=$("$build/mixtape" quantize --checkpoint "$checkpoint" --out "$work/q_$observer.safetensors" \
+          --observer "$observer" --calibrate 1024)
+    float_line=$(echo "$out" | grep '^float:')
+    int8_line=$(echo "$out" | grep '^int8: *accuracy')
+    awk -v m="$model" -v o="$observer" -v f="$float_line" -v q="$int8_line" 'BEGIN {
+      split(f, a, /[ ,%]+/); split(q, b, /[ ,%]+/);
+      printf "| %s | mixtape %s | %.2f%% | %.0f | %.2f%% | %.0f | %.2fx |\n", m, o, a[3], a[4], b[3], b[4], b[4] / a[4] }'
+  done
+  read -r fa fr qa qr < <(/usr/bin/python3 "$here/pytorch_int8.py" "$checkpoint" 1024 2 2>/dev/null)
+  torch_version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
+  awk -v m="$model" -v v="$torch_version" -v fa="$fa" -v fr="$fr" -v qa="$qa" -v qr="$qr" 'BEGIN {
+    printf "| %s | PyTorch %s fbgemm | %.2f%% | %.0f | %.2f%% | %.0f | %.2fx |\n", m, v, 100 * fa, fr, 100 * qa, qr, qr / fr }'
 done
-read -r fa fr qa qr < <(/usr/bin/python3 "$here/pytorch_int8.py" "$checkpoint" 1024 2 2>/dev/null)
-torch_version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
-awk -v m="$model" -v v="$torch_version" -v fa="$fa" -v fr="$fr" -v qa="$qa" -v qr="$qr" 'BEGIN {
-  printf "| %s | PyTorch %s fbgemm | %.2f%% | %.0f | %.2f%% | %.0f | %.2fx |\n", m, v, 100 * fa, fr, 100 * qa, qr, qr / fr }'
 echo
-echo "mixtape's float side runs the checkpoint's precision ($(/usr/bin/python3 -c "import json,struct,sys; f=open(sys.argv[1],'rb'); n=struct.unpack('<Q',f.read(8))[0]; print(json.loads(f.read(n))['__metadata__']['precision'])" "$checkpoint")); PyTorch's float side runs f32."
+echo "Both float sides run f32 (the checkpoints train with --precision fp32)."
 echo "lscpu flags: $(lscpu | sed -n 's/^Flags: *//p')"
