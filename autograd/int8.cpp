@@ -6,7 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 #include "kernels/conv/cpu.h"
-#include "kernels/gemm/cpu.h"
+#include "kernels/gemm/int8.h"
 #include "kernels/quantize/math.h"
 #include "kernels/quantize/quantize.h"
 
@@ -127,9 +127,6 @@ Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization
               LinearActivation activation) {
   const Tensor& input_scale = input.scale;
   refuse_grad(x, "int8::linear");
-  MT_CHECK(x.device().is_cpu(),
-           "int8::linear: the INT8 GEMM runs on the CPU so far; on {} it is not built yet (no CUDA INT8 kernel)",
-           x.device());
   MT_CHECK(weight.data.dtype() == kI8 && weight.data.dim() == 2 && weight.axis == 0,
            "int8::linear: the weight must be i8 [out, in] quantized per output channel (axis 0)");
   MT_CHECK(x.dim() >= 1 && x.size(-1) == weight.data.size(1), "int8::linear: input {} against weight [{}, {}]",
@@ -145,16 +142,18 @@ Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization
   MT_CHECK(!bias.defined() || bias32.numel() == n, "int8::linear: bias has {} values for {} outputs", bias.numel(), n);
   const DType out_dtype = x.dtype() == kBF16 ? kBF16 : kF32;
   Tensor out = empty({m, n}, out_dtype, x.device());
+  const Tensor w = weight.data.contiguous();
   const kernels::Int8Gemm gemm{.m = m,
                                .n = n,
                                .k = k,
                                .a = static_cast<const uint8_t*>(a.data.data_ptr()),
+                               // A host read (a sync on a GPU): the GEMM takes the zero point by value.
                                .a_zero_point = static_cast<int32_t>(input.zero_point.item<double>()),
-                               .b = static_cast<const int8_t*>(weight.data.contiguous().data_ptr()),
-                               .scales = scales.data<float>(),
-                               .bias = bias32.defined() ? bias32.data<float>() : nullptr,
+                               .b = static_cast<const int8_t*>(w.data_ptr()),
+                               .scales = static_cast<const float*>(scales.data_ptr()),
+                               .bias = bias32.defined() ? static_cast<const float*>(bias32.data_ptr()) : nullptr,
                                .activation = autograd::gemm_activation(activation)};
-  kernels::cpu::int8_gemm(gemm, out);
+  kernels::int8_gemm(gemm, out);
   Shape shape = x.sizes();
   shape.back() = n;
   return out.reshape(shape);

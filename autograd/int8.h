@@ -62,15 +62,18 @@ struct InputQuantization {
 // activation before one rounding into x's dtype (f32 or bf16; f16 and f64
 // inputs get f32). Under SmoothQuant W must hold W * smooth per input
 // column (nn::Linear::smooth does that). On the CPU: kernels/gemm/int8.cpp
-// (oneDNN's VNNI/AMX INT8 matmul, else an exact s32 loop). The CUDA INT8
-// GEMM is not built yet: sim and CUDA inputs are an mt::Error that says so.
+// (oneDNN's VNNI/AMX INT8 matmul, else an exact s32 loop); on sim and CUDA
+// the INT8 Tensor Core rung (kernels/gemm/ladder/v9_int8_mma.cu), which a
+// GPU runs only after its known-answer check passed there
+// (kernels/gemm/int8.h). Reads the input's zero point on the host: a sync
+// per call on a GPU.
 Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization& input, const Tensor& bias = Tensor(),
               LinearActivation activation = LinearActivation::None);
 
 // The convolution's INT8 form (groups 1), as linear's: x [N, C, H, W]
 // quantized to u8 per tensor (padding reads as the zero point, the value 0),
 // W i8 [O, C, kH, kW] per output channel, s32 sums, the same epilogue. CPU
-// only, as linear.
+// only so far: sim and CUDA inputs are an mt::Error that says so.
 Tensor conv2d(const Tensor& x, const Int8Tensor& weight, const InputQuantization& input, const Tensor& bias = Tensor(),
               Size2 stride = 1, Size2 padding = 0, Size2 dilation = 1);
 

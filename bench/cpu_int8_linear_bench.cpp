@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     const Tensor scale = scalar_tensor(4.0 / 127), zero_point = scalar_tensor(128, kI32);
     const double f32 = bench::time_ms([&] { linear(x, w, b); }, min_ms);
     const double bf16 = bench::time_ms([&] { linear(xb, wb, bb); }, min_ms);
-    const double i8 = bench::time_ms([&] { int8::linear(x, wq, {scale, zero_point}, b); }, min_ms);
+    const double i8 = bench::time_ms([&] { int8::linear(x, wq, {scale, zero_point, Tensor()}, b); }, min_ms);
     const double quantize = bench::time_ms([&] { int8::quantize(x, scale, zero_point, -1, kU8); }, min_ms);
     const double ops = 2.0 * static_cast<double>(s.m * s.k * s.n);
     auto cell = [&](double ms) { return fmt::format("{:.3f} ({:.0f})", ms, ops / ms / 1e6); };

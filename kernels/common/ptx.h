@@ -115,6 +115,32 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const std::uint
 #endif
 }
 
+// ---- mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 ---------------------------------
+// INT8 inference's Tensor Core product: A u8 (activations with their zero
+// point), B s8 (weights), exact s32 sums. Fragments as for m16n8k16 with four
+// bytes per register where that has two halves (lowest byte first):
+//   a[0] = A[group][4t..4t+3]        a[1] = A[group + 8][4t..4t+3]
+//   a[2] = A[group][4t+16..4t+19]    a[3] = A[group + 8][4t+16..4t+19]
+//   b[0] = B[4t..4t+3][group]        b[1] = B[4t+16..4t+19][group]
+//   c[0..1] = C[group][2t..2t+1]     c[2..3] = C[group + 8][2t..2t+1]
+
+// D = A * B + C. d may alias c.
+__device__ __forceinline__ void mma_m16n8k32_u8s8(std::int32_t (&d)[4], const std::uint32_t (&a)[4],
+                                                  const std::uint32_t (&b)[2], const std::int32_t (&c)[4] MT_PTX_SITE) {
+#if MT_SIM_BUILD
+  const ::mt::simulator::warp_ops::MmaInt8Input input{a, b, c};
+  std::int32_t result[4];
+  ::mt::simulator::warp_sync("mma.sync.m16n8k32.u8.s8", ::mt::simulator::warp_ops::mma_m16n8k32_u8s8, 0xffffffffu,
+                             &input, result, 0, site);
+  for (int i = 0; i < 4; ++i) d[i] = result[i];
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+#endif
+}
+
 // ---- ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{,.trans}.shared.b16 ---------------------
 
 #if MT_SIM_BUILD

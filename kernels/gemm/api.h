@@ -62,6 +62,25 @@ struct GemmArgs {
   bool c_is_f32 = false;
 };
 
+// An INT8 GEMM for quantized inference (post-training static quantization:
+// asymmetric u8 activations with one scale and zero point, symmetric s8
+// weights with a scale per output channel):
+//   out[m, n] = act(scales[n] * sum_k (a[m, k] - a_zero_point) * b[n, k] + bias[n])
+// with the sum in s32 (exact), then f32: scales[n] is the activations' scale
+// times channel n's weight scale; bias and the activation as GemmEpilogue's,
+// on the f32 value, rounded once into out (f32 or bf16, contiguous [m, n]).
+// The same arguments on the CPU (cpu::int8_gemm, host pointers) and the
+// CUDA path (int8_gemm_v9_mma, device pointers).
+struct Int8Gemm {
+  int64_t m = 0, n = 0, k = 0;
+  const uint8_t* a = nullptr;  // [m, k] row-major
+  int32_t a_zero_point = 0;
+  const int8_t* b = nullptr;      // [n, k] row-major (a Linear's weight)
+  const float* scales = nullptr;  // [n]
+  const float* bias = nullptr;    // [n] or null
+  GemmActivation activation = GemmActivation::None;
+};
+
 // Which implementation gemm() uses. Auto: MT_GEMM from the environment
 // (auto|own|cublaslt); auto (or unset) means the own kernels in the simulator
 // and, on a GPU, the faster of the two per shape, measured once
@@ -78,6 +97,10 @@ MT_CUDA_KERNEL_API(void gemm_v5_pipelined(const mt::kernels::GemmArgs& args, mt:
 MT_CUDA_KERNEL_API(void gemm_v6_tma_wgmma(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
 MT_CUDA_KERNEL_API(void gemm_v7_warp_specialized(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
 MT_CUDA_KERNEL_API(void gemm_v8_clusters(const mt::kernels::GemmArgs& args, mt::kernels::Stream stream))
+// The INT8 rung (ladder/v9_int8_mma.cu): out = Int8Gemm's formula, out
+// f32 or bf16 (out_bf16) contiguous [m, n]; every pointer on the device.
+MT_CUDA_KERNEL_API(void int8_gemm_v9_mma(const mt::kernels::Int8Gemm& gemm, void* out, bool out_bf16,
+                                         mt::kernels::Stream stream))
 // True when the Hopper rungs (v6-v8) can run `args` here: f16/bf16, 16-byte
 // aligned operands with leading dimensions and batch strides multiples of 8,
 // and (GPU) an sm_90 device.

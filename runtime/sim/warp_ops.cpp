@@ -149,6 +149,48 @@ void mma_m16n8k16(unsigned mask, const WarpLane* lanes) {
 }  // namespace
 
 void mma_m16n8k16_f16(unsigned mask, const WarpLane* lanes, std::uint64_t) { mma_m16n8k16<half>(mask, lanes); }
+
+// PTX ISA, "Matrix Fragments for mma.m16n8k32" with .u8/.s8 multiplicands:
+// the f16 layout above with four 8-bit elements per register (lowest byte
+// first) where it had two halves. With group = lane / 4 and t = lane % 4:
+//   A (16x32, row-major), a0..a15 in registers a[0..3]:
+//     row = group for a[0] and a[2]; group + 8 for a[1] and a[3]
+//     col = 4t + (i % 4) for a[0], a[1];  4t + (i % 4) + 16 for a[2], a[3]
+//   B (32x8, "col"), b0..b7 in b[0..1]:
+//     row = 4t + (i % 4) for b[0];  4t + (i % 4) + 16 for b[1];   col = group
+//   C/D (16x8 s32): as for f16.
+// The products and the sum are exact integers (s32 wraps past 2^31, as the
+// hardware's does without .satfinite: no K mixtape runs gets near it).
+void mma_m16n8k32_u8s8(unsigned mask, const WarpLane* lanes, std::uint64_t) {
+  MT_CHECK(mask == 0xffffffffu, "mma.sync.aligned needs all 32 lanes of the warp, got mask 0x{:08x}", mask);
+  std::int32_t a[16][32], b[32][8], c[16][8];
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    const auto& in = *static_cast<const MmaInt8Input*>(lanes[lane].input);
+    const int group = static_cast<int>(lane / 4), t = static_cast<int>(lane % 4);
+    for (int r = 0; r < 4; ++r) {
+      for (int byte = 0; byte < 4; ++byte) {
+        const int row = group + ((r & 1) != 0 ? 8 : 0), col = 4 * t + byte + (r >= 2 ? 16 : 0);
+        a[row][col] = static_cast<std::int32_t>(static_cast<std::uint8_t>(in.a[r] >> (8 * byte)));
+      }
+    }
+    for (int r = 0; r < 2; ++r) {
+      for (int byte = 0; byte < 4; ++byte) {
+        b[4 * t + byte + (r == 1 ? 16 : 0)][group] =
+            static_cast<std::int32_t>(static_cast<std::int8_t>(static_cast<std::uint8_t>(in.b[r] >> (8 * byte))));
+      }
+    }
+    for (int i = 0; i < 4; ++i) c[c_row(lane, i)][c_col(lane, i)] = in.c[i];
+  }
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    auto* d = static_cast<std::int32_t*>(lanes[lane].output);
+    for (int i = 0; i < 4; ++i) {
+      const int row = c_row(lane, i), col = c_col(lane, i);
+      std::uint32_t sum = static_cast<std::uint32_t>(c[row][col]);  // unsigned: wrap-around is defined
+      for (int k = 0; k < 32; ++k) sum += static_cast<std::uint32_t>(a[row][k] * b[k][col]);
+      d[i] = static_cast<std::int32_t>(sum);
+    }
+  }
+}
 void mma_m16n8k16_bf16(unsigned mask, const WarpLane* lanes, std::uint64_t) { mma_m16n8k16<bfloat16>(mask, lanes); }
 
 // ---- ldmatrix -----------------------------------------------------------------------

@@ -37,6 +37,14 @@ struct MmaInput {
 void mma_m16n8k16_f16(unsigned mask, const WarpLane* lanes, std::uint64_t);   // output float[4]
 void mma_m16n8k16_bf16(unsigned mask, const WarpLane* lanes, std::uint64_t);  // output float[4]
 
+// mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32: A u8, B s8, C/D s32.
+struct MmaInt8Input {
+  const std::uint32_t* a;  // 4 registers of 4 bytes
+  const std::uint32_t* b;  // 2 registers of 4 bytes
+  const std::int32_t* c;   // 4 accumulators
+};
+void mma_m16n8k32_u8s8(unsigned mask, const WarpLane* lanes, std::uint64_t);  // output std::int32_t[4]
+
 // ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{,.trans}.b16: input the lane's row
 // address, output uint32_t[matrices]; op_arg = matrices | (trans << 8).
 void ldmatrix(unsigned mask, const WarpLane* lanes, std::uint64_t op_arg);

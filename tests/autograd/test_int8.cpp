@@ -108,8 +108,9 @@ TEST_CASE("int8 linear equals integer arithmetic on quantized inputs and weights
   const double s_x = 1.0 / 127;  // calibrated for |x| <= 1: most inputs saturate
   for (const int32_t z : {128, 90}) {
     for (const bool relu : {false, true}) {
-      const Tensor y = int8::linear(from_vector(x, {2, 3, k}), w, {scalar_tensor(s_x), scalar_tensor(z, kI32)},
-                                    from_vector(bias, {n}), relu ? LinearActivation::Relu : LinearActivation::None);
+      const Tensor y =
+          int8::linear(from_vector(x, {2, 3, k}), w, {scalar_tensor(s_x), scalar_tensor(z, kI32), Tensor()},
+                       from_vector(bias, {n}), relu ? LinearActivation::Relu : LinearActivation::None);
       CHECK(y.sizes() == Shape{2, 3, n});
       CHECK(y.dtype() == kF32);
       const std::vector<double> want = reference_linear(x, m, k, w, s_x, z, bias, relu);
@@ -118,7 +119,8 @@ TEST_CASE("int8 linear equals integer arithmetic on quantized inputs and weights
       for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-5).epsilon(1e-5));
     }
   }
-  const Tensor y16 = int8::linear(from_vector(x, {m, k}, kBF16), w, {scalar_tensor(s_x), scalar_tensor(128, kI32)});
+  const Tensor y16 =
+      int8::linear(from_vector(x, {m, k}, kBF16), w, {scalar_tensor(s_x), scalar_tensor(128, kI32), Tensor()});
   CHECK(y16.dtype() == kBF16);
 }
 
@@ -162,7 +164,7 @@ TEST_CASE("int8 conv2d equals integer arithmetic on quantized patches, padding a
       const double s_x = 1.5 / 127;  // |x| up to 2: some inputs saturate
       const int32_t z = 128;
       const Tensor y =
-          int8::conv2d(from_vector(x, {g.n, g.c, g.h, g.w}), w, {scalar_tensor(s_x), scalar_tensor(z, kI32)},
+          int8::conv2d(from_vector(x, {g.n, g.c, g.h, g.w}), w, {scalar_tensor(s_x), scalar_tensor(z, kI32), Tensor()},
                        from_vector(bias, {g.o}), g.stride, g.padding, g.dilation);
       const int64_t oh = (g.h + 2 * g.padding.h - g.dilation.h * (g.kh - 1) - 1) / g.stride.h + 1;
       const int64_t ow = (g.w + 2 * g.padding.w - g.dilation.w * (g.kw - 1) - 1) / g.stride.w + 1;
@@ -202,11 +204,48 @@ TEST_CASE("int8 conv2d equals integer arithmetic on quantized patches, padding a
   }
 }
 
-// Catches: the INT8 Linear silently running on a device without an INT8 GEMM.
-TEST_CASE("int8 linear says where it does not run yet", "[autograd][int8]") {
-  const int8::Int8Tensor w = int8::quantize_per_channel_symmetric(ones({2, 3}).to(test::kCudaPath));
+// Catches, on the CUDA path (the INT8 Tensor Core rung, v9): a fragment
+// byte in the wrong row or column of the mma tile, the zero point's
+// correction (z * the column's weight sum) taken from the wrong column or
+// lane, ragged M, N or K edges reading past a row or dropping its tail, and
+// the bf16 store. The CPU path is the reference (itself checked against
+// integer arithmetic above); both sums are exact, so they agree to rounding.
+TEST_CASE("int8 linear on the CUDA path matches the CPU's", "[autograd][int8][sim]") {
+  struct Shape3 {
+    int64_t m, k, n;
+  };
+  for (const Shape3 s : {Shape3{70, 100, 45}, Shape3{3, 37, 5}, Shape3{64, 64, 32}}) {
+    const Tensor x = test::random_tensor({s.m, s.k}, kF32, kCPU, 31, -3, 3);
+    const int8::Int8Tensor w = int8::quantize_per_channel_symmetric(test::random_tensor({s.n, s.k}, kF32, kCPU, 32));
+    const Tensor bias = test::random_tensor({s.n}, kF32, kCPU, 33);
+    const int8::Int8Tensor wd{.data = w.data.to(test::kCudaPath),
+                              .scales = w.scales.to(test::kCudaPath),
+                              .zero_points = w.zero_points.to(test::kCudaPath),
+                              .axis = 0};
+    for (const int32_t z : {128, 90}) {
+      for (const DType dtype : {kF32, kBF16}) {
+        const int8::InputQuantization cpu_input{scalar_tensor(2.5 / 127), scalar_tensor(z, kI32), Tensor()};
+        const int8::InputQuantization device_input{scalar_tensor(2.5 / 127, kF32, test::kCudaPath),
+                                                   scalar_tensor(z, kI32, test::kCudaPath), Tensor()};
+        const Tensor want = int8::linear(x.to(dtype), w, cpu_input, bias, LinearActivation::Relu);
+        const Tensor got = int8::linear(x.to(dtype).to(test::kCudaPath), wd, device_input, bias.to(test::kCudaPath),
+                                        LinearActivation::Relu);
+        INFO(fmt::format("[{}, {}] x [{}, {}], zero point {}, {}", s.m, s.k, s.n, s.k, z, dtype));
+        REQUIRE(got.dtype() == dtype);
+        const std::vector<double> g = values(got), e = values(want);
+        for (size_t i = 0; i < e.size(); ++i) {
+          CHECK(g[i] == Approx(e[i]).margin(dtype == kBF16 ? 1e-2 : 1e-5).epsilon(dtype == kBF16 ? 8e-3 : 1e-5));
+        }
+      }
+    }
+  }
+}
+
+// Catches: the INT8 convolution silently running where it has no kernel.
+TEST_CASE("int8 conv2d says where it does not run yet", "[autograd][int8]") {
+  const int8::Int8Tensor w = int8::quantize_per_channel_symmetric(ones({2, 3, 3, 3}).to(test::kCudaPath));
   CHECK_THROWS_WITH(
-      int8::linear(ones({1, 3}).to(test::kCudaPath), w,
-                   {scalar_tensor(0.1, kF32, test::kCudaPath), scalar_tensor(128, kI32, test::kCudaPath)}),
+      int8::conv2d(ones({1, 3, 5, 5}).to(test::kCudaPath), w,
+                   {scalar_tensor(0.1, kF32, test::kCudaPath), scalar_tensor(128, kI32, test::kCudaPath), Tensor()}),
       Contains("not built yet"));
 }

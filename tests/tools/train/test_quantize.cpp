@@ -142,7 +142,8 @@ TEST_CASE("quantize and eval refuse mistaken requests and hostile INT8 checkpoin
                     bad = temp_path("hostile_int8.safetensors");
   train_image_model(ckpt);
   CHECK_THROWS_WITH(tools::quantize_checkpoint(request(ckpt, ckpt)), Contains("is the input checkpoint"));
-  CHECK_THROWS_WITH(tools::quantize_checkpoint(request(ckpt, q, 0, 100, "sim")), Contains("runs on the CPU so far"));
+  CHECK_THROWS_WITH(tools::quantize_checkpoint(request(ckpt, q, 0, 100, "sim")),
+                    Contains("quantize: runs on the CPU so far"));
   tools::quantize_checkpoint(request(ckpt, q, 256));
   CHECK_THROWS_WITH(tools::quantize_checkpoint(request(q, bad)), Contains("INT8 checkpoint already"));
 
