@@ -26,6 +26,10 @@ void bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue
 // CPU's INT8 products are native and MT_CPU_GEMM allows it; else an exact
 // s32 loop.
 void int8_gemm(const Int8Gemm& gemm, const Tensor& out);
+// What every INT8 GEMM needs of its arguments and out (contiguous f32 or
+// bf16 [m, n], a u8 zero point, operands and scales given); an mt::Error
+// otherwise. The CUDA path's dispatcher (kernels/gemm/int8.h) runs it too.
+void check_int8_gemm(const Int8Gemm& gemm, const Tensor& out);
 }  // namespace cpu
 
 }  // namespace mt::kernels

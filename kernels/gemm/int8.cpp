@@ -44,7 +44,7 @@ void int8_gemm_loop(const Int8Gemm& g, float* product) {
 
 }  // namespace
 
-void int8_gemm(const Int8Gemm& g, const Tensor& out) {
+void check_int8_gemm(const Int8Gemm& g, const Tensor& out) {
   MT_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && (g.m * g.k == 0 || g.a != nullptr) &&
                (g.n * g.k == 0 || g.b != nullptr) && (g.n == 0 || g.scales != nullptr),
            "int8_gemm: [{}, {}] x [{}, {}] needs its operands and a scale per output column", g.m, g.k, g.n, g.k);
@@ -54,6 +54,10 @@ void int8_gemm(const Int8Gemm& g, const Tensor& out) {
            out.shape_string());
   MT_CHECK(g.a_zero_point >= 0 && g.a_zero_point <= 255, "int8_gemm: a u8 zero point is in [0, 255], got {}",
            g.a_zero_point);
+}
+
+void int8_gemm(const Int8Gemm& g, const Tensor& out) {
+  check_int8_gemm(g, out);
   OutputBuffer<float> product(out);  // out itself when it is f32
   if (g.k == 0) {
     std::fill(product.data(), product.data() + g.m * g.n, 0.0f);

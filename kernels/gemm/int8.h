@@ -74,12 +74,7 @@ inline void require_int8_gemm_checked(Device device) {
 inline void int8_gemm(const Int8Gemm& g, const Tensor& out) {
   const Backend backend = backend_for(out.device(), "int8_gemm");
   if (backend == Backend::Cpu) return cpu::int8_gemm(g, out);
-  MT_CHECK(out.dim() == 2 && out.size(0) == g.m && out.size(1) == g.n && out.is_contiguous() &&
-               (out.dtype() == kF32 || out.dtype() == kBF16),
-           "int8_gemm: out must be a contiguous f32 or bf16 [{}, {}], got {} {}", g.m, g.n, out.dtype(),
-           out.shape_string());
-  MT_CHECK(g.a_zero_point >= 0 && g.a_zero_point <= 255, "int8_gemm: a u8 zero point is in [0, 255], got {}",
-           g.a_zero_point);
+  cpu::check_int8_gemm(g, out);
   if constexpr (kCudaKernelsBuilt) {
     if (backend == Backend::Cuda) detail::require_int8_gemm_checked(out.device());
   }
