@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """PyTorch's side of the INT8 benchmark (bench/cpu_int8_vs_pytorch.sh): a
-mixtape mlp or cnn checkpoint loaded into its PyTorch twin
-(tools/scripts/load_in_pytorch.py), then eager-mode post-training static
-quantization with the fbgemm qconfig (histogram observer on activations,
-per-channel symmetric INT8 weights), calibrated on the first CALIBRATE
-training images as `mixtape quantize` is. Prints the test accuracy and the
-warm samples/s of the whole test set in one batch, float and INT8, on THREADS
-threads. Usage: pytorch_int8.py CHECKPOINT CALIBRATE THREADS"""
+mixtape checkpoint loaded into its PyTorch twin (tools/scripts/load_in_pytorch.py).
+mlp and cnn: eager-mode post-training static quantization with the fbgemm
+qconfig (histogram observer on activations, per-channel symmetric INT8
+weights), calibrated on the first CALIBRATE training images as `mixtape
+quantize` is, scored on the whole test set in one batch. bert-*: dynamic
+quantization of every nn.Linear (torch.ao.quantization.quantize_dynamic,
+qint8 weights, activations quantized per batch at run time: what PyTorch
+offers transformers), scored on Brown's held-out genre passages in batches
+of 256. Prints the accuracy and the warm samples/s, float and INT8, on
+THREADS threads. Usage: pytorch_int8.py CHECKPOINT CALIBRATE THREADS"""
 import gzip, os, sys, time
 import numpy as np, torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "scripts"))
-from load_in_pytorch import MLP, CNN, read_safetensors  # noqa: E402
+from load_in_pytorch import (BERT_CONFIGS, CNN, MLP, Bert, brown_genre_passages, default_brown_dir,  # noqa: E402
+                             read_safetensors)
 
 path, calibrate, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 torch.set_num_threads(threads)
@@ -44,7 +48,26 @@ def score(model, x, y):
     return (predicted == y).double().mean().item(), len(y) / seconds
 
 
+def score_batched(model, x, y, batch=256):
+    with torch.no_grad():
+        model(x[:batch])  # warm
+        start = time.perf_counter()
+        predicted = torch.cat([model(x[b:b + batch]).argmax(1) for b in range(0, len(x), batch)])
+        seconds = time.perf_counter() - start
+    return (predicted == y).double().mean().item(), len(y) / seconds
+
+
 tensors, meta = read_safetensors(path)
+if meta["model"] in BERT_CONFIGS:
+    model = Bert(tensors["classifier.bias"].shape[0], **BERT_CONFIGS[meta["model"]])
+    model.load_state_dict({k: v.float() for k, v in tensors.items() if not k.startswith(("optimizer.", "scaler."))})
+    model.eval()
+    x, y = brown_genre_passages(default_brown_dir(), BERT_CONFIGS[meta["model"]]["context"], 0)
+    float_accuracy, float_rate = score_batched(model, x, y)
+    dynamic = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    int8_accuracy, int8_rate = score_batched(dynamic, x, y)
+    print(f"{float_accuracy:.4f} {float_rate:.0f} {int8_accuracy:.4f} {int8_rate:.0f}")
+    sys.exit(0)
 model = {"mlp": MLP, "cnn": CNN}[meta["model"]]()
 model.load_state_dict({k: v.float() for k, v in tensors.items() if not k.startswith(("optimizer.", "scaler."))})
 model.eval()
