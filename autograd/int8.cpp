@@ -5,7 +5,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
-#include "kernels/conv/cpu.h"
+#include "kernels/conv/int8.h"
 #include "kernels/gemm/int8.h"
 #include "kernels/quantize/math.h"
 #include "kernels/quantize/quantize.h"
@@ -162,8 +162,6 @@ Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization
 Tensor conv2d(const Tensor& x, const Int8Tensor& weight, const InputQuantization& input, const Tensor& bias,
               Size2 stride, Size2 padding, Size2 dilation) {
   refuse_grad(x, "int8::conv2d");
-  MT_CHECK(x.device().is_cpu(), "int8::conv2d: the INT8 convolution runs on the CPU so far; on {} it is not built yet",
-           x.device());
   MT_CHECK(weight.data.dtype() == kI8 && weight.data.dim() == 4 && weight.axis == 0,
            "int8::conv2d: the weight must be i8 [out, in, kH, kW] quantized per output channel (axis 0)");
   MT_CHECK(!input.smooth.defined(), "int8::conv2d: SmoothQuant applies to Linear layers");
@@ -176,13 +174,13 @@ Tensor conv2d(const Tensor& x, const Int8Tensor& weight, const InputQuantization
            bias.numel(), g.out_channels);
   Tensor y = empty({g.batch, g.out_channels, g.out_h, g.out_w}, x.dtype() == kBF16 ? kBF16 : kF32, x.device());
   const Tensor w = weight.data.contiguous();
-  kernels::cpu::int8_conv2d({.shape = g,
-                             .x = static_cast<const uint8_t*>(a.data.data_ptr()),
-                             .x_zero_point = static_cast<int32_t>(input.zero_point.item<double>()),
-                             .weight = static_cast<const int8_t*>(w.data_ptr()),
-                             .scales = scales.data<float>(),
-                             .bias = bias32.defined() ? bias32.data<float>() : nullptr},
-                            y);
+  kernels::int8_conv2d({.shape = g,
+                        .x = static_cast<const uint8_t*>(a.data.data_ptr()),
+                        .x_zero_point = static_cast<int32_t>(input.zero_point.item<double>()),
+                        .weight = static_cast<const int8_t*>(w.data_ptr()),
+                        .scales = static_cast<const float*>(scales.data_ptr()),
+                        .bias = bias32.defined() ? static_cast<const float*>(bias32.data_ptr()) : nullptr},
+                       y);
   return y;
 }
 

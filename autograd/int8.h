@@ -72,8 +72,9 @@ Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization
 
 // The convolution's INT8 form (groups 1), as linear's: x [N, C, H, W]
 // quantized to u8 per tensor (padding reads as the zero point, the value 0),
-// W i8 [O, C, kH, kW] per output channel, s32 sums, the same epilogue. CPU
-// only so far: sim and CUDA inputs are an mt::Error that says so.
+// W i8 [O, C, kH, kW] per output channel, s32 sums, the same epilogue. On
+// sim and CUDA: patches gathered on the device and the same INT8 GEMM rung
+// (kernels/conv/int8.h).
 Tensor conv2d(const Tensor& x, const Int8Tensor& weight, const InputQuantization& input, const Tensor& bias = Tensor(),
               Size2 stride = 1, Size2 padding = 0, Size2 dilation = 1);
 

@@ -128,3 +128,11 @@ MT_CUDA_KERNEL_API(void conv2d_cudnn_backward(mt::kernels::KernelDType dtype, co
                                               const void* weight, void* dx, void* dweight, void* dbias,
                                               const mt::kernels::ConvShape& shape, void* workspace,
                                               std::size_t workspace_bytes, mt::kernels::Stream stream))
+
+// INT8 inference's patch gather (int8.cu): rows[(n * OH*OW + p) * K + k] =
+// x[n, c, oy*s + i*d - pad, ox*s + j*d - pad] for p = (oy, ox) and k =
+// (c*kH + i)*kW + j, the zero point outside the image. x u8 [N, C, H, W],
+// rows u8 [N*OH*OW, C*kH*kW] (groups 1): the INT8 GEMM's activations.
+MT_CUDA_KERNEL_API(void int8_im2row(const std::uint8_t* x, std::uint8_t zero_point,
+                                    const mt::kernels::ConvShape& geometry, std::uint8_t* rows,
+                                    mt::kernels::Stream stream))

@@ -56,9 +56,6 @@ QuantizeResult quantize_checkpoint(const QuantizeRequest& req) {
   const SafetensorsFile f = load_safetensors(req.checkpoint);
   MT_CHECK(!f.metadata.count("int8"), "quantize: '{}' is an INT8 checkpoint already", req.checkpoint);
   const Device device = resolve_device(req.device);
-  MT_CHECK(device.is_cpu(),
-           "quantize: runs on the CPU so far (the INT8 convolution has no CUDA kernel yet); use --device cpu (got {})",
-           device);
   TrainConfig c = resolve_defaults(checkpoint_config(f, req.checkpoint), device);
   c.data.dir = req.data_dir;
   MT_CHECK(req.test_limit >= 0 && req.calibrate >= 0, "quantize: --calibrate and --test-limit must not be negative");
