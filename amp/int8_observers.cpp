@@ -198,11 +198,16 @@ HistogramObserver::HistogramObserver(HistogramMethod method) : method_(method) {
 
 void HistogramObserver::observe(const Tensor& x) { histogram_.add(host_values(x)); }
 
+std::vector<double> without_zero_spike(std::vector<double> counts) {
+  if (counts.size() >= 2) counts[0] = counts[1];
+  return counts;
+}
+
 Range HistogramObserver::range() const {
   require_observed();
   if (histogram_.top() == 0) return {0.0};
   const int bins = method_ == HistogramMethod::Entropy
-                       ? entropy_threshold_bins(histogram_.counts())
+                       ? entropy_threshold_bins(without_zero_spike(histogram_.counts()))
                        : mse_threshold_bins(histogram_.counts(), histogram_.bin_width());
   return {bins * histogram_.bin_width()};
 }

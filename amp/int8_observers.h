@@ -135,6 +135,13 @@ class HistogramObserver : public Observer {
 // for `counts`: the clipped reference P (outliers folded into its last bin)
 // against its 128-level quantization Q, min KL(P || Q). Exposed for tests.
 int entropy_threshold_bins(const std::vector<double>& counts);
+// The counts with the first bin (|x| near 0) replaced by the second's, as
+// NVIDIA's entropy calibrator does before the KL search: the inputs after a
+// ReLU are mostly exact zeros, and a spike that size dominates the
+// divergence, pulling the threshold down until most non-zero values clip
+// (measured before this: the cnn's INT8 accuracy 98.98% of fp32, the
+// resnet's 90.9%). The entropy observer's range() searches these counts.
+std::vector<double> without_zero_spike(std::vector<double> counts);
 // The threshold bin count (1 .. 2048) with the least expected squared error
 // of symmetric 127-level quantization clipped there (bin centres stand for
 // their values). Exposed for tests.
