@@ -125,7 +125,6 @@ Int8Tensor quantize_input(const Tensor& x, const InputQuantization& input) {
 
 Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization& input, const Tensor& bias,
               LinearActivation activation) {
-  const Tensor& input_scale = input.scale;
   refuse_grad(x, "int8::linear");
   MT_CHECK(weight.data.dtype() == kI8 && weight.data.dim() == 2 && weight.axis == 0,
            "int8::linear: the weight must be i8 [out, in] quantized per output channel (axis 0)");
@@ -137,7 +136,7 @@ Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization
   const int64_t k = x.size(-1), n = weight.data.size(0), m = k == 0 ? 0 : x.numel() / k;
   const Int8Tensor a = quantize_input(x.reshape({m, k}), input);
   // The epilogue's scale per output channel: the input's times the weight's.
-  const Tensor scales = (input_scale.to(kF32).reshape({1}) * weight.scales).contiguous();
+  const Tensor scales = (input.scale.to(kF32).reshape({1}) * weight.scales).contiguous();
   const Tensor bias32 = bias.defined() ? bias.to(kF32).contiguous() : Tensor();
   MT_CHECK(!bias.defined() || bias32.numel() == n, "int8::linear: bias has {} values for {} outputs", bias.numel(), n);
   const DType out_dtype = x.dtype() == kBF16 ? kBF16 : kF32;

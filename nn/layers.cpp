@@ -58,15 +58,13 @@ void QuantizableLayer::to_int8(const int8::Int8Tensor& q, double scale, int32_t 
 
 void QuantizableLayer::smooth(const Tensor& s) {
   MT_CHECK(weight.dim() == 2, "{}::smooth: SmoothQuant applies to Linear layers", name());
-  MT_CHECK(!is_int8() && !input_smooth.defined(), "Linear::smooth: the layer is smoothed or INT8 already");
-  MT_CHECK(s.dim() == 1 && s.size(0) == weight.size(1), "Linear::smooth: expected {} factors, got {}", weight.size(1),
-           s.shape_string());
+  MT_CHECK(!is_int8() && !input_smooth.defined(), "{}::smooth: the layer is smoothed or INT8 already", name());
+  MT_CHECK(s.dim() == 1 && s.size(0) == weight.size(1), "{}::smooth: expected {} factors, got {}", name(),
+           weight.size(1), s.shape_string());
   const std::vector<double> factors = s.to_vector();
   for (size_t j = 0; j < factors.size(); ++j) {
     MT_CHECK(std::isfinite(factors[j]) && factors[j] > 0,
-             "Linear::smooth: factor {} of input channel {} is not a "
-             "finite positive number",
-             factors[j], j);
+             "{}::smooth: factor {} of input channel {} is not a finite positive number", name(), factors[j], j);
   }
   const NoGradGuard no_grad;
   const Tensor factors32 = s.to(kF32).to(weight.device());

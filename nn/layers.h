@@ -22,11 +22,15 @@ namespace mt::nn {
 // input_zero_point (i32 []): each input is quantized to u8 with those
 // before the INT8 GEMM (mt::int8::linear / conv2d), the bias stays float.
 // The state dict then holds exactly these, so an INT8 checkpoint is the
-// layer's state. While an input hook is set (Module::set_input_hook) the
-// layer hands it each input: what calibration observes.
+// layer's state. While an input hook is set the layer hands it each input
+// at the start of its forward: what calibration observes (PyTorch attaches
+// its observers the same way).
 class QuantizableLayer : public Module {
  public:
   Tensor weight, bias;
+
+  using InputHook = std::function<void(const Tensor&)>;
+  void set_input_hook(InputHook hook) { input_hook_ = std::move(hook); }
 
   void to_int8(const int8::Int8Tensor& weight, double input_scale, int32_t input_zero_point);
   // Why this layer has no INT8 form ("" when it has one).
@@ -51,6 +55,12 @@ class QuantizableLayer : public Module {
  protected:
   int8::Int8Tensor int8_weight() const;
   int8::InputQuantization int8_input() const;
+  void report_input(const Tensor& input) const {
+    if (input_hook_) input_hook_(input);
+  }
+
+ private:
+  InputHook input_hook_;
 };
 
 class Linear : public QuantizableLayer {
@@ -291,9 +301,8 @@ class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
                      bool batch_first = false);
-  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                 const Tensor& key_padding_mask = Tensor(), const Tensor& attn_mask = Tensor(),
-                 bool is_causal = false);
+  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask = Tensor(),
+                 const Tensor& attn_mask = Tensor(), bool is_causal = false);
   // Self-attention: forward(x, x, x).
   Tensor forward(const Tensor& x) override { return forward(x, x, x); }
   std::string name() const override { return "MultiheadAttention"; }

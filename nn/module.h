@@ -116,16 +116,8 @@ class Module {
   // ("in_features=784, out_features=256, bias=true"), as PyTorch's extra_repr.
   virtual std::string extra_repr() const { return ""; }
 
-  // ---- calibration: the layers INT8 quantizes (Linear) call hook(input) at
-  // the start of each forward while one is set (amp/int8_quantize.h's
-  // calibrator sets it; PyTorch attaches observers the same way).
-  using InputHook = std::function<void(const Tensor&)>;
-  void set_input_hook(InputHook hook) { input_hook_ = std::move(hook); }
 
  protected:
-  void report_input(const Tensor& input) const {
-    if (input_hook_) input_hook_(input);
-  }
   // Registered tensors are stored by address so to() can replace them in place.
   Tensor& register_parameter(const std::string& name, Tensor& slot, Tensor value);
   Tensor& register_buffer(const std::string& name, Tensor& slot, Tensor value);
@@ -144,7 +136,6 @@ class Module {
   std::vector<std::pair<std::string, Tensor*>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
-  InputHook input_hook_;
 };
 
 // Prints the module tree as PyTorch does, each line with its parameter

@@ -6,17 +6,11 @@
 
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
+#include "tools/train/output_paths.h"
 #include "tools/train/run.h"
 
 namespace mt::tools {
 namespace {
-
-void refuse_overwriting_input(const std::string& in, const std::string& out) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  MT_CHECK(!(fs::exists(out, error) && fs::equivalent(in, out, error)),
-           "quantize: --out '{}' is the input checkpoint; write the INT8 checkpoint to another file", out);
-}
 
 // The first `samples` training samples through the float model, in batches,
 // under the autocast it evaluates with: what each Linear's observer sees.
@@ -52,7 +46,7 @@ nlohmann::json recipe_json(const QuantizeRequest& req, const Int8Comparison& c) 
 
 QuantizeResult quantize_checkpoint(const QuantizeRequest& req) {
   MT_CHECK(!req.out.empty(), "quantize: --out names the INT8 checkpoint to write");
-  refuse_overwriting_input(req.checkpoint, req.out);
+  check_output_paths("quantize", {{"--out", req.out}}, {{"--checkpoint", req.checkpoint}, {"--data", req.data_dir}});
   const SafetensorsFile f = load_safetensors(req.checkpoint);
   MT_CHECK(!f.metadata.count("int8"), "quantize: '{}' is an INT8 checkpoint already", req.checkpoint);
   const Device device = resolve_device(req.device);

@@ -56,7 +56,7 @@ grep -q '"summary"' "$tmp/m.jsonl" || { echo "FAIL: no summary line in the metri
     | grep -q "^int8:  accuracy" || { echo "FAIL: quantize did not print the INT8 accuracy"; failures=$((failures + 1)); }
 "$mixtape" eval --checkpoint "$tmp/q.safetensors" | grep -q "^int8: 3 layer(s) W8A8" ||
   { echo "FAIL: eval of an INT8 checkpoint did not say so"; failures=$((failures + 1)); }
-expect_failure "^error: quantize: --out .* is the input checkpoint" quantize --checkpoint "$tmp/c.safetensors" \
+expect_failure "^error: quantize: --out .* is the same file as --checkpoint" quantize --checkpoint "$tmp/c.safetensors" \
   --out "$tmp/c.safetensors"
 expect_failure "observer" quantize --checkpoint "$tmp/c.safetensors" --out "$tmp/q2.safetensors" --observer max
 expect_failure "^error: .*INT8 checkpoint already" quantize --checkpoint "$tmp/q.safetensors" --out "$tmp/q2.safetensors"
