@@ -6,7 +6,9 @@
 // - the fused kernels (kernels/attention/attention.h): the ladder's on SIM
 //   and CUDA tensors, cpu.cpp's on the CPU. The T x T scores are never
 //   stored; only out and each row's log-sum-exp are saved for backward.
-//   MT_ATTENTION=math turns them off.
+//   MT_ATTENTION=math turns them off. On a GPU (auto) a rung runs only
+//   where it has passed its check on that device (kernels/verify/trust.h);
+//   elsewhere the reference path serves, with one warning.
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -205,6 +207,16 @@ Tensor fused_attention(const autograd::CastInputs& in, const Tensor& mask, const
       });
 }
 
+// Under MT_ATTENTION=auto: has the rung fused_attention would pick passed
+// its check on this device (always true on the CPU and plain sim)?
+bool fused_kernel_verified(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
+  if (q.device().is_cpu()) return true;
+  const auto heads = [](const Tensor& t) { return t.dim() == 3 ? t.unsqueeze(1) : t; };
+  const kernels::AttentionProblem problem =
+      kernels::attention_problem(heads(q), heads(k), heads(v), 1.0, options.is_causal);
+  return kernels::attention_kernel_verified(kernels::best_attention_kernel(q.dtype(), problem), q.device());
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -221,11 +233,14 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   // The steps inside run in the dtype chosen above (softmax's kernel keeps f32 statistics).
   const amp::Autocast inside(q.device(), amp::autocast_dtype(q.device()), /*enabled=*/false);
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-  if (q.dtype() != kF64 && kernels::attention_backend_from_env() == kernels::AttentionBackend::Own) {
+  const kernels::AttentionBackend backend = kernels::attention_backend_from_env();
+  if (q.dtype() != kF64 && backend != kernels::AttentionBackend::Math) {
     const Tensor& mask = float_mask ? in[3] : mask_in;
     const std::string gap = fused_attention_gap(q, k, v, mask, grouped(q, k, options));
-    if (gap.empty()) return fused_attention(in, mask, options, scale);
-    say_once_reference_path(gap);
+    if (gap.empty() && (backend == kernels::AttentionBackend::Own || fused_kernel_verified(q, k, v, options))) {
+      return fused_attention(in, mask, options, scale);
+    }
+    if (!gap.empty()) say_once_reference_path(gap);
   }
   // Grouped-query attention on the reference path: each K/V head repeated for its group.
   const int64_t repeat = grouped(q, k, options) ? q.size(-3) / k.size(-3) : 1;

@@ -5,6 +5,7 @@
 // yields a clear message instead of a raw CUDA error code.
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <string>
 
 #include "core/device_info.h"
@@ -31,6 +32,25 @@ DeviceSummary query_devices() {
   cudaRuntimeGetVersion(&runtime);
   summary.runtime_version = runtime;
   return summary;
+}
+
+std::optional<GpuIdentity> query_identity(int index, std::string* why) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || index < 0 || index >= count) {
+    cudaGetLastError();
+    if (why != nullptr) *why = "no CUDA device " + std::to_string(index) + " (" + std::to_string(count) + " visible)";
+    return std::nullopt;
+  }
+  GpuIdentity identity;
+  char name[256] = {};
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) == cudaSuccess) std::snprintf(name, sizeof(name), "%s", prop.name);
+  identity.name = name;
+  cudaDeviceGetAttribute(&identity.major, cudaDevAttrComputeCapabilityMajor, index);
+  cudaDeviceGetAttribute(&identity.minor, cudaDevAttrComputeCapabilityMinor, index);
+  cudaDriverGetVersion(&identity.driver_version);
+  cudaGetLastError();
+  return identity;
 }
 
 }  // namespace mt::cuda

@@ -18,19 +18,21 @@
 #include "kernels/attention/cpu.h"
 #include "kernels/common/dispatch_helpers.h"
 #include "kernels/dispatch.h"
+#include "kernels/verify/trust.h"
 
 namespace mt::kernels {
 
 // Which implementation scaled_dot_product_attention uses on f32/f16/bf16
-// tensors of any device, from MT_ATTENTION: auto (or unset) and own run the
-// fused kernels where they apply; math always runs the reference path.
-enum class AttentionBackend { Own, Math };
+// tensors of any device, from MT_ATTENTION: auto (or unset) runs the fused
+// kernels where they apply and, on a GPU, where their rung has passed its
+// check there (attention_kernel_verified); own runs them regardless; math
+// always runs the reference path.
+enum class AttentionBackend { Auto, Own, Math };
 
 inline AttentionBackend attention_backend_from_env() {
   const char* value = std::getenv("MT_ATTENTION");
-  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0 || std::strcmp(value, "own") == 0) {
-    return AttentionBackend::Own;
-  }
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return AttentionBackend::Auto;
+  if (std::strcmp(value, "own") == 0) return AttentionBackend::Own;
   if (std::strcmp(value, "math") == 0) return AttentionBackend::Math;
   fail("MT_ATTENTION='{}': expected auto, own or math", value);
 }
@@ -57,6 +59,20 @@ inline AttentionKernel best_attention_kernel(DType dtype, const AttentionProblem
   const bool tensor_core_shape = p.head_dim == p.value_dim && (p.head_dim == 64 || p.head_dim == 128);
   return (dtype == kF16 || dtype == kBF16) && tensor_core_shape ? AttentionKernel::V3TensorCore
                                                                 : AttentionKernel::V2Scalar;
+}
+
+// May `auto` run `kernel` on `device` (kernels/verify/trust.h)? v3 falls
+// back to v2 for operands off 16-byte alignment, so it needs both verified.
+// Warns once for a rung that is not: the reference path serves instead.
+inline bool attention_kernel_verified(AttentionKernel kernel, Device device) {
+  for (const verify::OwnFamily family : {verify::OwnFamily::AttentionV3, verify::OwnFamily::AttentionV2}) {
+    if (family == verify::OwnFamily::AttentionV3 && kernel != AttentionKernel::V3TensorCore) continue;
+    if (!verify::own_family_trusted(family, device)) {
+      verify::warn_untrusted(family, device);
+      return false;
+    }
+  }
+  return true;
 }
 
 namespace detail {

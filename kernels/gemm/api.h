@@ -85,7 +85,11 @@ struct Int8Gemm {
 // (auto|own|cublaslt); auto (or unset) means the own kernels in the simulator
 // and, on a GPU, the faster of the two per shape, measured once
 // (kernels/gemm/cuda.cu, gemm_choice.h). CublasLt exists only in the GPU build.
-enum class GemmBackend : int { Auto, Own, CublasLt };
+// Reference is the v1 rung: what the dispatcher asks for on `sim` treated as
+// a GPU (MT_SIM_GPU_IDENTITY) where the own rung has not passed its check,
+// standing in for cuBLASLt, which the simulator does not have
+// (kernels/verify/trust.h).
+enum class GemmBackend : int { Auto, Own, CublasLt, Reference };
 
 }  // namespace mt::kernels
 

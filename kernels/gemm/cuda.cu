@@ -14,7 +14,9 @@
 //     and the bias / ReLU as a cuBLASLt epilogue (GELU as a second pass, see
 //     gemm_cublaslt: cuBLASLt's own GELU is the tanh form). FP32 runs
 //     CUBLAS_COMPUTE_32F unless GemmArgs::allow_tf32 asks for TF32.
-//   Selection: an explicit GemmBackend wins; Auto reads MT_GEMM
+//   Selection: an explicit GemmBackend wins (the dispatcher asks for cuBLASLt,
+//   or on the simulator Reference = v1, when the own rung has not passed its
+//   check on this device: kernels/verify/trust.h); Auto reads MT_GEMM
 //   (auto|own|cublaslt). auto means: own kernels in the simulator; on a GPU a
 //   measured trial per shape (gemm_choice.h): the first GEMM of each shape
 //   runs both back ends (a warm-up and 3 timed calls each, then a host
@@ -385,7 +387,9 @@ void gemm(const GemmArgs& args, GemmBackend backend, Stream stream) {
   if (chosen == GemmBackend::Auto) chosen = worth_a_trial ? choose_by_trial(args, stream) : GemmBackend::CublasLt;
 #endif
   declare_gemm_work(args);
-  if (chosen == GemmBackend::CublasLt) {
+  if (chosen == GemmBackend::Reference) {
+    gemm_v1_naive(args, stream);
+  } else if (chosen == GemmBackend::CublasLt) {
     gemm_cublaslt(args, stream);
   } else {
     gemm_own(args, stream);
@@ -397,6 +401,7 @@ const char* gemm_backend_name(GemmBackend backend) {
     case GemmBackend::CublasLt: return "cublaslt";
     case GemmBackend::Own: return "own";
     case GemmBackend::Auto: return "auto (measured per shape)";
+    case GemmBackend::Reference: return "reference (ladder v1)";
   }
   return "?";
 }

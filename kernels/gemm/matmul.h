@@ -5,18 +5,22 @@
 // CPU tensors run Eigen (kernels/gemm/cpu.cpp). SIM and CUDA tensors run
 // kernels/gemm/cuda.cu's gemm(): the own Tensor Core kernel for f16/bf16,
 // tiled kernels for f32/f64 — or on a GPU cuBLASLt (MT_GEMM=auto|own|cublaslt;
-// auto keeps the faster of the two per shape, measured once).
+// auto keeps the faster of the two per shape, measured once, and only among
+// own rungs that have passed their check on that GPU: kernels/verify/trust.h).
 // An operand that is neither row- nor column-major per batch is copied
 // contiguous first; an output that is not row-major gets a scratch buffer.
 #pragma once
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/gemm/cpu.h"
 #include "kernels/common/dispatch_helpers.h"
 #include "kernels/gemm/api.h"
 #include "kernels/dispatch.h"
+#include "kernels/verify/trust.h"
 
 namespace mt::kernels {
 
@@ -42,6 +46,38 @@ inline GemmOperand gemm_operand(const Tensor& t, DType dtype) {
 }
 
 }  // namespace device_buffers
+
+// True when the Hopper rungs (v6-v8) can run `args` on this back end.
+inline bool gemm_hopper_supports_on(Backend backend, const GemmArgs& args) {
+  if (backend == Backend::Sim) return ::mt::sim::gemm_hopper_supports(args);
+  if constexpr (kCudaKernelsBuilt) return ::mt::cuda::gemm_hopper_supports(args);
+  return false;
+}
+
+// The own rung gemm() would run for `args` (kernels/gemm/cuda.cu's gemm_own).
+inline verify::OwnFamily own_gemm_family(const GemmArgs& args, Backend backend) {
+  switch (args.dtype) {
+    case KernelDType::F16:
+    case KernelDType::BF16:
+      return gemm_hopper_supports_on(backend, args) ? verify::OwnFamily::GemmV7 : verify::OwnFamily::GemmV5;
+    case KernelDType::F32: return verify::OwnFamily::GemmV3;
+    case KernelDType::F64: return verify::OwnFamily::GemmV2;
+  }
+  return verify::OwnFamily::GemmV3;
+}
+
+// What the dispatcher asks gemm() for: with MT_GEMM=auto (or unset), an own
+// rung only where it has passed its check on this device, else cuBLASLt (on
+// sim treated as a GPU, the v1 rung standing in for it), with one warning.
+// MT_GEMM=own or cublaslt is the user's explicit choice: gemm() reads it.
+inline GemmBackend verified_gemm_backend(const GemmArgs& args, Device device, Backend backend) {
+  const char* forced = std::getenv("MT_GEMM");
+  if (forced != nullptr && *forced != '\0' && std::strcmp(forced, "auto") != 0) return GemmBackend::Auto;
+  const verify::OwnFamily family = own_gemm_family(args, backend);
+  if (verify::own_family_trusted(family, device)) return GemmBackend::Auto;
+  verify::warn_untrusted(family, device);
+  return device.is_sim() ? GemmBackend::Reference : GemmBackend::CublasLt;
+}
 
 inline void bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmEpilogue& epilogue = {}) {
   MT_CHECK(!epilogue.bias.defined() || (epilogue.bias.dim() == 1 && epilogue.bias.size(0) == out.size(2)),
@@ -90,7 +126,7 @@ inline void bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
     if (pre.defined()) {  // contiguous like c (checked above), so c's strides address it
       args.pre_activation = static_cast<char*>(pre.data_ptr()) + first * batch_stride_c * static_cast<int64_t>(element);
     }
-    MT_DEVICE_CALL(backend, gemm, args, GemmBackend::Auto, stream);
+    MT_DEVICE_CALL(backend, gemm, args, verified_gemm_backend(args, out.device(), backend), stream);
   }
   finish_output(c, out);
   if (pre.defined()) mark_written(pre);

@@ -22,6 +22,7 @@
 #include "models/registry.h"
 #include "runtime/launch_check.h"
 #include "tools/data/registry.h"
+#include "tools/train/kernel_verification.h"
 
 namespace mt::cli {
 
@@ -206,6 +207,7 @@ void check_environment() {
     fail("{}", e.what());
   }
   dist::check_settings();  // MT_DIST_BACKEND, MT_DIST_TIMEOUT, MT_DIST_DEBUG
+  tools::check_verification_settings();  // MT_KERNEL_CHECKS, MT_KERNEL_CHECK_TIMEOUT_S, MT_SIM_GPU_IDENTITY
 }
 
 int with_error_exit_codes(const std::function<int()>& command) {

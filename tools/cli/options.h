@@ -75,7 +75,8 @@ void print_profile();
 
 // Every environment variable the command line's work reads (MT_NUM_THREADS,
 // MT_CPU_MEMORY_LIMIT, MT_CUDA_ALLOC_CONF, MT_GEMM, MT_CONV, MT_ATTENTION,
-// the MT_DIST_* settings) parsed now, on the main thread: a bad value is an
+// the MT_DIST_* settings, the kernel checks' MT_KERNEL_CHECKS,
+// MT_KERNEL_CHECK_TIMEOUT_S and MT_SIM_GPU_IDENTITY) parsed now, on the main thread: a bad value is an
 // mt::Error naming the variable before any work, not an abort on a worker
 // thread or a device reported as missing later.
 void check_environment();

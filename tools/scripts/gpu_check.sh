@@ -7,6 +7,9 @@
 #
 #   tools/scripts/gpu_check.sh [pack-or-build-dir] [out-dir]
 #
+# The first stage checks every own kernel family on the GPU (`mixtape info
+# --verify`, a table at the top of the report); the later stages use the
+# own kernels only where they passed.
 # The first argument is a pack made by tools/scripts/gpu_pack.sh (executables built
 # here + the dataset) or a build directory. Without either, it builds one
 # (needs Eigen/fmt/spdlog/CLI11/Boost headers on that machine).
@@ -113,6 +116,19 @@ elapsed() { echo "$(( $(date +%s) - start )) s"; }
   "$bin/mixtape" info 2>&1
   echo '```'
 } > "$report"
+
+# ---- kernel verification first (the least known): every own kernel family's
+# known-answer check on this GPU, each in a child process with a time limit
+# (kernels/verify/trust.h). The results go to a cache of this run's own, which
+# every later stage reads: `auto` runs an own family only where it passed.
+export MT_CACHE_DIR="$out/kernel_cache" MT_KERNEL_CHECK_TIMEOUT_S=${MT_KERNEL_CHECK_TIMEOUT_S:-60}
+section "Kernel verification"
+{
+  echo '```'
+  timeout 600 "$bin/mixtape" info --verify --device cuda 2>&1 | tail -40
+  echo '```'
+  echo "verification done at $(elapsed)"
+} >> "$report"
 
 # ---- training to accuracy: cnn in fp16 AMP, fp32 and bf16, resnet in fp16
 # AMP, all at once, started first so they run while the tests do (the

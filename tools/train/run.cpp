@@ -16,6 +16,7 @@
 #include "distributed/process_group.h"
 #include "distributed/sync_batch_norm.h"
 #include "nn/layers.h"
+#include "tools/train/kernel_verification.h"
 #include "tools/train/output_paths.h"
 
 namespace mt::tools {
@@ -126,6 +127,9 @@ void place_run(TrainingRun& r, const TrainConfig& requested) {
   // One GPU per rank, by its rank on the machine.
   if (r.world > 1 && r.device.is_cuda() && !requested.device.index_named)
     r.device = Device{DeviceType::CUDA, dist::local_rank() % visible_gpus()};
+  // Nothing has made a CUDA context yet (resolving the device only counts
+  // them): the own kernels' checks run now, each in a fresh child process.
+  verify_missing_families(r.device);
   r.c = resolve_defaults(requested, r.device);
   if (!r.c.report.html.empty()) r.c.report.record_grad_norm = true;  // the page plots the gradient norm
   r.precision = *r.c.precision.mode;

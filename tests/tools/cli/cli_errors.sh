@@ -32,6 +32,11 @@ expect_failure "seed.*not a whole number" train --seed -1 --steps 1
 expect_failure "threads" train --threads -2 --steps 1
 MT_NUM_THREADS=many expect_failure "MT_NUM_THREADS" train --steps 1 --train-limit 256 --test-limit 10
 MT_CPU_MEMORY_LIMIT=lots expect_failure "MT_CPU_MEMORY_LIMIT" train --steps 1 --train-limit 256 --test-limit 10
+MT_SIM_GPU_IDENTITY="H200;nine" expect_failure "MT_SIM_GPU_IDENTITY" info --verify --device sim
+MT_KERNEL_CHECKS=maybe expect_failure "MT_KERNEL_CHECKS" info
+MT_KERNEL_CHECK_TIMEOUT_S=0 expect_failure "MT_KERNEL_CHECK_TIMEOUT_S" info
+expect_failure "CPU runs none" info --verify --device cpu
+expect_failure "not a kernel family" info --check-family gemm.v99 --device sim
 expect_failure "unknown unit" bench --mem-budget 12abc
 expect_failure "too small.*batch 1" bench --mem-budget 1KiB --steps 5 --warmup-steps 1 --train-limit 512 \
   --no-progress

@@ -1,0 +1,229 @@
+// The known-answer checks (checks.h): one per own kernel family.
+#include "kernels/verify/checks.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <vector>
+
+#include "core/stream.h"
+#include "core/tensor.h"
+#include "kernels/attention/attention.h"
+#include "kernels/dispatch.h"
+#include "kernels/gemm/api.h"
+#include "kernels/gemm/cpu.h"
+#include "kernels/gemm/matmul.h"
+
+namespace mt::kernels::verify {
+namespace {
+
+// Deterministic values in [-1, 1) (a fixed LCG: the same problem everywhere).
+std::vector<double> test_values(size_t count, uint32_t seed) {
+  std::vector<double> values(count);
+  uint32_t state = seed * 2654435761u + 12345u;
+  for (double& v : values) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<double>(state >> 8) / static_cast<double>(1u << 24) * 2.0 - 1.0;
+  }
+  return values;
+}
+
+std::vector<double> host_values(const Tensor& t) { return t.to(kCPU).to_vector(); }
+
+// The largest |got - want| over the largest |want| (the output's scale).
+double relative_error(const std::vector<double>& got, const std::vector<double>& want) {
+  double scale = 0, error = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = std::abs(got[i] - want[i]);
+    error = std::isnan(e) ? INFINITY : std::max(error, e);
+  }
+  return error / std::max(scale, 1e-30);
+}
+
+// A few units in the last place of `dtype` at the output's scale.
+double tolerance(DType dtype) {
+  if (dtype == kBF16) return 8.0 / 128;
+  if (dtype == kF16) return 8.0 / 1024;
+  if (dtype == kF32) return 8e-5;  // long f32 sums in another order
+  return 1e-12;
+}
+
+CheckResult verdict(OwnFamily family, double error, DType dtype) {
+  CheckResult r;
+  r.family = family;
+  r.outcome = error <= tolerance(dtype) ? CheckOutcome::Verified : CheckOutcome::Failed;
+  r.detail = fmt::format("largest error {:.3g} of the output's scale (tolerance {:.3g})", error, tolerance(dtype));
+  return r;
+}
+
+// ---- GEMM rungs ------------------------------------------------------------
+
+// C = GELU(op(A) op(B) + bias) in f64 from the rounded inputs, [m, n].
+std::vector<double> gemm_reference(const std::vector<double>& a, const std::vector<double>& b,
+                                   const std::vector<double>& bias, int m, int n, int k, bool trans_b) {
+  std::vector<double> c(static_cast<size_t>(m) * n);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double z = bias[j];
+      for (int p = 0; p < k; ++p)
+        z += a[static_cast<size_t>(i) * k + p] *
+             (trans_b ? b[static_cast<size_t>(j) * k + p] : b[static_cast<size_t>(p) * n + j]);
+      c[static_cast<size_t>(i) * n + j] = 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0)));
+    }
+  }
+  return c;
+}
+
+void run_gemm_rung(OwnFamily family, Backend backend, const GemmArgs& args, Stream stream) {
+  switch (family) {
+    case OwnFamily::GemmV7: MT_DEVICE_CALL(backend, gemm_v7_warp_specialized, args, stream); return;
+    case OwnFamily::GemmV5: MT_DEVICE_CALL(backend, gemm_v5_pipelined, args, stream); return;
+    case OwnFamily::GemmV3: MT_DEVICE_CALL(backend, gemm_v3_register_blocking, args, stream); return;
+    case OwnFamily::GemmV2: MT_DEVICE_CALL(backend, gemm_v2_shared_tiles, args, stream); return;
+    default: fail("kernel verification: {} is not a GEMM rung", family_info(family).name);
+  }
+}
+
+// One rung on one layout: m, n ragged for 128 x 128 tiles, k for 64-deep
+// stages; bias and the erf GELU in the epilogue.
+double gemm_error(OwnFamily family, Device device, DType dtype, bool trans_b) {
+  const int m = 130, n = 72, k = 264;
+  const Tensor a = from_vector(test_values(static_cast<size_t>(m) * k, 1), {m, k}, dtype);
+  const Tensor b = from_vector(test_values(static_cast<size_t>(k) * n, 2), trans_b ? Shape{n, k} : Shape{k, n}, dtype);
+  const Tensor bias = from_vector(test_values(n, 3), {n}, dtype);
+  const std::vector<double> want = gemm_reference(host_values(a), host_values(b), host_values(bias), m, n, k, trans_b);
+  const Tensor da = a.to(device), db = b.to(device), dbias = bias.to(device), c = empty({m, n}, dtype, device);
+  GemmArgs args;
+  args.dtype = device_buffers::kernel_dtype(dtype, "kernel verification");
+  args.m = m, args.n = n, args.k = k;
+  args.a = da.data_ptr(), args.lda = k;
+  args.b = db.data_ptr(), args.ldb = trans_b ? k : n, args.trans_b = trans_b;
+  args.c = c.data_ptr(), args.ldc = n;
+  args.bias = dbias.data_ptr();
+  args.activation = GemmActivation::GeluErf;
+  const Backend backend = backend_for(device, "kernel verification");
+  MT_CHECK(family != OwnFamily::GemmV7 || gemm_hopper_supports_on(backend, args),
+           "kernel verification: the Hopper rung cannot take its own check's operands on {}", device.str());
+  run_gemm_rung(family, backend, args, launch_stream(device));
+  return relative_error(host_values(c), want);
+}
+
+CheckResult gemm_check(OwnFamily family, Device device) {
+  if (family == OwnFamily::GemmV7 || family == OwnFamily::GemmV5) {
+    const double error = std::max(gemm_error(family, device, kF16, false), gemm_error(family, device, kBF16, true));
+    return verdict(family, error, kBF16);
+  }
+  const DType dtype = family == OwnFamily::GemmV3 ? kF32 : kF64;
+  return verdict(family, std::max(gemm_error(family, device, dtype, false), gemm_error(family, device, dtype, true)),
+                 dtype);
+}
+
+// ---- attention rungs -------------------------------------------------------
+
+// Forward (out, lse) and backward (dq, dk, dv) of one rung against the CPU's
+// fused kernel: causal, key padding on the second sequence, 70 queries (a
+// partial 64-row tile), head dim 64.
+CheckResult attention_check(OwnFamily family, Device device) {
+  const AttentionKernel kernel =
+      family == OwnFamily::AttentionV3 ? AttentionKernel::V3TensorCore : AttentionKernel::V2Scalar;
+  const DType dtype = kF16;
+  const int64_t batch = 2, heads = 2, t = 70, d = 64;
+  const Shape shape{batch, heads, t, d};
+  const size_t count = static_cast<size_t>(batch * heads * t * d);
+  const Tensor q = from_vector(test_values(count, 4), shape, dtype),
+               k = from_vector(test_values(count, 5), shape, dtype);
+  const Tensor v = from_vector(test_values(count, 6), shape, dtype),
+               dout = from_vector(test_values(count, 7), shape, dtype);
+  std::vector<double> padded(static_cast<size_t>(batch * t), 0.0);               // true: a key nobody attends to
+  for (int64_t j = t - 9; j < t; ++j) padded[static_cast<size_t>(t + j)] = 1.0;  // the second sequence's last 9
+  const Tensor padding = from_vector(padded, {batch, t}, kBool);
+  AttentionProblem problem = attention_problem(q, k, v, 1.0 / std::sqrt(static_cast<double>(d)), /*causal=*/true);
+  struct Results {
+    std::vector<double> out, lse, dq, dk, dv;
+  };
+  auto run = [&](Device where) {
+    const Tensor wq = q.to(where), wk = k.to(where), wv = v.to(where), wdout = dout.to(where), wpad = padding.to(where);
+    const Tensor out = empty(shape, dtype, where), lse = empty({batch, heads, t}, kF32, where);
+    attention_forward(wq, wk, wv, wpad, Tensor(), problem, kernel, out, lse);
+    const Tensor dq = empty(shape, dtype, where), dk = empty(shape, dtype, where), dv = empty(shape, dtype, where);
+    attention_backward(wq, wk, wv, wpad, Tensor(), out, lse, wdout, problem, kernel, dq, dk, dv);
+    return Results{host_values(out), host_values(lse), host_values(dq), host_values(dk), host_values(dv)};
+  };
+  const Results want = run(kCPU), got = run(device);
+  const double error =
+      std::max({relative_error(got.out, want.out), relative_error(got.lse, want.lse), relative_error(got.dq, want.dq),
+                relative_error(got.dk, want.dk), relative_error(got.dv, want.dv)});
+  return verdict(family, error, dtype);
+}
+
+// ---- the INT8 rung ---------------------------------------------------------
+
+// Exact s32 sums on both sides: only the f32 scaling may round differently.
+CheckResult int8_check(Device device) {
+  const int64_t m = 70, n = 45, k = 100;
+  std::vector<double> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(n * k)), scales(static_cast<size_t>(n)),
+      bias(static_cast<size_t>(n));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>((i * 37 + 11) % 256);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<double>(static_cast<int>((i * 53 + 7) % 255) - 127);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = 1e-4 * static_cast<double>(i + 1);
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.5 - 0.01 * static_cast<double>(i);
+  const Tensor ha = from_vector(a, {m, k}, kU8), hb = from_vector(b, {n, k}, kI8);
+  const Tensor hs = from_vector(scales, {n}), hbias = from_vector(bias, {n});
+  Int8Gemm g{.m = m, .n = n, .k = k, .a_zero_point = 128, .activation = GemmActivation::Relu};
+  const Tensor want = empty({m, n});
+  g.a = static_cast<const uint8_t*>(ha.data_ptr());
+  g.b = static_cast<const int8_t*>(hb.data_ptr());
+  g.scales = hs.data<float>();
+  g.bias = hbias.data<float>();
+  cpu::int8_gemm(g, want);
+  const Tensor da = ha.to(device), db = hb.to(device), ds = hs.to(device), dbias = hbias.to(device);
+  const Tensor got = empty({m, n}, kF32, device);
+  g.a = static_cast<const uint8_t*>(da.data_ptr());
+  g.b = static_cast<const int8_t*>(db.data_ptr());
+  g.scales = static_cast<const float*>(ds.data_ptr());
+  g.bias = static_cast<const float*>(dbias.data_ptr());
+  MT_DEVICE_CALL(backend_for(device, "kernel verification"), int8_gemm_v9_mma, g, got.data_ptr(), false,
+                 launch_stream(device));
+  return verdict(OwnFamily::Int8Mma, relative_error(host_values(got), host_values(want)), kF64);
+}
+
+CheckResult check_on(OwnFamily family, Device device) {
+  switch (family) {
+    case OwnFamily::GemmV7:
+    case OwnFamily::GemmV5:
+    case OwnFamily::GemmV3:
+    case OwnFamily::GemmV2: return gemm_check(family, device);
+    case OwnFamily::AttentionV3:
+    case OwnFamily::AttentionV2: return attention_check(family, device);
+    case OwnFamily::Int8Mma: return int8_check(device);
+  }
+  fail("kernel verification: unknown family");
+}
+
+}  // namespace
+
+CheckResult run_check(OwnFamily family, Device device) {
+  MT_CHECK(device.is_sim() || device.is_cuda(), "kernel verification: {} runs no own GPU kernels", device.str());
+  CheckResult result;
+  result.family = family;
+  if (const std::optional<DeviceIdentity> identity = identity_for(device);
+      identity && !family_applies(family, *identity)) {
+    result.outcome = CheckOutcome::NotApplicable;
+    result.detail = fmt::format("sm_{}{} cannot run it", identity->major, identity->minor);
+    return result;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    result = check_on(family, device);
+    synchronize(device);
+  } catch (const std::exception& e) {
+    result.outcome = CheckOutcome::Failed;
+    result.detail = e.what();
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace mt::kernels::verify
