@@ -8,6 +8,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/fp8/api.h"
 #include "kernels/fp8/cpu.h"
+#include "kernels/verify/trust.h"
 
 namespace mt::kernels {
 
@@ -21,6 +22,15 @@ inline void check_f32_scalar(const char* op, const char* what, const Tensor& t, 
   MT_CHECK(t.defined() && t.dtype() == kF32 && t.numel() == 1 && t.device() == device,
            "{}: {} must be one f32 value on {}", op, what, device);
 }
+// The FP8 kernels run on a GPU only once they have passed their check there
+// (kernels/verify/trust.h). There is no other FP8 path on a GPU, so an
+// unverified one is an error, never numbers nobody has checked.
+inline void require_fp8_verified(Device device) {
+  MT_CHECK(verify::own_family_trusted(verify::OwnFamily::Fp8, device),
+           "FP8: mixtape's FP8 kernels (kernels/fp8) have not passed their check on {} (they have run on the "
+           "simulator only): run `mixtape info --verify --device {}`, or train FP8 on the CPU",
+           device, device);
+}
 }  // namespace detail
 
 // amax = max |x| (NaN if x holds one).
@@ -30,6 +40,7 @@ inline void fp8_amax(const Tensor& x, const Tensor& amax) {
   fill(amax, 0.0);
   const Backend backend = backend_for(x.device(), "fp8_amax");
   if (backend == Backend::Cpu) return cpu::fp8_amax(x, amax);
+  detail::require_fp8_verified(x.device());
   MT_DEVICE_CALL(backend, fp8_amax, tensor_ref(x), static_cast<float*>(amax.data_ptr()), launch_stream(x.device()));
   mark_written(amax);
 }
@@ -44,6 +55,7 @@ inline void fp8_delayed_update(const Tensor& history, bool most_recent, Fp8Scale
   detail::check_f32_scalar("fp8_delayed_update", "scale_inv", scale_inv, scale.device());
   const Backend backend = backend_for(scale.device(), "fp8_delayed_update");
   if (backend == Backend::Cpu) return cpu::fp8_delayed_update(history, most_recent, rule, scale, scale_inv);
+  detail::require_fp8_verified(scale.device());
   MT_DEVICE_CALL(backend, fp8_delayed_update, static_cast<float*>(history.data_ptr()), history.numel(), most_recent,
                  rule, static_cast<float*>(scale.data_ptr()), static_cast<float*>(scale_inv.data_ptr()),
                  launch_stream(scale.device()));
@@ -60,6 +72,7 @@ inline void fp8_quantize_with_scale(const Tensor& x, const Tensor& scale, const 
   if (amax.defined()) detail::check_f32_scalar("fp8_quantize", "amax", amax, x.device());
   const Backend backend = backend_for(x.device(), "fp8_quantize");
   if (backend == Backend::Cpu) return cpu::fp8_quantize_with_scale(x, scale, out, amax);
+  detail::require_fp8_verified(x.device());
   MT_DEVICE_CALL(backend, fp8_quantize_with_scale, tensor_ref(x), static_cast<const float*>(scale.data_ptr()),
                  tensor_ref(out), amax.defined() ? static_cast<float*>(amax.data_ptr()) : nullptr,
                  launch_stream(x.device()));
@@ -76,6 +89,7 @@ inline void fp8_quantize_grouped(const Tensor& x, Fp8Groups groups, Fp8ScaleRule
            "fp8_quantize: scale_inv must be {} contiguous f32 values on {}", groups.count(), x.device());
   const Backend backend = backend_for(x.device(), "fp8_quantize");
   if (backend == Backend::Cpu) return cpu::fp8_quantize_grouped(x, groups, rule, out, scale_inv);
+  detail::require_fp8_verified(x.device());
   MT_DEVICE_CALL(backend, fp8_quantize_grouped, tensor_ref(x), groups, rule, tensor_ref(out),
                  static_cast<float*>(scale_inv.data_ptr()), launch_stream(x.device()));
   mark_written(out);
@@ -83,14 +97,15 @@ inline void fp8_quantize_grouped(const Tensor& x, Fp8Groups groups, Fp8ScaleRule
 }
 
 // counts (f32 [2], running) += saturated and flushed-to-zero elements (x: what q was quantized from).
-inline void fp8_count_saturated_and_flushed(const Tensor& q, const Tensor& x, const Tensor& scale_inv,
-                                            Fp8Groups groups, const Tensor& counts) {
+inline void fp8_count_saturated_and_flushed(const Tensor& q, const Tensor& x, const Tensor& scale_inv, Fp8Groups groups,
+                                            const Tensor& counts) {
   detail::check_fp8_operands("fp8_count_saturated_and_flushed", x, q);
   MT_CHECK(is_fp8(q.dtype()) && counts.dtype() == kF32 && counts.numel() == 2 && counts.is_contiguous() &&
                counts.device() == q.device() && scale_inv.is_contiguous() && scale_inv.numel() == groups.count(),
            "fp8_count_saturated_and_flushed: expected FP8 data, its scales and an f32 [2] on {}", q.device());
   const Backend backend = backend_for(q.device(), "fp8_count_saturated_and_flushed");
   if (backend == Backend::Cpu) return cpu::fp8_count_saturated_and_flushed(q, x, scale_inv, groups, counts);
+  detail::require_fp8_verified(q.device());
   MT_DEVICE_CALL(backend, fp8_count_saturated_and_flushed, tensor_ref(q), tensor_ref(x),
                  static_cast<const float*>(scale_inv.data_ptr()), groups, static_cast<float*>(counts.data_ptr()),
                  launch_stream(q.device()));
@@ -105,6 +120,7 @@ inline void fp8_dequantize(const Tensor& q, const Tensor& scale_inv, Fp8Groups g
            "fp8_dequantize: scale_inv must be {} contiguous f32 values on {}", groups.count(), q.device());
   const Backend backend = backend_for(q.device(), "fp8_dequantize");
   if (backend == Backend::Cpu) return cpu::fp8_dequantize(q, scale_inv, groups, out);
+  detail::require_fp8_verified(q.device());
   MT_DEVICE_CALL(backend, fp8_dequantize, tensor_ref(q), static_cast<const float*>(scale_inv.data_ptr()), groups,
                  tensor_ref(out), launch_stream(q.device()));
   mark_written(out);
@@ -127,6 +143,7 @@ inline void fp8_gemm_combine(const Tensor& product, int64_t k_group, const Tenso
   if (backend == Backend::Cpu) {
     return cpu::fp8_gemm_combine(product, k_group, a_scale_inv, a_groups, b_scale_inv, b_groups, bias, out);
   }
+  detail::require_fp8_verified(out.device());
   MT_DEVICE_CALL(backend, fp8_gemm_combine, static_cast<const float*>(product.data_ptr()), product.size(0), k_group,
                  static_cast<const float*>(a_scale_inv.data_ptr()), a_groups,
                  static_cast<const float*>(b_scale_inv.data_ptr()), b_groups,

@@ -11,6 +11,7 @@
 #include "core/tensor.h"
 #include "kernels/attention/attention.h"
 #include "kernels/dispatch.h"
+#include "kernels/fp8/fp8.h"
 #include "kernels/gemm/api.h"
 #include "kernels/gemm/cpu.h"
 #include "kernels/gemm/matmul.h"
@@ -189,6 +190,49 @@ CheckResult int8_check(Device device) {
   return verdict(OwnFamily::Int8Mma, relative_error(host_values(got), host_values(want)), kF64);
 }
 
+// ---- the FP8 kernels --------------------------------------------------------
+
+// Quantization writes the same bytes and scales as the CPU (both follow
+// cvt.rn.satfinite, runtime/fp8.h); amax, dequantize and the GEMM's combine
+// step agree to the f32 rounding of their sums.
+CheckResult fp8_check(Device device) {
+  const int64_t rows = 37, cols = 300;  // a partial 1 x 128 tile at the end of every row
+  std::vector<double> values = test_values(static_cast<size_t>(rows * cols), 8);
+  for (size_t i = 0; i < values.size(); i += 97) values[i] *= 900;  // outliers that saturate at the scale below
+  const Tensor x = from_vector(values, {rows, cols});
+  const Fp8Groups tiles{rows, cols, 1, 128};
+  struct Results {
+    std::vector<double> amax, per_tensor, tiled, scale_inv, dequantized, combined;
+  };
+  auto run = [&](Device where) {
+    const Tensor wx = x.to(where), amax = empty({}, kF32, where), scale = full({}, 0.5, kF32, where);
+    fp8_amax(wx, amax);
+    const Tensor per_tensor = empty({rows, cols}, kF8E4M3, where);
+    fp8_quantize_with_scale(wx, scale, per_tensor);
+    const Tensor tiled = empty({rows, cols}, kF8E5M2, where), scale_inv = empty({tiles.count()}, kF32, where);
+    fp8_quantize_grouped(wx, tiles, Fp8ScaleRule{kE5M2Format.max_finite, 1.0f}, tiled, scale_inv);
+    const Tensor dequantized = empty({rows, cols}, kF32, where);
+    fp8_dequantize(tiled, scale_inv, tiles, dequantized);
+    // The combine step on two K groups of a [rows, 8] product: A's 1 x 128 tiles, B per tensor.
+    const Tensor product = from_vector(test_values(static_cast<size_t>(2 * rows * 8), 9), {2, rows, 8}).to(where);
+    const Tensor a_scales = from_vector(test_values(static_cast<size_t>(rows * 2), 10), {rows * 2}).to(where);
+    const Tensor b_scale = full({1}, 0.25, kF32, where), bias = full({8}, 0.125, kF32, where);
+    const Tensor combined = empty({rows, 8}, kF32, where);
+    fp8_gemm_combine(product, 128, a_scales, Fp8Groups{rows, 256, 1, 128}, b_scale, Fp8Groups{8, 256, 8, 256}, bias,
+                     combined);
+    return Results{host_values(amax),      host_values(per_tensor),  host_values(tiled),
+                   host_values(scale_inv), host_values(dequantized), host_values(combined)};
+  };
+  const Results want = run(kCPU), got = run(device);
+  const bool same_bytes =
+      got.per_tensor == want.per_tensor && got.tiled == want.tiled && got.scale_inv == want.scale_inv;
+  const double error = std::max({relative_error(got.amax, want.amax), relative_error(got.dequantized, want.dequantized),
+                                 relative_error(got.combined, want.combined)});
+  CheckResult r = verdict(OwnFamily::Fp8, same_bytes ? error : INFINITY, kF32);
+  if (!same_bytes) r.detail = "quantized bytes or scales differ from the CPU's";
+  return r;
+}
+
 CheckResult check_on(OwnFamily family, Device device) {
   switch (family) {
     case OwnFamily::GemmV7:
@@ -198,6 +242,7 @@ CheckResult check_on(OwnFamily family, Device device) {
     case OwnFamily::AttentionV3:
     case OwnFamily::AttentionV2: return attention_check(family, device);
     case OwnFamily::Int8Mma: return int8_check(device);
+    case OwnFamily::Fp8: return fp8_check(device);
   }
   fail("kernel verification: unknown family");
 }
@@ -216,6 +261,7 @@ CheckResult run_check(OwnFamily family, Device device) {
   }
   const auto start = std::chrono::steady_clock::now();
   try {
+    const FamilyUnderCheck checking(family);
     result = check_on(family, device);
     synchronize(device);
   } catch (const std::exception& e) {

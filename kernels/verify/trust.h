@@ -10,7 +10,8 @@
 // chip, that driver, that build of the kernels. Results are kept in a cache
 // file; without a "verified" entry the family's fallback serves (cuBLASLt,
 // or attention's reference path), with one warning naming it. The INT8 rung
-// has no fallback on a GPU: unverified, it is an error.
+// and the FP8 kernels have no fallback on a GPU: unverified, they are an
+// error.
 //
 // Who runs the checks: `mixtape info --verify` (every family, a table) and
 // `mixtape train` (the families the cache lacks, before it touches the GPU),
@@ -36,7 +37,7 @@
 
 namespace mt::kernels::verify {
 
-enum class OwnFamily : int { GemmV7, GemmV5, GemmV3, GemmV2, AttentionV3, AttentionV2, Int8Mma };
+enum class OwnFamily : int { GemmV7, GemmV5, GemmV3, GemmV2, AttentionV3, AttentionV2, Int8Mma, Fp8 };
 
 struct OwnFamilyInfo {
   OwnFamily family;
@@ -111,5 +112,15 @@ bool own_family_trusted(OwnFamily family, Device device);
 // on the device, what serves instead, and how to verify it.
 void warn_untrusted(OwnFamily family, Device device);
 void forget_trust();
+
+// While one lives, this thread trusts `family`: its check runs the family's
+// kernels through the same dispatchers that refuse them unverified.
+class FamilyUnderCheck {
+ public:
+  explicit FamilyUnderCheck(OwnFamily family);
+  ~FamilyUnderCheck();
+  FamilyUnderCheck(const FamilyUnderCheck&) = delete;
+  FamilyUnderCheck& operator=(const FamilyUnderCheck&) = delete;
+};
 
 }  // namespace mt::kernels::verify

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "kernels/fp8/fp8.h"
 #include "kernels/gemm/int8.h"
 #include "kernels/gemm/matmul.h"
 #include "kernels/verify/checks.h"
@@ -187,4 +188,18 @@ TEST_CASE("the INT8 rung unverified on a GPU is an error that says how to verify
   gpu.store(OwnFamily::Int8Mma, CheckOutcome::Verified);
   kernels::int8_gemm(g, out);
   CHECK(out.to(kCPU).to_vector()[0] == 32.0);  // 32 x (130 - 128) x 1 x 0.5
+}
+
+TEST_CASE("the FP8 kernels unverified on a GPU are an error that says how to verify them", "[verify]") {
+  const FakeGpu gpu;
+  const Tensor x = full({4, 8}, 3.0, kF32, kSIM), amax = empty({}, kF32, kSIM);
+  try {
+    kernels::fp8_amax(x, amax);
+    FAIL("an unverified FP8 kernel ran");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("mixtape info --verify") != std::string::npos);
+  }
+  gpu.store(OwnFamily::Fp8, CheckOutcome::Verified);
+  kernels::fp8_amax(x, amax);
+  CHECK(amax.to(kCPU).item<float>() == 3.0f);
 }
