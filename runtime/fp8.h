@@ -21,8 +21,10 @@
 // rounds, which is what lets the CPU run FP8 GEMMs as bf16 GEMMs.
 //
 // These functions are __host__ __device__: the CPU back end, the simulator and
-// the GPU kernels share one definition (the GPU does not use its hardware cvt
-// yet: that is the Hopper FP8 work, checked against this code on a real GPU).
+// the GPU kernels share one definition. The hardware's own conversion is
+// kernels/common/ptx.h's cvt_e4m3x2 / cvt_e5m2x2 (sm_89+; this code on the
+// simulator); tests/sim/gpu_examples.cpp compares the two on a GPU (not run
+// on one yet).
 #pragma once
 
 #include <cstdint>

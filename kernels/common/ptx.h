@@ -59,6 +59,7 @@
 #include "runtime/cuda_compat.h"
 #include "kernels/common/element.h"
 #include "kernels/common/tensor_map.h"
+#include "runtime/fp8.h"
 #if !MT_SIM_BUILD
 #include "kernels/common/ptx_wgmma_asm.h"
 #endif
@@ -566,7 +567,8 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], std::uint64_t de
                                              bool accumulate) {
   static_assert(N == 64 || N == 128 || N == 256, "wgmma wrappers exist for N = 64, 128, 256");
 #if MT_SIM_BUILD
-  ::mt::simulator::wgmma_mma_async({d, N, desc_a, desc_b, accumulate, TransA, TransB, BF16});
+  constexpr auto type = BF16 ? ::mt::simulator::WgmmaType::BF16 : ::mt::simulator::WgmmaType::F16;
+  ::mt::simulator::wgmma_mma_async({d, N, desc_a, desc_b, accumulate, TransA, TransB, type, type});
 #elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
   const int scale_d = accumulate ? 1 : 0;
   if constexpr (BF16) {
@@ -581,6 +583,72 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], std::uint64_t de
 #elif defined(__CUDA_ARCH__)
   (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
   MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// FP8: D (64 x N, f32, N/2 per thread) = A (64 x 32) * B (32 x N) [+ D].
+// Both operands K-major (A row-major M x K, B stored N x K: the PTX ISA
+// allows no other layout for 8-bit types); each E4M3, or E5M2 when AE5M2 /
+// BE5M2. A 32-byte K step, as f16's k16 is: the same descriptors address it.
+// Accumulation in the Tensor Core keeps fewer bits than f32 (DeepSeek-V3:
+// about 14 on H800), so long K sums promote partial results to f32
+// registers every 128 of K; the simulator can model the narrowing
+// (simulator::set_fp8_accumulator_bits).
+template <int N, bool AE5M2, bool BE5M2>
+__device__ __forceinline__ void wgmma_m64k32_fp8(float (&d)[N / 2], std::uint64_t desc_a, std::uint64_t desc_b,
+                                                 bool accumulate) {
+  static_assert(N == 64 || N == 128 || N == 256, "wgmma wrappers exist for N = 64, 128, 256");
+#if MT_SIM_BUILD
+  using ::mt::simulator::WgmmaType;
+  ::mt::simulator::wgmma_mma_async({d, N, desc_a, desc_b, accumulate, false, false,
+                                    AE5M2 ? WgmmaType::E5M2 : WgmmaType::E4M3,
+                                    BE5M2 ? WgmmaType::E5M2 : WgmmaType::E4M3});
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  const int scale_d = accumulate ? 1 : 0;
+#define MT_FP8_CALL(A, B)                                                    \
+  if constexpr (N == 64) wgmma_asm::wgmma_n64_##A##_##B(d, desc_a, desc_b, scale_d);   \
+  if constexpr (N == 128) wgmma_asm::wgmma_n128_##A##_##B(d, desc_a, desc_b, scale_d); \
+  if constexpr (N == 256) wgmma_asm::wgmma_n256_##A##_##B(d, desc_a, desc_b, scale_d);
+  if constexpr (!AE5M2 && !BE5M2) {
+    MT_FP8_CALL(e4m3, e4m3)
+  } else if constexpr (AE5M2 && !BE5M2) {
+    MT_FP8_CALL(e5m2, e4m3)
+  } else if constexpr (!AE5M2 && BE5M2) {
+    MT_FP8_CALL(e4m3, e5m2)
+  } else {
+    MT_FP8_CALL(e5m2, e5m2)
+  }
+#undef MT_FP8_CALL
+#elif defined(__CUDA_ARCH__)
+  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+  MT_HOPPER_ONLY_TRAP();
+#endif
+}
+
+// ---- FP8 conversions (sm_89+) ---------------------------------------------------------
+
+// cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32: two f32 to two FP8 in one 16-bit
+// word, `hi` in the upper byte and `lo` in the lower. Round to nearest even,
+// overflow and infinity saturate to the largest finite value, NaN stays NaN:
+// exactly runtime/fp8.h's software conversion, which the simulator (and a
+// GPU before sm_89) runs instead. A GPU check compares the two over a sweep.
+__device__ __forceinline__ std::uint16_t cvt_e4m3x2(float hi, float lo) {
+#if !MT_SIM_BUILD && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  std::uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return static_cast<std::uint16_t>((f32_to_e4m3_bits(hi) << 8) | f32_to_e4m3_bits(lo));
+#endif
+}
+
+__device__ __forceinline__ std::uint16_t cvt_e5m2x2(float hi, float lo) {
+#if !MT_SIM_BUILD && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  std::uint16_t r;
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return static_cast<std::uint16_t>((f32_to_e5m2_bits(hi) << 8) | f32_to_e5m2_bits(lo));
 #endif
 }
 

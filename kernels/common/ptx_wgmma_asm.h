@@ -1,5 +1,6 @@
 // wgmma.mma_async m64nNk16 (f32 accumulators, f16/bf16 operands from shared
-// memory descriptors) spelled out for N = 64, 128 and 256: an accumulator
+// memory descriptors) and m64nNk32 (FP8 operands) spelled out for N = 64,
+// 128 and 256: an accumulator
 // register per operand makes the lists long, so they live here, apart from
 // the wrappers in ptx.h that explain them. Operands: the N/2 accumulators,
 // then desc_a, desc_b, the scale-d flag (0: D = A*B, else D = A*B + D) and the
@@ -67,6 +68,32 @@ MT_WGMMA(128, f16, 64, MT_WGMMA_REGS_128, MT_WGMMA_D_128, "64", "65", "66", "67"
 MT_WGMMA(128, bf16, 64, MT_WGMMA_REGS_128, MT_WGMMA_D_128, "64", "65", "66", "67", "68")
 MT_WGMMA(256, f16, 128, MT_WGMMA_REGS_256, MT_WGMMA_D_256, "128", "129", "130", "131", "132")
 MT_WGMMA(256, bf16, 128, MT_WGMMA_REGS_256, MT_WGMMA_D_256, "128", "129", "130", "131", "132")
+
+// FP8: m64nNk32 with E4M3/E5M2 operands, both K-major (8-bit types take no
+// transpose immediates). Operands: the accumulators, desc_a, desc_b, scale-d.
+#define MT_WGMMA_FP8(N, ATYPE, BTYPE, COUNT, REGS, D_OPERANDS, A, B, S)                                     \
+  __device__ __forceinline__ void wgmma_n##N##_##ATYPE##_##BTYPE(float(&d)[COUNT], std::uint64_t desc_a,     \
+                                                                 std::uint64_t desc_b, int accumulate) {    \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %" S                                                     \
+                 ", 0;\n"                                                                                    \
+                 " wgmma.mma_async.sync.aligned.m64n" #N "k32.f32." #ATYPE "." #BTYPE " {" REGS "}, %" A ", %" B \
+                 ", p, 1, 1;\n}\n"                                                                           \
+                 : D_OPERANDS                                                                                \
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));                                               \
+  }
+MT_WGMMA_FP8(64, e4m3, e4m3, 32, MT_WGMMA_REGS_64, MT_WGMMA_D_64, "32", "33", "34")
+MT_WGMMA_FP8(64, e5m2, e4m3, 32, MT_WGMMA_REGS_64, MT_WGMMA_D_64, "32", "33", "34")
+MT_WGMMA_FP8(64, e4m3, e5m2, 32, MT_WGMMA_REGS_64, MT_WGMMA_D_64, "32", "33", "34")
+MT_WGMMA_FP8(64, e5m2, e5m2, 32, MT_WGMMA_REGS_64, MT_WGMMA_D_64, "32", "33", "34")
+MT_WGMMA_FP8(128, e4m3, e4m3, 64, MT_WGMMA_REGS_128, MT_WGMMA_D_128, "64", "65", "66")
+MT_WGMMA_FP8(128, e5m2, e4m3, 64, MT_WGMMA_REGS_128, MT_WGMMA_D_128, "64", "65", "66")
+MT_WGMMA_FP8(128, e4m3, e5m2, 64, MT_WGMMA_REGS_128, MT_WGMMA_D_128, "64", "65", "66")
+MT_WGMMA_FP8(128, e5m2, e5m2, 64, MT_WGMMA_REGS_128, MT_WGMMA_D_128, "64", "65", "66")
+MT_WGMMA_FP8(256, e4m3, e4m3, 128, MT_WGMMA_REGS_256, MT_WGMMA_D_256, "128", "129", "130")
+MT_WGMMA_FP8(256, e5m2, e4m3, 128, MT_WGMMA_REGS_256, MT_WGMMA_D_256, "128", "129", "130")
+MT_WGMMA_FP8(256, e4m3, e5m2, 128, MT_WGMMA_REGS_256, MT_WGMMA_D_256, "128", "129", "130")
+MT_WGMMA_FP8(256, e5m2, e5m2, 128, MT_WGMMA_REGS_256, MT_WGMMA_D_256, "128", "129", "130")
+#undef MT_WGMMA_FP8
 
 #undef MT_WGMMA_REGS_64
 #undef MT_WGMMA_REGS_128

@@ -13,8 +13,9 @@
 namespace mt::MT_KERNEL_NS {
 namespace {
 
-std::uint32_t element_bytes(kernels::KernelDType dtype) {
-  switch (dtype) {
+std::uint32_t element_bytes(const kernels::TensorMapSpec& spec) {
+  if (spec.bytes) return 1;
+  switch (spec.dtype) {
     case kernels::KernelDType::F64: return 8;
     case kernels::KernelDType::F32: return 4;
     case kernels::KernelDType::F16:
@@ -29,7 +30,7 @@ void encode(kernels::TensorMap& map, const kernels::TensorMapSpec& spec) {
   simulator::TensorMapEncoding encoding;
   encoding.global_address = spec.address;
   encoding.rank = static_cast<std::uint32_t>(spec.rank);
-  encoding.element_bytes = element_bytes(spec.dtype);
+  encoding.element_bytes = element_bytes(spec);
   for (int d = 0; d < 3; ++d) {
     encoding.dims[d] = spec.dims[d];
     encoding.strides[d] = spec.strides[d] * encoding.element_bytes;
@@ -45,8 +46,9 @@ void encode(kernels::TensorMap& map, const kernels::TensorMapSpec& spec) {
 
 #else
 
-CUtensorMapDataType tensor_map_type(kernels::KernelDType dtype) {
-  switch (dtype) {
+CUtensorMapDataType tensor_map_type(const kernels::TensorMapSpec& spec) {
+  if (spec.bytes) return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  switch (spec.dtype) {
     case kernels::KernelDType::F64: return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
     case kernels::KernelDType::F32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
     case kernels::KernelDType::F16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
@@ -82,7 +84,7 @@ PFN_cuTensorMapEncodeTiled_v12000 driver_encode() {
 
 void encode(kernels::TensorMap& map, const kernels::TensorMapSpec& spec) {
   static_assert(sizeof(kernels::TensorMap) == sizeof(CUtensorMap), "TensorMap mirrors CUtensorMap");
-  const std::uint32_t size = element_bytes(spec.dtype);
+  const std::uint32_t size = element_bytes(spec);
   cuuint64_t dims[3], strides[2];
   cuuint32_t box[3], element_strides[3] = {1, 1, 1};
   for (int d = 0; d < spec.rank; ++d) {
@@ -91,7 +93,7 @@ void encode(kernels::TensorMap& map, const kernels::TensorMapSpec& spec) {
     if (d > 0) strides[d - 1] = spec.strides[d] * size;
   }
   const CUresult result = driver_encode()(
-      reinterpret_cast<CUtensorMap*>(&map), tensor_map_type(spec.dtype), static_cast<cuuint32_t>(spec.rank),
+      reinterpret_cast<CUtensorMap*>(&map), tensor_map_type(spec), static_cast<cuuint32_t>(spec.rank),
       const_cast<void*>(spec.address), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
       tensor_map_swizzle(spec.swizzle_bytes), CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) {

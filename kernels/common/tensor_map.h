@@ -30,6 +30,7 @@ struct TensorMapSpec {
                               0};  // elements between consecutive indices; strides[0] = 1, the rest x size % 16 B == 0
   std::uint32_t box[3] = {1, 1, 1};  // the tile one copy moves, innermost first (each <= 256)
   std::uint32_t swizzle_bytes = 0;   // 0, 32, 64 or 128 (then box[0] x element size == swizzle_bytes)
+  bool bytes = false;                // 8-bit elements (FP8, INT8) whatever `dtype` says: copied as raw bytes
 };
 
 }  // namespace mt::kernels

@@ -1,9 +1,11 @@
 #include "runtime/sim/hopper.h"
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "runtime/error.h"
+#include "runtime/fp8.h"
 #include "runtime/sim/half.h"
 
 namespace mt::simulator::hopper {
@@ -104,7 +106,7 @@ MatrixDescriptor decode(std::uint64_t desc) {
           static_cast<std::uint32_t>((desc >> 32) & 0x3fffu) << 4, kSwizzle[(desc >> 62) & 3u]};
 }
 
-// Byte offset (before the swizzle) of 16-bit element (mn, k) of an operand
+// Byte offset (before the swizzle) of element (mn, k) of an operand
 // in one of wgmma's canonical layouts (PTX ISA "Shared Memory Matrix Layout";
 // CUTLASS writes the same as cute layouts in 16-byte units). W is the number
 // of 16-byte chunks in a swizzle row (2, 4, 8); without swizzle the core
@@ -112,26 +114,46 @@ MatrixDescriptor decode(std::uint64_t desc) {
 //   K-major:  row mn at (mn % 8) * 16W + (mn / 8) * SBO; k in 16-byte halves (k / 8) * 16 (LBO without swizzle)
 //   MN-major: 8 mn per chunk, (mn / 8) % W chunks, mn / 8W at LBO; k rows at (k % 8) * 16W + (k / 8) * SBO
 //             (without swizzle: mn / 8 at SBO, k % 8 rows of 16 bytes, k / 8 at LBO)
-std::uint32_t element_offset(const MatrixDescriptor& d, unsigned mn, unsigned k, bool mn_major) {
+// An 8-bit (FP8) operand is K-major only, and its layout is the 16-bit one
+// read in bytes: a 16-byte chunk holds 16 elements of K instead of 8.
+std::uint32_t element_offset(const MatrixDescriptor& d, unsigned mn, unsigned k, bool mn_major, unsigned bytes) {
   const unsigned w = d.swizzle_bytes / 16;
   if (!mn_major) {
-    if (w == 0) return d.start + (mn % 8) * 16 + (mn / 8) * d.stride + (k / 8) * d.leading + (k % 8) * 2;
-    return d.start + (mn % 8) * 16 * w + (mn / 8) * d.stride + (k / 8) * 16 + (k % 8) * 2;
+    const unsigned kb = k * bytes;  // K position in bytes
+    if (w == 0) return d.start + (mn % 8) * 16 + (mn / 8) * d.stride + (kb / 16) * d.leading + kb % 16;
+    return d.start + (mn % 8) * 16 * w + (mn / 8) * d.stride + kb;
   }
   if (w == 0) return d.start + (mn % 8) * 2 + (mn / 8) * d.stride + (k % 8) * 16 + (k / 8) * d.leading;
   return d.start + (mn % 8) * 2 + ((mn / 8) % w) * 16 + (mn / (8 * w)) * d.leading + (k % 8) * 16 * w +
          (k / 8) * d.stride;
 }
 
-std::uint16_t operand_bits(const QueuedWgmma& op, const MatrixDescriptor& d, unsigned mn, unsigned k, bool mn_major) {
-  const std::uint32_t offset = element_offset(d, mn, k, mn_major);
-  MT_CHECK(offset + 2 <= op.shared_bytes,
+bool is_fp8(WgmmaType t) { return t == WgmmaType::E4M3 || t == WgmmaType::E5M2; }
+unsigned element_bytes(WgmmaType t) { return is_fp8(t) ? 1 : 2; }
+// K of one instruction: 32 bytes of each row of A and B.
+unsigned instruction_k(const WgmmaIssue& issue) { return is_fp8(issue.a_type) ? 32 : 16; }
+
+float operand_value(WgmmaType t, std::uint16_t bits) {
+  switch (t) {
+    case WgmmaType::F16: return half_bits_to_float(bits);
+    case WgmmaType::BF16: return bfloat16_bits_to_float(bits);
+    case WgmmaType::E4M3: return e4m3_bits_to_f32(static_cast<std::uint8_t>(bits));
+    case WgmmaType::E5M2: return e5m2_bits_to_f32(static_cast<std::uint8_t>(bits));
+  }
+  return 0;
+}
+
+std::uint16_t operand_bits(const QueuedWgmma& op, const MatrixDescriptor& d, unsigned mn, unsigned k, bool mn_major,
+                           WgmmaType type) {
+  const unsigned bytes = element_bytes(type);
+  const std::uint32_t offset = element_offset(d, mn, k, mn_major, bytes);
+  MT_CHECK(offset + bytes <= op.shared_bytes,
            "wgmma: element ({}, {}) of an operand lies at shared offset {}, beyond the {} bytes of dynamic shared "
            "memory (the simulator takes wgmma operands from dynamic shared memory only)",
            mn, k, offset, op.shared_bytes);
   const auto address = swizzle(reinterpret_cast<std::uintptr_t>(op.shared_base + offset), d.swizzle_bytes);
   std::uint16_t bits = 0;
-  std::memcpy(&bits, reinterpret_cast<const void*>(address), 2);
+  std::memcpy(&bits, reinterpret_cast<const void*>(address), bytes);  // little-endian: a byte lands low
   return bits;
 }
 
@@ -141,18 +163,28 @@ template <typename Visit>
 void for_each_operand(const QueuedWgmma& op, Visit&& visit) {
   const MatrixDescriptor a = decode(op.issue.desc_a);
   const MatrixDescriptor b = decode(op.issue.desc_b);
+  const unsigned kk = instruction_k(op.issue);
   for (unsigned r = 0; r < 16; ++r) {
-    for (unsigned k = 0; k < 16; ++k)
-      visit(true, r, k, operand_bits(op, a, 16 * op.warp_rank + r, k, op.issue.trans_a));
+    for (unsigned k = 0; k < kk; ++k)
+      visit(true, r, k, operand_bits(op, a, 16 * op.warp_rank + r, k, op.issue.trans_a, op.issue.a_type));
   }
   for (unsigned n = 0; n < op.issue.n; ++n) {
-    for (unsigned k = 0; k < 16; ++k) visit(false, n, k, operand_bits(op, b, n, k, op.issue.trans_b));
+    for (unsigned k = 0; k < kk; ++k)
+      visit(false, n, k, operand_bits(op, b, n, k, op.issue.trans_b, op.issue.b_type));
   }
 }
 
 bool same_instruction(const WgmmaIssue& a, const WgmmaIssue& b) {
   return a.n == b.n && a.desc_a == b.desc_a && a.desc_b == b.desc_b && a.accumulate == b.accumulate &&
-         a.trans_a == b.trans_a && a.trans_b == b.trans_b && a.bf16 == b.bf16;
+         a.trans_a == b.trans_a && a.trans_b == b.trans_b && a.a_type == b.a_type && a.b_type == b.b_type;
+}
+
+// The FP8 accumulation model (runtime.h): `value` truncated to `bits`
+// significand bits, toward zero.
+float narrow_accumulator(float value, int bits) {
+  if (bits <= 0 || bits >= 24 || !std::isfinite(value)) return value;
+  const std::uint32_t mask = ~((std::uint32_t{1} << (24 - bits)) - 1u);
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(value) & mask);
 }
 
 // One m64nNk16 for one warp: its rows 16w..16w+15. Accumulator fragment
@@ -167,11 +199,16 @@ void multiply_for_warp(const QueuedWgmma* const (&lanes)[32]) {
            "the wait_group that retired it (a copy still landing when it was issued, or a tile overwritten before "
            "the wait): the kernel races with its own Tensor Core reads",
            op.warp_rank);
-  float a_rows[16][16], b_cols[256][16];
+  float a_rows[16][32], b_cols[256][32];
   for_each_operand(op, [&](bool is_a, unsigned mn, unsigned k, std::uint16_t bits) {
-    const float value = op.issue.bf16 ? bfloat16_bits_to_float(bits) : half_bits_to_float(bits);
-    (is_a ? a_rows[mn][k] : b_cols[mn][k]) = value;
+    if (is_a) {
+      a_rows[mn][k] = operand_value(op.issue.a_type, bits);
+    } else {
+      b_cols[mn][k] = operand_value(op.issue.b_type, bits);
+    }
   });
+  const unsigned kk = instruction_k(op.issue);
+  const int narrow_bits = is_fp8(op.issue.a_type) ? fp8_accumulator_bits() : 0;
   for (unsigned lane = 0; lane < 32; ++lane) {
     float* d = lanes[lane]->issue.d;
     const unsigned group = lane / 4, t = lane % 4;
@@ -180,8 +217,8 @@ void multiply_for_warp(const QueuedWgmma* const (&lanes)[32]) {
         const unsigned row = group + (r >= 2 ? 8 : 0);
         const unsigned col = 8 * i + 2 * t + (r & 1u);
         float sum = op.issue.accumulate ? d[4 * i + r] : 0.0f;
-        for (unsigned k = 0; k < 16; ++k) sum += a_rows[row][k] * b_cols[col][k];
-        d[4 * i + r] = sum;
+        for (unsigned k = 0; k < kk; ++k) sum += a_rows[row][k] * b_cols[col][k];
+        d[4 * i + r] = narrow_accumulator(sum, narrow_bits);
       }
     }
   }

@@ -947,6 +947,18 @@ std::uint32_t shared_window_address(const void* shared) {
 
 void wgmma_fence() { require_thread("wgmma.fence"); }
 
+namespace {
+std::atomic<int> fp8_accumulator_significand_bits{0};
+}  // namespace
+
+void set_fp8_accumulator_bits(int significand_bits) {
+  MT_CHECK(significand_bits >= 0 && significand_bits <= 24, "set_fp8_accumulator_bits({}): expected 0..24",
+           significand_bits);
+  fp8_accumulator_significand_bits = significand_bits;
+}
+
+int fp8_accumulator_bits() { return fp8_accumulator_significand_bits; }
+
 void wgmma_mma_async(const WgmmaIssue& issue) {
   SimThread& thread = require_thread("wgmma.mma_async");
   MT_CHECK(current_block->thread_count() % 128 == 0,
@@ -954,6 +966,12 @@ void wgmma_mma_async(const WgmmaIssue& issue) {
            current_block->thread_count());
   MT_CHECK(issue.n >= 8 && issue.n <= 256 && issue.n % 8 == 0, "wgmma.mma_async: N = {} (8..256, a multiple of 8)",
            issue.n);
+  const bool fp8_a = issue.a_type == WgmmaType::E4M3 || issue.a_type == WgmmaType::E5M2;
+  const bool fp8_b = issue.b_type == WgmmaType::E4M3 || issue.b_type == WgmmaType::E5M2;
+  MT_CHECK(fp8_a == fp8_b && (fp8_a || issue.a_type == issue.b_type),
+           "wgmma.mma_async: operand types must be both f16, both bf16 or both FP8 (e4m3/e5m2 in any pair)");
+  MT_CHECK(!fp8_a || (!issue.trans_a && !issue.trans_b),
+           "wgmma.mma_async: FP8 operands must both be K-major (the PTX ISA has no transpose for 8-bit types)");
   hopper::QueuedWgmma queued{issue, current_block->dynamic_shared(), current_block->dynamic_shared_bytes(),
                              (thread.linear / 32) % 4};
   if (thread.linear % 32 == 0) queued.issued_checksum = hopper::operand_checksum(queued);

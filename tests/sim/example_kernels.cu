@@ -10,9 +10,12 @@
 //   tma_wgmma_tile Hopper's Tensor Core path: two TMA boxes (128-byte
 //                 swizzle) on one mbarrier, then a warpgroup's wgmma
 //                 m64n64k16 x 4 reading them through matrix descriptors
-#include "runtime/launch.h"
+//   fp8_wgmma_gemm the FP8 form (m64n64k32, both operands K-major) over a
+//                 long K, with or without promotion every 128 of K
+//   fp8_convert_pairs  cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32
 #include "kernels/common/ptx.h"
 #include "kernels/common/tensor_map.h"
+#include "runtime/launch.h"
 #include "tests/sim/example_kernels.h"
 
 namespace mt::MT_KERNEL_NS {
@@ -163,6 +166,89 @@ void tma_wgmma_tile(const std::uint16_t* a, const std::uint16_t* b, float* c, st
   encode_tensor_map(map_b, spec);
   const std::size_t shared = 2 * kWgTile * kWgTile * sizeof(std::uint16_t) + sizeof(std::uint64_t) + 1024;
   launch("tma_wgmma_tile_kernel", tma_wgmma_tile_kernel, dim3(1), dim3(128), shared, stream, map_a, map_b, c, a_shared);
+}
+
+// ---- fp8_wgmma_gemm (sm_90a) ----------------------------------------------------------------
+
+constexpr int kFp8Slice = 128;  // K per TMA slice: one 128-byte row of each operand
+
+// A slice of A and of B, 64 rows x 128 bytes each, swizzled by 128 bytes;
+// 4 k32 steps of 32 bytes along the rows, 8-row groups 1024 bytes apart.
+__global__ void __launch_bounds__(128)
+    fp8_wgmma_gemm_kernel(const __grid_constant__ kernels::TensorMap map_a,
+                          const __grid_constant__ kernels::TensorMap map_b, float* c, int k, bool promote) {
+  MT_DYNAMIC_SHARED(unsigned char, raw);
+  auto* a_tile =
+      reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
+  std::uint8_t* b_tile = a_tile + kWgTile * kFp8Slice;
+  auto* barrier = reinterpret_cast<std::uint64_t*>(b_tile + kWgTile * kFp8Slice);
+  const unsigned t = threadIdx.x;
+  if (t == 0) ptx::mbarrier_init(barrier, 1);
+  __syncthreads();
+  float acc[32], partial[32];
+  for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+  for (int slice = 0; slice < k / kFp8Slice; ++slice) {
+    if (t == 0) {
+      ptx::mbarrier_arrive_expect_tx(barrier, 2 * kWgTile * kFp8Slice);
+      ptx::tensor_copy_2d(a_tile, &map_a, slice * kFp8Slice, 0, barrier);
+      ptx::tensor_copy_2d(b_tile, &map_b, slice * kFp8Slice, 0, barrier);
+    }
+    ptx::mbarrier_wait(barrier, static_cast<unsigned>(slice) & 1u);
+    float(&d)[32] = promote ? partial : acc;
+    ptx::wgmma_fence();
+    for (int kk = 0; kk < kFp8Slice / 32; ++kk) {
+      const std::uint64_t desc_a = ptx::matrix_descriptor(a_tile + kk * 32, 16, 1024, ptx::Swizzle::B128);
+      const std::uint64_t desc_b = ptx::matrix_descriptor(b_tile + kk * 32, 16, 1024, ptx::Swizzle::B128);
+      ptx::wgmma_m64k32_fp8<64, false, false>(d, desc_a, desc_b, promote ? kk > 0 : slice > 0 || kk > 0);
+    }
+    ptx::wgmma_commit_group();
+    ptx::wgmma_wait_group<0>();
+    if (promote) {
+      for (int i = 0; i < 32; ++i) acc[i] += partial[i];  // f32 on the CUDA cores
+    }
+    __syncthreads();  // every warp's wgmmas are done with the slice before the next copy lands
+  }
+  const unsigned warp = t / 32, lane = t % 32;
+  for (unsigned i = 0; i < 8; ++i) {
+    for (unsigned r = 0; r < 4; ++r) {
+      const unsigned row = 16 * warp + lane / 4 + (r >= 2 ? 8 : 0), col = 8 * i + 2 * (lane % 4) + (r & 1u);
+      c[row * kWgTile + col] = acc[4 * i + r];
+    }
+  }
+}
+
+void fp8_wgmma_gemm(const std::uint8_t* a, const std::uint8_t* b, float* c, int k, bool promote, Stream stream) {
+  kernels::TensorMapSpec spec;
+  spec.bytes = true;
+  spec.rank = 2;
+  spec.dims[0] = static_cast<std::uint64_t>(k);
+  spec.dims[1] = kWgTile;
+  spec.strides[1] = static_cast<std::uint64_t>(k);
+  spec.box[0] = kFp8Slice;
+  spec.box[1] = kWgTile;
+  spec.swizzle_bytes = 128;
+  kernels::TensorMap map_a{}, map_b{};
+  spec.address = a;
+  encode_tensor_map(map_a, spec);
+  spec.address = b;
+  encode_tensor_map(map_b, spec);
+  const std::size_t shared = 2 * kWgTile * kFp8Slice + sizeof(std::uint64_t) + 1024;
+  launch("fp8_wgmma_gemm_kernel", fp8_wgmma_gemm_kernel, dim3(1), dim3(128), shared, stream, map_a, map_b, c, k,
+         promote);
+}
+
+// ---- fp8_convert_pairs ----------------------------------------------------------------------
+
+__global__ void fp8_convert_pairs_kernel(const float* in, std::uint16_t* e4m3, std::uint16_t* e5m2, int pairs) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= pairs) return;
+  e4m3[i] = ptx::cvt_e4m3x2(in[2 * i], in[2 * i + 1]);
+  e5m2[i] = ptx::cvt_e5m2x2(in[2 * i], in[2 * i + 1]);
+}
+
+void fp8_convert_pairs(const float* in, std::uint16_t* e4m3, std::uint16_t* e5m2, int pairs, Stream stream) {
+  launch("fp8_convert_pairs_kernel", fp8_convert_pairs_kernel, dim3(static_cast<unsigned>((pairs + 255) / 256)),
+         dim3(256), 0, stream, in, e4m3, e5m2, pairs);
 }
 
 // ---- mma_gemm_f16 ---------------------------------------------------------------------------

@@ -32,5 +32,21 @@ MT_CUDA_KERNEL_API(void bulk_copy_scale(const float* in, float* out, float facto
 MT_CUDA_KERNEL_API(void tma_wgmma_tile(const std::uint16_t* a, const std::uint16_t* b, float* c,
                                        std::uint16_t* a_shared, mt::kernels::Stream stream));
 
+// c (64 x 64, f32) = a (64 x k, E4M3 row-major) * b^T (b: 64 x k, E4M3
+// row-major, i.e. B stored N x K) by one warpgroup: for each 128 of K, TMA
+// brings both 128-byte-wide slices (128-byte swizzle) and four wgmma
+// m64n64k32 multiply them. With `promote`, each slice's four go into a fresh
+// partial sum that is then added to f32 registers (DeepSeek-V3's promotion
+// every 128 of K); without, they accumulate in the Tensor Core's
+// accumulator all along. k % 128 == 0; a, b 16-byte aligned; sm_90a.
+MT_CUDA_KERNEL_API(void fp8_wgmma_gemm(const std::uint8_t* a, const std::uint8_t* b, float* c, int k, bool promote,
+                                       mt::kernels::Stream stream));
+
+// e4m3[i] = cvt.rn.satfinite.e4m3x2.f32(in[2i], in[2i + 1]) (in[2i] in the
+// high byte), e5m2 likewise, for i < pairs: the hardware conversion on a GPU
+// (sm_89+), runtime/fp8.h's on the simulator.
+MT_CUDA_KERNEL_API(void fp8_convert_pairs(const float* in, std::uint16_t* e4m3, std::uint16_t* e5m2, int pairs,
+                                          mt::kernels::Stream stream));
+
 MT_CUDA_KERNEL_API(void mma_gemm_f16(const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n, int k,
                                      mt::kernels::Stream stream));

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "runtime/fp8.h"
 #include "runtime/sim/half.h"
 #include "tests/sim/example_kernels.h"
 
@@ -147,6 +149,62 @@ void tma_wgmma_matches() {
   cudaFree(d_shared);
 }
 
+// FP8 on the chip: the hardware cvt against runtime/fp8.h's conversion over
+// every f32 whose low 16 bits are zero (all exponents and signs, the FP8
+// rounding boundaries of both formats among them, infinities and NaNs), and
+// the FP8 wgmma (k32, E4M3) on small integers, with and without promotion.
+void fp8_matches() {
+  int major = 0, minor = 0;
+  cuda_ok(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), "compute capability");
+  cuda_ok(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0), "compute capability");
+  if (major * 10 + minor < 89) {
+    std::printf("fp8: needs sm_89, skipped on sm_%d%d\n", major, minor);
+    return;
+  }
+  const int pairs = 1 << 15;
+  std::vector<float> in(2 * pairs);
+  for (std::uint32_t i = 0; i < in.size(); ++i) {
+    const std::uint32_t bits = i << 16;
+    std::memcpy(&in[i], &bits, 4);
+  }
+  std::vector<std::uint16_t> sim_e4m3(pairs), sim_e5m2(pairs);
+  mt::sim::fp8_convert_pairs(in.data(), sim_e4m3.data(), sim_e5m2.data(), pairs, {});
+  float* d_in = to_device(in);
+  std::uint16_t* d_e4m3 = to_device(std::vector<std::uint16_t>(pairs, 0));
+  std::uint16_t* d_e5m2 = to_device(std::vector<std::uint16_t>(pairs, 0));
+  mt::cuda::fp8_convert_pairs(d_in, d_e4m3, d_e5m2, pairs, {});
+  cuda_ok(cudaDeviceSynchronize(), "fp8_convert_pairs");
+  check(to_host(d_e4m3, pairs) == sim_e4m3, "cvt.rn.satfinite.e4m3x2.f32 GPU == runtime/fp8.h");
+  check(to_host(d_e5m2, pairs) == sim_e5m2, "cvt.rn.satfinite.e5m2x2.f32 GPU == runtime/fp8.h");
+  cudaFree(d_in);
+  cudaFree(d_e4m3);
+  cudaFree(d_e5m2);
+  if (major != 9) {
+    std::printf("fp8_wgmma_gemm: needs sm_90, skipped on sm_%d%d\n", major, minor);
+    return;
+  }
+  const int k = 512;
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> small(-4, 4);
+  std::vector<std::uint8_t> a(64 * k), b(64 * k);
+  for (auto& v : a) v = mt::f32_to_e4m3_bits(float(small(rng)));
+  for (auto& v : b) v = mt::f32_to_e4m3_bits(float(small(rng)));
+  std::uint8_t* d_a = to_device(a);
+  std::uint8_t* d_b = to_device(b);
+  float* d_c = to_device(std::vector<float>(64 * 64, 0.0f));
+  for (bool promote : {false, true}) {
+    std::vector<float> sim_c(64 * 64);
+    mt::sim::fp8_wgmma_gemm(a.data(), b.data(), sim_c.data(), k, promote, {});
+    mt::cuda::fp8_wgmma_gemm(d_a, d_b, d_c, k, promote, {});
+    cuda_ok(cudaDeviceSynchronize(), "fp8_wgmma_gemm");
+    check(to_host(d_c, 64 * 64) == sim_c,
+          promote ? "fp8_wgmma_gemm (promoted) GPU == simulator" : "fp8_wgmma_gemm GPU == simulator");
+  }
+  cudaFree(d_a);
+  cudaFree(d_b);
+  cudaFree(d_c);
+}
+
 int main() {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -158,5 +216,6 @@ int main() {
   mma_gemm_matches();
   bulk_copy_matches();
   tma_wgmma_matches();
+  fp8_matches();
   return failures == 0 ? 0 : 1;
 }
