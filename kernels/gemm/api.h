@@ -22,6 +22,8 @@
 //   v6_tma_wgmma.cu           Hopper: TMA tile loads on mbarriers + wgmma from shared memory
 //   v7_warp_specialized.cu    v6 + a producer warpgroup, two consumer warpgroups, persistent grid
 //   v8_clusters.cu            v7 in 2-block clusters sharing B by TMA multicast
+//   v9_int8_mma.cu            INT8 (u8 x s8 -> s32) on mma.sync m16n8k32 (Int8Gemm)
+//   v10_fp8_wgmma.cu          FP8 on wgmma k32, per-tensor or block scales, promoted every 128 of K (Fp8Gemm)
 //
 // v1-v3 accept every dtype (f64, f32, f16, bf16); v4-v8 only f16/bf16; v6-v8
 // also need operands TMA can read and, on a GPU, sm_90 (gemm_hopper_supports).
@@ -81,6 +83,38 @@ struct Int8Gemm {
   GemmActivation activation = GemmActivation::None;
 };
 
+// An FP8 GEMM with scales (ladder/v10_fp8_wgmma.cu), the formula of the FP8
+// recipes' reference (kernels/fp8: a product per K group, then
+// fp8_gemm_combine), over K blocks g of 128:
+//   out[m, n] = act(sum_g (sum_{k in g} A[m, k] B[n, k]) * a_scale_inv(m, g) * b_scale_inv(n, g) + bias[n])
+// A [m, k] and B [n, k] (a Linear's weight as stored) are FP8 row-major:
+// both K-major, the one layout FP8 wgmma reads; A E4M3 or E5M2 (a
+// gradient), B E4M3 (b_e5m2 is refused: no recipe multiplies by it). Scales
+// are f32 on the device: one each (per tensor), or DeepSeek-V3's blocks: A
+// per 1 x 128 tile, [m, ceil(k / 128)], B per 128 x 128 block,
+// [ceil(n / 128), ceil(k / 128)], both row-major. out is f32 or bf16,
+// contiguous [m, n]; bias (or null) has out's dtype. k % 16 == 0 and 16-byte
+// aligned operands (TMA's rules).
+struct Fp8Gemm {
+  int m = 0, n = 0, k = 0;
+  const uint8_t* a = nullptr;
+  bool a_e5m2 = false;
+  const uint8_t* b = nullptr;
+  bool b_e5m2 = false;
+  const float* a_scale_inv = nullptr;
+  const float* b_scale_inv = nullptr;
+  bool block_scales = false;
+  KernelDType out_dtype = KernelDType::BF16;
+  void* out = nullptr;
+  const void* bias = nullptr;
+  GemmActivation activation = GemmActivation::None;
+  // Partial sums leave the Tensor Core for f32 registers every 128 of K,
+  // scaled there (DeepSeek-V3's promotion). false keeps the whole K in the
+  // Tensor Core's accumulator and scales once (per-tensor scales only): the
+  // variant that loses accuracy where the hardware accumulates narrowly.
+  bool promote = true;
+};
+
 // Which implementation gemm() uses. Auto: MT_GEMM from the environment
 // (auto|own|cublaslt); auto (or unset) means the own kernels in the simulator
 // and, on a GPU, the faster of the two per shape, measured once
@@ -105,6 +139,10 @@ MT_CUDA_KERNEL_API(void gemm_v8_clusters(const mt::kernels::GemmArgs& args, mt::
 // f32 or bf16 (out_bf16) contiguous [m, n]; every pointer on the device.
 MT_CUDA_KERNEL_API(void int8_gemm_v9_mma(const mt::kernels::Int8Gemm& gemm, void* out, bool out_bf16,
                                          mt::kernels::Stream stream))
+// The FP8 rung (ladder/v10_fp8_wgmma.cu): Fp8Gemm's formula; a ladder rung
+// only (nothing picks it yet). Throws std::invalid_argument for what it
+// cannot take.
+MT_CUDA_KERNEL_API(void fp8_gemm_v10_wgmma(const mt::kernels::Fp8Gemm& gemm, mt::kernels::Stream stream))
 // True when the Hopper rungs (v6-v8) can run `args` here: f16/bf16, 16-byte
 // aligned operands with leading dimensions and batch strides multiples of 8,
 // and (GPU) an sm_90 device.
