@@ -233,6 +233,53 @@ CheckResult fp8_check(Device device) {
   return r;
 }
 
+// ---- the FP8 GEMM rung -------------------------------------------------------
+
+// E5M2 x E4M3 with block scales, ragged in m, n and k, bf16 out with bias and
+// GELU, against the f64 value of Fp8Gemm's formula from the same bytes.
+CheckResult fp8_rung_check(Device device) {
+  const int m = 130, n = 136, k = 272, k_blocks = 3, n_blocks = 2;
+  std::vector<double> a = test_values(static_cast<size_t>(m) * k, 11), b = test_values(static_cast<size_t>(n) * k, 12);
+  for (double& v : a) v = f32_to_e5m2_bits(static_cast<float>(2 * v));
+  for (double& v : b) v = f32_to_e4m3_bits(static_cast<float>(2 * v));
+  std::vector<double> a_scales = test_values(static_cast<size_t>(m) * k_blocks, 13);
+  std::vector<double> b_scales = test_values(static_cast<size_t>(n_blocks) * k_blocks, 14);
+  for (double& s : a_scales) s = 1.5 + s;  // in [0.5, 2.5)
+  for (double& s : b_scales) s = 1.5 + s;
+  const Tensor bias = from_vector(test_values(n, 15), {n}, kBF16);
+  const std::vector<double> bias_values = host_values(bias);
+  std::vector<double> want(static_cast<size_t>(m) * n);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double z = bias_values[j];
+      for (int g = 0; g < k_blocks; ++g) {
+        double block = 0;
+        for (int q = g * 128; q < std::min(k, g * 128 + 128); ++q) {
+          block += double(e5m2_bits_to_f32(static_cast<uint8_t>(a[size_t(i) * k + q]))) *
+                   e4m3_bits_to_f32(static_cast<uint8_t>(b[size_t(j) * k + q]));
+        }
+        z += block * a_scales[size_t(i) * k_blocks + g] * b_scales[size_t(j / 128) * k_blocks + g];
+      }
+      want[size_t(i) * n + j] = 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0)));
+    }
+  }
+  const Tensor da = from_vector(a, {m, k}, kU8).to(device), db = from_vector(b, {n, k}, kU8).to(device);
+  const Tensor dsa = from_vector(a_scales, {m * k_blocks}).to(device);
+  const Tensor dsb = from_vector(b_scales, {n_blocks * k_blocks}).to(device);
+  const Tensor dbias = bias.to(device), out = empty({m, n}, kBF16, device);
+  Fp8Gemm g;
+  g.m = m, g.n = n, g.k = k;
+  g.a = static_cast<const uint8_t*>(da.data_ptr()), g.a_e5m2 = true;
+  g.b = static_cast<const uint8_t*>(db.data_ptr());
+  g.a_scale_inv = static_cast<const float*>(dsa.data_ptr());
+  g.b_scale_inv = static_cast<const float*>(dsb.data_ptr());
+  g.block_scales = true;
+  g.out_dtype = KernelDType::BF16, g.out = out.data_ptr(), g.bias = dbias.data_ptr();
+  g.activation = GemmActivation::GeluErf;
+  MT_DEVICE_CALL(backend_for(device, "kernel verification"), fp8_gemm_v10_wgmma, g, launch_stream(device));
+  return verdict(OwnFamily::GemmV10Fp8, relative_error(host_values(out), want), kBF16);
+}
+
 CheckResult check_on(OwnFamily family, Device device) {
   switch (family) {
     case OwnFamily::GemmV7:
@@ -243,6 +290,7 @@ CheckResult check_on(OwnFamily family, Device device) {
     case OwnFamily::AttentionV2: return attention_check(family, device);
     case OwnFamily::Int8Mma: return int8_check(device);
     case OwnFamily::Fp8: return fp8_check(device);
+    case OwnFamily::GemmV10Fp8: return fp8_rung_check(device);
   }
   fail("kernel verification: unknown family");
 }

@@ -38,6 +38,8 @@ const std::vector<OwnFamilyInfo>& own_families() {
       {OwnFamily::Fp8, "fp8",
        "FP8 amax, quantize (per tensor, 1 x 128 tiles), dequantize, the GEMM's scaling (kernels/fp8)",
        "none: --precision fp8 refuses to run (use the CPU)", 7, 0},
+      {OwnFamily::GemmV10Fp8, "gemm.v10", "FP8 GEMM on wgmma k32 with per-tensor or block scales (ladder/v10), Hopper",
+       "FP8 widened to bf16/f32 GEMMs per K block, then the scaling step", 9, 9},
   };
   return families;
 }

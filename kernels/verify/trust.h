@@ -37,7 +37,7 @@
 
 namespace mt::kernels::verify {
 
-enum class OwnFamily : int { GemmV7, GemmV5, GemmV3, GemmV2, AttentionV3, AttentionV2, Int8Mma, Fp8 };
+enum class OwnFamily : int { GemmV7, GemmV5, GemmV3, GemmV2, AttentionV3, AttentionV2, Int8Mma, Fp8, GemmV10Fp8 };
 
 struct OwnFamilyInfo {
   OwnFamily family;

@@ -178,6 +178,8 @@ void launch_v10(const kernels::Fp8Gemm& g, Stream stream) {
   epilogue.bias = g.bias;
   epilogue.activation = g.activation;
   const kernels::TensorMap map_a = operand_map(g.a, g.m, g.k), map_b = operand_map(g.b, g.n, g.k);
+  const double m = g.m, n = g.n, k = g.k, out_bytes = g.out_dtype == kernels::KernelDType::F32 ? 4 : 2;
+  kernels::declare_launch_work(m * k + n * k + m * n * out_bytes, 2 * m * n * k);
   const dim3 grid(static_cast<unsigned>(gemm_detail::ceil_div(g.n, kTile)),
                   static_cast<unsigned>(gemm_detail::ceil_div(g.m, kTile)));
   if (g.out_dtype == kernels::KernelDType::F32) {
