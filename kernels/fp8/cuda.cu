@@ -9,7 +9,9 @@
 // fp8_quantize_grouped is current scaling: every group (the whole tensor, a
 // row, a 1x128 tile, a 128x128 block: DeepSeek-V3's layouts) gets its own
 // scale from its own amax, one block per group reading the group twice (the
-// amax, then the cast). fp8_gemm_combine is the FP8 GEMM's scaling step.
+// amax, then the cast); one group of 64K elements or more (per-tensor
+// scaling of a real activation) is read by the whole grid instead, in two
+// passes. fp8_gemm_combine is the FP8 GEMM's scaling step.
 //
 // Algorithm: grid-stride loops; amax is a max over |x| taken as integer bits
 // (kernels/fp8/math.h: the order of non-negative floats), reduced in each
@@ -18,8 +20,8 @@
 //
 // Precision: x is read in its own dtype and widened to f32; x * scale is one
 // f32 multiply, rounded once into FP8 with the GPU's satfinite rule
-// (runtime/fp8.h: the same code the CPU runs; the hardware cvt comes with the
-// Hopper FP8 kernels, checked against this one). Dequantize multiplies in f32
+// (runtime/fp8.h: the same code the CPU runs; the hardware cvt,
+// ptx::cvt_e4m3x2, is checked against it on a GPU by the example tests). Dequantize multiplies in f32
 // and rounds once into the output dtype. Scales and amax stay f32.
 //
 // Bound: memory bandwidth (read 2-4 bytes, write 1 per element; the grouped
@@ -36,6 +38,9 @@ namespace {
 
 constexpr int kFp8Threads = 256;
 constexpr int kGroupThreads = 128;
+// From this many elements one group (a whole tensor) is quantized by the
+// whole grid rather than one block.
+constexpr std::int64_t kWholeGridElements = std::int64_t{1} << 16;
 
 __device__ __forceinline__ unsigned warp_max_bits(unsigned v) {
   for (int offset = 16; offset > 0; offset /= 2) {
@@ -132,6 +137,25 @@ __global__ void fp8_quantize_grouped_kernel(TensorRef x, kernels::Fp8Groups grou
   }
 }
 
+// Per-tensor current scaling of a large tensor (below): every block derives
+// the scale from the amax the previous pass left in scale_inv's slot.
+__global__ void fp8_zero_kernel(float* value) { *value = 0.0f; }
+
+__global__ void fp8_quantize_from_amax_kernel(TensorRef x, const float* amax, kernels::Fp8ScaleRule rule,
+                                              TensorRef out) {
+  const float scale = kernels::fp8_current_scale(*amax, rule);
+  auto* q = static_cast<std::uint8_t*>(out.data);
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < x.numel; i += step) {
+    q[i] = kernels::fp8_quantize_value(load_as<float>(x.data, x.dtype, i), scale, out.dtype);
+  }
+}
+
+// Last: the amax in the slot becomes the scale's inverse (one thread).
+__global__ void fp8_scale_inv_from_amax_kernel(float* slot, kernels::Fp8ScaleRule rule) {
+  *slot = 1.0f / kernels::fp8_current_scale(*slot, rule);
+}
+
 __global__ void fp8_dequantize_kernel(TensorRef q, const float* scale_inv, kernels::Fp8Groups groups, TensorRef out) {
   const auto* bytes = static_cast<const std::uint8_t*>(q.data);
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -194,6 +218,22 @@ void fp8_quantize_with_scale(const TensorRef& x, const float* scale, const Tenso
 void fp8_quantize_grouped(const TensorRef& x, kernels::Fp8Groups groups, kernels::Fp8ScaleRule rule,
                           const TensorRef& out, float* scale_inv, Stream stream) {
   if (groups.count() == 0) return;
+  if (groups.count() == 1 && x.numel >= kWholeGridElements) {
+    // One group is the whole tensor (per-tensor current scaling): one block
+    // would read all of it alone, so a large tensor takes grid-wide passes
+    // instead: the amax (into scale_inv's slot), the cast with the scale each
+    // block derives from it, then scale_inv. The same amax, scale and bytes
+    // as the one-block kernel.
+    launch("fp8_zero_kernel", fp8_zero_kernel, dim3(1), dim3(1), 0, stream, scale_inv);
+    kernels::declare_launch_work(kernels::distinct_bytes(x));
+    launch("fp8_amax_kernel", fp8_amax_kernel, grid_for(x.numel), dim3(kFp8Threads), 0, stream, x, scale_inv);
+    kernels::declare_launch_work(kernels::distinct_bytes(x) + kernels::distinct_bytes(out));
+    launch("fp8_quantize_from_amax_kernel", fp8_quantize_from_amax_kernel, grid_for(x.numel), dim3(kFp8Threads), 0,
+           stream, x, scale_inv, rule, out);
+    launch("fp8_scale_inv_from_amax_kernel", fp8_scale_inv_from_amax_kernel, dim3(1), dim3(1), 0, stream, scale_inv,
+           rule);
+    return;
+  }
   kernels::declare_launch_work(kernels::distinct_bytes(x) + kernels::distinct_bytes(out));
   launch("fp8_quantize_grouped_kernel", fp8_quantize_grouped_kernel, dim3(static_cast<unsigned>(groups.count())),
          dim3(kGroupThreads), 0, stream, x, groups, rule, out, scale_inv);

@@ -147,3 +147,30 @@ TEST_CASE("fp8 kernels declare their bytes to the profile (bug: a quantize with 
   CHECK(bytes_per_call["fp8_quantize_grouped_kernel"] == elements * (4 + 1));  // read f32, write one byte
   CHECK(bytes_per_call["fp8_dequantize_kernel"] == elements * (1 + 4));        // read one byte, write f32
 }
+
+TEST_CASE("a large per-tensor quantize uses the whole grid and writes the CPU's bytes (bug: one block per tensor)",
+          "[fp8][sim]") {
+  // One group covering 300 x 300 elements: the grid-wide passes, with
+  // outliers that saturate and a NaN-free amax; then a small tensor that
+  // stays on the one-block kernel. Both must equal the CPU exactly.
+  for (const Shape& shape : {Shape{300, 300}, Shape{17, 33}}) {
+    Tensor x = test::random_tensor(shape, kF32, kCPU, 5);
+    x = mul(x, 3.0);
+    for (const fp8::Format format : {fp8::Format::E4M3, fp8::Format::E5M2}) {
+      const fp8::Fp8Tensor want = fp8::quantize(x, format, fp8::ScaleLayout::PerTensor, 1);
+      kernels::profile_reset();
+      kernels::set_profiling(true);
+      const fp8::Fp8Tensor got = fp8::quantize(x.to(test::kCudaPath), format, fp8::ScaleLayout::PerTensor, 1);
+      kernels::set_profiling(false);
+      double grid = 0;
+      for (const kernels::ProfileEntry& e : kernels::profile_entries()) {
+        if (e.name == "fp8_quantize_from_amax_kernel") grid = e.blocks / static_cast<double>(e.calls);
+      }
+      kernels::profile_reset();
+      INFO(shape[0] << " x " << shape[1]);
+      CHECK(bytes_of(got.data) == bytes_of(want.data));
+      CHECK(got.scale_inv.to(kCPU).item<float>() == want.scale_inv.item<float>());
+      CHECK((shape[0] * shape[1] >= 65536 ? grid > 1 : grid == 0));
+    }
+  }
+}
