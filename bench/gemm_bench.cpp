@@ -1,8 +1,11 @@
 // The GEMM ladder benchmark: every version of kernels/gemm/ladder side by side
 // with cuBLASLt, on the GPU.
 //
-//   gemm_bench [--size N | --mnk M N K] [--dtypes f16,bf16,f32] [--layout NN|NT|TN] [--min-ms 300]
+//   gemm_bench [--size N | --mnk M N K] [--dtypes f16,bf16,f32,fp8] [--layout NN|NT|TN] [--min-ms 300]
 //              [--rungs 1-8]   (the ladder versions to time, e.g. 5-8 at 8192^3)
+//
+// fp8 times cuBLASLt's FP8 GEMM and ladder v10 (per-tensor and block scales)
+// on E4M3 operands in the "TN" layout FP8 needs (--layout does not apply).
 //
 // For each dtype it times cuBLASLt (the baseline) and v1..v8 (v4..v8 only for
 // f16/bf16; v6..v8 only on an sm_90 GPU) on C = A @ B, reports TFLOP/s (2*M*N*K flops per GEMM), % of
@@ -24,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/fp8.h"
 #include "runtime/half.h"
 #include "kernels/gemm/api.h"
 
@@ -297,8 +301,72 @@ bool time_versions(const Problem& pb, const Reference& ref, const Options& o) {
   return all_close;
 }
 
+// ---- fp8 (--dtypes ...,fp8): cuBLASLt's FP8 GEMM and ladder v10 -----------
+
+// A [m, k] and B [n, k] E4M3 (values in [-2, 2]), unit scales, bf16 out: "TN",
+// the layout every FP8 Tensor Core GEMM reads. Rows: cuBLASLt FP8 (per-tensor
+// scales, fast accumulation off), v10 per-tensor, v10 with 1x128 / 128x128
+// block scales (all ones, so the same product); each against cuBLASLt FP8.
+bool bench_fp8(const Options& o) {
+  const size_t a_count = static_cast<size_t>(o.m) * o.k, b_count = static_cast<size_t>(o.n) * o.k,
+               c_count = static_cast<size_t>(o.m) * o.n;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  std::vector<std::uint8_t> host_a(a_count), host_b(b_count);
+  for (auto& v : host_a) v = mt::f32_to_e4m3_bits(value(rng));
+  for (auto& v : host_b) v = mt::f32_to_e4m3_bits(value(rng));
+  const int k_blocks = (o.k + 127) / 128, n_blocks = (o.n + 127) / 128;
+  const std::vector<float> ones(static_cast<size_t>(std::max(o.m, n_blocks)) * k_blocks, 1.0f);
+  void *a = nullptr, *b = nullptr, *c = nullptr, *c_ref = nullptr, *scales = nullptr;
+  check(cudaMalloc(&a, a_count), "cudaMalloc A");
+  check(cudaMalloc(&b, b_count), "cudaMalloc B");
+  check(cudaMalloc(&c, c_count * 2), "cudaMalloc C");
+  check(cudaMalloc(&c_ref, c_count * 2), "cudaMalloc C_ref");
+  check(cudaMalloc(&scales, ones.size() * sizeof(float)), "cudaMalloc scales");
+  check(cudaMemcpy(a, host_a.data(), a_count, cudaMemcpyHostToDevice), "copy A");
+  check(cudaMemcpy(b, host_b.data(), b_count, cudaMemcpyHostToDevice), "copy B");
+  check(cudaMemcpy(scales, ones.data(), ones.size() * sizeof(float), cudaMemcpyHostToDevice), "copy scales");
+  mt::kernels::Fp8Gemm g;
+  g.m = o.m, g.n = o.n, g.k = o.k;
+  g.a = static_cast<const std::uint8_t*>(a), g.b = static_cast<const std::uint8_t*>(b);
+  g.a_scale_inv = g.b_scale_inv = static_cast<const float*>(scales);
+  g.out_dtype = KernelDType::BF16;
+  const double flops = 2.0 * o.m * o.n * o.k;
+  auto read = [&](const void* from) {
+    std::vector<unsigned char> bytes(c_count * 2);
+    check(cudaMemcpy(bytes.data(), from, bytes.size(), cudaMemcpyDeviceToHost), "copy C");
+    return to_doubles(KernelDType::BF16, bytes);
+  };
+  g.out = c_ref;
+  const double ref_ms = time_ms([&] { mt::cuda::fp8_gemm_cublaslt(g, nullptr, {}); }, o.min_ms);
+  const std::vector<double> ref = read(c_ref);
+  double max_abs = 0;
+  for (double v : ref) max_abs = std::max(max_abs, std::abs(v));
+  std::printf("| fp8 e4m3 | cuBLASLt FP8 | %.3f | %.1f | 100.0 | 0 |\n", ref_ms, flops / ref_ms / 1e9);
+  bool all_close = true;
+  for (const bool blocks : {false, true}) {
+    g.out = c;
+    g.block_scales = blocks;
+    check(cudaMemset(c, 0, c_count * 2), "memset C");
+    const double ms = time_ms([&] { mt::cuda::fp8_gemm_v10_wgmma(g, {}); }, o.min_ms);
+    const std::vector<double> out = read(c);
+    double diff = 0;
+    for (size_t i = 0; i < out.size(); ++i) diff = std::max(diff, std::abs(out[i] - ref[i]));
+    if (std::isnan(diff)) diff = INFINITY;
+    const double relative = diff / std::max(max_abs, 1e-30);
+    const bool close = relative <= 2e-2;  // bf16 out
+    std::printf("| fp8 e4m3 | v10 FP8 wgmma, %s | %.3f | %.1f | %.1f | %.2e%s |\n",
+                blocks ? "1x128 / 128x128 block scales" : "per-tensor scales", ms, flops / ms / 1e9,
+                100.0 * ref_ms / ms, relative, close ? "" : " MISMATCH");
+    all_close = all_close && close;
+  }
+  for (void* p : {a, b, c, c_ref, scales}) cudaFree(p);
+  return all_close;
+}
+
 // One dtype's rows: cuBLASLt, then each version; false on a mismatch.
 bool bench_dtype(const Options& o, const std::string& name) {
+  if (name == "fp8") return bench_fp8(o);
   Problem pb;
   pb.name = name;
   pb.dtype = parse_dtype(name);

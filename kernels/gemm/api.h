@@ -143,6 +143,13 @@ MT_CUDA_KERNEL_API(void int8_gemm_v9_mma(const mt::kernels::Int8Gemm& gemm, void
 // only (nothing picks it yet). Throws std::invalid_argument for what it
 // cannot take.
 MT_CUDA_KERNEL_API(void fp8_gemm_v10_wgmma(const mt::kernels::Fp8Gemm& gemm, mt::kernels::Stream stream))
+// The same product by cuBLASLt's FP8 GEMM (GPU build; the simulator build
+// throws): per-tensor scales only (A/B_SCALE_POINTER), the "TN" layout
+// cuBLASLt's FP8 kernels require (exactly A [m, k] and B [n, k] row-major),
+// fast accumulation only when !promote, and, when `amax_d` is not null, the
+// largest |out| written there by the same call (feeds delayed scaling
+// without another pass). Never run on a GPU yet.
+MT_CUDA_KERNEL_API(void fp8_gemm_cublaslt(const mt::kernels::Fp8Gemm& gemm, float* amax_d, mt::kernels::Stream stream))
 // True when the Hopper rungs (v6-v8) can run `args` here: f16/bf16, 16-byte
 // aligned operands with leading dimensions and batch strides multiples of 8,
 // and (GPU) an sm_90 device.

@@ -246,6 +246,79 @@ void gemm_cublaslt(const GemmArgs& args, Stream stream) {
 #endif
 }
 
+void fp8_gemm_cublaslt(const kernels::Fp8Gemm& g, float* amax_d, Stream stream) {
+#if MT_SIM_BUILD
+  (void)g, (void)amax_d, (void)stream;
+  throw std::invalid_argument("fp8_gemm_cublaslt: the cuBLASLt back end needs a GPU build");
+#else
+  if (g.block_scales) throw std::invalid_argument("fp8_gemm_cublaslt: per-tensor scales only (block scales: v10)");
+  if (g.m == 0 || g.n == 0) return;
+  if (g.k == 0 || g.k % 16 != 0) throw std::invalid_argument("fp8_gemm_cublaslt: k must be a positive multiple of 16");
+  if (g.activation == kernels::GemmActivation::GeluErf || g.activation == kernels::GemmActivation::GeluTanh)
+    throw std::invalid_argument("fp8_gemm_cublaslt: GELU is not in cuBLASLt's epilogue here (its GELU is the tanh form)");
+  CublasLtContext& context = cublaslt_context();
+  LtDescriptors d;
+  check_cublas(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "FP8 matmul descriptor");
+  // Column-major view, "TN": out^T (n x m) = B (stored [n, k]: op T) x A^T (stored [m, k]: op N).
+  const cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
+  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed)),
+               "transa");
+  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof(plain)), "transb");
+  // cuBLASLt's A is our B and the other way round: their scales follow.
+  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.b_scale_inv,
+                                              sizeof(g.b_scale_inv)),
+               "A scale");
+  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.a_scale_inv,
+                                              sizeof(g.a_scale_inv)),
+               "B scale");
+  const std::int8_t fast_accumulate = g.promote ? 0 : 1;
+  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accumulate,
+                                              sizeof(fast_accumulate)),
+               "fast accumulation");
+  if (amax_d != nullptr) {
+    check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &amax_d, sizeof(amax_d)),
+                 "amax of D");
+  }
+  const bool relu = g.activation == kernels::GemmActivation::Relu;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (g.bias != nullptr) {
+    epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  } else if (relu) {
+    epilogue = CUBLASLT_EPILOGUE_RELU;
+  }
+  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+               "epilogue");
+  if (g.bias != nullptr) {
+    check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)),
+                 "bias pointer");
+  }
+  const cudaDataType_t out_type = g.out_dtype == kernels::KernelDType::F32 ? CUDA_R_32F : CUDA_R_16BF;
+  const uint64_t m = static_cast<uint64_t>(g.m), n = static_cast<uint64_t>(g.n), k = static_cast<uint64_t>(g.k);
+  check_cublas(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_8F_E4M3, k, n, k), "layout of B");
+  check_cublas(cublasLtMatrixLayoutCreate(&d.b, g.a_e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3, k, m, k), "layout of A");
+  check_cublas(cublasLtMatrixLayoutCreate(&d.c, out_type, n, m, n), "layout of out");
+  check_cublas(cublasLtMatmulPreferenceCreate(&d.preference), "preference");
+  check_cublas(cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &kWorkspaceBytes, sizeof(kWorkspaceBytes)),
+               "workspace preference");
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  check_cublas(
+      cublasLtMatmulAlgoGetHeuristic(context.handle, d.op, d.a, d.b, d.c, d.c, d.preference, 1, &heuristic, &found),
+      "FP8 algorithm heuristic");
+  if (found == 0) throw std::runtime_error("cuBLASLt: no FP8 algorithm for this GEMM");
+  const float alpha = 1.0f, beta = 0.0f;
+  kernels::declare_launch_work(static_cast<double>(m * k + n * k) + static_cast<double>(m * n) *
+                                   (g.out_dtype == kernels::KernelDType::F32 ? 4 : 2),
+                               2.0 * static_cast<double>(m * n * k));
+  const ProfiledRegion profiled("cublasLtMatmul (FP8)", stream);
+  check_cublas(cublasLtMatmul(context.handle, d.op, &alpha, g.b, d.a, g.a, d.b, &beta, g.out, d.c, g.out, d.c,
+                              &heuristic.algo, context.workspace, kWorkspaceBytes,
+                              static_cast<cudaStream_t>(stream.handle)),
+               "FP8 cublasLtMatmul");
+#endif
+}
+
 // The GEMM's work for the profile: 2mnk FLOPs, and A, B and C each moved once.
 void declare_gemm_work(const GemmArgs& args) {
   const double bytes_per_element = args.dtype == KernelDType::F64 ? 8 : args.dtype == KernelDType::F32 ? 4 : 2;

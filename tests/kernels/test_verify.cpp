@@ -163,7 +163,9 @@ TEST_CASE("unverified attention rungs give way to the reference path", "[verify]
   const FakeGpu gpu;
   const Tensor q = randn64({1, 2, 16, 64}, 3).to(kF16).to(kSIM), k = randn64({1, 2, 16, 64}, 4).to(kF16).to(kSIM),
                v = randn64({1, 2, 16, 64}, 5).to(kF16).to(kSIM);
-  const auto attend = [&] { scaled_dot_product_attention(q, k, v, {.is_causal = true}); };
+  AttentionOptions causal;
+  causal.is_causal = true;
+  const auto attend = [&] { scaled_dot_product_attention(q, k, v, causal); };
   CHECK(launches_of("attention_v3_forward", attend) == 0);
   gpu.store(OwnFamily::AttentionV3, CheckOutcome::Verified);
   CHECK(launches_of("attention_v3_forward", attend) == 0);  // v3 also needs v2 (its fallback for unaligned views)

@@ -365,6 +365,12 @@ if [ "$run_bench" = 1 ]; then
   echo '```' >> "$report"
   timeout 60 "$bin/gemm_bench" --size 8192 --dtypes f16,bf16 --rungs 5-8 --min-ms 200 >> "$report" 2>&1
   echo '```' >> "$report"
+  section "FP8 vs BF16 GEMMs: cuBLASLt FP8, ladder v10 and cuBLASLt BF16 (4096^3, 8192^3)"
+  echo '```' >> "$report"
+  for size in 4096 8192; do
+    timeout 60 "$bin/gemm_bench" --size "$size" --dtypes bf16,fp8 --rungs 7-7 --min-ms 200 >> "$report" 2>&1
+  done
+  echo '```' >> "$report"
   section "Memory-bound kernels vs device-to-device copy"
   timeout 60 "$bin/bandwidth_bench" --mb 256 >> "$report" 2>&1
   if [ "${GPU_CHECK_TRANSFORMERS:-1}" = 1 ]; then
