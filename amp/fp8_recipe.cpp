@@ -26,8 +26,8 @@ class Fp8State::Scaling : public fp8::LinearScaling {
   void note_shadow_error(const Tensor& relative_error) final { shadow_error_ = relative_error; }
   // The last --fp8-shadow error (undefined when none since the last take), handed over once.
   Tensor take_shadow_error() { return std::exchange(shadow_error_, Tensor()); }
-  fp8::Fp8Tensor quantize(Fp8Role role, const Tensor& x) final {
-    fp8::Fp8Tensor q = quantize_operand(role, x);
+  fp8::Fp8Tensor quantize(Fp8Role role, const Tensor& x, bool with_transpose) final {
+    fp8::Fp8Tensor q = quantize_operand(role, x, with_transpose);
     if (flags_.statistics) note(role, x, q);
     return q;
   }
@@ -57,7 +57,7 @@ class Fp8State::Scaling : public fp8::LinearScaling {
   std::array<Counters, 3>& counters() { return counters_; }
 
  protected:
-  virtual fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x) = 0;
+  virtual fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x, bool with_transpose) = 0;
 
  private:
   void note(Fp8Role role, const Tensor& x, const fp8::Fp8Tensor& q) {
@@ -92,8 +92,8 @@ Format hybrid_format(Fp8Role role) { return role == Fp8Role::GradOutput ? Format
 class CurrentScaling final : public Fp8State::Scaling {
  public:
   CurrentScaling(const Flags& flags, int margin) : Scaling(flags), margin_(margin) {}
-  fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x) override {
-    return fp8::quantize(x, hybrid_format(role), layout(role), margin_);
+  fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x, bool with_transpose) override {
+    return fp8::quantize(x, hybrid_format(role), layout(role), margin_, with_transpose);
   }
   ScaleLayout layout(Fp8Role) const override { return ScaleLayout::PerTensor; }
   bool transposes(Fp8Role) const override { return true; }
@@ -107,8 +107,8 @@ class CurrentScaling final : public Fp8State::Scaling {
 class BlockScaling final : public Fp8State::Scaling {
  public:
   explicit BlockScaling(const Flags& flags) : Scaling(flags) {}
-  fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x) override {
-    return fp8::quantize(x, Format::E4M3, layout(role));
+  fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x, bool /*with_transpose*/) override {
+    return fp8::quantize(x, Format::E4M3, layout(role));  // tiles do not transpose; blocks copy
   }
   ScaleLayout layout(Fp8Role role) const override {
     return role == Fp8Role::Weight ? ScaleLayout::Blocks128x128 : ScaleLayout::Tiles1x128;
@@ -124,8 +124,8 @@ class DelayedLinearScaling final : public Fp8State::Scaling {
         roles_{DelayedScaling(hybrid_format(Fp8Role::Input), options, device),
                DelayedScaling(hybrid_format(Fp8Role::Weight), options, device),
                DelayedScaling(hybrid_format(Fp8Role::GradOutput), options, device)} {}
-  fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x) override {
-    return roles_[static_cast<size_t>(role)].quantize(x);
+  fp8::Fp8Tensor quantize_operand(Fp8Role role, const Tensor& x, bool with_transpose) override {
+    return roles_[static_cast<size_t>(role)].quantize(x, with_transpose);
   }
   ScaleLayout layout(Fp8Role) const override { return ScaleLayout::PerTensor; }
   bool transposes(Fp8Role) const override { return true; }

@@ -20,8 +20,8 @@ DelayedScaling::DelayedScaling(fp8::Format format, DelayedScalingOptions options
   for (const Tensor* t : {&history_, &scale_, &scale_inv_}) tag_memory(*t, MemoryCategory::Fp8State);
 }
 
-fp8::Fp8Tensor DelayedScaling::quantize(const Tensor& x) {
-  return fp8::quantize_with_scale(x, format_, scale_, newest_amax().view({}));
+fp8::Fp8Tensor DelayedScaling::quantize(const Tensor& x, bool with_transpose) {
+  return fp8::quantize_with_scale(x, format_, scale_, newest_amax().view({}), with_transpose);
 }
 
 void DelayedScaling::load(const Tensor& amax_history, const Tensor& scale, const std::string& what) {

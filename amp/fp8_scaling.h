@@ -32,7 +32,7 @@ class DelayedScaling {
  public:
   DelayedScaling(fp8::Format format, DelayedScalingOptions options, Device device);
 
-  fp8::Fp8Tensor quantize(const Tensor& x);
+  fp8::Fp8Tensor quantize(const Tensor& x, bool with_transpose = false);
   void update();
   // Checkpoints: the history and scale (scale_inv follows from it). load()
   // refuses (mt::Error naming `what`) a history of another length, a

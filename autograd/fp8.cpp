@@ -95,13 +95,24 @@ Fp8Tensor Fp8Tensor::t() const {
            layout_name(layout));
   NoGradGuard no_grad;
   Fp8Tensor out;
-  out.data = data.t().contiguous();
+  out.data = data_t.defined() ? data_t : data.t().contiguous();
   out.scale_inv = layout == ScaleLayout::PerTensor ? scale_inv : scale_inv.t().contiguous();
   out.layout = layout;
   return out;
 }
 
-Fp8Tensor quantize(const Tensor& x, Format format, ScaleLayout layout, int margin) {
+namespace {
+
+// The transposed output a per-tensor quantize writes beside `data`.
+Tensor transposed_output(const Tensor& input, Format format, bool with_transpose) {
+  if (!with_transpose) return Tensor();
+  MT_CHECK(input.dim() == 2, "fp8::quantize: with_transpose needs a 2-D tensor, got {}", input.shape_string());
+  return empty({input.size(1), input.size(0)}, dtype_of(format), input.device());
+}
+
+}  // namespace
+
+Fp8Tensor quantize(const Tensor& x, Format format, ScaleLayout layout, int margin, bool with_transpose) {
   NoGradGuard no_grad;
   const Tensor input = contiguous_input(x, "fp8::quantize");
   const kernels::Fp8ScaleRule rule = scale_rule(format, margin);
@@ -109,17 +120,28 @@ Fp8Tensor quantize(const Tensor& x, Format format, ScaleLayout layout, int margi
   out.data = empty(input.sizes(), dtype_of(format), input.device());
   out.layout = layout;
   out.scale_inv = empty(scale_shape(input.sizes(), layout), kF32, input.device());
+  if (with_transpose && layout == ScaleLayout::PerTensor) {
+    // Two passes as current scaling needs (the amax, then the cast), the
+    // second also writing the transpose.
+    const Tensor max_abs = amax(input), scale = empty({}, kF32, input.device());
+    kernels::fp8_scale_from_amax(max_abs, rule, scale, out.scale_inv);
+    out.data_t = transposed_output(input, format, true);
+    kernels::fp8_quantize_with_scale(input, scale, out.data, Tensor(), out.data_t);
+    return out;
+  }
   kernels::fp8_quantize_grouped(input, groups_for(input.sizes(), layout), rule, out.data, out.scale_inv);
   return out;
 }
 
-Fp8Tensor quantize_with_scale(const Tensor& x, Format format, const Tensor& scale, const Tensor& amax_out) {
+Fp8Tensor quantize_with_scale(const Tensor& x, Format format, const Tensor& scale, const Tensor& amax_out,
+                              bool with_transpose) {
   NoGradGuard no_grad;
   const Tensor input = contiguous_input(x, "fp8::quantize_with_scale");
   Fp8Tensor out;
   out.data = empty(input.sizes(), dtype_of(format), input.device());
   out.layout = ScaleLayout::PerTensor;
-  kernels::fp8_quantize_with_scale(input, scale, out.data, amax_out);
+  out.data_t = transposed_output(input, format, with_transpose);
+  kernels::fp8_quantize_with_scale(input, scale, out.data, amax_out, out.data_t);
   // scale_inv = 1 / scale on the device: reciprocal is an elementwise kernel.
   out.scale_inv = empty({}, kF32, input.device());
   kernels::unary(kernels::UnaryOp::Reciprocal, scale.view({}), out.scale_inv);
@@ -286,27 +308,30 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   Fp8Tensor saved_x, saved_w;
   {
     NoGradGuard no_grad;  // the one node recorded below is this op's
-    const Fp8Tensor qx = scaling.quantize(Fp8Role::Input, x2);
-    const Fp8Tensor qw = scaling.quantize(Fp8Role::Weight, weight.detach());
+    const Fp8Tensor qx = scaling.quantize(Fp8Role::Input, x2, need_w && scaling.transposes(Fp8Role::Input));
+    const Fp8Tensor qw =
+        scaling.quantize(Fp8Role::Weight, weight.detach(), need_x && scaling.transposes(Fp8Role::Weight));
     out = gemm_nt(qx, qw, out_dtype, bias.defined() ? bias.detach() : Tensor()).reshape(out_shape);
     if (scaling.wants_shadow()) scaling.note_shadow_error(shadow_error(out, x, weight, bias));
     if (need_w) saved_x = along_m(scaling, Fp8Role::Input, qx, x2);
-    if (need_x) saved_w = qw;
+    if (need_x) saved_w = qw.t();  // [K, N], as the input gradient reads it (written by the cast where it can be)
   }
   if (!need_x && !need_w && !need_b) return out;
   file_saved(saved_x, MemoryCategory::Fp8Activations);
   file_saved(saved_w, MemoryCategory::Fp8WeightCasts);
   scaling.note_saved_for_backward(m, need_w, need_x);
-  // saves: input (FP8 + scales, along M: what the weight gradient reads), weight (FP8 + scales)
+  // saves: input (FP8 + scales, along M: what the weight gradient reads), weight (FP8 + scales, transposed:
+  // what the input gradient reads)
   return autograd::record(
       in, out,
       [sx = std::move(saved_x), sw = std::move(saved_w), scaling = &scaling, x_shape = x.sizes(), x_dtype = x.dtype(),
        w_dtype = weight.dtype(), b_dtype = bias.defined() ? bias.dtype() : kF32, m, n, need_x, need_w,
        need_b](const Tensor& g) -> std::vector<Tensor> {
         const Tensor g2 = g.detach().reshape({m, n}).contiguous();
-        const Fp8Tensor qg = scaling->quantize(Fp8Role::GradOutput, g2);
+        const Fp8Tensor qg =
+            scaling->quantize(Fp8Role::GradOutput, g2, need_w && scaling->transposes(Fp8Role::GradOutput));
         Tensor gx, gw, gb;
-        if (need_x) gx = gemm_nt(qg, sw.t(), x_dtype).reshape(x_shape);
+        if (need_x) gx = gemm_nt(qg, sw, x_dtype).reshape(x_shape);
         if (need_w) gw = gemm_nt(along_m(*scaling, Fp8Role::GradOutput, qg, g2), sx, w_dtype);
         if (need_b) gb = sum(g2.to(kF32), {0}).to(b_dtype);
         return {gx, gw, gb};

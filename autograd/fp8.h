@@ -38,26 +38,34 @@ struct Fp8Tensor {
   Tensor data;       // kF8E4M3 or kF8E5M2, contiguous, the logical shape
   Tensor scale_inv;  // f32 on data's device: [] | [rows] | [rows, ceil(cols/128)] | [ceil(rows/128), ceil(cols/128)]
   ScaleLayout layout = ScaleLayout::PerTensor;
+  // data's transpose, when the quantize wrote it in the same pass (per-tensor
+  // scales, with_transpose): t() then hands it over instead of copying.
+  Tensor data_t;
 
   Format format() const { return format_of(data.dtype()); }
   const Shape& sizes() const { return data.sizes(); }
   Device device() const { return data.device(); }
   // The transpose of a 2-D tensor whose layout transposes into itself (per
   // tensor; 128x128 blocks, whose grid transposes with them), as contiguous
-  // copies. Rows and 1x128 tiles turn into columns and 128x1 tiles, which
-  // the GEMM does not take: quantize the transposed high-precision tensor.
+  // copies (or data_t, already there). Rows and 1x128 tiles turn into
+  // columns and 128x1 tiles, which the GEMM does not take: quantize the
+  // transposed high-precision tensor.
   Fp8Tensor t() const;
 };
 
 // Current scaling: each group's scale from its own amax this call,
 // scale = max_finite / amax * 2^-margin (amax floored at 1e-12).
-Fp8Tensor quantize(const Tensor& x, Format format, ScaleLayout layout = ScaleLayout::PerTensor, int margin = 0);
+// with_transpose (per-tensor scales, x 2-D) also writes data_t in the
+// cast's pass (kernels/fp8: 32 x 32 tiles): what the weight gradient reads.
+Fp8Tensor quantize(const Tensor& x, Format format, ScaleLayout layout = ScaleLayout::PerTensor, int margin = 0,
+                   bool with_transpose = false);
 
 // Delayed scaling: a per-tensor scale already on the device (f32 []).
 // When amax_out (f32 [] on the device) is given, max |x| of this same pass is
 // folded into it (amax_out = max(amax_out, max |x|)): delayed scaling points
 // it at the newest slot of its amax history.
-Fp8Tensor quantize_with_scale(const Tensor& x, Format format, const Tensor& scale, const Tensor& amax_out = Tensor());
+Fp8Tensor quantize_with_scale(const Tensor& x, Format format, const Tensor& scale, const Tensor& amax_out = Tensor(),
+                              bool with_transpose = false);
 
 // max |x| as an f32 [] tensor on x's device (NaN if x holds one).
 Tensor amax(const Tensor& x);
@@ -94,7 +102,9 @@ enum class Fp8Role { Input, Weight, GradOutput };
 class LinearScaling {
  public:
   virtual ~LinearScaling() = default;
-  virtual Fp8Tensor quantize(Fp8Role role, const Tensor& x) = 0;
+  // with_transpose: the caller will want the result's t() (per-tensor
+  // layouts then write it in the cast's pass; others ignore it).
+  virtual Fp8Tensor quantize(Fp8Role role, const Tensor& x, bool with_transpose = false) = 0;
   virtual bool transposes(Fp8Role role) const = 0;
   // After a forward that recorded on the tape: its rows (M) and whether it
   // saved the input and the weight (the memory theory reads them).

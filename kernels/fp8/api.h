@@ -43,10 +43,17 @@ MT_CUDA_KERNEL_API(void fp8_delayed_update(float* history, std::int64_t length, 
                                            mt::kernels::Fp8ScaleRule rule, float* scale, float* scale_inv,
                                            mt::kernels::Stream stream))
 // out = fp8(x * *scale) with the format of out's dtype; when amax is not null it
-// also folds max |x| of this pass into it (a running max).
+// also folds max |x| of this pass into it (a running max). When out_t.data is
+// not null (x 2-D [R, C]) the same pass also writes out_t = out's transpose
+// [C, R] (32 x 32 tiles through shared memory): the operand the weight
+// gradient reads, with no second pass over x and no copy of out.
 MT_CUDA_KERNEL_API(void fp8_quantize_with_scale(const mt::kernels::TensorRef& x, const float* scale,
-                                                const mt::kernels::TensorRef& out, float* amax,
-                                                mt::kernels::Stream stream))
+                                                const mt::kernels::TensorRef& out, const mt::kernels::TensorRef& out_t,
+                                                float* amax, mt::kernels::Stream stream))
+// Current scaling's per-tensor step: scale = rule(*amax), scale_inv = 1 / scale
+// (kernels/fp8/math.h, fp8_current_scale). One thread.
+MT_CUDA_KERNEL_API(void fp8_scale_from_amax(const float* amax, mt::kernels::Fp8ScaleRule rule, float* scale,
+                                            float* scale_inv, mt::kernels::Stream stream))
 // Per group: its amax, scale = rule(amax), out = fp8(x * scale), scale_inv[group] = 1 / scale.
 MT_CUDA_KERNEL_API(void fp8_quantize_grouped(const mt::kernels::TensorRef& x, mt::kernels::Fp8Groups groups,
                                              mt::kernels::Fp8ScaleRule rule, const mt::kernels::TensorRef& out,

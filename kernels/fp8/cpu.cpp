@@ -51,7 +51,8 @@ void fp8_delayed_update(const Tensor& history, bool most_recent, Fp8ScaleRule ru
   for (const Tensor* t : {&history, &scale, &scale_inv}) t->storage()->bump_version();
 }
 
-void fp8_quantize_with_scale(const Tensor& x, const Tensor& scale, const Tensor& out, const Tensor& amax) {
+void fp8_quantize_with_scale(const Tensor& x, const Tensor& scale, const Tensor& out, const Tensor& out_t,
+                             const Tensor& amax) {
   Loaded<float> values(x);
   const float s = *scale.data<float>();
   auto* q = static_cast<uint8_t*>(out.data_ptr());
@@ -60,7 +61,24 @@ void fp8_quantize_with_scale(const Tensor& x, const Tensor& scale, const Tensor&
     for (int64_t i = begin; i < end; ++i) q[i] = fp8_quantize_value(values[i], s, format);
   });
   out.storage()->bump_version();
+  if (out_t.defined()) {  // x [rows, cols] -> out_t [cols, rows]
+    const int64_t rows = x.size(0), cols = x.size(1);
+    auto* qt = static_cast<uint8_t*>(out_t.data_ptr());
+    parallel_for(cols, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        for (int64_t r = 0; r < rows; ++r) qt[c * rows + r] = q[r * cols + c];
+      }
+    });
+    out_t.storage()->bump_version();
+  }
   if (amax.defined()) fold_amax(amax, parallel_amax_bits(values.data(), values.size()));
+}
+
+void fp8_scale_from_amax(const Tensor& amax, Fp8ScaleRule rule, const Tensor& scale, const Tensor& scale_inv) {
+  const float s = fp8_current_scale(*amax.data<float>(), rule);
+  *scale.data<float>() = s;
+  *scale_inv.data<float>() = 1.0f / s;
+  for (const Tensor* t : {&scale, &scale_inv}) t->storage()->bump_version();
 }
 
 void fp8_quantize_grouped(const Tensor& x, Fp8Groups groups, Fp8ScaleRule rule, const Tensor& out,
@@ -100,7 +118,8 @@ void fp8_count_saturated_and_flushed(const Tensor& q, const Tensor& x, const Ten
   Loaded<float> values(x);
   int64_t saturated = 0, flushed = 0;
   for (int64_t i = 0; i < q.numel(); ++i) {
-    saturated += fp8_saturated(values[i], inv[fp8_group_of(groups, i / groups.cols, i % groups.cols)], q.dtype()) ? 1 : 0;
+    saturated +=
+        fp8_saturated(values[i], inv[fp8_group_of(groups, i / groups.cols, i % groups.cols)], q.dtype()) ? 1 : 0;
     flushed += fp8_flushed(bytes[i], values[i]) ? 1 : 0;
   }
   float* c = counts.data<float>();

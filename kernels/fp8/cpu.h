@@ -13,7 +13,9 @@ void fp8_amax(const Tensor& x, const Tensor& amax);
 void fp8_delayed_update(const Tensor& history, bool most_recent, Fp8ScaleRule rule, const Tensor& scale,
                         const Tensor& scale_inv);
 // out = fp8(x * scale); amax (optional) = max(amax, max |x|).
-void fp8_quantize_with_scale(const Tensor& x, const Tensor& scale, const Tensor& out, const Tensor& amax);
+void fp8_quantize_with_scale(const Tensor& x, const Tensor& scale, const Tensor& out, const Tensor& out_t,
+                             const Tensor& amax);
+void fp8_scale_from_amax(const Tensor& amax, Fp8ScaleRule rule, const Tensor& scale, const Tensor& scale_inv);
 void fp8_quantize_grouped(const Tensor& x, Fp8Groups groups, Fp8ScaleRule rule, const Tensor& out,
                           const Tensor& scale_inv);
 void fp8_count_saturated_and_flushed(const Tensor& q, const Tensor& x, const Tensor& scale_inv, Fp8Groups groups,

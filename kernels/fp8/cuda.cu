@@ -137,6 +137,48 @@ __global__ void fp8_quantize_grouped_kernel(TensorRef x, kernels::Fp8Groups grou
   }
 }
 
+// The cast that also writes the transpose: a block moves a 32 x 32 tile,
+// 32 x 8 threads, each four rows; the tile's bytes go out row-major as they
+// are cast and, through shared memory (a padded row against bank
+// conflicts), column-major into out_t, so both writes are coalesced.
+constexpr int kTransposeTile = 32, kTransposeRows = 8;
+
+__global__ void fp8_quantize_transpose_kernel(TensorRef x, const float* scale, TensorRef out, TensorRef out_t,
+                                              float* amax) {
+  __shared__ std::uint8_t tile[kTransposeTile][kTransposeTile + 1];
+  const std::int64_t rows = x.sizes[0], cols = x.sizes[1];
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * kTransposeTile;
+  const std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kTransposeTile;
+  const float s = *scale;
+  auto* q = static_cast<std::uint8_t*>(out.data);
+  auto* qt = static_cast<std::uint8_t*>(out_t.data);
+  unsigned local = 0;
+  for (int r = static_cast<int>(threadIdx.y); r < kTransposeTile; r += kTransposeRows) {
+    const std::int64_t row = row0 + r, col = col0 + threadIdx.x;
+    if (row < rows && col < cols) {
+      const float v = load_as<float>(x.data, x.dtype, row * cols + col);
+      const unsigned bits = kernels::fp8_abs_bits(v);
+      local = bits > local ? bits : local;
+      const std::uint8_t byte = kernels::fp8_quantize_value(v, s, out.dtype);
+      q[row * cols + col] = byte;
+      tile[r][threadIdx.x] = byte;
+    }
+  }
+  __syncthreads();
+  for (int c = static_cast<int>(threadIdx.y); c < kTransposeTile; c += kTransposeRows) {
+    const std::int64_t col = col0 + c, row = row0 + threadIdx.x;
+    if (row < rows && col < cols) qt[col * rows + row] = tile[threadIdx.x][c];
+  }
+  if (amax != nullptr) fold_amax(amax, local);
+}
+
+__global__ void fp8_scale_from_amax_kernel(const float* amax, kernels::Fp8ScaleRule rule, float* scale,
+                                           float* scale_inv) {
+  const float s = kernels::fp8_current_scale(*amax, rule);
+  *scale = s;
+  *scale_inv = 1.0f / s;
+}
+
 // Per-tensor current scaling of a large tensor (below): every block derives
 // the scale from the amax the previous pass left in scale_inv's slot.
 __global__ void fp8_zero_kernel(float* value) { *value = 0.0f; }
@@ -208,8 +250,22 @@ void fp8_delayed_update(float* history, std::int64_t length, bool most_recent, k
          most_recent, rule, scale, scale_inv);
 }
 
-void fp8_quantize_with_scale(const TensorRef& x, const float* scale, const TensorRef& out, float* amax, Stream stream) {
+void fp8_scale_from_amax(const float* amax, kernels::Fp8ScaleRule rule, float* scale, float* scale_inv, Stream stream) {
+  launch("fp8_scale_from_amax_kernel", fp8_scale_from_amax_kernel, dim3(1), dim3(1), 0, stream, amax, rule, scale,
+         scale_inv);
+}
+
+void fp8_quantize_with_scale(const TensorRef& x, const float* scale, const TensorRef& out, const TensorRef& out_t,
+                             float* amax, Stream stream) {
   if (x.numel == 0) return;
+  if (out_t.data != nullptr) {
+    kernels::declare_launch_work(kernels::distinct_bytes(x) + 2 * kernels::distinct_bytes(out));
+    const dim3 grid(static_cast<unsigned>((x.sizes[1] + kTransposeTile - 1) / kTransposeTile),
+                    static_cast<unsigned>((x.sizes[0] + kTransposeTile - 1) / kTransposeTile));
+    launch("fp8_quantize_transpose_kernel", fp8_quantize_transpose_kernel, grid, dim3(kTransposeTile, kTransposeRows),
+           0, stream, x, scale, out, out_t, amax);
+    return;
+  }
   kernels::declare_launch_work(kernels::distinct_bytes(x) + kernels::distinct_bytes(out));
   launch("fp8_quantize_with_scale_kernel", fp8_quantize_with_scale_kernel, grid_for(x.numel), dim3(kFp8Threads), 0,
          stream, x, scale, out, amax);

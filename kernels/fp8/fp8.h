@@ -65,19 +65,42 @@ inline void fp8_delayed_update(const Tensor& history, bool most_recent, Fp8Scale
 }
 
 // out = fp8(x * scale) in out's FP8 dtype; amax (optional) = max(amax, max |x| of this pass): a running max.
+// With out_t (x 2-D [R, C], out_t [C, R] contiguous) the same pass writes out's transpose.
 inline void fp8_quantize_with_scale(const Tensor& x, const Tensor& scale, const Tensor& out,
-                                    const Tensor& amax = Tensor()) {
+                                    const Tensor& amax = Tensor(), const Tensor& out_t = Tensor()) {
   detail::check_fp8_operands("fp8_quantize", x, out);
   detail::check_f32_scalar("fp8_quantize", "scale", scale, x.device());
   if (amax.defined()) detail::check_f32_scalar("fp8_quantize", "amax", amax, x.device());
+  if (out_t.defined()) {
+    MT_CHECK(x.dim() == 2 && out_t.dim() == 2 && out_t.size(0) == x.size(1) && out_t.size(1) == x.size(0) &&
+                 out_t.is_contiguous() && out_t.dtype() == out.dtype() && out_t.device() == x.device(),
+             "fp8_quantize: the transposed output must be a contiguous {} [{}, {}] on {}", out.dtype(),
+             x.dim() == 2 ? x.size(1) : 0, x.dim() == 2 ? x.size(0) : 0, x.device());
+  }
   const Backend backend = backend_for(x.device(), "fp8_quantize");
-  if (backend == Backend::Cpu) return cpu::fp8_quantize_with_scale(x, scale, out, amax);
+  if (backend == Backend::Cpu) return cpu::fp8_quantize_with_scale(x, scale, out, out_t, amax);
   detail::require_fp8_verified(x.device());
   MT_DEVICE_CALL(backend, fp8_quantize_with_scale, tensor_ref(x), static_cast<const float*>(scale.data_ptr()),
-                 tensor_ref(out), amax.defined() ? static_cast<float*>(amax.data_ptr()) : nullptr,
+                 tensor_ref(out), tensor_ref(out_t), amax.defined() ? static_cast<float*>(amax.data_ptr()) : nullptr,
                  launch_stream(x.device()));
   mark_written(out);
+  mark_written(out_t);
   mark_written(amax);
+}
+
+// Current scaling's per-tensor step: scale = rule(amax), scale_inv = 1 / scale (f32 scalars on one device).
+inline void fp8_scale_from_amax(const Tensor& amax, Fp8ScaleRule rule, const Tensor& scale, const Tensor& scale_inv) {
+  for (const Tensor* t : {&scale, &scale_inv})
+    detail::check_f32_scalar("fp8_scale_from_amax", "scale", *t, amax.device());
+  detail::check_f32_scalar("fp8_scale_from_amax", "amax", amax, amax.device());
+  const Backend backend = backend_for(amax.device(), "fp8_scale_from_amax");
+  if (backend == Backend::Cpu) return cpu::fp8_scale_from_amax(amax, rule, scale, scale_inv);
+  detail::require_fp8_verified(amax.device());
+  MT_DEVICE_CALL(backend, fp8_scale_from_amax, static_cast<const float*>(amax.data_ptr()), rule,
+                 static_cast<float*>(scale.data_ptr()), static_cast<float*>(scale_inv.data_ptr()),
+                 launch_stream(amax.device()));
+  mark_written(scale);
+  mark_written(scale_inv);
 }
 
 // Each group's own scale from its amax; scale_inv holds groups.count() f32 values.

@@ -174,3 +174,28 @@ TEST_CASE("a large per-tensor quantize uses the whole grid and writes the CPU's 
     }
   }
 }
+
+TEST_CASE("a quantize that also writes the transpose writes the transposed bytes (bug: a tile edge or a swapped index)",
+          "[fp8][sim]") {
+  // Catches the fused cast + transpose writing a tile's transpose to the
+  // wrong place at ragged edges, or scaling differently from the plain cast.
+  for (const Device device : {kCPU, test::kCudaPath}) {
+    for (const Shape& shape : {Shape{37, 70}, Shape{130, 300}, Shape{1, 33}}) {
+      const Tensor x = mul(test::random_tensor(shape, kF32, kCPU, 9), 5.0).to(device);
+      INFO(device.str() << " " << shape[0] << " x " << shape[1]);
+      // Current scaling.
+      const fp8::Fp8Tensor plain = fp8::quantize(x, fp8::Format::E4M3);
+      const fp8::Fp8Tensor fused = fp8::quantize(x, fp8::Format::E4M3, fp8::ScaleLayout::PerTensor, 0, true);
+      CHECK(bytes_of(fused.data) == bytes_of(plain.data));
+      CHECK(bytes_of(fused.t().data) == bytes_of(plain.data.t()));
+      CHECK(fused.scale_inv.to(kCPU).item<float>() == plain.scale_inv.to(kCPU).item<float>());
+      // Delayed scaling: a given scale, and the pass's amax folded in.
+      const Tensor scale = full({}, 7.0, kF32, device), amax = zeros({}, kF32, device);
+      const fp8::Fp8Tensor delayed = fp8::quantize_with_scale(x, fp8::Format::E5M2, scale, amax, true);
+      const fp8::Fp8Tensor delayed_plain = fp8::quantize_with_scale(x, fp8::Format::E5M2, scale);
+      CHECK(bytes_of(delayed.data) == bytes_of(delayed_plain.data));
+      CHECK(bytes_of(delayed.t().data) == bytes_of(delayed_plain.data.t()));
+      CHECK(amax.to(kCPU).item<float>() == fp8::amax(x).to(kCPU).item<float>());
+    }
+  }
+}
