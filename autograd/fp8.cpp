@@ -214,14 +214,14 @@ Tensor gemm_nt(const Fp8Tensor& a, const Fp8Tensor& b, DType out_dtype, const Te
   MT_CHECK(is_compute_float(out_dtype), "fp8::gemm_nt: out_dtype must be f64, f32, f16 or bf16, got {}", out_dtype);
   NoGradGuard no_grad;
   const int64_t m = a.data.size(0), n = b.data.size(0), k = a.data.size(1);
-  // The FP8 Tensor Core rung where it takes the operands (sim, verified GPUs).
+  // The FP8 GEMM (v10 / cuBLASLt's FP8) where it takes the operands; else widened.
   const bool per_tensor = a.layout == ScaleLayout::PerTensor && b.layout == ScaleLayout::PerTensor;
   const bool tiles_by_blocks = a.layout == ScaleLayout::Tiles1x128 && b.layout == ScaleLayout::Blocks128x128;
-  if (kernels::fp8_rung_applies(a.data, b.data, per_tensor, tiles_by_blocks, out_dtype)) {
+  if (const auto backend = kernels::fp8_gemm_backend(a.data, b.data, per_tensor, tiles_by_blocks, out_dtype)) {
     Tensor out = empty({m, n}, out_dtype, a.device());
     const Tensor typed_bias = bias.defined() ? bias.detach().to(out_dtype).contiguous() : Tensor();
-    kernels::fp8_gemm_rung(a.data, a.scale_inv.contiguous(), b.data, b.scale_inv.contiguous(), tiles_by_blocks,
-                           typed_bias, out);
+    kernels::fp8_gemm(a.data, a.scale_inv.contiguous(), b.data, b.scale_inv.contiguous(), tiles_by_blocks, typed_bias,
+                      *backend, out);
     return out;
   }
   const bool grouped = is_k_grouped(a.layout);

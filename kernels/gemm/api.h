@@ -150,6 +150,11 @@ MT_CUDA_KERNEL_API(void fp8_gemm_v10_wgmma(const mt::kernels::Fp8Gemm& gemm, mt:
 // largest |out| written there by the same call (feeds delayed scaling
 // without another pass). Never run on a GPU yet.
 MT_CUDA_KERNEL_API(void fp8_gemm_cublaslt(const mt::kernels::Fp8Gemm& gemm, float* amax_d, mt::kernels::Stream stream))
+// The production FP8 entry: v10, or cuBLASLt's FP8 GEMM (per-tensor scales
+// only): an explicit back end wins; Auto reads MT_GEMM, and on a GPU
+// auto means a measured trial per shape like gemm()'s. The simulator runs v10.
+MT_CUDA_KERNEL_API(void fp8_gemm(const mt::kernels::Fp8Gemm& gemm, mt::kernels::GemmBackend backend,
+                                 mt::kernels::Stream stream))
 // True when the Hopper rungs (v6-v8) can run `args` here: f16/bf16, 16-byte
 // aligned operands with leading dimensions and batch strides multiples of 8,
 // and (GPU) an sm_90 device.

@@ -339,8 +339,10 @@ void check_cuda(cudaError_t status, const char* what) {
     throw std::runtime_error(std::string("gemm trial: ") + what + ": " + cudaGetErrorString(status));
 }
 
-double milliseconds_per_call(const GemmArgs& args, GemmBackend backend, Stream stream) {
-  const auto run = [&] { backend == GemmBackend::Own ? gemm_own(args, stream) : gemm_cublaslt(args, stream); };
+// A trial's measure of one back end: a warm-up (module load, cuBLASLt's
+// heuristic), then three timed calls; ms per call.
+template <typename Run>
+double time_calls(const Run& run, Stream stream) {
   constexpr int kTimed = 3;
   const auto handle = static_cast<cudaStream_t>(stream.handle);
   run();  // warm-up: module load, cuBLASLt's heuristic
@@ -357,6 +359,11 @@ double milliseconds_per_call(const GemmArgs& args, GemmBackend backend, Stream s
   cudaEventDestroy(stop);
   check_cuda(waited, "synchronize");
   return ms / kTimed;
+}
+
+double milliseconds_per_call(const GemmArgs& args, GemmBackend backend, Stream stream) {
+  return time_calls([&] { backend == GemmBackend::Own ? gemm_own(args, stream) : gemm_cublaslt(args, stream); },
+                    stream);
 }
 
 // C's m x n values (every batch) as doubles, read back to the host.
@@ -419,8 +426,8 @@ bool outputs_agree(const std::vector<double>& own, const std::vector<double>& re
 }
 
 GemmBackend choose_by_trial(const GemmArgs& args, Stream stream) {
-  const kernels::GemmShape shape{args.dtype, args.batch,   args.m,       args.n,
-                                 args.k,     args.trans_a, args.trans_b, gemm_hopper_supports(args)};
+  const kernels::GemmShape shape{args.dtype,   args.batch,   args.m, args.n, args.k,
+                                 args.trans_a, args.trans_b, gemm_hopper_supports(args), /*fp8=*/false};
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   check_cuda(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream.handle), &capture), "capture status");
   if (capture != cudaStreamCaptureStatusNone) {
@@ -449,8 +456,57 @@ GemmBackend choose_by_trial(const GemmArgs& args, Stream stream) {
       });
 }
 
+// The FP8 GEMM's trial: v10 against cuBLASLt's FP8 GEMM (per-tensor scales),
+// the same rules as choose_by_trial's (a shape first met in a capture takes
+// cuBLASLt; v10 wins only if it agrees with cuBLASLt and is faster).
+GemmBackend choose_fp8_by_trial(const kernels::Fp8Gemm& g, Stream stream) {
+  const kernels::GemmShape shape{g.out_dtype, 1, g.m, g.n, g.k, g.a_e5m2, false, true, /*fp8=*/true};
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream.handle), &capture), "capture status");
+  if (capture != cudaStreamCaptureStatusNone) {
+    const auto known = chooser().find(shape);
+    return known ? known->winner : GemmBackend::CublasLt;
+  }
+  GemmArgs out;  // the output as read_output reads it
+  out.dtype = g.out_dtype, out.m = g.m, out.n = g.n, out.c = g.out, out.ldc = g.n;
+  std::vector<double> own_output;
+  bool own_failed = false;
+  return chooser().choose(
+      shape,
+      [&](GemmBackend backend) {
+        if (backend == GemmBackend::CublasLt) {
+          return time_calls([&] { fp8_gemm_cublaslt(g, nullptr, stream); }, stream);
+        }
+        try {
+          const double ms = time_calls([&] { fp8_gemm_v10_wgmma(g, stream); }, stream);
+          own_output = read_output(out, stream);
+          return ms;
+        } catch (const std::exception&) {
+          own_failed = true;
+          return std::numeric_limits<double>::infinity();
+        }
+      },
+      [&] { return !own_failed && outputs_agree(own_output, read_output(out, stream), g.out_dtype); });
+}
+
 }  // namespace
 #endif
+
+void fp8_gemm(const kernels::Fp8Gemm& g, GemmBackend backend, Stream stream) {
+  GemmBackend chosen = resolve(backend);
+  if (g.block_scales || chosen == GemmBackend::Reference) chosen = GemmBackend::Own;  // cuBLASLt here: per tensor only
+#if !MT_SIM_BUILD
+  if (chosen == GemmBackend::Auto) {
+    const bool worth_a_trial = g.m > 0 && g.n > 0 && g.k > 0;
+    chosen = worth_a_trial ? choose_fp8_by_trial(g, stream) : GemmBackend::Own;
+  }
+#endif
+  if (chosen == GemmBackend::CublasLt) {
+    fp8_gemm_cublaslt(g, nullptr, stream);
+  } else {
+    fp8_gemm_v10_wgmma(g, stream);
+  }
+}
 
 void gemm(const GemmArgs& args, GemmBackend backend, Stream stream) {
   gemm_detail::check_args(args, "gemm");

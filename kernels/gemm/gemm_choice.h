@@ -23,9 +23,10 @@ namespace mt::kernels {
 // What the choice depends on: the problem's size, layout and dtype, and
 // whether the Hopper rungs can take its operands (else the own kernel is v5).
 struct GemmShape {
-  KernelDType dtype = KernelDType::F16;
+  KernelDType dtype = KernelDType::F16;  // for FP8: the output's
   int batch = 1, m = 0, n = 0, k = 0;
-  bool trans_a = false, trans_b = false, hopper = false;
+  bool trans_a = false, trans_b = false, hopper = false;  // for FP8: trans_a = A in E5M2
+  bool fp8 = false;                                        // an FP8 GEMM (v10 against cuBLASLt's FP8)
   bool operator==(const GemmShape&) const = default;
 };
 
@@ -34,7 +35,8 @@ struct GemmShapeHash {
     std::size_t h = static_cast<std::size_t>(s.dtype);
     for (long long v :
          {static_cast<long long>(s.batch), static_cast<long long>(s.m), static_cast<long long>(s.n),
-          static_cast<long long>(s.k), static_cast<long long>(s.trans_a | (s.trans_b << 1) | (s.hopper << 2))}) {
+          static_cast<long long>(s.k),
+          static_cast<long long>(s.trans_a | (s.trans_b << 1) | (s.hopper << 2) | (s.fp8 << 3))}) {
       h = h * 1000003u ^ std::hash<long long>{}(v);
     }
     return h;

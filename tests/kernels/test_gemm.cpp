@@ -458,7 +458,7 @@ TEST_CASE("GEMM auto choice: the faster back end that agrees with cuBLASLt, meas
     return backend == GemmBackend::Own ? own_ms : cublaslt_ms;
   };
   const auto own_agrees = [&] { return agrees; };
-  const mt::kernels::GemmShape square{KernelDType::F16, 1, 4096, 4096, 4096, false, true, true};
+  const mt::kernels::GemmShape square{KernelDType::F16, 1, 4096, 4096, 4096, false, true, true, false};
   CHECK(chooser.choose(square, measure, own_agrees) == GemmBackend::Own);
   CHECK(measured == 2);
   own_ms = 5.0;  // remembered, not measured again
