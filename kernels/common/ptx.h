@@ -605,7 +605,7 @@ __device__ __forceinline__ void wgmma_m64k32_fp8(float (&d)[N / 2], std::uint64_
                                     BE5M2 ? WgmmaType::E5M2 : WgmmaType::E4M3});
 #elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
   const int scale_d = accumulate ? 1 : 0;
-#define MT_FP8_CALL(A, B)                                                    \
+#define MT_FP8_CALL(A, B)                                                              \
   if constexpr (N == 64) wgmma_asm::wgmma_n64_##A##_##B(d, desc_a, desc_b, scale_d);   \
   if constexpr (N == 128) wgmma_asm::wgmma_n128_##A##_##B(d, desc_a, desc_b, scale_d); \
   if constexpr (N == 256) wgmma_asm::wgmma_n256_##A##_##B(d, desc_a, desc_b, scale_d);
@@ -627,28 +627,25 @@ __device__ __forceinline__ void wgmma_m64k32_fp8(float (&d)[N / 2], std::uint64_
 
 // ---- FP8 conversions (sm_89+) ---------------------------------------------------------
 
-// cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32: two f32 to two FP8 in one 16-bit
-// word, `hi` in the upper byte and `lo` in the lower. Round to nearest even,
-// overflow and infinity saturate to the largest finite value, NaN stays NaN:
-// exactly runtime/fp8.h's software conversion, which the simulator (and a
-// GPU before sm_89) runs instead. A GPU check compares the two over a sweep.
-__device__ __forceinline__ std::uint16_t cvt_e4m3x2(float hi, float lo) {
+// cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32: two f32 to two FP8 (E5M2 when
+// E5M2, else E4M3) in one 16-bit word, `hi` in the upper byte and `lo` in
+// the lower. Round to nearest even, overflow and infinity saturate to the
+// largest finite value, NaN stays NaN: exactly runtime/fp8.h's software
+// conversion, which the simulator (and a GPU before sm_89) runs instead. A
+// GPU check compares the two over a sweep.
+template <bool E5M2>
+__device__ __forceinline__ std::uint16_t cvt_fp8x2(float hi, float lo) {
 #if !MT_SIM_BUILD && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   std::uint16_t r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  if constexpr (E5M2) {
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  }
   return r;
 #else
-  return static_cast<std::uint16_t>((f32_to_e4m3_bits(hi) << 8) | f32_to_e4m3_bits(lo));
-#endif
-}
-
-__device__ __forceinline__ std::uint16_t cvt_e5m2x2(float hi, float lo) {
-#if !MT_SIM_BUILD && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  std::uint16_t r;
-  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  return r;
-#else
-  return static_cast<std::uint16_t>((f32_to_e5m2_bits(hi) << 8) | f32_to_e5m2_bits(lo));
+  const auto convert = [](float v) { return E5M2 ? f32_to_e5m2_bits(v) : f32_to_e4m3_bits(v); };
+  return static_cast<std::uint16_t>((convert(hi) << 8) | convert(lo));
 #endif
 }
 

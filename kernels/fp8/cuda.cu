@@ -21,7 +21,7 @@
 // Precision: x is read in its own dtype and widened to f32; x * scale is one
 // f32 multiply, rounded once into FP8 with the GPU's satfinite rule
 // (runtime/fp8.h: the same code the CPU runs; the hardware cvt,
-// ptx::cvt_e4m3x2, is checked against it on a GPU by the example tests). Dequantize multiplies in f32
+// ptx::cvt_fp8x2, is checked against it on a GPU by the example tests). Dequantize multiplies in f32
 // and rounds once into the output dtype. Scales and amax stay f32.
 //
 // Bound: memory bandwidth (read 2-4 bytes, write 1 per element; the grouped

@@ -155,6 +155,21 @@ void set_batch(cublasLtMatrixLayout_t layout, int batch, int64_t stride) {
       "batch stride");
 }
 
+// cuBLASLt's best algorithm for the described product, within the workspace.
+cublasLtMatmulAlgo_t best_algorithm(CublasLtContext& context, LtDescriptors& d, const char* what) {
+  check_cublas(cublasLtMatmulPreferenceCreate(&d.preference), "preference");
+  check_cublas(cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &kWorkspaceBytes, sizeof(kWorkspaceBytes)),
+               "workspace preference");
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  check_cublas(
+      cublasLtMatmulAlgoGetHeuristic(context.handle, d.op, d.a, d.b, d.c, d.c, d.preference, 1, &heuristic, &found),
+      "algorithm heuristic");
+  if (found == 0) throw std::runtime_error(std::string("cuBLASLt: no algorithm for this ") + what);
+  return heuristic.algo;
+}
+
 #endif
 
 }  // namespace
@@ -224,25 +239,15 @@ void gemm_cublaslt(const GemmArgs& args, Stream stream) {
     set_batch(d.b, args.batch, args.batch_stride_a);
     set_batch(d.c, args.batch, args.batch_stride_c);
   }
-  check_cublas(cublasLtMatmulPreferenceCreate(&d.preference), "preference");
-  check_cublas(cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &kWorkspaceBytes, sizeof(kWorkspaceBytes)),
-               "workspace preference");
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  check_cublas(
-      cublasLtMatmulAlgoGetHeuristic(context.handle, d.op, d.a, d.b, d.c, d.c, d.preference, 1, &heuristic, &found),
-      "algorithm heuristic");
-  if (found == 0) throw std::runtime_error("cuBLASLt: no algorithm for this GEMM");
+  const cublasLtMatmulAlgo_t algo = best_algorithm(context, d, "GEMM");
   const float alpha32 = 1.0f, beta32 = 0.0f;
   const double alpha64 = 1.0, beta64 = 0.0;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : static_cast<const void*>(&alpha32);
   const void* beta = f64 ? static_cast<const void*>(&beta64) : static_cast<const void*>(&beta32);
   const ProfiledRegion profiled("cublasLtMatmul", stream);
-  check_cublas(
-      cublasLtMatmul(context.handle, d.op, alpha, args.b, d.a, args.a, d.b, beta, args.c, d.c, args.c, d.c,
-                     &heuristic.algo, context.workspace, kWorkspaceBytes, static_cast<cudaStream_t>(stream.handle)),
-      "cublasLtMatmul");
+  check_cublas(cublasLtMatmul(context.handle, d.op, alpha, args.b, d.a, args.a, d.b, beta, args.c, d.c, args.c, d.c,
+                              &algo, context.workspace, kWorkspaceBytes, static_cast<cudaStream_t>(stream.handle)),
+               "cublasLtMatmul");
 #endif
 }
 
@@ -255,7 +260,8 @@ void fp8_gemm_cublaslt(const kernels::Fp8Gemm& g, float* amax_d, Stream stream) 
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0 || g.k % 16 != 0) throw std::invalid_argument("fp8_gemm_cublaslt: k must be a positive multiple of 16");
   if (g.activation == kernels::GemmActivation::GeluErf || g.activation == kernels::GemmActivation::GeluTanh)
-    throw std::invalid_argument("fp8_gemm_cublaslt: GELU is not in cuBLASLt's epilogue here (its GELU is the tanh form)");
+    throw std::invalid_argument(
+        "fp8_gemm_cublaslt: GELU is not in cuBLASLt's epilogue here (its GELU is the tanh form)");
   CublasLtContext& context = cublaslt_context();
   LtDescriptors d;
   check_cublas(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "FP8 matmul descriptor");
@@ -265,16 +271,16 @@ void fp8_gemm_cublaslt(const kernels::Fp8Gemm& g, float* amax_d, Stream stream) 
                "transa");
   check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof(plain)), "transb");
   // cuBLASLt's A is our B and the other way round: their scales follow.
-  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.b_scale_inv,
-                                              sizeof(g.b_scale_inv)),
-               "A scale");
-  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.a_scale_inv,
-                                              sizeof(g.a_scale_inv)),
-               "B scale");
+  check_cublas(
+      cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.b_scale_inv, sizeof(g.b_scale_inv)),
+      "A scale");
+  check_cublas(
+      cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.a_scale_inv, sizeof(g.a_scale_inv)),
+      "B scale");
   const std::int8_t fast_accumulate = g.promote ? 0 : 1;
-  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accumulate,
-                                              sizeof(fast_accumulate)),
-               "fast accumulation");
+  check_cublas(
+      cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accumulate, sizeof(fast_accumulate)),
+      "fast accumulation");
   if (amax_d != nullptr) {
     check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &amax_d, sizeof(amax_d)),
                  "amax of D");
@@ -297,24 +303,14 @@ void fp8_gemm_cublaslt(const kernels::Fp8Gemm& g, float* amax_d, Stream stream) 
   check_cublas(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_8F_E4M3, k, n, k), "layout of B");
   check_cublas(cublasLtMatrixLayoutCreate(&d.b, g.a_e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3, k, m, k), "layout of A");
   check_cublas(cublasLtMatrixLayoutCreate(&d.c, out_type, n, m, n), "layout of out");
-  check_cublas(cublasLtMatmulPreferenceCreate(&d.preference), "preference");
-  check_cublas(cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &kWorkspaceBytes, sizeof(kWorkspaceBytes)),
-               "workspace preference");
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  check_cublas(
-      cublasLtMatmulAlgoGetHeuristic(context.handle, d.op, d.a, d.b, d.c, d.c, d.preference, 1, &heuristic, &found),
-      "FP8 algorithm heuristic");
-  if (found == 0) throw std::runtime_error("cuBLASLt: no FP8 algorithm for this GEMM");
+  const cublasLtMatmulAlgo_t algo = best_algorithm(context, d, "FP8 GEMM");
   const float alpha = 1.0f, beta = 0.0f;
-  kernels::declare_launch_work(static_cast<double>(m * k + n * k) + static_cast<double>(m * n) *
-                                   (g.out_dtype == kernels::KernelDType::F32 ? 4 : 2),
+  kernels::declare_launch_work(static_cast<double>(m * k + n * k) +
+                                   static_cast<double>(m * n) * (g.out_dtype == kernels::KernelDType::F32 ? 4 : 2),
                                2.0 * static_cast<double>(m * n * k));
   const ProfiledRegion profiled("cublasLtMatmul (FP8)", stream);
-  check_cublas(cublasLtMatmul(context.handle, d.op, &alpha, g.b, d.a, g.a, d.b, &beta, g.out, d.c, g.out, d.c,
-                              &heuristic.algo, context.workspace, kWorkspaceBytes,
-                              static_cast<cudaStream_t>(stream.handle)),
+  check_cublas(cublasLtMatmul(context.handle, d.op, &alpha, g.b, d.a, g.a, d.b, &beta, g.out, d.c, g.out, d.c, &algo,
+                              context.workspace, kWorkspaceBytes, static_cast<cudaStream_t>(stream.handle)),
                "FP8 cublasLtMatmul");
 #endif
 }
@@ -426,8 +422,9 @@ bool outputs_agree(const std::vector<double>& own, const std::vector<double>& re
 }
 
 GemmBackend choose_by_trial(const GemmArgs& args, Stream stream) {
-  const kernels::GemmShape shape{args.dtype,   args.batch,   args.m, args.n, args.k,
-                                 args.trans_a, args.trans_b, gemm_hopper_supports(args), /*fp8=*/false};
+  const kernels::GemmShape shape{args.dtype,   args.batch,   args.m,       args.n,
+                                 args.k,       args.trans_a, args.trans_b, gemm_hopper_supports(args),
+                                 /*fp8=*/false};
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   check_cuda(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream.handle), &capture), "capture status");
   if (capture != cudaStreamCaptureStatusNone) {

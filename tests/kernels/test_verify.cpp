@@ -19,37 +19,13 @@
 #include "runtime/error.h"
 #include "runtime/launch_check.h"
 #include "test_util.h"
+#include "tests/kernels/fake_gpu.h"
 
 using namespace mt;
 using namespace mt::kernels::verify;
 using namespace mt::test;
 
 namespace {
-
-constexpr const char* kFakeH200 = "NVIDIA H200;9.0;13000";
-
-// The simulator treated as `identity`, with a results cache of its own
-// (per process: ctest runs test cases in parallel); restored on exit.
-struct FakeGpu {
-  std::filesystem::path cache_dir;
-  explicit FakeGpu(const char* identity = kFakeH200) {
-    cache_dir = std::filesystem::temp_directory_path() / ("mt_verify_test_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(cache_dir);
-    ::setenv("MT_CACHE_DIR", cache_dir.c_str(), 1);
-    ::setenv("MT_SIM_GPU_IDENTITY", identity, 1);
-    forget_trust();
-  }
-  ~FakeGpu() {
-    ::unsetenv("MT_SIM_GPU_IDENTITY");
-    ::unsetenv("MT_CACHE_DIR");
-    std::filesystem::remove_all(cache_dir);
-    forget_trust();
-  }
-  DeviceIdentity identity() const { return *identity_for(kSIM); }
-  void store(OwnFamily family, CheckOutcome outcome) const {
-    store_results(identity(), {CheckResult{family, outcome, 0.1, ""}});
-  }
-};
 
 // Calls per kernel name of what `fn` launched.
 template <typename Fn>

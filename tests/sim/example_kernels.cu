@@ -13,9 +13,9 @@
 //   fp8_wgmma_gemm the FP8 form (m64n64k32, both operands K-major) over a
 //                 long K, with or without promotion every 128 of K
 //   fp8_convert_pairs  cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32
+#include "runtime/launch.h"
 #include "kernels/common/ptx.h"
 #include "kernels/common/tensor_map.h"
-#include "runtime/launch.h"
 #include "tests/sim/example_kernels.h"
 
 namespace mt::MT_KERNEL_NS {
@@ -110,6 +110,17 @@ void bulk_copy_scale(const float* in, float* out, float factor, int tiles, Strea
 
 constexpr int kWgTile = 64;  // A, B and C are 64 x 64
 
+// A warpgroup's m64n64 accumulators (ptx.h's fragment) into c, 64 x 64 row-major.
+__device__ __forceinline__ void store_m64n64(const float (&acc)[32], float* c) {
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (unsigned i = 0; i < 8; ++i) {
+    for (unsigned r = 0; r < 4; ++r) {
+      const unsigned row = 16 * warp + lane / 4 + (r >= 2 ? 8 : 0), col = 8 * i + 2 * (lane % 4) + (r & 1u);
+      c[row * kWgTile + col] = acc[4 * i + r];
+    }
+  }
+}
+
 // A (m x k, row-major) is K-major for wgmma; B (k x n, row-major) N-major.
 // Each lands as 64 rows of 128 bytes, chunk c of row r at chunk c ^ (r % 8).
 __global__ void __launch_bounds__(128)
@@ -141,13 +152,7 @@ __global__ void __launch_bounds__(128)
   }
   ptx::wgmma_commit_group();
   ptx::wgmma_wait_group<0>();
-  const unsigned warp = t / 32, lane = t % 32;
-  for (unsigned i = 0; i < 8; ++i) {
-    for (unsigned r = 0; r < 4; ++r) {
-      const unsigned row = 16 * warp + lane / 4 + (r >= 2 ? 8 : 0), col = 8 * i + 2 * (lane % 4) + (r & 1u);
-      c[row * kWgTile + col] = acc[4 * i + r];
-    }
-  }
+  store_m64n64(acc, c);
   for (unsigned i = t; i < kWgTile * kWgTile; i += blockDim.x) a_shared[i] = a_tile[i];
 }
 
@@ -208,13 +213,7 @@ __global__ void __launch_bounds__(128)
     }
     __syncthreads();  // every warp's wgmmas are done with the slice before the next copy lands
   }
-  const unsigned warp = t / 32, lane = t % 32;
-  for (unsigned i = 0; i < 8; ++i) {
-    for (unsigned r = 0; r < 4; ++r) {
-      const unsigned row = 16 * warp + lane / 4 + (r >= 2 ? 8 : 0), col = 8 * i + 2 * (lane % 4) + (r & 1u);
-      c[row * kWgTile + col] = acc[4 * i + r];
-    }
-  }
+  store_m64n64(acc, c);
 }
 
 void fp8_wgmma_gemm(const std::uint8_t* a, const std::uint8_t* b, float* c, int k, bool promote, Stream stream) {
@@ -242,8 +241,8 @@ void fp8_wgmma_gemm(const std::uint8_t* a, const std::uint8_t* b, float* c, int 
 __global__ void fp8_convert_pairs_kernel(const float* in, std::uint16_t* e4m3, std::uint16_t* e5m2, int pairs) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= pairs) return;
-  e4m3[i] = ptx::cvt_e4m3x2(in[2 * i], in[2 * i + 1]);
-  e5m2[i] = ptx::cvt_e5m2x2(in[2 * i], in[2 * i + 1]);
+  e4m3[i] = ptx::cvt_fp8x2<false>(in[2 * i], in[2 * i + 1]);
+  e5m2[i] = ptx::cvt_fp8x2<true>(in[2 * i], in[2 * i + 1]);
 }
 
 void fp8_convert_pairs(const float* in, std::uint16_t* e4m3, std::uint16_t* e5m2, int pairs, Stream stream) {

@@ -371,6 +371,15 @@ if [ "$run_bench" = 1 ]; then
     timeout 60 "$bin/gemm_bench" --size "$size" --dtypes bf16,fp8 --rungs 7-7 --min-ms 200 >> "$report" 2>&1
   done
   echo '```' >> "$report"
+  section "gpt2-124m training, BF16 vs FP8 (batch 8 x 1024, 20 steps each; the last lines of each run)"
+  echo '```' >> "$report"
+  for precision in bf16 fp8; do
+    echo "--precision $precision" >> "$report"
+    OMP_NUM_THREADS=8 timeout 150 "$bin/mixtape" train --model gpt2-124m --dataset synthetic-tokens \
+      --precision "$precision" --batch 8 --context 1024 --steps 20 --train-limit 200 --test-limit 8 --device cuda \
+      --no-progress 2>&1 | grep -E "tokens/s|error|warn|kernel check" | tail -6 >> "$report"
+  done
+  echo '```' >> "$report"
   section "Memory-bound kernels vs device-to-device copy"
   timeout 60 "$bin/bandwidth_bench" --mb 256 >> "$report" 2>&1
   if [ "${GPU_CHECK_TRANSFORMERS:-1}" = 1 ]; then

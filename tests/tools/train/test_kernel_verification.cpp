@@ -11,33 +11,13 @@
 #include <string>
 
 #include "kernels/verify/trust.h"
+#include "tests/kernels/fake_gpu.h"
 #include "tools/train/kernel_verification.h"
 
 using namespace mt;
 using namespace mt::kernels::verify;
 using mt::tools::check_in_child;
 using mt::tools::run_child;
-
-namespace {
-
-struct FakeGpu {
-  std::filesystem::path cache_dir =
-      std::filesystem::temp_directory_path() / ("mt_kernel_verification_test_" + std::to_string(::getpid()));
-  FakeGpu() {
-    std::filesystem::remove_all(cache_dir);
-    ::setenv("MT_CACHE_DIR", cache_dir.c_str(), 1);
-    ::setenv("MT_SIM_GPU_IDENTITY", "NVIDIA H100 80GB HBM3;9.0;12080", 1);
-    forget_trust();
-  }
-  ~FakeGpu() {
-    ::unsetenv("MT_SIM_GPU_IDENTITY");
-    ::unsetenv("MT_CACHE_DIR");
-    std::filesystem::remove_all(cache_dir);
-    forget_trust();
-  }
-};
-
-}  // namespace
 
 TEST_CASE("a child that hangs is killed at the time limit", "[verify]") {
   // Catches a hung kernel hanging the training process that checks it.
@@ -74,7 +54,7 @@ TEST_CASE("a check whose child prints no result or crashes or hangs does not pas
 }
 
 TEST_CASE("a training process verifies what the cache lacks once in children and auto then trusts it", "[verify]") {
-  const FakeGpu gpu;
+  const test::FakeGpu gpu("NVIDIA H100 80GB HBM3;9.0;12080");
   for (const OwnFamilyInfo& f : own_families()) CHECK_FALSE(own_family_trusted(f.family, kSIM));
   tools::verify_missing_families(kSIM, {.timeout_seconds = 60, .executable = MT_CLI_PATH});
   const auto results = cached_results(*identity_for(kSIM));
