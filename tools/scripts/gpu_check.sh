@@ -379,6 +379,11 @@ if [ "$run_bench" = 1 ]; then
       --precision "$precision" --batch 8 --context 1024 --steps 20 --train-limit 200 --test-limit 8 --device cuda \
       --no-progress 2>&1 | grep -E "tokens/s|error|warn|kernel check" | tail -6 >> "$report"
   done
+  # The FP8 kernels' achieved GB/s (set beside bandwidth_bench's copy figure below), 3 profiled steps.
+  echo "--precision fp8, MT_PROFILE=1, 3 steps: the FP8 kernels" >> "$report"
+  MT_PROFILE=1 OMP_NUM_THREADS=8 timeout 120 "$bin/mixtape" train --model gpt2-124m --dataset synthetic-tokens \
+    --precision fp8 --batch 8 --context 1024 --steps 3 --train-limit 40 --test-limit 8 --device cuda \
+    --no-progress 2>&1 | grep -E "^kernel +calls|fp8_|cublasLtMatmul" | head -16 >> "$report"
   echo '```' >> "$report"
   section "Memory-bound kernels vs device-to-device copy"
   timeout 60 "$bin/bandwidth_bench" --mb 256 >> "$report" 2>&1
