@@ -139,9 +139,9 @@ MT_CUDA_KERNEL_API(void gemm_v8_clusters(const mt::kernels::GemmArgs& args, mt::
 // f32 or bf16 (out_bf16) contiguous [m, n]; every pointer on the device.
 MT_CUDA_KERNEL_API(void int8_gemm_v9_mma(const mt::kernels::Int8Gemm& gemm, void* out, bool out_bf16,
                                          mt::kernels::Stream stream))
-// The FP8 rung (ladder/v10_fp8_wgmma.cu): Fp8Gemm's formula; a ladder rung
-// only (nothing picks it yet). Throws std::invalid_argument for what it
-// cannot take.
+// The FP8 rung (ladder/v10_fp8_wgmma.cu): Fp8Gemm's formula. fp8_gemm (below)
+// runs it for the FP8 Linear's GEMMs on sim and CUDA. Throws
+// std::invalid_argument for what it cannot take.
 MT_CUDA_KERNEL_API(void fp8_gemm_v10_wgmma(const mt::kernels::Fp8Gemm& gemm, mt::kernels::Stream stream))
 // The same product by cuBLASLt's FP8 GEMM (GPU build; the simulator build
 // throws): per-tensor scales only (A/B_SCALE_POINTER), the "TN" layout

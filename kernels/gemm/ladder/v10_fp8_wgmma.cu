@@ -29,7 +29,8 @@
 //   clusters (v7, v8), overlapping the promotion with the same warpgroup's
 //   next slice (wait_group<1> with two partial sums), a TMA-store epilogue.
 // Speed: not measured: no GPU has run it (tested on the simulator only).
-//   Nothing picks it yet: a ladder rung, like v8.
+//   The FP8 Linear's GEMMs run it on sim and CUDA (kernels/gemm/fp8.h; on a
+//   GPU only once verified there, and under MT_GEMM=auto against cuBLASLt's FP8).
 #include <stdexcept>
 #include <string>
 
