@@ -125,6 +125,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     }
     const Tensor grad_output = std::move(it->second);
     pending.erase(it);
+    detail::run_pre_node_hooks(*node);
     std::vector<Tensor> grads = node->apply(grad_output);
     check_backward_gradients(*node, grad_output, grads);
     for (size_t i = 0; i < grads.size(); ++i) {

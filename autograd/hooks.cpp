@@ -4,6 +4,7 @@
 #include "autograd/hooks.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
@@ -25,6 +26,8 @@ struct LeafHook {
 std::mutex hooks_mutex;  // guards the hook and destination tables
 std::unordered_map<const TensorImpl*, Destination> grad_destinations;
 std::unordered_map<const TensorImpl*, std::vector<LeafHook>> leaf_hooks;
+std::vector<std::pair<uint64_t, PreNodeHook>> pre_node_hooks;
+std::atomic<bool> have_pre_node_hooks{false};
 uint64_t next_hook_handle = 1;
 
 thread_local int backward_depth = 0;
@@ -71,8 +74,24 @@ uint64_t register_grad_destination(const Tensor& leaf, GradDestination destinati
   return handle;
 }
 
+uint64_t register_pre_node_hook(PreNodeHook hook) {
+  MT_CHECK(hook != nullptr, "register_pre_node_hook: empty hook");
+  const std::lock_guard lock(hooks_mutex);
+  const uint64_t handle = next_hook_handle++;
+  pre_node_hooks.emplace_back(handle, std::move(hook));
+  have_pre_node_hooks = true;
+  return handle;
+}
+
 void remove_hook(uint64_t handle) {
   const std::lock_guard lock(hooks_mutex);
+  const auto pre =
+      std::find_if(pre_node_hooks.begin(), pre_node_hooks.end(), [&](const auto& h) { return h.first == handle; });
+  if (pre != pre_node_hooks.end()) {
+    pre_node_hooks.erase(pre);
+    have_pre_node_hooks = !pre_node_hooks.empty();
+    return;
+  }
   for (auto it = grad_destinations.begin(); it != grad_destinations.end(); ++it) {
     if (it->second.handle != handle) continue;
     grad_destinations.erase(it);
@@ -94,6 +113,16 @@ void queue_callback(std::function<void()> callback) {
 }
 
 namespace detail {
+
+void run_pre_node_hooks(const Node& node) {
+  if (!have_pre_node_hooks) return;
+  std::vector<PreNodeHook> hooks;
+  {
+    const std::lock_guard lock(hooks_mutex);
+    for (const auto& [handle, fn] : pre_node_hooks) hooks.push_back(fn);
+  }
+  for (const PreNodeHook& hook : hooks) hook(node);
+}
 
 Tensor registered_grad_destination(const std::shared_ptr<TensorImpl>& leaf) {
   GradDestination fn;

@@ -9,6 +9,10 @@
 //    backward finds the leaf without one: backward writes the first
 //    contribution straight into it (PyTorch DDP's gradient_as_bucket_view,
 //    which saves the copy into the bucket and the gradient's own memory);
+//  * a pre-node hook runs just before every node's backward function
+//    (PyTorch's Node.register_prehook, on every node at once): fully
+//    sharded data parallel gathers a unit's parameters before the first
+//    node its forward recorded runs (nodes are told apart by sequence_nr);
 //  * queue_callback runs a function when the outermost backward in progress
 //    on this thread finishes (PyTorch's Variable._execution_engine.queue_callback),
 //    so that work a hook started can be waited for before backward() returns.
@@ -26,6 +30,8 @@
 
 namespace mt::autograd {
 
+class Node;
+
 using GradReadyHook = std::function<void(const Tensor& leaf)>;
 
 // `leaf` must require grad and have no grad_fn. Returns a handle for remove_hook.
@@ -39,13 +45,23 @@ void remove_hook(uint64_t handle);  // a hook's or a destination's handle
 using GradDestination = std::function<Tensor(const Tensor& leaf)>;
 uint64_t register_grad_destination(const Tensor& leaf, GradDestination destination);
 
+// Runs before each node's backward function, in every backward on any
+// thread, until removed (remove_hook).
+using PreNodeHook = std::function<void(const Node& node)>;
+uint64_t register_pre_node_hook(PreNodeHook hook);
+
+// The sequence number the next recorded node gets: the nodes recorded
+// between two reads have numbers in [first read, second read).
+uint64_t next_sequence_nr();
+
 // Only inside a backward (from a hook or a node's backward function).
 void queue_callback(std::function<void()> callback);
 
-class Node;
-
 // What the engine (engine.cpp) asks of the hook tables while it walks the tape.
 namespace detail {
+
+// Runs the pre-node hooks (nothing when there are none).
+void run_pre_node_hooks(const Node& node);
 
 // The tensor registered to receive `leaf`'s first gradient, or an undefined one.
 Tensor registered_grad_destination(const std::shared_ptr<TensorImpl>& leaf);

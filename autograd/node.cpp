@@ -15,9 +15,11 @@
 namespace mt::autograd {
 namespace {
 
-std::atomic<uint64_t> next_sequence_nr{0};
+std::atomic<uint64_t> sequence_counter{0};
 
 }  // namespace
+
+uint64_t next_sequence_nr() { return sequence_counter.load(); }
 
 Tensor cast_to_dtype(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
@@ -28,7 +30,7 @@ Tensor cast_to_dtype(const Tensor& t, DType dtype) {
 
 Node::Node(std::string name, std::vector<Edge> edges, std::vector<InputMeta> inputs, BackwardFn fn, bool releasable)
     : name_(std::move(name)),
-      sequence_nr_(next_sequence_nr.fetch_add(1)),
+      sequence_nr_(sequence_counter.fetch_add(1)),
       edges_(std::move(edges)),
       inputs_(std::move(inputs)),
       fn_(std::move(fn)),

@@ -160,8 +160,29 @@ Storage::Storage(size_t nbytes, Device device, Allocator& allocator)
 }
 
 Storage::~Storage() {
+  if (released_) return;
   allocator_->deallocate(data_, nbytes_);
   detail::ledger_remove(*ledger_, memory_category_, static_cast<int64_t>(nbytes_));
+}
+
+void Storage::throw_released() {
+  fail("a tensor is read while its memory is released (a parameter that FullyShardedDataParallel sharded, used "
+       "outside its unit's forward and backward?)");
+}
+
+void Storage::release_memory() {
+  if (released_) return;
+  allocator_->deallocate(data_, nbytes_);
+  detail::ledger_remove(*ledger_, memory_category_, static_cast<int64_t>(nbytes_));
+  data_ = nullptr;
+  released_ = true;
+}
+
+void Storage::restore_memory() {
+  if (!released_) return;
+  data_ = allocator_->allocate(nbytes_);
+  detail::ledger_add(*ledger_, memory_category_, static_cast<int64_t>(nbytes_));
+  released_ = false;
 }
 
 // ------------------------------------------------------------------ tensor basics

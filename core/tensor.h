@@ -64,23 +64,39 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  void* data() const { return data_; }
+  void* data() const {
+    if (released_) throw_released();
+    return data_;
+  }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   const Allocator& allocator() const { return *allocator_; }
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
+  // PyTorch FSDP's storage.resize_(0) and back: the memory returns to the
+  // allocator and later comes anew (contents undefined), while every tensor
+  // sharing this Storage (views, tensors saved for backward) keeps referring
+  // to it and sees what is written after restore_memory(). Reading a
+  // released storage is an mt::Error, not a crash. set_version puts back the
+  // version after a rewrite that restored the values it had (FSDP's regather
+  // in backward), so tensors saved for backward stay valid.
+  void release_memory();
+  void restore_memory();
+  bool released() const { return released_; }
+  void set_version(uint64_t version) { version_ = version; }
   // Its memory ledger entry (core/memory_ledger.h); tag_memory() re-files it.
   MemoryCategory memory_category() const { return memory_category_; }
   detail::DeviceLedger& ledger() const { return *ledger_; }
 
  private:
   friend class detail::DeviceLedger;
+  [[noreturn]] static void throw_released();
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   Allocator* allocator_;
   uint64_t version_ = 0;
+  bool released_ = false;
   detail::DeviceLedger* ledger_;
   MemoryCategory memory_category_;
 };

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "distributed/process_group.h"
+#include "distributed/shard_layout.h"
 #include "optim/optimizer.h"
 
 namespace mt::dist {
@@ -48,22 +49,13 @@ class ShardedOptimizer {
   optim::StateDict consolidated_state_dict();
   void load_consolidated_state_dict(const optim::StateDict& state);
 
-  int64_t shard_elements() const { return shard_elements_; }
+  int64_t shard_elements() const { return layout_->shard_elements(); }
 
  private:
-  struct Part {
-    size_t param;   // index into params_
-    int64_t begin;  // within the flattened parameter
-    int64_t length;
-    Tensor view;  // of the parameter's storage: what the shard optimizer updates
-  };
-  Tensor flat_slice(const Tensor& flat, size_t param) const;
-
   ProcessGroup& group_;
-  std::vector<Tensor> params_;    // every parameter, in the groups' order
-  std::vector<int64_t> offsets_;  // where each begins in the flat layout
-  std::vector<Part> parts_;       // this rank's
-  int64_t shard_elements_ = 0;
+  std::vector<Tensor> params_;           // every parameter, in the groups' order
+  std::unique_ptr<ShardLayout> layout_;  // one unit: all of them
+  std::vector<Tensor> part_views_;       // of the parameters' storage, in the parts' order: what the shard steps
   Tensor flat_;          // f32 [N x shard]: gradients in, parameters out
   Tensor shard_buffer_;  // f32 [shard]
   std::unique_ptr<optim::Optimizer> shard_;

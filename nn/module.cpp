@@ -2,8 +2,11 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <set>
 #include <typeinfo>
@@ -280,7 +283,36 @@ bool find_path(const Module& from, const Module& target, std::string& path) {
 
 }  // namespace
 
+namespace {
+
+std::mutex observers_mutex;
+std::vector<ForwardScope::Observer*> observers;
+std::atomic<bool> have_observers{false};  // the one test a forward pays when there are none
+
+std::vector<ForwardScope::Observer*> current_observers() {
+  const std::lock_guard lock(observers_mutex);
+  return observers;
+}
+
+}  // namespace
+
+void ForwardScope::add_observer(Observer* observer) {
+  const std::lock_guard lock(observers_mutex);
+  observers.push_back(observer);
+  have_observers = true;
+}
+
+void ForwardScope::remove_observer(Observer* observer) {
+  const std::lock_guard lock(observers_mutex);
+  observers.erase(std::remove(observers.begin(), observers.end(), observer), observers.end());
+  have_observers = !observers.empty();
+}
+
 ForwardScope::ForwardScope(const Module& module) {
+  if (have_observers) {
+    for (Observer* o : current_observers()) o->entering(module);
+    observed_ = &module;
+  }
   if (!autograd::module_paths_wanted()) return;
   std::string path;  // the outermost module is the model itself: ""
   if (!running_modules.empty()) {
@@ -298,6 +330,9 @@ ForwardScope::ForwardScope(const Module& module) {
 }
 
 ForwardScope::~ForwardScope() {
+  if (observed_ != nullptr && have_observers) {
+    for (Observer* o : current_observers()) o->leaving(*observed_);
+  }
   if (!pushed_) return;
   running_modules.pop_back();
   autograd::pop_module_path();

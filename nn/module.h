@@ -152,6 +152,19 @@ std::ostream& operator<<(std::ostream& out, const Module& module);
 // aid is on it costs one flag test.
 class ForwardScope {
  public:
+  // Told of every ForwardScope entered and left, on any module (fully
+  // sharded data parallel gathers a unit's parameters on entering and frees
+  // them on leaving). leaving() runs in a destructor, also while an
+  // exception unwinds: it must not throw.
+  class Observer {
+   public:
+    virtual ~Observer() = default;
+    virtual void entering(const Module& module) = 0;
+    virtual void leaving(const Module& module) noexcept = 0;
+  };
+  static void add_observer(Observer* observer);
+  static void remove_observer(Observer* observer);
+
   explicit ForwardScope(const Module& module);
   ~ForwardScope();
   ForwardScope(const ForwardScope&) = delete;
@@ -159,6 +172,7 @@ class ForwardScope {
 
  private:
   bool pushed_ = false;
+  const Module* observed_ = nullptr;
 };
 
 }  // namespace mt::nn

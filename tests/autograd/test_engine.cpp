@@ -224,3 +224,32 @@ TEST_CASE("a gradient destination receives a leaf's first contribution, and late
   CHECK_THROWS_WITH(sum(v).backward(), Contains("gradient destination must be contiguous and match its leaf"));
   autograd::remove_hook(wrong);
 }
+
+// The bug FSDP would meet: a pre-node hook that runs after the node (the
+// unit's parameters gathered too late) or that misses nodes. Each node is
+// seen just before it runs, and the sequence numbers read around a stretch
+// of forward bound the nodes it recorded.
+TEST_CASE("a pre-node hook sees each node before it runs, numbered as recorded", "[autograd][hooks]") {
+  Tensor x = vec({1.0, 2.0}).requires_grad_();
+  const uint64_t first = autograd::next_sequence_nr();
+  Tensor y = mul(x, x);
+  const uint64_t middle = autograd::next_sequence_nr();
+  Tensor z = sum(exp(y));
+  std::vector<uint64_t> seen;
+  bool y_node_ran_before_its_hook = false;
+  const uint64_t h = autograd::register_pre_node_hook([&](const autograd::Node& n) {
+    seen.push_back(n.sequence_nr());
+    if (n.sequence_nr() < middle) y_node_ran_before_its_hook = x.grad().defined();
+  });
+  z.backward();
+  autograd::remove_hook(h);
+  REQUIRE(seen.size() == 3);  // sum, exp, mul: in reverse record order
+  CHECK(seen[0] > seen[1]);
+  CHECK(seen[1] > seen[2]);
+  CHECK(seen[2] >= first);
+  CHECK(seen[2] < middle);
+  CHECK_FALSE(y_node_ran_before_its_hook);
+  z = sum(exp(mul(x, x)));
+  z.backward();
+  CHECK(seen.size() == 3);  // removed: not called again
+}

@@ -157,3 +157,18 @@ TEST_CASE("factories refuse negative dims and shapes whose size overflows", "[te
   CHECK_THROWS_WITH(full({3, -1}, 1.0), Catch::Contains("negative dimension"));
   CHECK(zeros({0, int64_t{1} << 40}).numel() == 0);
 }
+
+// FSDP frees a gathered unit's memory while views and saved tensors still
+// share its Storage. The bugs: reading a released storage (a crash, or
+// another tensor's memory read as this one), or a restore that leaves the
+// sharers pointing at the old block.
+TEST_CASE("a released storage refuses reads and its sharers see the memory it gets back", "[tensor]") {
+  Tensor t = from_vector(std::vector<double>{1, 2, 3, 4}, {4}, kF32);
+  const Tensor view = t.narrow(0, 1, 2);
+  t.storage()->release_memory();
+  CHECK(t.storage()->released());
+  CHECK_THROWS_WITH(view.to_vector(), Catch::Contains("read while its memory is released"));
+  t.storage()->restore_memory();
+  fill_(t, 7.0);
+  CHECK(view.to_vector() == std::vector<double>{7, 7});
+}

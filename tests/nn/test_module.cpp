@@ -285,3 +285,21 @@ TEST_CASE("Sequential, ModuleList, Dropout, Embedding, Flatten and activations",
   CHECK(emb.forward(from_vector(std::vector<int64_t>{1, 9, 1}, {3})).sizes() == Shape{3, 3});
   seq.zero_grad();
 }
+
+// What FSDP's unit gathering rests on: every ForwardScope is announced on
+// entering and leaving, nested in order, to every observer until removed.
+TEST_CASE("a ForwardScope observer hears each module's forward enter and leave, in order", "[nn]") {
+  struct Recorder : nn::ForwardScope::Observer {
+    std::vector<std::string> events;
+    void entering(const nn::Module& m) override { events.push_back("enter " + m.name()); }
+    void leaving(const nn::Module& m) noexcept override { events.push_back("leave " + m.name()); }
+  } recorder;
+  auto seq = std::make_shared<nn::Sequential>(
+      std::vector<std::shared_ptr<nn::Module>>{std::make_shared<nn::Linear>(3, 2), std::make_shared<nn::LayerNorm>(Shape{2})});
+  nn::ForwardScope::add_observer(&recorder);
+  seq->forward(ones({1, 3}));
+  nn::ForwardScope::remove_observer(&recorder);
+  seq->forward(ones({1, 3}));
+  CHECK(recorder.events == std::vector<std::string>{"enter Sequential", "enter Linear", "leave Linear",
+                                                    "enter LayerNorm", "leave LayerNorm", "leave Sequential"});
+}
