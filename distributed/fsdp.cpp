@@ -381,28 +381,43 @@ void FullyShardedDataParallel::launch_reduction(size_t u) {
   unit.reduced = true;
   unit.reduce = group_.reduce_scatter(unit.reduce_out, unit.reduce_in);
   ++stats_.reduce_scatters;
+  // At most two in flight: the gradient buffers of a whole model never exist at once.
+  in_flight_.push_back(u);
+  while (in_flight_.size() > kReductionsInFlight) {
+    finish_reduction(in_flight_.front());
+    in_flight_.pop_front();
+  }
 }
 
-// When backward ends: the rest of the reductions, the means into the f32
-// shard gradients (summed with the last backward's until zero_grad).
+// A reduction's mean into this rank's f32 shard gradients (added to the last
+// backward's until zero_grad), its buffers freed.
+void FullyShardedDataParallel::finish_reduction(size_t u) {
+  Unit& unit = units_[u];
+  unit.reduce->wait();
+  unit.reduce.reset();
+  detail::divide_in_place({unit.reduce_out}, group_.size());  // the sum becomes the mean
+  const Tensor mine = layout_->unit_shard(grads_, u);
+  if (grads_valid_) {
+    Tensor mean = unit.reduce_out;
+    if (mean.dtype() != kF32) mean = mean.to(kF32);
+    kernels::binary(kernels::BinaryOp::Add, mine, mean, mine);
+  } else {
+    kernels::copy(unit.reduce_out, mine);
+  }
+  unit.reduce_in = Tensor();
+  unit.reduce_out = Tensor();
+}
+
+// When backward ends: the rest of the reductions, and the shard gradients
+// handed to the optimizer's parameters.
 void FullyShardedDataParallel::finish_backward() {
   NoGradGuard no_grad;
   while (next_reduce_ < reduce_order_.size()) launch_reduction(reduce_order_[next_reduce_++]);
-  for (size_t u = 0; u < units_.size(); ++u) {
-    Unit& unit = units_[u];
-    unit.reduce->wait();
-    unit.reduce.reset();
-    detail::divide_in_place({unit.reduce_out}, group_.size());  // the sum becomes the mean
-    const Tensor mine = layout_->unit_shard(grads_, u);
-    if (grads_valid_) {
-      Tensor mean = unit.reduce_out;
-      if (mean.dtype() != kF32) mean = mean.to(kF32);
-      kernels::binary(kernels::BinaryOp::Add, mine, mean, mine);
-    } else {
-      kernels::copy(unit.reduce_out, mine);
-    }
-    unit.reduce_in = Tensor();
-    unit.reduce_out = Tensor();
+  while (!in_flight_.empty()) {
+    finish_reduction(in_flight_.front());
+    in_flight_.pop_front();
+  }
+  for (Unit& unit : units_) {
     unit.ready = 0;
     unit.reduced = false;
   }

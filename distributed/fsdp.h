@@ -37,7 +37,8 @@
 //             gradients is complete (post-accumulate-grad hooks) copy them
 //             into one buffer in `reduce_dtype`, free the full gradients and
 //             u's parameters, and reduce-scatter, on the communication thread
-//             (MPI) or stream (NCCL) while backward goes on. Reduce-scatters
+//             (MPI) or stream (NCCL) while backward goes on (at most two in
+//             flight: the third waits for the first). Reduce-scatters
 //             start in a fixed order (the last unit first, the root last) on
 //             every rank; when backward ends, what is left starts (a
 //             parameter without a gradient counts as zeros), everything is
@@ -62,6 +63,7 @@
 // checkpoint resumes at any world size, sharded or not.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -150,6 +152,8 @@ class FullyShardedDataParallel final : public nn::Module, private nn::ForwardSco
   std::vector<std::vector<std::string>> unit_parameters() const;
   std::vector<int64_t> unit_shard_elements() const;
   const ShardLayout& layout() const { return *layout_; }
+  ShardingStrategy strategy() const { return options_.strategy; }
+  DType reduce_dtype() const { return options_.reduce_dtype; }
   // How many units' parameters are gathered now, and the most at once since
   // construction (or since reset_peak_gathered): with prefetching, at most
   // the root and two units in a forward or a backward.
@@ -202,7 +206,9 @@ class FullyShardedDataParallel final : public nn::Module, private nn::ForwardSco
   void note_backward();
   void launch_ready_reductions();
   void launch_reduction(size_t unit);
+  void finish_reduction(size_t unit);
   void finish_backward();
+  static constexpr size_t kReductionsInFlight = 2;
 
   std::shared_ptr<nn::Module> module_;
   FsdpOptions options_;
@@ -223,6 +229,7 @@ class FullyShardedDataParallel final : public nn::Module, private nn::ForwardSco
   std::vector<std::pair<size_t, uint64_t>> open_units_;  // units whose forward is running, and its first node
   std::vector<size_t> reduce_order_;                     // the last unit first, the root last
   size_t next_reduce_ = 0;                               // into reduce_order_
+  std::deque<size_t> in_flight_;                         // reductions started, not yet finished
   bool in_backward_ = false;
   bool scaled_ = false;  // this backward's gradients carry the loss scale
   bool summoned_ = false;

@@ -14,13 +14,7 @@ mixtape="$1"
 mpirun="$2"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers often forbid reading another process's memory
+source "$(dirname "$0")/ranks_lib.sh"
 common=(--model mlp --train-limit 2048 --test-limit 1000 --threads 1 --no-progress)
 
 # Issue 33: the MT_DIST_* settings are parsed when the process group starts, on the main thread: a bad
@@ -32,46 +26,6 @@ for setting in MT_DIST_TIMEOUT=garbage MT_DIST_BACKEND=garbage; do
     ! grep -qE "terminate called|on signal|core dumped" <<<"$out" ||
     fail "$setting under mpirun exited $status: $(tail -3 <<<"$out")"
 done
-
-# compare <one.jsonl> <two.jsonl> <loss tolerance> <accuracy tolerance>: per-step losses, scales and the evaluation.
-compare() {
-  python3 - "$1" "$2" "$3" "$4" <<'PY'
-import json, sys
-def read(path):
-    steps, evals = [], []
-    for line in open(path):
-        r = json.loads(line)
-        if "eval" in r: evals.append(r["eval"])
-        elif "step" in r: steps.append(r)
-    return steps, evals
-(a, ea), (b, eb) = read(sys.argv[1]), read(sys.argv[2])
-tol, accuracy_tol = float(sys.argv[3]), float(sys.argv[4])
-assert len(a) == len(b) > 0, f"{len(a)} vs {len(b)} steps"
-worst = max(abs(x["loss"] - y["loss"]) for x, y in zip(a, b))
-assert worst <= tol, f"losses differ by {worst} (> {tol})"
-assert all(x["scale"] == y["scale"] for x, y in zip(a, b)), "loss scales differ"
-assert abs(ea[-1]["accuracy"] - eb[-1]["accuracy"]) <= accuracy_tol, f"accuracy {ea[-1]} vs {eb[-1]}"
-print(f"{len(a)} steps, max loss difference {worst:.3g}, accuracy {ea[-1]['accuracy']} vs {eb[-1]['accuracy']}")
-PY
-}
-
-# equivalent <name> <ranks> <loss tolerance> <accuracy tolerance> <one-process flags...> -- <per-rank flags...>
-equivalent() {
-  local name="$1" ranks="$2" tol="$3" accuracy_tol="$4"
-  shift 4
-  local one=() two=()
-  while [ "$1" != "--" ]; do one+=("$1"); shift; done
-  shift
-  two=("$@")
-  "$mixtape" train "${common[@]}" --epochs 1 "${one[@]}" --log "$tmp/$name.1.jsonl" >"$tmp/$name.1.out" 2>&1 ||
-    { fail "$name: 1 process failed"; tail -3 "$tmp/$name.1.out"; return; }
-  "$mpirun" -np "$ranks" "$mixtape" train "${common[@]}" --epochs 1 "${two[@]}" --log "$tmp/$name.2.jsonl" \
-    >"$tmp/$name.2.out" 2>&1 || { fail "$name: $ranks ranks failed"; tail -5 "$tmp/$name.2.out"; return; }
-  grep -q "per rank x $ranks ranks (mpi" "$tmp/$name.2.out" || fail "$name: the run did not say it ran $ranks ranks"
-  local report
-  report=$(compare "$tmp/$name.1.jsonl" "$tmp/$name.2.jsonl" "$tol" "$accuracy_tol" 2>&1) || fail "$name: $report"
-  echo "$name: $report"
-}
 
 equivalent fp32 2 1e-5 0.002 --precision fp32 --batch 128 -- --precision fp32 --batch 64
 equivalent fp32-accum 2 1e-5 0.002 --precision fp32 --batch 128 -- --precision fp32 --batch 32 --grad-accum 2
@@ -98,26 +52,6 @@ equivalent zero-fp8-delayed 2 1e-2 0.01 "${fp8[@]}" --fp8-recipe delayed --batch
   "${fp8[@]}" --fp8-recipe delayed --batch 64 --shard-optimizer
 equivalent fp8-delayed-3-ranks 3 3e-2 0.015 "${fp8[@]}" --fp8-recipe delayed --batch 96 -- \
   "${fp8[@]}" --fp8-recipe delayed --batch 32
-
-# ledger_ratio <name> <1-process log> <2-rank log> <category> <ratio>: the
-# 2-rank run's ledger at its peak holds <ratio> times the 1-process run's
-# bytes of <category>, and matches its theory.
-ledger_ratio() {
-  python3 - "$2" "$3" "$4" "$5" "$1" <<'PY' || fail "$1: the ledger's $4 is not $5 times one process's"
-import json, sys
-def ledger(path):
-    for line in open(path):
-        r = json.loads(line)
-        if "summary" in r: return r["summary"]["memory_ledger"]
-one, two = ledger(sys.argv[1]), ledger(sys.argv[2])
-category, ratio, name = sys.argv[3], float(sys.argv[4]), sys.argv[5]
-a, b = one["at_peak"][category], two["at_peak"][category]
-theory = two["theory"][category]
-assert abs(b - theory) <= 0.01 * theory, f"{category} {b} bytes, theory {theory}"
-assert abs(b / a - ratio) < 0.01, f"{category} {a} -> {b} bytes"
-print(f"{name}: {category} per rank {a} -> {b} bytes ({b / a:.3f})")
-PY
-}
 
 # ZeRO-1's ledger: half of AdamW's state per rank (2 ranks), as its theory says.
 ledger_ratio ZeRO-1 "$tmp/zero-fp32.1.jsonl" "$tmp/zero-fp32.2.jsonl" optimizer_state 0.5

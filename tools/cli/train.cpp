@@ -109,10 +109,20 @@ void add_memory_options(CLI::App* cmd, tools::TrainConfig& c) {
                 "...) beside its theory");
 }
 
+std::optional<DType> parse_param_dtype(const std::string& text) { return tools::parse_float_dtype(text); }
+
 // The data-parallel modes (mpirun -np N).
 void add_parallel_options(CLI::App* cmd, tools::ParallelOptions& p) {
   cmd->add_flag("--shard-optimizer", p.shard_optimizer,
                 "ZeRO stage 1 (with mpirun -np N): each rank keeps 1/N of the optimizer state and master weights");
+  add_choice_option(cmd, "--shard", p.shard, tools::parse_shard_level, {"none", "grads", "params"},
+                    "fully sharded data parallel (with mpirun -np N): grads = ZeRO-2 (gradients and optimizer state "
+                    "split over the ranks), params = ZeRO-3 (the parameters too, all-gathered per block or stage "
+                    "when needed); f32 master weights either way");
+  add_choice_option(cmd, "--param-dtype", p.param_dtype, parse_param_dtype, {"f32", "bf16", "f16"},
+                    "--shard: the dtype the gathered parameters compute in (default: the model's)");
+  add_choice_option(cmd, "--reduce-dtype", p.reduce_dtype, tools::parse_float_dtype, {"f32", "bf16", "f16"},
+                    "--shard: the dtype gradients are reduce-scattered in (default f32)");
   cmd->add_flag("--ddp", p.ddp,
                 "train through DistributedDataParallel even as one process (mpirun -np N > 1 always does); with "
                 "MT_DIST_BACKEND=nccl it runs the NCCL path on one GPU");

@@ -48,6 +48,29 @@ std::string optimizer_name(OptimizerKind kind) {
   return "?";
 }
 
+ShardLevel parse_shard_level(const std::string& text) {
+  if (text == "none") return ShardLevel::None;
+  if (text == "grads") return ShardLevel::Grads;
+  if (text == "params") return ShardLevel::Params;
+  fail("unknown --shard '{}': expected none, grads or params", text);
+}
+
+std::string shard_level_name(ShardLevel level) {
+  switch (level) {
+    case ShardLevel::None: return "none";
+    case ShardLevel::Grads: return "grads";
+    case ShardLevel::Params: return "params";
+  }
+  return "?";
+}
+
+DType parse_float_dtype(const std::string& text) {
+  if (text == "f32") return kF32;
+  if (text == "bf16") return kBF16;
+  if (text == "f16") return kF16;
+  fail("unknown dtype '{}': expected f32, bf16 or f16", text);
+}
+
 ScheduleKind parse_schedule(const std::string& text) {
   if (text == "cosine") return ScheduleKind::Cosine;
   if (text == "constant") return ScheduleKind::Constant;
@@ -144,6 +167,9 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"optimizer_state", optim::state_dtype_name(c.optim.state)},
           {"optimizer_state_block", c.optim.state_block},
           {"shard_optimizer", c.parallel.shard_optimizer},
+          {"shard", shard_level_name(c.parallel.shard)},
+          {"param_dtype", c.parallel.param_dtype ? std::string(dtype_name(*c.parallel.param_dtype)) : "model"},
+          {"reduce_dtype", std::string(dtype_name(c.parallel.reduce_dtype))},
           {"ddp", c.parallel.ddp},
           {"drop_uneven", c.parallel.drop_uneven},
           {"sync_bn", c.parallel.sync_bn},

@@ -33,6 +33,14 @@ enum class OptimizerKind { AdamW, Sgd };
 OptimizerKind parse_optimizer(const std::string& text);  // "adamw" | "sgd"
 std::string optimizer_name(OptimizerKind kind);
 
+// --shard: what fully sharded data parallel splits over the ranks besides
+// the optimizer state (dist::FullyShardedDataParallel).
+enum class ShardLevel { None, Grads, Params };          // none, ZeRO-2, ZeRO-3
+ShardLevel parse_shard_level(const std::string& text);  // "none" | "grads" | "params"
+std::string shard_level_name(ShardLevel level);
+// --param-dtype / --reduce-dtype: "f32" | "bf16" | "f16".
+DType parse_float_dtype(const std::string& text);
+
 enum class ScheduleKind { Cosine, Constant, Step };
 ScheduleKind parse_schedule(const std::string& text);  // "cosine" | "constant" | "step"
 std::string schedule_name(ScheduleKind kind);
@@ -58,10 +66,10 @@ std::string device_choice_name(const DeviceChoice& d);
 
 // What is read and how much of it.
 struct DataOptions {
-  std::string dataset = "auto";  // auto (the model's task: tools/data/registry.h's default_dataset) or a
-                                 // registry name
-  std::string dir;               // --data: the dataset's directory, overriding the default
-  int64_t context = 0;           // text models: tokens per window or passage (0 = the model's context)
+  std::string dataset = "auto";     // auto (the model's task: tools/data/registry.h's default_dataset) or a
+                                    // registry name
+  std::string dir;                  // --data: the dataset's directory, overriding the default
+  int64_t context = 0;              // text models: tokens per window or passage (0 = the model's context)
   std::string tokenizer = "bytes";  // the brown dataset's tokens: bytes or gpt2 (tools/data/bpe.h)
   bool augment = false;
   int64_t train_limit = 0;  // use only the first N training samples (windows for text; tests, quick runs)
@@ -117,6 +125,14 @@ struct ParallelOptions {
   // optimizer state and master weights; gradients are reduce-scattered and
   // the parameters all-gathered at each step.
   bool shard_optimizer = false;
+  // Fully sharded data parallel: --shard grads is ZeRO-2 (gradients and
+  // optimizer state split, parameters whole), --shard params ZeRO-3 (the
+  // parameters too, all-gathered per block or stage when needed). The
+  // gathered parameters compute in param_dtype (unset: the model's own),
+  // the gradients are reduce-scattered in reduce_dtype.
+  ShardLevel shard = ShardLevel::None;
+  std::optional<DType> param_dtype;
+  DType reduce_dtype = kF32;
   // With N ranks, an epoch whose samples do not divide by N: leave out the
   // tail (true) or pad the last shards by wrapping around (false, PyTorch's
   // DistributedSampler default).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <numeric>
 
 namespace mt::tools {
 
@@ -16,20 +17,32 @@ std::array<MemoryCategory, kMemoryCategories> all_memory_categories() {
 
 namespace {
 
-// Bytes of one per-element state tensor over n values of a parameter whose
-// plain state has `plain_size` bytes per value.
-double state_tensor_bytes(const OptimizerStateTheory& state, const Tensor& p, double n, int64_t plain_size) {
-  const bool kept = p.dtype() == kF64 || std::any_of(state.kept_f32.begin(), state.kept_f32.end(),
-                                                     [&](const Tensor& k) { return k.is_same(p); });
+// Bytes of one per-element state tensor over n values of an optimizer
+// parameter of `numel` elements whose plain state has `plain_size` bytes per
+// value (`kept`: its state stays plain).
+double state_tensor_bytes(const OptimizerStateTheory& state, int64_t numel, bool kept, double n, int64_t plain_size) {
   if (kept) return n * static_cast<double>(plain_size);
   switch (state.dtype) {
     case optim::StateDtype::F32: return n * static_cast<double>(plain_size);
     case optim::StateDtype::BF16: return n * 2;
     case optim::StateDtype::Int8:
-      if (p.numel() < state.min_quantized_numel) return n * static_cast<double>(plain_size);
+      if (numel < state.min_quantized_numel) return n * static_cast<double>(plain_size);
       return n + 4 * std::ceil(n / static_cast<double>(state.block));  // a byte each, an f32 absmax per block
   }
   return 0;
+}
+
+double state_tensor_bytes(const OptimizerStateTheory& state, const Tensor& p, double n, int64_t plain_size) {
+  const bool kept = p.dtype() == kF64 || std::any_of(state.kept_f32.begin(), state.kept_f32.end(),
+                                                     [&](const Tensor& k) { return k.is_same(p); });
+  return state_tensor_bytes(state, p.numel(), kept, n, plain_size);
+}
+
+int64_t buffer_bytes(const nn::Module& model) {
+  int64_t bytes = 0;
+  for (const auto& [name, b] : model.named_buffers())
+    bytes += b.numel() * static_cast<int64_t>(element_size(b.dtype()));
+  return bytes;
 }
 
 }  // namespace
@@ -61,9 +74,40 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, const O
     t.gradients += 4 * elements;  // DDP's f32 buckets, or ZeRO's f32 flat buffer
     if (sharded) t.gradients += 4 * ((elements + layout.world - 1) / layout.world);  // and its shard
   }
-  for (const auto& [name, b] : model.named_buffers()) {
-    t.parameters += b.numel() * static_cast<int64_t>(element_size(b.dtype()));
+  t.parameters += buffer_bytes(model);
+  return t;
+}
+
+MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, const OptimizerStateTheory& state) {
+  const dist::ShardLayout& layout = fsdp.layout();
+  nn::Module& model = const_cast<dist::FullyShardedDataParallel&>(fsdp).module();
+  const std::vector<Tensor> params = model.parameters();
+  const int64_t param_size = static_cast<int64_t>(element_size(params.front().dtype()));  // as gathered
+  const int64_t reduce_size = static_cast<int64_t>(element_size(fsdp.reduce_dtype()));
+  const int64_t ranks = layout.ranks();
+  MemoryTheory t;
+  t.parameters = 4 * layout.shard_elements() + buffer_bytes(model);
+  t.gradients = 4 * layout.shard_elements();
+  for (const dist::ShardLayout::Part& part : layout.parts()) {
+    t.optimizer_state += static_cast<int64_t>(state.tensors * state_tensor_bytes(state, part.length, false,
+                                                                                 static_cast<double>(part.length), 4)) +
+                         4;
   }
+  // The units' whole sizes; the root is the last.
+  std::vector<int64_t> whole;
+  for (const dist::ShardLayout::Unit& unit : layout.units()) whole.push_back(unit.shard * ranks);
+  const int64_t root = whole.back();
+  std::vector<int64_t> others(whole.begin(), whole.end() - 1);
+  std::sort(others.rbegin(), others.rend());
+  int64_t two_largest = 0;
+  for (size_t i = 0; i < std::min<size_t>(2, others.size()); ++i) two_largest += others[i];
+  const int64_t largest = std::max(others.empty() ? int64_t{0} : others.front(), root);
+  if (fsdp.strategy() == dist::ShardingStrategy::Full) {
+    t.parameters += param_size * (root + two_largest);
+  } else {
+    t.parameters += param_size * std::accumulate(whole.begin(), whole.end(), int64_t{0});
+  }
+  t.gradients += 2 * (largest + largest / ranks) * reduce_size + largest * param_size;
   return t;
 }
 

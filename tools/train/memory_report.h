@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/memory_ledger.h"
+#include "distributed/fsdp.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
 
@@ -46,6 +47,7 @@ std::array<MemoryCategory, kMemoryCategories> all_memory_categories();
 //    has it);
 //  * shard_optimizer: ZeRO-1's f32 flat buffer and shard add to the
 //    gradients, and each rank keeps 1/world of the master weights and state.
+// (Fully sharded data parallel has a theory of its own: fsdp_memory_theory.)
 struct DataParallelLayout {
   int world = 1;
   bool ddp = false;
@@ -63,6 +65,14 @@ struct OptimizerStateTheory {
 
 MemoryTheory memory_theory(const nn::Module& model, bool master_weights, const OptimizerStateTheory& state,
                            DataParallelLayout layout = {});
+
+// Fully sharded data parallel, per rank: its f32 shards of every unit
+// (parameters), their f32 gradients, and the optimizer state over its
+// parts, all about 1/N; the buffers whole; and what is whole only for a
+// while, at most: the root unit and two more gathered (parameters), two
+// units' reduce-scatter buffers in flight and one unit's full gradients
+// (gradients). ZeRO-2 keeps every unit gathered.
+MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, const OptimizerStateTheory& state);
 
 // The theory's figure for `category`, or -1 where it has none.
 int64_t theory_bytes(const MemoryTheory& theory, MemoryCategory category);

@@ -3,11 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "core/allocator.h"
 #if MT_WITH_CUDA
@@ -82,12 +83,12 @@ OptimizerStateTheory optimizer_state_theory(const TrainingRun& r) {
   const OptimOptions& o = r.c.optim;
   const int tensors = o.optimizer == OptimizerKind::AdamW ? 2 : o.momentum > 0 ? 1 : 0;
   const optim::PrecisionOptions defaults;
-  // ZeRO's shards hold views, so no parameter keeps f32 state there (build_optimizer).
+  // ZeRO's and FSDP's shards hold views, so no parameter keeps f32 state there (build_optimizer).
   return {.tensors = tensors,
           .dtype = o.state,
           .block = o.state_block,
           .min_quantized_numel = defaults.min_quantized_numel,
-          .kept_f32 = r.zero ? std::vector<Tensor>{} : embedding_weights(*r.model)};
+          .kept_f32 = r.zero || r.fsdp ? std::vector<Tensor>{} : embedding_weights(*r.model)};
 }
 
 // Work that is not a step (evaluation, checkpoints) has happened: neither the
@@ -198,6 +199,28 @@ void build_data(TrainingRun& r) {
   if (models::reads_tokens(r.model_info.task)) r.tokens_per_sample = r.splits.train.inputs.size(1);
 }
 
+// --shard (fully sharded data parallel) and what it does not combine with yet.
+void check_fully_sharded(const TrainingRun& r) {
+  const TrainConfig& c = r.c;
+  const ParallelOptions& p = c.parallel;
+  if (p.shard == ShardLevel::None) {
+    MT_CHECK(!p.param_dtype && p.reduce_dtype == kF32,
+             "train: --param-dtype and --reduce-dtype set fully sharded data parallel's policy; add --shard grads or "
+             "--shard params");
+    return;
+  }
+  MT_CHECK(!p.ddp && !p.shard_optimizer,
+           "train: --shard {} is a way of data parallel training of its own; drop --ddp and --shard-optimizer "
+           "(--shard grads shards the optimizer state too)",
+           shard_level_name(p.shard));
+  MT_CHECK(!c.precision.master_weights,
+           "train: --shard keeps f32 shards of the parameters as the master weights; instead of --master-weights, "
+           "--param-dtype bf16 or f16 makes the gathered parameters compute in 16 bits");
+  MT_CHECK(!c.optim.offload, "train: --offload-optimizer is not supported with --shard yet");
+  MT_CHECK(!c.cuda_graph, "train: --cuda-graph is not supported with --shard yet");
+  MT_CHECK(r.precision != Precision::Fp8, "train: --precision fp8 is not supported with --shard yet");
+}
+
 // The model, seeded, on its device (f16/bf16 under --master-weights), and
 // wrapped for DDP when the run is data parallel.
 void build_model(TrainingRun& r) {
@@ -215,14 +238,17 @@ void build_model(TrainingRun& r) {
            "train: --cuda-graph is not supported with data parallel training (mpirun, --ddp) or --shard-optimizer yet");
   MT_CHECK(!(p.ddp && p.shard_optimizer),
            "train: --ddp and --shard-optimizer are two ways of data parallel training; choose one");
+  check_fully_sharded(r);
   if (p.sync_bn) {
-    MT_CHECK(dist::convert_sync_batchnorm(*r.model) > 0, "train: --sync-bn: {} has no BatchNorm layers (cnn and "
-             "resnet have)", c.model);
+    MT_CHECK(dist::convert_sync_batchnorm(*r.model) > 0,
+             "train: --sync-bn: {} has no BatchNorm layers (cnn and "
+             "resnet have)",
+             c.model);
     MT_CHECK(!c.cuda_graph, "train: --sync-bn is not supported with --cuda-graph yet");
   }
   // The gradients live in DDP's buckets: no copies in or out, and no second
   // copy of them in memory (the training loop keeps them only until the next step).
-  if ((r.world > 1 || p.ddp) && !p.shard_optimizer) {
+  if ((r.world > 1 || p.ddp) && !p.shard_optimizer && p.shard == ShardLevel::None) {
     r.ddp = std::make_unique<dist::DistributedDataParallel>(r.model, dist::DdpOptions{.gradient_as_bucket_view = true});
   }
 }
@@ -270,11 +296,21 @@ void build_optimizer(TrainingRun& r) {
                                           .offload_state = o.offload,
                                           .state_dtype = o.state,
                                           .state_block = o.state_block};
-  if (c.parallel.shard_optimizer) {
-    r.zero = std::make_unique<dist::ShardedOptimizer>(
-        param_groups(*r.model, o.lr, o.weight_decay),
-        [&](std::vector<optim::ParamGroup> groups) { return make_optimizer(o, std::move(groups), precision); });
+  const auto make = [&](std::vector<optim::ParamGroup> groups) {
+    return make_optimizer(o, std::move(groups), precision);
+  };
+  const ParallelOptions& p = c.parallel;
+  if (p.shard_optimizer) {
+    r.zero = std::make_unique<dist::ShardedOptimizer>(param_groups(*r.model, o.lr, o.weight_decay), make);
     r.opt = &r.zero->shard();
+  } else if (p.shard != ShardLevel::None) {
+    r.fsdp = std::make_unique<dist::FullyShardedDataParallel>(
+        r.model, param_groups(*r.model, o.lr, o.weight_decay), make,
+        dist::FsdpOptions{.strategy = p.shard == ShardLevel::Params ? dist::ShardingStrategy::Full
+                                                                    : dist::ShardingStrategy::GradsAndState,
+                          .param_dtype = p.param_dtype,
+                          .reduce_dtype = p.reduce_dtype});
+    r.opt = &r.fsdp->shard();
   } else {
     r.owned_opt = make_optimizer(o, param_groups(*r.model, o.lr, o.weight_decay), precision);
     r.opt = r.owned_opt.get();
@@ -344,10 +380,15 @@ void resume_run(TrainingRun& r) {
   const LoadOptimizerState load_optimizer = [&](const optim::StateDict& state) {
     if (r.zero) {
       r.zero->load_consolidated_state_dict(state);
+    } else if (r.fsdp) {
+      r.fsdp->load_consolidated_state_dict(state);
     } else {
       r.opt->load_state_dict(state);
     }
   };
+  // Sharded parameters are whole while the model's state loads, then written back into the shards.
+  std::optional<dist::FullyShardedDataParallel::FullParameters> whole;
+  if (r.fsdp) whole.emplace(*r.fsdp, /*write_back=*/true);
   r.pos = load_checkpoint(r.c.checkpoint.resume, r.c, r.batches, *r.model, load_optimizer, *r.scaler, *r.scheduler,
                           r.fp8.get());
 }

@@ -13,6 +13,7 @@
 #include "amp/grad_scaler.h"
 #include "core/threads.h"
 #include "distributed/ddp.h"
+#include "distributed/fsdp.h"
 #include "distributed/zero.h"
 #include "models/registry.h"
 #include "optim/lr_scheduler.h"
@@ -45,8 +46,9 @@ struct TrainingRun {
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<data::DataLoader> loader;
   std::unique_ptr<optim::Optimizer> owned_opt;
-  optim::Optimizer* opt = nullptr;  // owned_opt, or under --shard-optimizer the shard's
+  optim::Optimizer* opt = nullptr;  // owned_opt, or under --shard-optimizer / --shard the shard's
   std::unique_ptr<dist::ShardedOptimizer> zero;
+  std::unique_ptr<dist::FullyShardedDataParallel> fsdp;  // --shard grads | params
   std::unique_ptr<optim::LrScheduler> scheduler;
   std::unique_ptr<amp::GradScaler> scaler;
   std::unique_ptr<amp::Fp8State> fp8;  // --precision fp8: each Linear's FP8 scaling

@@ -8,7 +8,7 @@
 //     forward under autocast (fp8: FP8 Linears); f32 loss   forward_backward
 //     scaler.scale(loss / grad_accum).backward()
 //   delayed FP8 scaling: next step's scales from the amax   device_step
-//   ZeRO-1: reduce-scatter the gradients
+//   ZeRO-1: reduce-scatter the gradients (FSDP did, during backward)
 //   scaler.unscale_(opt); clip_grad_norm_      (--clip)
 //   scaler.step(opt): the update, skipped on the device when found_inf
 //   BatchNorm's staged running statistics committed unless found_inf
@@ -55,7 +55,7 @@ void keep_dtype_report(TrainingRun& r, const std::vector<autograd::DtypeReportRo
 
 // Forward and backward of one micro-batch already on the device; the loss stays there.
 void forward_backward(TrainingRun& r, const Tensor& inputs, const Tensor& targets) {
-  nn::Module& model = r.ddp ? static_cast<nn::Module&>(*r.ddp) : *r.model;
+  nn::Module& model = r.ddp ? static_cast<nn::Module&>(*r.ddp) : r.fsdp ? static_cast<nn::Module&>(*r.fsdp) : *r.model;
   Tensor loss;
   {
     // --dtype-report: the dtypes of the first forward (every later one repeats them).
@@ -100,13 +100,15 @@ StepTensors device_step(TrainingRun& r) {
     r.fp8->update();
   }
   if (r.zero) r.zero->reduce_gradients();  // ZeRO-1: this rank's shard of the mean gradient
-  inject_nonfinite_gradient(r);             // tests only (MT_TEST_NONFINITE_GRADIENT)
+  inject_nonfinite_gradient(r);            // tests only (MT_TEST_NONFINITE_GRADIENT)
   Tensor grad_norm;
   const double clip = r.c.optim.clip;
   if (clip > 0) {
     r.scaler->unscale_(*r.opt);  // clip the true gradients, not the scaled ones
-    grad_norm = r.zero ? r.zero->clip_grad_norm_(clip) : optim::clip_grad_norm_(r.model->parameters(), clip);
-  } else if (r.c.report.record_grad_norm && !r.zero) {
+    grad_norm = r.zero   ? r.zero->clip_grad_norm_(clip)
+                : r.fsdp ? r.fsdp->clip_grad_norm_(clip)
+                         : optim::clip_grad_norm_(r.model->parameters(), clip);
+  } else if (r.c.report.record_grad_norm && !r.zero && !r.fsdp) {
     // Measured only: the scaled gradients' norm over the scale, nothing unscaled in place.
     grad_norm = optim::grad_norm(r.model->parameters(), r.scaler->is_enabled() ? r.scaler->scale_tensor() : Tensor());
   }
@@ -120,6 +122,9 @@ StepTensors device_step(TrainingRun& r) {
   if (r.zero) {
     r.zero->gather_parameters();
     r.zero->zero_grad();
+  } else if (r.fsdp) {
+    r.fsdp->step_done();  // ZeRO-2 gathers the updated parameters, ZeRO-3 at the next forward
+    r.fsdp->zero_grad();
   } else {
     r.opt->zero_grad();
   }

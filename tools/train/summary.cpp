@@ -22,8 +22,10 @@ void fill_summary(TrainingRun& r) {
   note_training_memory(r);
   summary.memory_ledger = r.training_memory;
   summary.memory_theory =
-      memory_theory(*r.model, r.c.precision.master_weights, optimizer_state_theory(r),
-                    {.world = r.world, .ddp = r.ddp != nullptr, .shard_optimizer = r.c.parallel.shard_optimizer});
+      r.fsdp
+          ? fsdp_memory_theory(*r.fsdp, optimizer_state_theory(r))
+          : memory_theory(*r.model, r.c.precision.master_weights, optimizer_state_theory(r),
+                          {.world = r.world, .ddp = r.ddp != nullptr, .shard_optimizer = r.c.parallel.shard_optimizer});
   if (r.fp8) {
     const amp::Fp8MemoryTheory fp8 = r.fp8->memory_theory();
     summary.memory_theory.fp8_activations = r.c.memory.checkpoint_activations ? -1 : fp8.activations;
@@ -112,9 +114,10 @@ void write_summary(TrainingRun& r, std::FILE* out, Reporter& reporter) {
   const TrainSummary& summary = r.summary;
   if (r.c.report.memory) {
     print_memory_report(out, summary.memory_ledger, summary.memory_theory, r.device.str());
-    std::fprintf(out, "parameters: %lld in all, %lld activated per token%s\n", static_cast<long long>(summary.parameters),
-                 static_cast<long long>(summary.activated_parameters),
-                 summary.activated_parameters == summary.parameters ? "" : " (each token runs k of each layer's experts)");
+    std::fprintf(
+        out, "parameters: %lld in all, %lld activated per token%s\n", static_cast<long long>(summary.parameters),
+        static_cast<long long>(summary.activated_parameters),
+        summary.activated_parameters == summary.parameters ? "" : " (each token runs k of each layer's experts)");
   }
   if (r.c.debug.dtype_report && summary.dtype_report.is_array()) {
     print_dtype_report(out, summary.dtype_report);

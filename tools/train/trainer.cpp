@@ -4,6 +4,7 @@
 #include "tools/train/trainer.h"
 
 #include <chrono>
+#include <optional>
 
 #include "autograd/anomaly.h"
 #include "tools/train/run.h"
@@ -13,14 +14,26 @@ namespace mt::tools {
 
 namespace {
 
+// ", optimizer state sharded" and the like: what the ranks split.
+std::string sharding_description(const TrainingRun& r) {
+  const ParallelOptions& p = r.c.parallel;
+  if (p.shard_optimizer) return ", optimizer state sharded";
+  if (p.shard == ShardLevel::None) return "";
+  const std::string what =
+      p.shard == ShardLevel::Params ? "parameters, gradients and optimizer state" : "gradients and optimizer state";
+  return fmt::format(", FSDP: {} sharded over {} units, gathered in {}, reduced in {}", what,
+                     r.fsdp->unit_parameters().size(), dtype_name(r.model->parameters().front().dtype()),
+                     dtype_name(p.reduce_dtype));
+}
+
 // What is about to train, on what, in which precision, and how it is split over ranks.
 void print_run_banner(const TrainingRun& r, std::FILE* out) {
   const TrainConfig& c = r.c;
-  const std::string ranks = r.world > 1 || r.ddp
-                                ? fmt::format(" per rank x {} rank{} ({}{}{})", r.world, r.world > 1 ? "s" : "",
-                                              dist::group_for(r.device).backend(), r.ddp ? ", DDP" : "",
-                                              c.parallel.shard_optimizer ? ", optimizer state sharded" : "")
-                                : std::string();
+  const std::string ranks =
+      r.world > 1 || r.ddp || r.fsdp
+          ? fmt::format(" per rank x {} rank{} ({}{}{})", r.world, r.world > 1 ? "s" : "",
+                        dist::group_for(r.device).backend(), r.ddp ? ", DDP" : "", sharding_description(r))
+          : std::string();
   const std::string activated = r.summary.activated_parameters == r.summary.parameters
                                     ? std::string()
                                     : fmt::format(", {} activated per token", r.summary.activated_parameters);
@@ -47,11 +60,14 @@ void save_epoch_checkpoint(TrainingRun& r, Throughput& throughput) {
   const auto saving = Clock::now();
   note_training_memory(r);
   if (!r.c.checkpoint.save.empty()) {
-    // Consolidating ZeRO's shards is a collective: every rank takes part, rank 0 writes.
-    const optim::StateDict optimizer_state = r.zero ? r.zero->consolidated_state_dict() : r.opt->state_dict();
+    // Consolidating ZeRO's and FSDP's shards is a collective: every rank takes part, rank 0 writes.
+    const optim::StateDict optimizer_state = r.zero   ? r.zero->consolidated_state_dict()
+                                             : r.fsdp ? r.fsdp->consolidated_state_dict()
+                                                      : r.opt->state_dict();
+    std::optional<dist::FullyShardedDataParallel::FullParameters> whole;  // the model's state, unsharded
+    if (r.fsdp) whole.emplace(*r.fsdp);
     if (r.rank == 0)
-      save_checkpoint(r.c.checkpoint.save, r.c, *r.model, optimizer_state, *r.scaler, *r.scheduler, r.pos,
-                      r.fp8.get());
+      save_checkpoint(r.c.checkpoint.save, r.c, *r.model, optimizer_state, *r.scaler, *r.scheduler, r.pos, r.fp8.get());
   }
   throughput.exclude_seconds(std::chrono::duration<double>(Clock::now() - saving).count());
   restart_step_clock(r);

@@ -106,6 +106,12 @@ MT_ATTENTION=flash expect_failure "MT_ATTENTION=.*expected auto, own or math" tr
   --dataset synthetic-tokens --steps 1 --train-limit 64 --test-limit 8
 expect_failure "ddp and --shard-optimizer.*choose one" train --ddp --shard-optimizer --steps 1 --train-limit 256 \
   --test-limit 10
+expect_failure "shard params is a way of data parallel training of its own" train --shard params --ddp --steps 1 \
+  --train-limit 256 --test-limit 10
+expect_failure "instead of --master-weights, --param-dtype" train --shard grads --precision fp16 --master-weights \
+  --steps 1 --train-limit 256 --test-limit 10
+expect_failure "add --shard grads or --shard params" train --param-dtype bf16 --steps 1 --train-limit 256 --test-limit 10
+expect_failure "shard: optimizer not in" train --shard optimizer --steps 1
 expect_failure "detect-anomaly.*CUDA graph" train --device sim --cuda-graph --detect-anomaly --steps 1 \
   --train-limit 256 --test-limit 10
 "$mixtape" train --model mlp --precision bf16 --steps 2 --train-limit 256 --test-limit 10 --no-progress \
