@@ -198,6 +198,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
     while (std::find(units_[unit].params.begin(), units_[unit].params.end(), i) == units_[unit].params.end()) ++unit;
     hooks_.push_back(autograd::register_post_accumulate_grad_hook(
         params_[i], [this, unit](const Tensor&) { gradient_ready(unit); }));
+    hooks_.push_back(autograd::register_grad_destination(
+        params_[i], [this, unit, i](const Tensor&) { return grad_destination(unit, i); }));
   }
   hooks_.push_back(autograd::register_pre_node_hook([this](const autograd::Node& n) { before_node(n); }));
   nn::ForwardScope::add_observer(this);
@@ -354,29 +356,53 @@ void FullyShardedDataParallel::launch_ready_reductions() {
   }
 }
 
-// The unit's full gradients, in reduce_dtype, into one buffer (zeros where a
+// Where backward writes a parameter's first gradient: its slice of the
+// unit's reduce-scatter buffer when the dtypes agree (PyTorch DDP's
+// gradient_as_bucket_view: no copy, and the full gradients and the buffer
+// are one), else a tensor of its own.
+Tensor FullyShardedDataParallel::reduce_buffer(size_t u) {
+  Unit& unit = units_[u];
+  if (!unit.reduce_in.defined()) {
+    const MemoryCategoryScope gradients(MemoryCategory::Gradients);
+    unit.reduce_in = empty({layout_->units()[u].shard * group_.size()}, options_.reduce_dtype, device_);
+  }
+  return unit.reduce_in;
+}
+
+Tensor FullyShardedDataParallel::grad_destination(size_t u, size_t param) {
+  if (options_.reduce_dtype != param_dtype_) return Tensor();
+  return reduce_buffer(u)
+      .narrow(0, layout_->offset(param) - layout_->units()[u].begin, params_[param].numel())
+      .view(params_[param].sizes());
+}
+
+// The unit's full gradients in its reduce_dtype buffer (zeros where a
 // parameter got none), freed with the unit's parameters, and reduce-scattered.
 void FullyShardedDataParallel::launch_reduction(size_t u) {
   NoGradGuard no_grad;
   Unit& unit = units_[u];
   const ShardLayout::Unit& lu = layout_->units()[u];
-  const MemoryCategoryScope gradients(MemoryCategory::Gradients);
-  unit.reduce_in = empty({lu.shard * group_.size()}, options_.reduce_dtype, device_);
-  unit.reduce_out = empty({lu.shard}, options_.reduce_dtype, device_);
+  const Tensor buffer = reduce_buffer(u);
+  if (options_.reduce_dtype == kF32 && !grads_valid_) {
+    unit.reduce_out = layout_->unit_shard(grads_, u);  // the first backward since zero_grad: straight in
+  } else {
+    const MemoryCategoryScope gradients(MemoryCategory::Gradients);
+    unit.reduce_out = empty({lu.shard}, options_.reduce_dtype, device_);
+  }
   int64_t used = 0;
   for (size_t i : unit.params) {
-    const Tensor slot = unit.reduce_in.narrow(0, layout_->offset(i) - lu.begin, params_[i].numel());
+    const Tensor slot = buffer.narrow(0, layout_->offset(i) - lu.begin, params_[i].numel());
     used += params_[i].numel();
     const Tensor g = params_[i].grad();
     if (g.defined()) {
-      kernels::copy(g, slot.view(params_[i].sizes()));
+      if (g.storage() != buffer.storage()) kernels::copy(g, slot.view(params_[i].sizes()));
       scaled_ = scaled_ || g.impl()->loss_scaled;
       params_[i].impl()->grad.reset();
     } else {
       kernels::fill(slot, 0.0);  // another rank's batch may have reached it
     }
   }
-  if (unit.reduce_in.numel() > used) kernels::fill(unit.reduce_in.narrow(0, used, unit.reduce_in.numel() - used), 0.0);
+  if (buffer.numel() > used) kernels::fill(buffer.narrow(0, used, buffer.numel() - used), 0.0);
   if (u != root()) free_unit(u);
   unit.reduced = true;
   unit.reduce = group_.reduce_scatter(unit.reduce_out, unit.reduce_in);
@@ -397,11 +423,12 @@ void FullyShardedDataParallel::finish_reduction(size_t u) {
   unit.reduce.reset();
   detail::divide_in_place({unit.reduce_out}, group_.size());  // the sum becomes the mean
   const Tensor mine = layout_->unit_shard(grads_, u);
-  if (grads_valid_) {
+  const bool reduced_into_shard = unit.reduce_out.storage() == grads_.storage();
+  if (!reduced_into_shard && grads_valid_) {
     Tensor mean = unit.reduce_out;
     if (mean.dtype() != kF32) mean = mean.to(kF32);
     kernels::binary(kernels::BinaryOp::Add, mine, mean, mine);
-  } else {
+  } else if (!reduced_into_shard) {
     kernels::copy(unit.reduce_out, mine);
   }
   unit.reduce_in = Tensor();

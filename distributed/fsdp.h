@@ -33,10 +33,11 @@
 //             backward ends.
 //   backward  before the first node u's forward recorded runs (a pre-node
 //             hook; nodes are told apart by their sequence numbers), gather u
-//             if it is not there and start u-1's; when the last of u's
-//             gradients is complete (post-accumulate-grad hooks) copy them
-//             into one buffer in `reduce_dtype`, free the full gradients and
-//             u's parameters, and reduce-scatter, on the communication thread
+//             if it is not there and start u-1's; backward writes u's
+//             gradients into one buffer in `reduce_dtype` (gradient
+//             destinations; copied there when param_dtype differs); when the
+//             last is complete (post-accumulate-grad hooks) free u's
+//             parameters and reduce-scatter the buffer, on the communication thread
 //             (MPI) or stream (NCCL) while backward goes on (at most two in
 //             flight: the third waits for the first). Reduce-scatters
 //             start in a fixed order (the last unit first, the root last) on
@@ -205,6 +206,8 @@ class FullyShardedDataParallel final : public nn::Module, private nn::ForwardSco
   void free_unit(size_t unit);
   void note_backward();
   void launch_ready_reductions();
+  Tensor reduce_buffer(size_t unit);
+  Tensor grad_destination(size_t unit, size_t param);
   void launch_reduction(size_t unit);
   void finish_reduction(size_t unit);
   void finish_backward();

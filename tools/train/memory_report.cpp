@@ -107,7 +107,8 @@ MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, cons
   } else {
     t.parameters += param_size * std::accumulate(whole.begin(), whole.end(), int64_t{0});
   }
-  t.gradients += 2 * (largest + largest / ranks) * reduce_size + largest * param_size;
+  t.gradients += 2 * (largest + largest / ranks) * reduce_size;
+  if (reduce_size != param_size) t.gradients += largest * param_size;  // backward's own, copied into the buffer
   return t;
 }
 

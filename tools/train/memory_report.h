@@ -70,8 +70,9 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, const O
 // (parameters), their f32 gradients, and the optimizer state over its
 // parts, all about 1/N; the buffers whole; and what is whole only for a
 // while, at most: the root unit and two more gathered (parameters), two
-// units' reduce-scatter buffers in flight and one unit's full gradients
-// (gradients). ZeRO-2 keeps every unit gathered.
+// units' reduce-scatter buffers in flight, which backward writes the
+// gradients into (gradients; and one unit's full gradients besides when
+// the parameters compute in another dtype). ZeRO-2 keeps every unit gathered.
 MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, const OptimizerStateTheory& state);
 
 // The theory's figure for `category`, or -1 where it has none.
