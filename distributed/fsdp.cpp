@@ -363,6 +363,12 @@ void FullyShardedDataParallel::launch_ready_reductions() {
 Tensor FullyShardedDataParallel::reduce_buffer(size_t u) {
   Unit& unit = units_[u];
   if (!unit.reduce_in.defined()) {
+    // Counting this one, at most two units' buffers besides the root's: the
+    // oldest reduction in flight finishes first.
+    while (u != root() && in_flight_.size() >= kReductionsInFlight) {
+      finish_reduction(in_flight_.front());
+      in_flight_.pop_front();
+    }
     const MemoryCategoryScope gradients(MemoryCategory::Gradients);
     unit.reduce_in = empty({layout_->units()[u].shard * group_.size()}, options_.reduce_dtype, device_);
   }
@@ -407,12 +413,7 @@ void FullyShardedDataParallel::launch_reduction(size_t u) {
   unit.reduced = true;
   unit.reduce = group_.reduce_scatter(unit.reduce_out, unit.reduce_in);
   ++stats_.reduce_scatters;
-  // At most two in flight: the gradient buffers of a whole model never exist at once.
-  in_flight_.push_back(u);
-  while (in_flight_.size() > kReductionsInFlight) {
-    finish_reduction(in_flight_.front());
-    in_flight_.pop_front();
-  }
+  in_flight_.push_back(u);  // reduce_buffer keeps at most two in flight
 }
 
 // A reduction's mean into this rank's f32 shard gradients (added to the last

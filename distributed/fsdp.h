@@ -37,9 +37,11 @@
 //             gradients into one buffer in `reduce_dtype` (gradient
 //             destinations; copied there when param_dtype differs); when the
 //             last is complete (post-accumulate-grad hooks) free u's
-//             parameters and reduce-scatter the buffer, on the communication thread
-//             (MPI) or stream (NCCL) while backward goes on (at most two in
-//             flight: the third waits for the first). Reduce-scatters
+//             parameters and reduce-scatter the buffer, on the
+//             communication thread (MPI) or stream (NCCL) while backward goes
+//             on. A unit's buffer is made only when at most one other's
+//             reduction is in flight (else the oldest is finished first), so
+//             besides the root's at most two exist. Reduce-scatters
 //             start in a fixed order (the last unit first, the root last) on
 //             every rank; when backward ends, what is left starts (a
 //             parameter without a gradient counts as zeros), everything is

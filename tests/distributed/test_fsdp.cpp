@@ -181,7 +181,12 @@ TEST_CASE("FSDP keeps 1/W of each unit and gathers at most two units and the roo
 
   sharded.fsdp->reset_peak_gathered();
   const dist::FullyShardedDataParallel::Stats before = sharded.fsdp->stats();
+  reset_memory_ledger_peak(kCPU);
+  const int64_t gradients_before = memory_ledger(kCPU).current[static_cast<size_t>(MemoryCategory::Gradients)];
   train_mine(sharded, data, 1);
+  const int64_t gradient_peak =
+      memory_ledger(kCPU).peak[static_cast<size_t>(MemoryCategory::Gradients)] - gradients_before;
+  UNSCOPED_INFO("gradient bytes at the peak above the shards' " << gradient_peak);
   const dist::FullyShardedDataParallel::Stats& after = sharded.fsdp->stats();
   CHECK(sharded.fsdp->peak_gathered_units() <= 3);
   CHECK(sharded.fsdp->gathered_units() == 0);  // nothing stays gathered after the step
@@ -191,6 +196,9 @@ TEST_CASE("FSDP keeps 1/W of each unit and gathers at most two units and the roo
   // Every block in forward was prefetched by what ran before it; in backward
   // all but the first (the last block, whose backward starts at once).
   CHECK(after.found_prefetched - before.found_prefetched == 3 + 2);
+  // Above the shard gradients, the root's buffer and two blocks' (one being written, one in flight), in f32:
+  // the bug of a gradient copied beside its buffer, or a third block's buffer alive.
+  CHECK(gradient_peak <= 4 * (shards[3] * w + 2 * shards[0] * w));
 }
 
 // The bug: each rank deciding on its own shard's found_inf. After one

@@ -107,7 +107,9 @@ MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, cons
   } else {
     t.parameters += param_size * std::accumulate(whole.begin(), whole.end(), int64_t{0});
   }
-  t.gradients += 2 * (largest + largest / ranks) * reduce_size;
+  // The root's buffer and two units' (and, accumulating, their reduced shards).
+  const int64_t buffers = root + two_largest;
+  t.gradients += (buffers + buffers / ranks + 1) * reduce_size;
   if (reduce_size != param_size) t.gradients += largest * param_size;  // backward's own, copied into the buffer
   return t;
 }

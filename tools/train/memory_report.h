@@ -69,10 +69,11 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, const O
 // Fully sharded data parallel, per rank: its f32 shards of every unit
 // (parameters), their f32 gradients, and the optimizer state over its
 // parts, all about 1/N; the buffers whole; and what is whole only for a
-// while, at most: the root unit and two more gathered (parameters), two
-// units' reduce-scatter buffers in flight, which backward writes the
-// gradients into (gradients; and one unit's full gradients besides when
-// the parameters compute in another dtype). ZeRO-2 keeps every unit gathered.
+// while, at most: the root unit and two more gathered (parameters), the
+// reduce-scatter buffers of the root and two more, which backward writes
+// the gradients into (gradients; and one unit's full gradients besides
+// when the parameters compute in another dtype). ZeRO-2 keeps every unit
+// gathered.
 MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, const OptimizerStateTheory& state);
 
 // The theory's figure for `category`, or -1 where it has none.
