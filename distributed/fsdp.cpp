@@ -236,7 +236,8 @@ void FullyShardedDataParallel::start_gather(size_t u) {
   if (param_dtype_ == kF32) {
     unit.send = mine;
   } else {
-    if (!unit.send.defined()) unit.send = empty({mine.numel()}, param_dtype_, device_);
+    const MemoryCategoryScope parameters(MemoryCategory::Parameters);
+    unit.send = empty({mine.numel()}, param_dtype_, device_);
     kernels::copy(mine, unit.send);
   }
   unit.gather = group_.all_gather(unit.gathered, unit.send);
@@ -249,6 +250,7 @@ void FullyShardedDataParallel::ensure_gathered(size_t u) {
   if (unit.gather) {
     unit.gather->wait();
     unit.gather.reset();
+    unit.send = Tensor();  // (a bf16/f16 copy of this rank's shard: 1/N of the unit, freed at once)
     unit.resident = true;
     // New values (after a step) get a new version, for what caches by
     // version; a regather within a step keeps the version the tensors saved
@@ -260,7 +262,7 @@ void FullyShardedDataParallel::ensure_gathered(size_t u) {
 }
 
 void FullyShardedDataParallel::prefetch(size_t u) {
-  if (options_.prefetch && u < units_.size()) start_gather(u);
+  if (options_.prefetch && u < units_.size() && !units_[u].reduced) start_gather(u);
 }
 
 void FullyShardedDataParallel::free_unit(size_t u) {
@@ -269,6 +271,7 @@ void FullyShardedDataParallel::free_unit(size_t u) {
   if (unit.gather) {
     unit.gather->wait();
     unit.gather.reset();
+    unit.send = Tensor();
   }
   unit.storage->release_memory();
   unit.resident = false;
@@ -336,6 +339,9 @@ void FullyShardedDataParallel::before_node(const autograd::Node& node) {
   if (seq >= it->end) return;
   const size_t u = it->unit;
   note_backward();
+  // A unit whose gradients are all in (reduced) needs its parameters no more:
+  // the nodes of its range still to run (casts of its inputs) do not read them.
+  if (units_[u].reduced) return;
   if (!units_[u].resident || units_[u].gather) {
     if (units_[u].gather) ++stats_.found_prefetched;
     ensure_gathered(u);

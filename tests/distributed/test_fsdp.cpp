@@ -244,6 +244,9 @@ TEST_CASE("FSDP with bf16 parameters reduces their gradients in f32", "[dist][fs
   Sharded sharded(Mode::Bf16, 11, {.param_dtype = kBF16, .reduce_dtype = kF32});
   for (const Tensor& p : sharded.net->parameters()) CHECK(p.dtype() == kBF16);
   sharded.backward(mine);
+  // The bug: a block gathered again after its gradients were reduced, by the
+  // cast of its input (the first node its forward recorded, the last to run).
+  CHECK(sharded.fsdp->peak_gathered_units() <= 3);
 
   // This rank's bf16 gradients, computed without FSDP, summed over the ranks in f64.
   manual_seed(11);

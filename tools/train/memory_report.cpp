@@ -102,6 +102,9 @@ MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, cons
   int64_t two_largest = 0;
   for (size_t i = 0; i < std::min<size_t>(2, others.size()); ++i) two_largest += others[i];
   const int64_t largest = std::max(others.empty() ? int64_t{0} : others.front(), root);
+  // Gathering in another dtype than the f32 shards sends a cast copy of this
+  // rank's shard: at most two at once (one waited for, one prefetched).
+  if (param_size != 4) t.parameters += 2 * param_size * ((largest + ranks - 1) / ranks);
   if (fsdp.strategy() == dist::ShardingStrategy::Full) {
     t.parameters += param_size * (root + two_largest);
   } else {

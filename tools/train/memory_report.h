@@ -69,7 +69,9 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, const O
 // Fully sharded data parallel, per rank: its f32 shards of every unit
 // (parameters), their f32 gradients, and the optimizer state over its
 // parts, all about 1/N; the buffers whole; and what is whole only for a
-// while, at most: the root unit and two more gathered (parameters), the
+// while, at most: the root unit and two more gathered, and in a 16-bit
+// param_dtype two cast copies of this rank's shard of a unit being sent
+// (parameters), the
 // reduce-scatter buffers of the root and two more, which backward writes
 // the gradients into (gradients; and one unit's full gradients besides
 // when the parameters compute in another dtype). ZeRO-2 keeps every unit
