@@ -3,9 +3,9 @@
 # parallel) as the README describes it, checked end to end:
 #  * equivalence: N ranks at batch B follow 1 process at batch N B (per-step
 #    losses, loss scales, the final accuracy) for ZeRO-2 and ZeRO-3, in fp32,
-#    fp16 with the scaler and bf16, at 2 and 3 ranks, on mlp and on gpt-tiny
-#    with activation checkpointing; --param-dtype bf16 within a stated
-#    tolerance;
+#    fp16 with the scaler and bf16, at 2 and 3 ranks, with --grad-accum and
+#    --clip, on the simulator, on mlp and on gpt-tiny with activation
+#    checkpointing; --param-dtype bf16 within a stated tolerance;
 #  * the ledger per rank: half the optimizer state of one process at 2
 #    ranks, as its theory says, and no more parameters and gradients than
 #    its theory's bound;
@@ -36,6 +36,14 @@ common=(--model mlp --train-limit 2048 --test-limit 1000 --threads 1 --no-progre
 # anyway (seen: the same losses as --shard params alone); models with norms differ more.
 equivalent fsdp-param-dtype-bf16 2 2e-2 0.01 --precision bf16 --batch 128 -- \
   --precision bf16 --batch 64 --shard params --param-dtype bf16
+
+# Clipping by the global norm: each rank's shard's squared norm summed over the ranks (a
+# clip small enough to act on every step).
+equivalent fsdp-params-clip 2 1e-5 0.002 --precision fp32 --batch 128 --clip 0.05 -- \
+  --precision fp32 --batch 64 --clip 0.05 --shard params
+# The CUDA path's code (on the simulator), fp16 with the scaler.
+common=(--model mlp --train-limit 512 --test-limit 200 --threads 1 --no-progress --device sim)
+equivalent fsdp-params-sim-fp16 2 2e-3 0.005 --precision fp16 --batch 128 -- --precision fp16 --batch 64 --shard params
 
 # A transformer: each block a unit, the embeddings and the final norm the root; each block
 # recomputed in backward (the recomputation gathers it again).
