@@ -29,11 +29,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   MT_CHECK(options.reduce_dtype == kF32 || options.reduce_dtype == kF16 || options.reduce_dtype == kBF16,
            "DistributedDataParallel: buckets must be f32, f16 or bf16, not {}", options.reduce_dtype);
   register_module("module", module_);
-  check_same_model_everywhere();
-  std::vector<Tensor> state;
-  for (auto& [name, p] : module_->named_parameters()) state.push_back(p);
-  for (auto& [name, b] : module_->named_buffers()) state.push_back(b);
-  broadcast_from_rank0(state);
+  start_from_rank0(*module_, group_, "DistributedDataParallel");
   build_buckets();
   for (size_t i = 0; i < slots_.size(); ++i) {
     hooks_.push_back(
@@ -58,30 +54,35 @@ DistributedDataParallel::~DistributedDataParallel() {
 
 // Ranks that built different models would exchange garbage (or hang in a
 // broadcast of a different size): one small all-gather settles it first.
-void DistributedDataParallel::check_same_model_everywhere() {
-  const auto named = module_->named_parameters();
+void start_from_rank0(nn::Module& module, ProcessGroup& group, const char* who) {
+  const auto named = module.named_parameters();
+  MT_CHECK(!named.empty(), "{}: the module has no parameters", who);
   int64_t elements = 0;
   for (const auto& [name, p] : named) elements += p.numel();
   Tensor mine = from_vector(std::vector<int64_t>{static_cast<int64_t>(named.size()), elements}, {2}, kI64);
-  const Device device = device_of(*module_);
+  const Device device = named.front().second.device();
   if (!device.host_accessible()) mine = mine.to(device);
-  Tensor all = empty({2 * group_.size()}, kI64, mine.device());
-  group_.all_gather(all, mine)->wait();
+  Tensor all = empty({2 * group.size()}, kI64, mine.device());
+  group.all_gather(all, mine)->wait();
   const std::vector<double> counts = all.to(kCPU).to_vector();
-  for (int r = 0; r < group_.size(); ++r) {
+  for (int r = 0; r < group.size(); ++r) {
     MT_CHECK(counts[2 * r] == counts[0] && counts[2 * r + 1] == counts[1],
-             "DistributedDataParallel: rank {} has {} parameters ({} elements) but rank 0 has {} ({}): every rank "
-             "must build the same model",
-             r, counts[2 * r], counts[2 * r + 1], counts[0], counts[1]);
+             "{}: rank {} has {} parameters ({} elements) but rank 0 has {} ({}): every rank must build the same "
+             "model",
+             who, r, counts[2 * r], counts[2 * r + 1], counts[0], counts[1]);
   }
+  std::vector<Tensor> state;
+  for (auto& [name, p] : named) state.push_back(p);
+  for (auto& [name, b] : module.named_buffers()) state.push_back(b);
+  broadcast_from_rank0(state, group, who);
 }
 
-void DistributedDataParallel::broadcast_from_rank0(const std::vector<Tensor>& tensors) {
+void broadcast_from_rank0(const std::vector<Tensor>& tensors, ProcessGroup& group, const char* who) {
   NoGradGuard no_grad;
   std::vector<std::shared_ptr<Work>> works;
   for (const Tensor& t : tensors) {
-    MT_CHECK(t.is_contiguous(), "DistributedDataParallel: parameters and buffers must be contiguous");
-    works.push_back(group_.broadcast(t, 0));
+    MT_CHECK(t.is_contiguous(), "{}: parameters and buffers must be contiguous", who);
+    works.push_back(group.broadcast(t, 0));
   }
   for (auto& w : works) w->wait();
   for (const Tensor& t : tensors) t.storage()->bump_version();
@@ -150,7 +151,7 @@ void DistributedDataParallel::broadcast_buffers() {
   if (group_.size() == 1) return;
   std::vector<Tensor> buffers;
   for (auto& [name, b] : module_->named_buffers()) buffers.push_back(b);
-  if (!buffers.empty()) broadcast_from_rank0(buffers);
+  if (!buffers.empty()) broadcast_from_rank0(buffers, group_, "DistributedDataParallel");
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {

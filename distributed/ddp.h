@@ -52,6 +52,14 @@ struct DdpOptions {
   bool gradient_as_bucket_view = false;  // .grad as views of the buckets (where the dtypes agree)
 };
 
+// What a data-parallel wrapper (DDP, FSDP) does first: refuse, on every
+// rank, ranks that built different models (an mt::Error naming both, where
+// a broadcast of different sizes would hang), then give every rank rank 0's
+// parameters and buffers. `who` names the caller in errors.
+void start_from_rank0(nn::Module& module, ProcessGroup& group, const char* who);
+// `tensors` (contiguous) on every rank become rank 0's.
+void broadcast_from_rank0(const std::vector<Tensor>& tensors, ProcessGroup& group, const char* who);
+
 class DistributedDataParallel final : public nn::Module {
  public:
   // `group`: null means group_for(the parameters' device).
@@ -117,8 +125,6 @@ class DistributedDataParallel final : public nn::Module {
     std::shared_ptr<Work> work;
   };
 
-  void broadcast_from_rank0(const std::vector<Tensor>& tensors);
-  void check_same_model_everywhere();
   void build_buckets();
   Tensor bucket_segment(const Slot& slot) const;
   bool grad_is_bucket_segment(const Slot& slot) const;

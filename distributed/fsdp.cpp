@@ -9,6 +9,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "distributed/backends.h"
+#include "distributed/ddp.h"
 #include "kernels/elementwise/elementwise.h"
 #include "nn/layers.h"
 
@@ -77,9 +78,22 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
       device_(device_of(*module_)) {
   NoGradGuard no_grad;
   register_module("module", module_);
-  const auto named = module_->named_parameters();
+  take_parameters(groups);
+  start_from_rank0(*module_, group_, "FullyShardedDataParallel");
+  layout_ = std::make_unique<ShardLayout>(params_, choose_units(), group_.rank(), group_.size());
+  shard_parameters();
+  shard_ = make(shard_groups(*layout_, groups, [&](const ShardLayout::Part& part) {
+    part_views_.push_back(layout_->part_of(master_, part));
+    return part_views_.back();
+  }));
+  skip_together(*shard_, group_);
+  install_hooks();
+}
+
+// The optimizer groups' parameters, which must be all of the module's, in one dtype.
+void FullyShardedDataParallel::take_parameters(const std::vector<optim::ParamGroup>& groups) {
   std::unordered_map<const TensorImpl*, std::string> name_of;
-  for (const auto& [name, p] : named) name_of[p.impl()] = name;
+  for (const auto& [name, p] : module_->named_parameters()) name_of[p.impl()] = name;
   for (const optim::ParamGroup& g : groups) {
     for (const Tensor& p : g.params) {
       auto it = name_of.find(p.impl());
@@ -95,23 +109,21 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
   }
   MT_CHECK(name_of.empty(), "FullyShardedDataParallel: the optimizer groups leave out '{}' (and {} more)",
            name_of.empty() ? std::string() : name_of.begin()->second, name_of.size() - 1);
-  param_dtype_ = options_.param_dtype.value_or(params_.front().dtype());
   for (size_t i = 0; i < params_.size(); ++i) {
     MT_CHECK(params_[i].dtype() == params_.front().dtype(),
              "FullyShardedDataParallel: every parameter must have one dtype ('{}' is {}, '{}' {}); the f32 shards "
              "are the master weights, and param_dtype sets what the gathered parameters compute in",
              names_[i], params_[i].dtype(), names_.front(), params_.front().dtype());
   }
-  MT_CHECK(is_floating(param_dtype_) && is_floating(options_.reduce_dtype) && options_.reduce_dtype != kF64,
+  param_dtype_ = options_.param_dtype.value_or(params_.front().dtype());
+  MT_CHECK(is_floating(param_dtype_) && param_dtype_ != kF64 && is_floating(options_.reduce_dtype) &&
+               options_.reduce_dtype != kF64,
            "FullyShardedDataParallel: param_dtype and reduce_dtype must be f32, f16 or bf16");
+}
 
-  // Rank 0's parameters and buffers everywhere.
-  std::vector<std::shared_ptr<Work>> works;
-  for (const Tensor& p : params_) works.push_back(group_.broadcast(p, 0));
-  for (const auto& [name, b] : module_->named_buffers()) works.push_back(group_.broadcast(b, 0));
-  for (auto& w : works) w->wait();
-
-  // The units, in the order their first parameter was registered (the forward order), the root last.
+// The wrapped units, in the order their first parameter was registered (the
+// forward order), and the root last; their parameters' indices for the layout.
+std::vector<std::vector<size_t>> FullyShardedDataParallel::choose_units() {
   const WrapPolicy wrap = options_.wrap ? options_.wrap : default_wrap_policy(*module_);
   std::vector<std::pair<std::string, const nn::Module*>> wrapped;
   for (const auto& [name, m] : module_->named_modules()) {
@@ -128,7 +140,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
   for (size_t i = 0; i < params_.size(); ++i) index_of_name[names_[i]] = i;
   std::vector<std::string> order;  // unit names in forward order
   std::unordered_map<std::string, std::vector<size_t>> members;
-  for (const auto& [name, p] : named) {
+  for (const auto& [name, p] : module_->named_parameters()) {
     const std::string unit = unit_name_of(name, unit_names);
     if (!unit.empty() && members.count(unit) == 0) order.push_back(unit);
     members[unit].push_back(index_of_name.at(name));
@@ -138,18 +150,22 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
     const auto it = std::find(unit_names.begin(), unit_names.end(), unit);
     units_.emplace_back();
     units_.back().module = wrapped[static_cast<size_t>(it - unit_names.begin())].second;
+    unit_of_module_[units_.back().module] = units_.size() - 1;
     layout_units.push_back(members[unit]);
   }
   units_.emplace_back();                // the root
   layout_units.push_back(members[""]);  // may be empty: a model of blocks only
-  for (size_t u = 0; u < units_.size(); ++u) {
-    units_[u].params = layout_units[u];
-    if (units_[u].module != nullptr) unit_of_module_[units_[u].module] = u;
-  }
   unit_of_module_[module_.get()] = root();
-  layout_ = std::make_unique<ShardLayout>(params_, layout_units, group_.rank(), group_.size());
+  for (size_t u = 0; u < units_.size(); ++u) units_[u].params = layout_units[u];
+  for (size_t u = root(); u-- > 0;) reduce_order_.push_back(u);
+  reduce_order_.push_back(root());
+  return layout_units;
+}
 
-  // This rank's shards as f32 master weights; the optimizer steps views of them.
+// This rank's shards become the f32 master weights, and each unit's
+// parameters views of one flat buffer in param_dtype (gathered at once
+// under ZeRO-2, when needed under ZeRO-3).
+void FullyShardedDataParallel::shard_parameters() {
   {
     const MemoryCategoryScope parameters(MemoryCategory::Parameters);
     master_ = empty({layout_->shard_elements()}, kF32, device_);
@@ -161,7 +177,6 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
     const MemoryCategoryScope gradients(MemoryCategory::Gradients);
     grads_ = empty({layout_->shard_elements()}, kF32, device_);
   }
-  // Each unit's parameters become views of one flat buffer in param_dtype.
   for (size_t u = 0; u < units_.size(); ++u) {
     Unit& unit = units_[u];
     const ShardLayout::Unit& lu = layout_->units()[u];
@@ -180,26 +195,23 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
     }
     unit.storage->release_memory();
   }
-  for (size_t u = root(); u-- > 0;) reduce_order_.push_back(u);
-  reduce_order_.push_back(root());
   if (options_.strategy == ShardingStrategy::GradsAndState) {
     for (size_t u = 0; u < units_.size(); ++u) ensure_gathered(u);
   }
+}
 
-  shard_ = make(shard_groups(*layout_, groups, [&](const ShardLayout::Part& part) {
-    part_views_.push_back(layout_->part_of(master_, part));
-    return part_views_.back();
-  }));
-  skip_together(*shard_, group_);
-
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (!params_[i].requires_grad()) continue;
-    size_t unit = 0;
-    while (std::find(units_[unit].params.begin(), units_[unit].params.end(), i) == units_[unit].params.end()) ++unit;
-    hooks_.push_back(autograd::register_post_accumulate_grad_hook(
-        params_[i], [this, unit](const Tensor&) { gradient_ready(unit); }));
-    hooks_.push_back(autograd::register_grad_destination(
-        params_[i], [this, unit, i](const Tensor&) { return grad_destination(unit, i); }));
+// Each parameter's gradient into its unit's buffer, the unit's reduction
+// when the last is in, the gathers before backward reaches a unit, and the
+// forward's enter and leave of every module.
+void FullyShardedDataParallel::install_hooks() {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    for (size_t i : units_[u].params) {
+      if (!params_[i].requires_grad()) continue;
+      hooks_.push_back(
+          autograd::register_post_accumulate_grad_hook(params_[i], [this, u](const Tensor&) { gradient_ready(u); }));
+      hooks_.push_back(autograd::register_grad_destination(
+          params_[i], [this, u, i](const Tensor&) { return grad_destination(u, i); }));
+    }
   }
   hooks_.push_back(autograd::register_pre_node_hook([this](const autograd::Node& n) { before_node(n); }));
   nn::ForwardScope::add_observer(this);

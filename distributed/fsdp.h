@@ -196,6 +196,10 @@ class FullyShardedDataParallel final : public nn::Module, private nn::ForwardSco
     size_t unit;
   };
 
+  void take_parameters(const std::vector<optim::ParamGroup>& groups);
+  std::vector<std::vector<size_t>> choose_units();
+  void shard_parameters();
+  void install_hooks();
   void entering(const nn::Module& module) override;
   void leaving(const nn::Module& module) noexcept override;
   void before_node(const autograd::Node& node);
