@@ -555,6 +555,15 @@ FullyShardedDataParallel::FullParameters::~FullParameters() {
   }
 }
 
+void FullyShardedDataParallel::load_master_shard(const Tensor& values) {
+  MT_CHECK(values.dtype() == kF32 && values.sizes() == master_.sizes(),
+           "FullyShardedDataParallel: a master shard of {} {} does not fit this rank's {} f32 elements",
+           values.shape_string(), values.dtype(), master_.numel());
+  NoGradGuard no_grad;
+  kernels::copy(values.to(device_), master_);
+  step_done();  // what is gathered is out of date
+}
+
 optim::StateDict FullyShardedDataParallel::consolidated_state_dict() {
   const Tensor scratch = empty({layout_->flat_elements()}, kF32, device_);
   return consolidate_optimizer_state(*layout_, *shard_, group_, scratch);

@@ -145,6 +145,11 @@ class FullyShardedDataParallel final : public nn::Module, private nn::ForwardSco
     bool write_back_;
     std::vector<Saved> saved_;
   };
+  // This rank's f32 shards of every unit (the master weights) as they are,
+  // for sharded checkpoints, and their inverse (values of another layout
+  // are an mt::Error). Not collectives.
+  const Tensor& master_shard() const { return master_; }
+  void load_master_shard(const Tensor& values);
   // The optimizer state as one unsharded optimizer over `groups` would save
   // it, and its inverse: collectives.
   optim::StateDict consolidated_state_dict();

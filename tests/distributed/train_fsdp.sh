@@ -11,7 +11,9 @@
 #    its theory's bound;
 #  * an inf on either rank skips the step on both, with equal scales;
 #  * a sharded run's checkpoint is one process's: it resumes sharded, resumes
-#    unsharded (DDP), and evaluates in one process.
+#    unsharded (DDP), and evaluates in one process; --save-sharded writes one
+#    file per rank and an index, which resume sharded and are refused (with a
+#    clear error) by eval, an unsharded run, another save's shard and a NaN.
 # Usage: train_fsdp.sh path/to/mixtape mpirun
 set -u
 mixtape="$1"
@@ -103,6 +105,53 @@ PY
 done
 "$mixtape" eval --checkpoint "$tmp/fsdp.safetensors" --test-limit 1000 >"$tmp/eval.out" 2>&1 ||
   { fail "an FSDP checkpoint did not evaluate in one process"; tail -3 "$tmp/eval.out"; }
+
+# --save-sharded: each rank writes its own shards beside an index, nothing gathered. Resumed
+# under --shard params and --shard grads (the same units) for the rest of epoch 1, the losses
+# are the uninterrupted run's; refused where a whole checkpoint is needed, and when a rank's
+# file is another save's or holds a NaN.
+sharded=(--epochs 1 --batch 64 --shard params --save-sharded)
+"$mpirun" -np 2 "$mixtape" train "${common[@]}" "${sharded[@]}" --steps 8 --save "$tmp/sharded.safetensors" \
+  >"$tmp/sharded-save.out" 2>&1 || { fail "--save-sharded failed"; tail -5 "$tmp/sharded-save.out"; }
+for file in sharded.safetensors sharded.rank0-of-2.safetensors sharded.rank1-of-2.safetensors; do
+  [ -f "$tmp/$file" ] || fail "--save-sharded wrote no $file"
+done
+for resume in "--shard params" "--shard grads"; do
+  "$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 1 --batch 64 $resume --resume "$tmp/sharded.safetensors" \
+    --log "$tmp/resumed.jsonl" >"$tmp/sharded-resume.out" 2>&1 ||
+    { fail "a sharded checkpoint did not resume with '$resume'"; tail -5 "$tmp/sharded-resume.out"; continue; }
+  python3 - "$tmp/whole.jsonl" "$tmp/resumed.jsonl" <<'PY' || fail "sharded checkpoint resumed with '$resume' differs"
+import json, sys
+whole = [r["loss"] for r in map(json.loads, open(sys.argv[1])) if "skipped" in r][8:]
+resumed = [r["loss"] for r in map(json.loads, open(sys.argv[2])) if "skipped" in r]
+assert len(whole) == len(resumed) > 0 and max(abs(a - b) for a, b in zip(whole, resumed)) <= 1e-6, (whole, resumed)
+PY
+  echo "sharded checkpoint resumed with '$resume': steps 9-16 as the run that never stopped"
+done
+refused() {  # refused <what> <pattern> <command...>: a non-zero exit with an error: line matching <pattern>
+  local what="$1" pattern="$2"
+  shift 2
+  out=$("$@" 2>&1) && { fail "$what was not refused"; return; }
+  grep -qE "^error( \(rank [0-9]+ of [0-9]+\))?: .*$pattern" <<<"$out" || fail "$what: no clear error: $(head -3 <<<"$out")"
+}
+refused "eval of a sharded checkpoint" "is sharded" "$mixtape" eval --checkpoint "$tmp/sharded.safetensors"
+refused "an unsharded resume of a sharded checkpoint" "is sharded" "$mpirun" -np 2 "$mixtape" train "${common[@]}" \
+  --epochs 1 --batch 64 --resume "$tmp/sharded.safetensors"
+"$mpirun" -np 2 "$mixtape" train "${common[@]}" "${sharded[@]}" --steps 4 --save "$tmp/other.safetensors" \
+  >"$tmp/other-save.out" 2>&1 || fail "a second --save-sharded failed"
+cp "$tmp/sharded.rank1-of-2.safetensors" "$tmp/kept.safetensors"
+cp "$tmp/other.rank1-of-2.safetensors" "$tmp/sharded.rank1-of-2.safetensors"
+refused "another save's shard" "not rank 1's shard" "$mpirun" -np 2 "$mixtape" train "${common[@]}" "${sharded[@]}" \
+  --resume "$tmp/sharded.safetensors" --save "$tmp/again.safetensors"
+cp "$tmp/kept.safetensors" "$tmp/sharded.rank1-of-2.safetensors"
+python3 - "$tmp/sharded.rank0-of-2.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", b[:8])[0]
+start = 8 + n + json.loads(b[8:8 + n])["master"]["data_offsets"][0]
+b[start:start + 4] = struct.pack("<f", float("nan")); open(sys.argv[1], "wb").write(b)
+PY
+refused "a shard holding a NaN" "non-finite" "$mpirun" -np 2 "$mixtape" train "${common[@]}" "${sharded[@]}" \
+  --resume "$tmp/sharded.safetensors" --save "$tmp/again.safetensors"
 
 [ $failures -eq 0 ] && echo "train_fsdp: all checks passed"
 exit $failures

@@ -63,6 +63,9 @@ void add_optimization_options(CLI::App* cmd, tools::TrainConfig& c) {
 void add_output_options(CLI::App* cmd, tools::TrainConfig& c) {
   cmd->add_option("--save", c.checkpoint.save, "checkpoint (.safetensors) written each epoch and at the end");
   cmd->add_option("--resume", c.checkpoint.resume, "continue from a checkpoint")->check(CLI::ExistingFile);
+  cmd->add_flag("--save-sharded", c.checkpoint.sharded,
+                "with --shard: each rank writes its own shards beside an index at --save (nothing gathered; "
+                "resumed by the same number of ranks with --shard)");
   cmd->add_option("--log", c.report.log, "metrics as JSON lines");
   cmd->add_option("--report", c.report.html,
                   "write this run's HTML report here at the end (loss, loss scale, gradient norm, throughput, memory "

@@ -86,6 +86,13 @@ void check_stored_dtypes(const std::map<std::string, Tensor>& stored, const nn::
   }
 }
 
+std::string metadata_text(const SafetensorsFile& f, const std::string& key, const std::string& path) {
+  auto it = f.metadata.find(key);
+  MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no '{}' in its metadata (not a mixtape checkpoint?)", path,
+           key);
+  return it->second;
+}
+
 std::map<std::string, Tensor> with_prefix(const SafetensorsFile& f, const std::string& prefix, bool strip) {
   std::map<std::string, Tensor> out;
   for (const auto& [k, v] : f.tensors) {
@@ -105,49 +112,30 @@ std::map<std::string, Tensor> model_tensors(const SafetensorsFile& f) {
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
-                     const optim::StateDict& optimizer_state, const amp::GradScaler& scaler,
-                     const optim::LrScheduler& sched, const CheckpointPosition& pos, const amp::Fp8State* fp8) {
-  std::map<std::string, Tensor> tensors = model.state_dict();
-  for (const auto& [k, v] : optimizer_state) tensors["optimizer." + k] = v;
-  for (const auto& [k, v] : scaler.state_dict()) tensors["scaler." + k] = v;
-  if (fp8 != nullptr) {
-    for (const auto& [k, v] : fp8->state_dict(model)) tensors["fp8." + k] = v;
-  }
+namespace {
+
+// What every checkpoint records besides its tensors: its format, the run's
+// configuration, the position, the schedule, the RNG and the world size.
+std::map<std::string, std::string> checkpoint_metadata(const char* format, const TrainConfig& c,
+                                                       const optim::LrScheduler& sched, const CheckpointPosition& pos) {
   const GeneratorState rng = default_generator().state();
-  save_safetensors(path, tensors,
-                   {{"format", "mixtape-checkpoint-1"},
-                    {"config", config_json(c).dump()},
-                    {"model", c.model},
-                    {"precision", precision_choice_name(c.precision.mode)},
-                    {"epoch", std::to_string(pos.epoch)},
-                    {"batch_in_epoch", std::to_string(pos.batch_in_epoch)},
-                    {"step", std::to_string(pos.step)},
-                    {"scheduler_step", std::to_string(sched.last_step())},
-                    {"rng_seed", std::to_string(rng.seed)},
-                    {"rng_offset", std::to_string(rng.offset)},
-                    {"world_size", std::to_string(dist::world().size())}});
+  return {{"format", format},
+          {"config", config_json(c).dump()},
+          {"model", c.model},
+          {"precision", precision_choice_name(c.precision.mode)},
+          {"epoch", std::to_string(pos.epoch)},
+          {"batch_in_epoch", std::to_string(pos.batch_in_epoch)},
+          {"step", std::to_string(pos.step)},
+          {"scheduler_step", std::to_string(sched.last_step())},
+          {"rng_seed", std::to_string(rng.seed)},
+          {"rng_offset", std::to_string(rng.offset)},
+          {"world_size", std::to_string(dist::world().size())}};
 }
 
-CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches, nn::Module& model,
-                                   const LoadOptimizerState& load_optimizer, amp::GradScaler& scaler,
-                                   optim::LrScheduler& sched, amp::Fp8State* fp8) {
-  const SafetensorsFile f = load_safetensors(path);
-  auto it = f.metadata.find("model");
-  MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no model name in its metadata (not a mixtape checkpoint?)",
-           path);
-  MT_CHECK(it->second == c.model, "checkpoint '{}' holds a '{}' model but --model is '{}'", path, it->second, c.model);
-  check_checkpoint_values(f.tensors, path, "refusing to resume from it");
-  const auto stored = model_tensors(f);
-  check_stored_dtypes(stored, model, path, "a checkpoint of another --precision or --master-weights setting?");
-  try {
-    model.load_state_dict(stored);
-    load_optimizer(with_prefix(f, "optimizer.", true));
-    scaler.load_state_dict(with_prefix(f, "scaler.", true));
-    if (fp8 != nullptr) fp8->load_state_dict(model, with_prefix(f, "fp8.", true));
-  } catch (const Error& e) {
-    fail("checkpoint '{}' does not match this run: {}", path, e.what());
-  }
+// The inverse for a run of `c` whose epochs have `batches` batches: the
+// RNG, the schedule and the position, refusing another world size.
+CheckpointPosition restore_position(const SafetensorsFile& f, const std::string& path, const TrainConfig& c,
+                                    int64_t batches, optim::LrScheduler& sched) {
   default_generator().set_state(
       {metadata_int<uint64_t>(f, "rng_seed", path), metadata_int<uint64_t>(f, "rng_offset", path)});
   const CheckpointPosition pos{metadata_int(f, "epoch", path, int64_t{0}, c.epochs),
@@ -163,16 +151,128 @@ CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c
   return pos;
 }
 
+constexpr const char* kShardedFormat = "mixtape-sharded-checkpoint-1";
+
+// A sharded checkpoint's index met where a whole one is needed.
+void refuse_sharded(const SafetensorsFile& f, const std::string& path, const char* what) {
+  MT_CHECK(!is_sharded_checkpoint(f),
+           "checkpoint '{}' is sharded (--save-sharded: one file per rank); {} needs a whole one: resume it with "
+           "mpirun -np {} mixtape train --shard ... --resume and save it with --save alone",
+           path, what, f.metadata.count("world_size") ? f.metadata.at("world_size") : "N");
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
+                     const optim::StateDict& optimizer_state, const amp::GradScaler& scaler,
+                     const optim::LrScheduler& sched, const CheckpointPosition& pos, const amp::Fp8State* fp8) {
+  std::map<std::string, Tensor> tensors = model.state_dict();
+  for (const auto& [k, v] : optimizer_state) tensors["optimizer." + k] = v;
+  for (const auto& [k, v] : scaler.state_dict()) tensors["scaler." + k] = v;
+  if (fp8 != nullptr) {
+    for (const auto& [k, v] : fp8->state_dict(model)) tensors["fp8." + k] = v;
+  }
+  save_safetensors(path, tensors, checkpoint_metadata("mixtape-checkpoint-1", c, sched, pos));
+}
+
+std::string sharded_checkpoint_file(const std::string& path, int rank, int world) {
+  const std::string suffix = ".safetensors";
+  const bool has_suffix =
+      path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const std::string stem = has_suffix ? path.substr(0, path.size() - suffix.size()) : path;
+  return fmt::format("{}.rank{}-of-{}{}", stem, rank, world, suffix);
+}
+
+void save_sharded_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
+                             const LocalShards& mine, const amp::GradScaler& scaler, const optim::LrScheduler& sched,
+                             const CheckpointPosition& pos, int rank, int world) {
+  std::map<std::string, Tensor> tensors{{"master", mine.master}};
+  for (const auto& [k, v] : mine.optimizer) tensors["optimizer." + k] = v;
+  for (const auto& [k, v] : model.named_buffers()) tensors["buffers." + k] = v;
+  std::map<std::string, std::string> metadata = checkpoint_metadata(kShardedFormat, c, sched, pos);
+  metadata["rank"] = std::to_string(rank);
+  metadata["layout"] = mine.layout;
+  save_safetensors(sharded_checkpoint_file(path, rank, world), tensors, metadata);
+  dist::world().barrier();  // every shard is on disk before the index names them
+  if (rank != 0) return;
+  std::map<std::string, Tensor> index;
+  for (const auto& [k, v] : scaler.state_dict()) index["scaler." + k] = v;
+  metadata.erase("rank");
+  save_safetensors(path, index, metadata);
+}
+
+bool is_sharded_checkpoint(const SafetensorsFile& f) {
+  auto it = f.metadata.find("format");
+  return it != f.metadata.end() && it->second == kShardedFormat;
+}
+
+CheckpointPosition load_sharded_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches,
+                                           nn::Module& model, const std::string& layout, const LoadLocalShards& load,
+                                           amp::GradScaler& scaler, optim::LrScheduler& sched, int rank, int world) {
+  const SafetensorsFile index = load_safetensors(path);
+  MT_CHECK(is_sharded_checkpoint(index), "checkpoint '{}' is not a sharded checkpoint's index", path);
+  MT_CHECK(metadata_text(index, "model", path) == c.model, "checkpoint '{}' holds a '{}' model but --model is '{}'",
+           path, metadata_text(index, "model", path), c.model);
+  const CheckpointPosition pos = restore_position(index, path, c, batches, sched);
+  MT_CHECK(metadata_text(index, "layout", path) == layout,
+           "checkpoint '{}' was sharded over units of {} elements per rank, this run's are {} (another model, "
+           "wrapping or world size)",
+           path, metadata_text(index, "layout", path), layout);
+  const std::string own = sharded_checkpoint_file(path, rank, world);
+  const SafetensorsFile f = load_safetensors(own);
+  MT_CHECK(is_sharded_checkpoint(f) && metadata_int(f, "rank", own, 0, world - 1) == rank &&
+               metadata_int(f, "step", own, int64_t{0}, kMaxCheckpointStep) == pos.step &&
+               metadata_text(f, "layout", own) == layout,
+           "checkpoint '{}' is not rank {}'s shard of '{}' (another save's, or another rank's)", own, rank, path);
+  check_checkpoint_values(f.tensors, own, "refusing to resume from it");
+  auto master = f.tensors.find("master");
+  MT_CHECK(master != f.tensors.end() && master->second.dtype() == kF32 && master->second.dim() == 1,
+           "checkpoint '{}' has no f32 'master' shard", own);
+  try {
+    load({master->second, with_prefix(f, "optimizer.", true), layout});
+    std::map<std::string, Tensor> buffers = with_prefix(f, "buffers.", true);
+    for (const auto& [name, b] : model.named_buffers()) {
+      auto it = buffers.find(name);
+      MT_CHECK(it != buffers.end() && it->second.sizes() == b.sizes() && it->second.dtype() == b.dtype(),
+               "buffer '{}' is missing or of another shape or dtype", name);
+      NoGradGuard no_grad;
+      copy_(b, it->second.to(b.device()));
+      buffers.erase(it);
+    }
+    MT_CHECK(buffers.empty(), "buffer '{}' is not the model's", buffers.empty() ? "" : buffers.begin()->first);
+    scaler.load_state_dict(with_prefix(index, "scaler.", true));
+  } catch (const Error& e) {
+    fail("checkpoint '{}' does not match this run: {}", own, e.what());
+  }
+  return pos;
+}
+
+CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches, nn::Module& model,
+                                   const LoadOptimizerState& load_optimizer, amp::GradScaler& scaler,
+                                   optim::LrScheduler& sched, amp::Fp8State* fp8) {
+  const SafetensorsFile f = load_safetensors(path);
+  refuse_sharded(f, path, "a run without --shard");
+  auto it = f.metadata.find("model");
+  MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no model name in its metadata (not a mixtape checkpoint?)",
+           path);
+  MT_CHECK(it->second == c.model, "checkpoint '{}' holds a '{}' model but --model is '{}'", path, it->second, c.model);
+  check_checkpoint_values(f.tensors, path, "refusing to resume from it");
+  const auto stored = model_tensors(f);
+  check_stored_dtypes(stored, model, path, "a checkpoint of another --precision or --master-weights setting?");
+  try {
+    model.load_state_dict(stored);
+    load_optimizer(with_prefix(f, "optimizer.", true));
+    scaler.load_state_dict(with_prefix(f, "scaler.", true));
+    if (fp8 != nullptr) fp8->load_state_dict(model, with_prefix(f, "fp8.", true));
+  } catch (const Error& e) {
+    fail("checkpoint '{}' does not match this run: {}", path, e.what());
+  }
+  return restore_position(f, path, c, batches, sched);
+}
+
 // ---------------------------------------------------------------- reading a checkpoint back
 
 namespace {
-
-std::string metadata_text(const SafetensorsFile& f, const std::string& key, const std::string& path) {
-  auto it = f.metadata.find(key);
-  MT_CHECK(it != f.metadata.end(), "checkpoint '{}' has no '{}' in its metadata (not a mixtape checkpoint?)", path,
-           key);
-  return it->second;
-}
 
 // The run configuration a checkpoint records: an empty object for older
 // checkpoints without one.
@@ -306,6 +406,7 @@ TrainConfig checkpoint_config(const SafetensorsFile& f, const std::string& path)
 
 std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpoint, const std::string& path,
                                                   Device device, NonFiniteWeights nonfinite) {
+  refuse_sharded(checkpoint, path, "loading the model");
   return model_from(checkpoint, path, device, nonfinite);
 }
 

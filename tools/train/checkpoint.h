@@ -48,6 +48,32 @@ CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c
                                    const LoadOptimizerState& load_optimizer, amp::GradScaler& scaler,
                                    optim::LrScheduler& sched, amp::Fp8State* fp8);
 
+// --save-sharded (under --shard grads|params): nothing is gathered, no rank
+// ever holds the whole model. Each rank writes its own file,
+// sharded_checkpoint_file(path, rank, world): its f32 shards of the
+// parameters ("master"), its shard optimizer's state ("optimizer."), its
+// model buffers ("buffers.": its norm statistics) and the layout (the
+// units' shard sizes); after a barrier rank 0 writes `path`, the index: the
+// scaler's state, the position and configuration, the world size and the
+// layout. It resumes with the same world size and a --shard run of the same
+// layout, each rank reading its own file; every file is checked against the
+// index (the same step and layout) and its values finite. Eval and generate
+// refuse it, saying how to get a consolidated one.
+struct LocalShards {
+  Tensor master;               // f32: this rank's shards of every unit
+  optim::StateDict optimizer;  // the shard optimizer's own state_dict
+  std::string layout;          // the units' shard sizes, "a,b,c"
+};
+std::string sharded_checkpoint_file(const std::string& path, int rank, int world);
+void save_sharded_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
+                             const LocalShards& mine, const amp::GradScaler& scaler, const optim::LrScheduler& sched,
+                             const CheckpointPosition& pos, int rank, int world);
+bool is_sharded_checkpoint(const SafetensorsFile& f);
+using LoadLocalShards = std::function<void(const LocalShards&)>;
+CheckpointPosition load_sharded_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches,
+                                           nn::Module& model, const std::string& layout, const LoadLocalShards& load,
+                                           amp::GradScaler& scaler, optim::LrScheduler& sched, int rank, int world);
+
 // Whether a checkpoint whose weights hold NaN or inf is loaded: refused
 // (mt::Error naming the tensor) unless asked for, for a post-mortem
 // (`eval` and `generate --allow-nonfinite`).

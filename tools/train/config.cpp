@@ -168,6 +168,7 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"optimizer_state_block", c.optim.state_block},
           {"shard_optimizer", c.parallel.shard_optimizer},
           {"shard", shard_level_name(c.parallel.shard)},
+          {"save_sharded", c.checkpoint.sharded},
           {"param_dtype", c.parallel.param_dtype ? std::string(dtype_name(*c.parallel.param_dtype)) : "model"},
           {"reduce_dtype", std::string(dtype_name(c.parallel.reduce_dtype))},
           {"ddp", c.parallel.ddp},

@@ -160,6 +160,9 @@ struct MemoryOptions {
 struct CheckpointOptions {
   std::string save;    // written at each epoch's end and when stopping
   std::string resume;  // continue from this one
+  // --save-sharded (with --shard): one file per rank beside an index at
+  // `save`, nothing gathered (tools/train/checkpoint.h).
+  bool sharded = false;
 };
 
 // Seeing a run: logs, evaluation, the live line, the report (tools/train/report.h).

@@ -91,6 +91,15 @@ OptimizerStateTheory optimizer_state_theory(const TrainingRun& r) {
           .kept_f32 = r.zero || r.fsdp ? std::vector<Tensor>{} : embedding_weights(*r.model)};
 }
 
+std::string shard_layout_name(const dist::FullyShardedDataParallel& fsdp) {
+  std::string name;
+  for (const int64_t elements : fsdp.unit_shard_elements()) {
+    if (!name.empty()) name += ',';
+    name += std::to_string(elements);
+  }
+  return name;
+}
+
 // Work that is not a step (evaluation, checkpoints) has happened: neither the
 // step times nor the thread tuner count it.
 void restart_step_clock(TrainingRun& r) {
@@ -204,6 +213,8 @@ void check_fully_sharded(const TrainingRun& r) {
   const TrainConfig& c = r.c;
   const ParallelOptions& p = c.parallel;
   if (p.shard == ShardLevel::None) {
+    MT_CHECK(!c.checkpoint.sharded,
+             "train: --save-sharded writes fully sharded data parallel's shards; add --shard grads or --shard params");
     MT_CHECK(!p.param_dtype && p.reduce_dtype == kF32,
              "train: --param-dtype and --reduce-dtype set fully sharded data parallel's policy; add --shard grads or "
              "--shard params");
@@ -217,6 +228,8 @@ void check_fully_sharded(const TrainingRun& r) {
            "train: --shard keeps f32 shards of the parameters as the master weights; instead of --master-weights, "
            "--param-dtype bf16 or f16 makes the gathered parameters compute in 16 bits");
   MT_CHECK(!c.optim.offload, "train: --offload-optimizer is not supported with --shard yet");
+  MT_CHECK(!c.checkpoint.sharded || !c.checkpoint.save.empty(),
+           "train: --save-sharded needs --save (the index's path)");
   MT_CHECK(!c.cuda_graph, "train: --cuda-graph is not supported with --shard yet");
   MT_CHECK(r.precision != Precision::Fp8, "train: --precision fp8 is not supported with --shard yet");
 }
@@ -386,6 +399,16 @@ void resume_run(TrainingRun& r) {
       r.opt->load_state_dict(state);
     }
   };
+  if (r.fsdp && is_sharded_checkpoint(load_safetensors(r.c.checkpoint.resume))) {
+    r.pos = load_sharded_checkpoint(
+        r.c.checkpoint.resume, r.c, r.batches, *r.model, shard_layout_name(*r.fsdp),
+        [&](const LocalShards& mine) {
+          r.fsdp->load_master_shard(mine.master);
+          r.opt->load_state_dict(mine.optimizer);
+        },
+        *r.scaler, *r.scheduler, r.rank, r.world);
+    return;
+  }
   // Sharded parameters are whole while the model's state loads, then written back into the shards.
   std::optional<dist::FullyShardedDataParallel::FullParameters> whole;
   if (r.fsdp) whole.emplace(*r.fsdp, /*write_back=*/true);

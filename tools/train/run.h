@@ -99,6 +99,10 @@ void note_training_memory(TrainingRun& r);
 // Fills `r` in place from the configuration: the loader keeps a reference to r.splits.
 void setup_run(TrainingRun& r, const TrainConfig& requested);
 
+// "a,b,c": the units' shard sizes of a fully sharded run, which its sharded
+// checkpoints record and must match to resume.
+std::string shard_layout_name(const dist::FullyShardedDataParallel& fsdp);
+
 // What the run's optimizer keeps per parameter (the memory theory).
 OptimizerStateTheory optimizer_state_theory(const TrainingRun& r);
 

@@ -59,7 +59,11 @@ int64_t dataset_bytes(const TrainingRun& r) {
 void save_epoch_checkpoint(TrainingRun& r, Throughput& throughput) {
   const auto saving = Clock::now();
   note_training_memory(r);
-  if (!r.c.checkpoint.save.empty()) {
+  if (!r.c.checkpoint.save.empty() && r.c.checkpoint.sharded) {
+    save_sharded_checkpoint(r.c.checkpoint.save, r.c, *r.model,
+                            {r.fsdp->master_shard(), r.opt->state_dict(), shard_layout_name(*r.fsdp)}, *r.scaler,
+                            *r.scheduler, r.pos, r.rank, r.world);
+  } else if (!r.c.checkpoint.save.empty()) {
     // Consolidating ZeRO's and FSDP's shards is a collective: every rank takes part, rank 0 writes.
     const optim::StateDict optimizer_state = r.zero   ? r.zero->consolidated_state_dict()
                                              : r.fsdp ? r.fsdp->consolidated_state_dict()
