@@ -1,6 +1,12 @@
 # What the end-to-end data-parallel scripts (train_ranks.sh, train_fsdp.sh)
-# share: the MPI environment, a failure count, and comparisons of runs.
-# Sourced after setting mixtape, mpirun, tmp and common.
+# share: their arguments (path/to/mixtape mpirun), a scratch folder, the MPI
+# environment, a failure count, and comparisons of runs. Sourced first; the
+# functions below read the script's `common` flags.
+set -u
+mixtape="$1"
+mpirun="$2"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() {
   echo "FAIL: $*"
@@ -71,3 +77,27 @@ print(f"{name}: {category} per rank {a} -> {b} bytes ({b / a:.3f})")
 PY
 }
 
+
+# skip_together <name> <flags...>: an inf in one rank's gradients at step 3
+# (MT_TEST_NONFINITE_GRADIENT=rank:step) skips that step on both ranks with
+# the scale halved, and the run is the same whichever rank saw it: had the
+# other rank stepped its shard, or kept its scale, the losses after step 3
+# would differ.
+skip_together() {
+  local name="$1"
+  shift
+  for rank in 0 1; do
+    MT_TEST_NONFINITE_GRADIENT=$rank:3 "$mpirun" -np 2 "$mixtape" train "${common[@]}" --precision fp16 --batch 64 \
+      --steps 6 "$@" --log "$tmp/inf$rank.jsonl" >"$tmp/inf$rank.out" 2>&1 ||
+      { fail "$name with an inf on rank $rank failed"; tail -5 "$tmp/inf$rank.out"; }
+  done
+  python3 - "$tmp/inf0.jsonl" "$tmp/inf1.jsonl" "$name" <<'PY' || fail "$name: the ranks did not skip together"
+import json, sys
+runs = [[r for r in map(json.loads, open(p)) if "skipped" in r] for p in sys.argv[1:3]]
+for steps in runs:
+    assert [s["skipped"] for s in steps] == [False, False, True, False, False, False], [s["skipped"] for s in steps]
+    assert steps[2]["scale"] == steps[1]["scale"] / 2, "the scale did not back off"
+assert [s["loss"] for s in runs[0]] == [s["loss"] for s in runs[1]], "the runs differ after the skip"
+print(f"{sys.argv[3]}: an inf on either rank skips step 3 on both")
+PY
+}

@@ -15,12 +15,7 @@
 #    file per rank and an index, which resume sharded and are refused (with a
 #    clear error) by eval, an unsharded run, another save's shard and a NaN.
 # Usage: train_fsdp.sh path/to/mixtape mpirun
-set -u
-mixtape="$1"
-mpirun="$2"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-source "$(dirname "$0")/ranks_lib.sh"
+source "$(dirname "$0")/ranks_lib.sh"  # mixtape=$1, mpirun=$2, a $tmp removed at exit
 common=(--model mlp --train-limit 2048 --test-limit 1000 --threads 1 --no-progress)
 
 # mlp's units are its two Linears (and an empty root).
@@ -67,22 +62,25 @@ for category in ("parameters", "gradients"):
     print(f"FSDP (params): {category} {peak} bytes at the peak, theory at most {theory}")
 PY
 
-# Skip together on the CLI's path: an inf in one rank's shard at step 3 skips that step on
-# both ranks with the scale halved, and the run is the same whichever rank saw it.
-for rank in 0 1; do
-  MT_TEST_NONFINITE_GRADIENT=$rank:3 "$mpirun" -np 2 "$mixtape" train "${common[@]}" --precision fp16 --batch 64 \
-    --steps 6 --shard params --log "$tmp/inf$rank.jsonl" >"$tmp/inf$rank.out" 2>&1 ||
-    { fail "FSDP with an inf on rank $rank failed"; tail -5 "$tmp/inf$rank.out"; }
-done
-python3 - "$tmp/inf0.jsonl" "$tmp/inf1.jsonl" <<'PY' || fail "FSDP: the ranks did not skip together"
+# Skip together on the CLI's path: an inf in one rank's shard (ranks_lib.sh).
+skip_together FSDP --shard params
+
+# resumes <how> <checkpoint> <train flags...>: resumed for the rest of epoch 1, the per-step
+# losses are those of the run that never stopped ($tmp/whole.jsonl).
+resumes() {
+  local how="$1" checkpoint="$2"
+  shift 2
+  "$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 1 --batch 64 "$@" --resume "$checkpoint" \
+    --log "$tmp/resumed.jsonl" >"$tmp/resume.out" 2>&1 ||
+    { fail "$how did not resume"; tail -5 "$tmp/resume.out"; return; }
+  python3 - "$tmp/whole.jsonl" "$tmp/resumed.jsonl" <<'PY' || fail "$how resumed differs from the uninterrupted run"
 import json, sys
-runs = [[r for r in map(json.loads, open(p)) if "skipped" in r] for p in sys.argv[1:]]
-for steps in runs:
-    assert [s["skipped"] for s in steps] == [False, False, True, False, False, False], [s["skipped"] for s in steps]
-    assert steps[2]["scale"] == steps[1]["scale"] / 2, "the scale did not back off"
-assert [s["loss"] for s in runs[0]] == [s["loss"] for s in runs[1]], "the runs differ after the skip"
-print("FSDP: an inf on either rank skips step 3 on both")
+whole = [r["loss"] for r in map(json.loads, open(sys.argv[1])) if "skipped" in r][8:]
+resumed = [r["loss"] for r in map(json.loads, open(sys.argv[2])) if "skipped" in r]
+assert len(whole) == len(resumed) > 0 and max(abs(a - b) for a, b in zip(whole, resumed)) <= 1e-6, (whole, resumed)
 PY
+  echo "$how: resumed, steps 9-16 as the run that never stopped"
+}
 
 # Checkpoints: the whole model and the consolidated optimizer, so a sharded run resumes
 # sharded or not, and the file evaluates in one process. Resumed for the rest of epoch 1,
@@ -91,18 +89,9 @@ PY
   >"$tmp/whole.out" 2>&1 || { fail "FSDP: the uninterrupted run failed"; tail -5 "$tmp/whole.out"; }
 "$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 1 --batch 64 --steps 8 --shard params \
   --save "$tmp/fsdp.safetensors" >"$tmp/fsdp-save.out" 2>&1 || { fail "FSDP --save failed"; tail -5 "$tmp/fsdp-save.out"; }
-for resume in "--shard params" "--shard grads" ""; do
-  "$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 1 --batch 64 $resume --resume "$tmp/fsdp.safetensors" \
-    --log "$tmp/resumed.jsonl" >"$tmp/fsdp-resume.out" 2>&1 ||
-    { fail "an FSDP checkpoint did not resume with '${resume:-DDP}'"; tail -5 "$tmp/fsdp-resume.out"; continue; }
-  python3 - "$tmp/whole.jsonl" "$tmp/resumed.jsonl" <<'PY' || fail "FSDP resumed with '${resume:-DDP}' differs"
-import json, sys
-whole = [r["loss"] for r in map(json.loads, open(sys.argv[1])) if "skipped" in r][8:]
-resumed = [r["loss"] for r in map(json.loads, open(sys.argv[2])) if "skipped" in r]
-assert len(whole) == len(resumed) > 0 and max(abs(a - b) for a, b in zip(whole, resumed)) <= 1e-6, (whole, resumed)
-PY
-  echo "FSDP checkpoint resumed with '${resume:-DDP}': steps 9-16 as the run that never stopped"
-done
+resumes "an FSDP checkpoint under --shard params" "$tmp/fsdp.safetensors" --shard params
+resumes "an FSDP checkpoint under --shard grads" "$tmp/fsdp.safetensors" --shard grads
+resumes "an FSDP checkpoint under DDP" "$tmp/fsdp.safetensors"
 "$mixtape" eval --checkpoint "$tmp/fsdp.safetensors" --test-limit 1000 >"$tmp/eval.out" 2>&1 ||
   { fail "an FSDP checkpoint did not evaluate in one process"; tail -3 "$tmp/eval.out"; }
 
@@ -116,18 +105,8 @@ sharded=(--epochs 1 --batch 64 --shard params --save-sharded)
 for file in sharded.safetensors sharded.rank0-of-2.safetensors sharded.rank1-of-2.safetensors; do
   [ -f "$tmp/$file" ] || fail "--save-sharded wrote no $file"
 done
-for resume in "--shard params" "--shard grads"; do
-  "$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 1 --batch 64 $resume --resume "$tmp/sharded.safetensors" \
-    --log "$tmp/resumed.jsonl" >"$tmp/sharded-resume.out" 2>&1 ||
-    { fail "a sharded checkpoint did not resume with '$resume'"; tail -5 "$tmp/sharded-resume.out"; continue; }
-  python3 - "$tmp/whole.jsonl" "$tmp/resumed.jsonl" <<'PY' || fail "sharded checkpoint resumed with '$resume' differs"
-import json, sys
-whole = [r["loss"] for r in map(json.loads, open(sys.argv[1])) if "skipped" in r][8:]
-resumed = [r["loss"] for r in map(json.loads, open(sys.argv[2])) if "skipped" in r]
-assert len(whole) == len(resumed) > 0 and max(abs(a - b) for a, b in zip(whole, resumed)) <= 1e-6, (whole, resumed)
-PY
-  echo "sharded checkpoint resumed with '$resume': steps 9-16 as the run that never stopped"
-done
+resumes "a sharded checkpoint under --shard params" "$tmp/sharded.safetensors" --shard params
+resumes "a sharded checkpoint under --shard grads" "$tmp/sharded.safetensors" --shard grads
 refused() {  # refused <what> <pattern> <command...>: a non-zero exit with an error: line matching <pattern>
   local what="$1" pattern="$2"
   shift 2

@@ -9,12 +9,7 @@
 #  * a rank killed mid-run makes the job exit non-zero quickly, and a rank
 #    that stops answering (SIGSTOP) makes the other exit within MT_DIST_TIMEOUT.
 # Usage: train_ranks.sh path/to/mixtape mpirun
-set -u
-mixtape="$1"
-mpirun="$2"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-source "$(dirname "$0")/ranks_lib.sh"
+source "$(dirname "$0")/ranks_lib.sh"  # mixtape=$1, mpirun=$2, a $tmp removed at exit
 common=(--model mlp --train-limit 2048 --test-limit 1000 --threads 1 --no-progress)
 
 # Issue 33: the MT_DIST_* settings are parsed when the process group starts, on the main thread: a bad
@@ -158,24 +153,8 @@ print(f"inputs/weights: worst relative scale difference {worst_in:.2e}; gradient
 assert worst_in <= 1e-2 and worst_grad <= 5e-2, "rank 0's FP8 scales are not the whole batch's"
 PY
 
-# Skip together under ZeRO-1, on the CLI's path: an inf in one rank's shard at step 3
-# (MT_TEST_NONFINITE_GRADIENT=rank:step) makes that step skipped with the scale halved, and
-# the run is the same whichever rank saw it: had the other rank stepped its shard, or kept
-# its scale, the losses after step 3 would differ.
-for rank in 0 1; do
-  MT_TEST_NONFINITE_GRADIENT=$rank:3 "$mpirun" -np 2 "$mixtape" train "${common[@]}" --precision fp16 --batch 64 \
-    --steps 6 --shard-optimizer --log "$tmp/inf$rank.jsonl" >"$tmp/inf$rank.out" 2>&1 ||
-    { fail "ZeRO-1 with an inf on rank $rank failed"; tail -5 "$tmp/inf$rank.out"; }
-done
-python3 - "$tmp/inf0.jsonl" "$tmp/inf1.jsonl" <<'PY' || fail "ZeRO-1: the ranks did not skip together"
-import json, sys
-runs = [[r for r in map(json.loads, open(p)) if "skipped" in r] for p in sys.argv[1:]]
-for steps in runs:
-    assert [s["skipped"] for s in steps] == [False, False, True, False, False, False], [s["skipped"] for s in steps]
-    assert steps[2]["scale"] == steps[1]["scale"] / 2, "the scale did not back off"
-assert [s["loss"] for s in runs[0]] == [s["loss"] for s in runs[1]], "the runs differ after the skip"
-print("ZeRO-1: an inf on either rank skips step 3 on both")
-PY
+# Skip together under ZeRO-1, on the CLI's path (ranks_lib.sh).
+skip_together ZeRO-1 --shard-optimizer
 
 # Rank 0 alone writes the checkpoint; a resume with another world size is refused.
 "$mpirun" -np 2 "$mixtape" train "${common[@]}" --epochs 2 --precision bf16 --batch 64 --steps 8 --save "$tmp/ck.safetensors" \
