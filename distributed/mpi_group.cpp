@@ -23,9 +23,9 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/half.h"
 #include "distributed/backends.h"
 #include "distributed/watchdog.h"
+#include "runtime/half.h"
 
 namespace mt::dist::detail {
 namespace {
@@ -152,7 +152,7 @@ class MpiGroup final : public ProcessGroup {
              "NCCL (dist::group_for)",
              collective_name(what), out.device().str());
     auto work = std::make_shared<MpiWork>(out, in);
-    enqueue([=, this] {
+    enqueue([=, this, out = out, in = in]() mutable {
       if (debug_checks()) {
         const CollectiveHeader mine = collective_header(what, op, root, own_tensor(what, out, in));
         std::vector<CollectiveHeader> all(static_cast<size_t>(size_));
@@ -166,6 +166,10 @@ class MpiGroup final : public ProcessGroup {
         }
       }
       complete(issue(what, out, in, op, root), collective_name(what));
+      // This thread's references go before the waiter wakes: it may free the
+      // tensors and make new ones at once (FSDP's gradient buffers).
+      out = Tensor();
+      in = Tensor();
       work->finish();
     });
     return work;

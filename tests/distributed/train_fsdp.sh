@@ -7,8 +7,7 @@
 #    --clip, on the simulator, on mlp and on gpt-tiny with activation
 #    checkpointing; --param-dtype bf16 within a stated tolerance;
 #  * the ledger per rank: half the optimizer state of one process at 2
-#    ranks, as its theory says, and no more parameters and gradients than
-#    its theory's bound;
+#    ranks, and parameters and gradients at their peaks, as the theory says;
 #  * an inf on either rank skips the step on both, with equal scales;
 #  * a sharded run's checkpoint is one process's: it resumes sharded, resumes
 #    unsharded (DDP), and evaluates in one process; --save-sharded writes one
@@ -53,14 +52,18 @@ grep -q "sharded over 3 units" "$tmp/fsdp-gpt-checkpointed.2.out" || fail "gpt-t
 # parameters and gradients within the theory's bound.
 common=(--model mlp --train-limit 2048 --test-limit 1000 --threads 1 --no-progress)
 ledger_ratio "FSDP (params)" "$tmp/fsdp-params-fp32.1.jsonl" "$tmp/fsdp-params-fp32.2.jsonl" optimizer_state 0.5
-python3 - "$tmp/fsdp-params-fp32.2.jsonl" <<'PY' || fail "FSDP: the ledger is above its theory"
+# Parameters (the f32 shards, the root and two gathered units) and gradients (the shards and
+# three units' buffers) at their own peaks equal their theory too, under ZeRO-3 and ZeRO-2.
+for run in fsdp-params-fp32 fsdp-grads-fp32; do
+  python3 - "$tmp/$run.2.jsonl" "$run" <<'PY' || fail "$run: the ledger is not its theory"
 import json, sys
 ledger = [json.loads(l)["summary"]["memory_ledger"] for l in open(sys.argv[1]) if "summary" in l][0]
 for category in ("parameters", "gradients"):
     peak, theory = ledger["peak"][category], ledger["theory"][category]
-    assert 0 < peak <= theory, f"{category}: {peak} bytes at the peak, theory at most {theory}"
-    print(f"FSDP (params): {category} {peak} bytes at the peak, theory at most {theory}")
+    assert abs(peak - theory) <= 0.01 * theory, f"{category}: {peak} bytes at the peak, theory {theory}"
+    print(f"{sys.argv[2]}: {category} {peak} bytes at the peak, theory {theory}")
 PY
+done
 
 # Skip together on the CLI's path: an inf in one rank's shard (ranks_lib.sh).
 skip_together FSDP --shard params

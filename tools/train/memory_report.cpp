@@ -78,7 +78,8 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, const O
   return t;
 }
 
-MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, const OptimizerStateTheory& state) {
+MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, const OptimizerStateTheory& state,
+                                bool accumulates) {
   const dist::ShardLayout& layout = fsdp.layout();
   nn::Module& model = const_cast<dist::FullyShardedDataParallel&>(fsdp).module();
   const std::vector<Tensor> params = model.parameters();
@@ -110,9 +111,11 @@ MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, cons
   } else {
     t.parameters += param_size * std::accumulate(whole.begin(), whole.end(), int64_t{0});
   }
-  // The root's buffer and two units' (and, accumulating, their reduced shards).
+  // The root's buffer and two units'; accumulating, at most their reduced
+  // shards besides (the first backward of a step reduces into the shard gradients).
   const int64_t buffers = root + two_largest;
-  t.gradients += (buffers + buffers / ranks + 1) * reduce_size;
+  t.gradients += buffers * reduce_size;
+  if (accumulates) t.gradients += (buffers / ranks + 3) * reduce_size;
   if (reduce_size != param_size) t.gradients += largest * param_size;  // backward's own, copied into the buffer
   return t;
 }

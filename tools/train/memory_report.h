@@ -74,9 +74,11 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, const O
 // (parameters), the
 // reduce-scatter buffers of the root and two more, which backward writes
 // the gradients into (gradients; and one unit's full gradients besides
-// when the parameters compute in another dtype). ZeRO-2 keeps every unit
-// gathered.
-MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, const OptimizerStateTheory& state);
+// when the parameters compute in another dtype, and reduced shards when
+// accumulating). ZeRO-2 keeps every unit gathered.
+// `accumulates`: more than one backward per step (--grad-accum).
+MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, const OptimizerStateTheory& state,
+                                bool accumulates);
 
 // The theory's figure for `category`, or -1 where it has none.
 int64_t theory_bytes(const MemoryTheory& theory, MemoryCategory category);

@@ -23,7 +23,7 @@ void fill_summary(TrainingRun& r) {
   summary.memory_ledger = r.training_memory;
   summary.memory_theory =
       r.fsdp
-          ? fsdp_memory_theory(*r.fsdp, optimizer_state_theory(r))
+          ? fsdp_memory_theory(*r.fsdp, optimizer_state_theory(r), r.c.optim.grad_accum > 1)
           : memory_theory(*r.model, r.c.precision.master_weights, optimizer_state_theory(r),
                           {.world = r.world, .ddp = r.ddp != nullptr, .shard_optimizer = r.c.parallel.shard_optimizer});
   if (r.fp8) {
