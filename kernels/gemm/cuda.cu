@@ -147,6 +147,23 @@ struct LtDescriptors {
   }
 };
 
+// The fused epilogue both GEMMs take from cuBLASLt: + bias[n] and/or ReLU.
+void set_bias_relu_epilogue(cublasLtMatmulDesc_t op, const void* bias, kernels::GemmActivation activation) {
+  const bool relu = activation == kernels::GemmActivation::Relu;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (bias != nullptr) {
+    epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  } else if (relu) {
+    epilogue = CUBLASLT_EPILOGUE_RELU;
+  }
+  check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+               "epilogue");
+  if (bias != nullptr) {
+    check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+                 "bias pointer");
+  }
+}
+
 void set_batch(cublasLtMatrixLayout_t layout, int batch, int64_t stride) {
   check_cublas(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)),
                "batch count");
@@ -215,18 +232,7 @@ void gemm_cublaslt(const GemmArgs& args, Stream stream) {
                "transa");
   check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)),
                "transb");
-  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  const bool relu = args.activation == kernels::GemmActivation::Relu;
-  if (args.bias != nullptr)
-    epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  else if (relu)
-    epilogue = CUBLASLT_EPILOGUE_RELU;
-  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
-               "epilogue");
-  if (args.bias != nullptr) {
-    check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &args.bias, sizeof(args.bias)),
-                 "bias pointer");
-  }
+  set_bias_relu_epilogue(d.op, args.bias, args.activation);
   const uint64_t n = static_cast<uint64_t>(args.n), m = static_cast<uint64_t>(args.m),
                  k = static_cast<uint64_t>(args.k);
   check_cublas(cublasLtMatrixLayoutCreate(&d.a, type, args.trans_b ? k : n, args.trans_b ? n : k, args.ldb),
@@ -285,19 +291,7 @@ void fp8_gemm_cublaslt(const kernels::Fp8Gemm& g, float* amax_d, Stream stream) 
     check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &amax_d, sizeof(amax_d)),
                  "amax of D");
   }
-  const bool relu = g.activation == kernels::GemmActivation::Relu;
-  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  if (g.bias != nullptr) {
-    epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  } else if (relu) {
-    epilogue = CUBLASLT_EPILOGUE_RELU;
-  }
-  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
-               "epilogue");
-  if (g.bias != nullptr) {
-    check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)),
-                 "bias pointer");
-  }
+  set_bias_relu_epilogue(d.op, g.bias, g.activation);
   const cudaDataType_t out_type = g.out_dtype == kernels::KernelDType::F32 ? CUDA_R_32F : CUDA_R_16BF;
   const uint64_t m = static_cast<uint64_t>(g.m), n = static_cast<uint64_t>(g.n), k = static_cast<uint64_t>(g.k);
   check_cublas(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_8F_E4M3, k, n, k), "layout of B");
