@@ -9,21 +9,17 @@
 #include "kernels/elementwise/elementwise.h"
 
 namespace mt::dist {
-namespace {
-
-Device device_of(const nn::Module& module) {
+Device parameters_device(const nn::Module& module, const char* who) {
   const std::vector<Tensor> params = module.parameters();
-  MT_CHECK(!params.empty(), "DistributedDataParallel: the module has no parameters");
+  MT_CHECK(!params.empty(), "{}: the module has no parameters", who);
   return params.front().device();
 }
-
-}  // namespace
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DdpOptions options,
                                                  ProcessGroup* group)
     : module_(std::move(module)),
       options_(options),
-      group_(group != nullptr ? *group : group_for(device_of(*module_))) {
+      group_(group != nullptr ? *group : group_for(parameters_device(*module_, "DistributedDataParallel"))) {
   MT_CHECK(options.bucket_bytes > 0 && options.first_bucket_bytes > 0,
            "DistributedDataParallel: bucket sizes must be positive");
   MT_CHECK(options.reduce_dtype == kF32 || options.reduce_dtype == kF16 || options.reduce_dtype == kBF16,

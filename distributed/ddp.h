@@ -52,6 +52,9 @@ struct DdpOptions {
   bool gradient_as_bucket_view = false;  // .grad as views of the buckets (where the dtypes agree)
 };
 
+// The device of the module's parameters (an mt::Error naming `who` when it has none).
+Device parameters_device(const nn::Module& module, const char* who);
+
 // What a data-parallel wrapper (DDP, FSDP) does first: refuse, on every
 // rank, ranks that built different models (an mt::Error naming both, where
 // a broadcast of different sizes would hang), then give every rank rank 0's

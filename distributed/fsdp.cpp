@@ -16,12 +16,6 @@
 namespace mt::dist {
 namespace {
 
-Device device_of(const nn::Module& module) {
-  const std::vector<Tensor> params = module.parameters();
-  MT_CHECK(!params.empty(), "FullyShardedDataParallel: the module has no parameters");
-  return params.front().device();
-}
-
 bool holds_parameters(const nn::Module& m) { return !m.named_parameters().empty(); }
 
 // A flat tensor over all of `storage`.
@@ -74,8 +68,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
                                                    FsdpOptions options, ProcessGroup* group)
     : module_(std::move(module)),
       options_(std::move(options)),
-      group_(group != nullptr ? *group : group_for(device_of(*module_))),
-      device_(device_of(*module_)) {
+      device_(parameters_device(*module_, "FullyShardedDataParallel")),
+      group_(group != nullptr ? *group : group_for(device_)) {
   NoGradGuard no_grad;
   register_module("module", module_);
   take_parameters(groups);

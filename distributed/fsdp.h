@@ -113,6 +113,7 @@ class FullyShardedDataParallel final : public nn::Module, private nn::ForwardSco
   Tensor forward(const Tensor& input) override;
   Tensor forward_loss(const Tensor& input, const Tensor& targets) override;
   nn::Module& module() { return *module_; }
+  const nn::Module& module() const { return *module_; }
   std::string name() const override { return "FullyShardedDataParallel"; }
 
   // The optimizer over this rank's f32 shards (scaler.step and unscale_ take it).
@@ -226,8 +227,8 @@ class FullyShardedDataParallel final : public nn::Module, private nn::ForwardSco
 
   std::shared_ptr<nn::Module> module_;
   FsdpOptions options_;
+  Device device_;  // before group_: the group follows the parameters' device
   ProcessGroup& group_;
-  Device device_;
   DType param_dtype_;
   std::vector<Tensor> params_;  // the optimizer groups' order; their impls point into the units' storage
   std::vector<std::string> names_;

@@ -225,31 +225,49 @@ TEST_CASE("a gradient destination receives a leaf's first contribution, and late
   autograd::remove_hook(wrong);
 }
 
-// The bug FSDP would meet: a pre-node hook that runs after the node (the
-// unit's parameters gathered too late) or that misses nodes. Each node is
-// seen just before it runs, and the sequence numbers read around a stretch
-// of forward bound the nodes it recorded.
+// The bug FSDP would meet: a pre-node hook that runs after the node's
+// backward (the unit's parameters gathered too late) or that misses nodes.
+// Each node is seen just before its backward function runs (a custom
+// function logs when it runs), and the sequence numbers read around a
+// stretch of forward bound the nodes it recorded.
+namespace {
+std::vector<std::string>* event_log = nullptr;
+struct LoggedSquare : autograd::Function<LoggedSquare> {
+  static constexpr const char* name = "logged_square";
+  static Tensor forward(autograd::FunctionContext& ctx, const std::vector<Tensor>& in) {
+    ctx.save_for_backward({in[0]});
+    return mul(in[0], in[0]);
+  }
+  static std::vector<Tensor> backward(autograd::FunctionContext& ctx, const Tensor& g) {
+    event_log->push_back("backward");
+    return {mul(mul(g, ctx.saved()[0]), 2.0)};
+  }
+};
+}  // namespace
+
 TEST_CASE("a pre-node hook sees each node before it runs, numbered as recorded", "[autograd][hooks]") {
+  std::vector<std::string> events;
+  event_log = &events;
   Tensor x = vec({1.0, 2.0}).requires_grad_();
   const uint64_t first = autograd::next_sequence_nr();
-  Tensor y = mul(x, x);
+  Tensor y = LoggedSquare::apply({x});
   const uint64_t middle = autograd::next_sequence_nr();
   Tensor z = sum(exp(y));
   std::vector<uint64_t> seen;
-  bool y_node_ran_before_its_hook = false;
   const uint64_t h = autograd::register_pre_node_hook([&](const autograd::Node& n) {
     seen.push_back(n.sequence_nr());
-    if (n.sequence_nr() < middle) y_node_ran_before_its_hook = x.grad().defined();
+    if (n.sequence_nr() < middle) events.push_back("hook");
   });
   z.backward();
   autograd::remove_hook(h);
-  REQUIRE(seen.size() == 3);  // sum, exp, mul: in reverse record order
+  REQUIRE(seen.size() == 3);  // sum, exp, logged_square: in reverse record order
   CHECK(seen[0] > seen[1]);
   CHECK(seen[1] > seen[2]);
   CHECK(seen[2] >= first);
   CHECK(seen[2] < middle);
-  CHECK_FALSE(y_node_ran_before_its_hook);
+  CHECK(events == std::vector<std::string>{"hook", "backward"});
   z = sum(exp(mul(x, x)));
   z.backward();
   CHECK(seen.size() == 3);  // removed: not called again
+  event_log = nullptr;
 }

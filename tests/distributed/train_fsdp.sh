@@ -126,6 +126,8 @@ cp "$tmp/other.rank1-of-2.safetensors" "$tmp/sharded.rank1-of-2.safetensors"
 refused "another save's shard" "not rank 1's shard" "$mpirun" -np 2 "$mixtape" train "${common[@]}" "${sharded[@]}" \
   --resume "$tmp/sharded.safetensors" --save "$tmp/again.safetensors"
 cp "$tmp/kept.safetensors" "$tmp/sharded.rank1-of-2.safetensors"
+refused "--save-sharded writing over --resume" "would destroy the input" "$mpirun" -np 2 "$mixtape" train \
+  "${common[@]}" "${sharded[@]}" --resume "$tmp/sharded.rank0-of-2.safetensors" --save "$tmp/sharded.safetensors"
 python3 - "$tmp/sharded.rank0-of-2.safetensors" <<'PY'
 import json, struct, sys
 b = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", b[:8])[0]

@@ -81,7 +81,7 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, const O
 MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, const OptimizerStateTheory& state,
                                 bool accumulates) {
   const dist::ShardLayout& layout = fsdp.layout();
-  nn::Module& model = const_cast<dist::FullyShardedDataParallel&>(fsdp).module();
+  const nn::Module& model = fsdp.module();
   const std::vector<Tensor> params = model.parameters();
   const int64_t param_size = static_cast<int64_t>(element_size(params.front().dtype()));  // as gathered
   const int64_t reduce_size = static_cast<int64_t>(element_size(fsdp.reduce_dtype()));

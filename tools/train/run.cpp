@@ -145,16 +145,19 @@ void place_run(TrainingRun& r, const TrainConfig& requested) {
   r.precision = *r.c.precision.mode;
 }
 
-// The files the run writes: not one of its inputs (but --save may continue
-// --resume's checkpoint in place) nor one another, not a device, and in a
-// folder that exists.
+// The files the run writes (--save-sharded's own file too): not one of its
+// inputs (but --save may continue --resume's checkpoint in place) nor one
+// another, not a device, and in a folder that exists.
 void check_train_outputs(const TrainConfig& c) {
-  check_output_paths("train",
-                     {{"--save", c.checkpoint.save, OutputKind::File, /*may_replace=*/"--resume"},
-                      {"--log", c.report.log},
-                      {"--report", c.report.html},
-                      {"--tensorboard", c.report.tensorboard, OutputKind::Folder}},
-                     {{"--resume", c.checkpoint.resume}, {"--data", c.data.dir}});
+  std::vector<OutputPath> outputs{{"--save", c.checkpoint.save, OutputKind::File, /*may_replace=*/"--resume"},
+                                  {"--log", c.report.log},
+                                  {"--report", c.report.html},
+                                  {"--tensorboard", c.report.tensorboard, OutputKind::Folder}};
+  if (c.checkpoint.sharded && !c.checkpoint.save.empty()) {  // this rank's file beside the index
+    const int rank = dist::world().rank(), world = dist::world().size();
+    outputs.emplace_back("--save-sharded", sharded_checkpoint_file(c.checkpoint.save, rank, world));
+  }
+  check_output_paths("train", outputs, {{"--resume", c.checkpoint.resume}, {"--data", c.data.dir}});
   if (!c.checkpoint.save.empty()) check_output_folder("train: --save", c.checkpoint.save);
   if (!c.report.html.empty()) check_output_folder("train: --report", c.report.html);
 }
