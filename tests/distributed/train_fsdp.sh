@@ -10,7 +10,8 @@
 #    ranks, and parameters and gradients at their peaks, as the theory says;
 #  * an inf on either rank skips the step on both, with equal scales;
 #  * a sharded run's checkpoint is one process's: it resumes sharded, resumes
-#    unsharded (DDP), and evaluates in one process; --save-sharded writes one
+#    unsharded (DDP), resumes at another world size where the epoch stood,
+#    and evaluates in one process; --save-sharded writes one
 #    file per rank and an index, which resume sharded and are refused (with a
 #    clear error) by eval, an unsharded run, another save's shard and a NaN.
 # Usage: train_fsdp.sh path/to/mixtape mpirun
@@ -98,6 +99,36 @@ resumes "an FSDP checkpoint under DDP" "$tmp/fsdp.safetensors"
 "$mixtape" eval --checkpoint "$tmp/fsdp.safetensors" --test-limit 1000 >"$tmp/eval.out" 2>&1 ||
   { fail "an FSDP checkpoint did not evaluate in one process"; tail -3 "$tmp/eval.out"; }
 
+# A whole checkpoint resumes at any world size: its position counts the epoch's samples.
+# Saved by 2 ranks x 48 after 4 steps (384 samples), resumed by 3 ranks x 32 under
+# --shard params and by 1 process x 96: 96 samples a step as before, so steps 5-8 are
+# those of one process at 96 that never stopped (DDP's fp32 tolerance).
+"$mixtape" train "${common[@]}" --precision fp32 --epochs 1 --batch 96 --steps 8 --log "$tmp/whole96.jsonl" >"$tmp/whole96.out" 2>&1 ||
+  { fail "the 1-process run at 96 failed"; tail -3 "$tmp/whole96.out"; }
+"$mpirun" -np 2 "$mixtape" train "${common[@]}" --precision fp32 --epochs 1 --batch 48 --steps 4 --shard params \
+  --save "$tmp/world2.safetensors" >"$tmp/world2.out" 2>&1 || { fail "FSDP --save at 2 x 48 failed"; tail -5 "$tmp/world2.out"; }
+for ranks in 3 1; do
+  how="a 2-rank checkpoint resumed by $ranks"
+  launch=("$mpirun" -np "$ranks") flags=(--shard params)
+  [ "$ranks" = 1 ] && launch=() flags=()
+  "${launch[@]}" "$mixtape" train "${common[@]}" --precision fp32 --epochs 1 --batch $((96 / ranks)) --steps 8 \
+    "${flags[@]}" \
+    --resume "$tmp/world2.safetensors" --log "$tmp/world$ranks.jsonl" >"$tmp/world$ranks.out" 2>&1 ||
+    { fail "$how failed"; tail -5 "$tmp/world$ranks.out"; continue; }
+  grep -q "written by 2 rank(s), this run has $ranks: epoch 1 continues at sample 384 of 2048" "$tmp/world$ranks.out" ||
+    fail "$how: no line saying where the epoch continues"
+  report=$(python3 - "$tmp/whole96.jsonl" "$tmp/world$ranks.jsonl" 2>&1 <<'PY'
+import json, sys
+whole, resumed = ({r["step"]: r["loss"] for r in map(json.loads, open(p)) if "skipped" in r} for p in sys.argv[1:3])
+assert sorted(resumed) == [5, 6, 7, 8], sorted(resumed)
+worst = max(abs(whole[s] - resumed[s]) for s in resumed)
+assert worst <= 1e-5, (whole, resumed)
+print(f"steps 5-8 within {worst:.2g} of one process at 96 that never stopped")
+PY
+  ) || { fail "$how differs from the run that never stopped: $report"; continue; }
+  echo "$how: $report"
+done
+
 # --save-sharded: each rank writes its own shards beside an index, nothing gathered. Resumed
 # under --shard params and --shard grads (the same units) for the rest of epoch 1, the losses
 # are the uninterrupted run's; refused where a whole checkpoint is needed, and when a rank's
@@ -119,6 +150,8 @@ refused() {  # refused <what> <pattern> <command...>: a non-zero exit with an er
 refused "eval of a sharded checkpoint" "is sharded" "$mixtape" eval --checkpoint "$tmp/sharded.safetensors"
 refused "an unsharded resume of a sharded checkpoint" "is sharded" "$mpirun" -np 2 "$mixtape" train "${common[@]}" \
   --epochs 1 --batch 64 --resume "$tmp/sharded.safetensors"
+refused "a sharded checkpoint at another world size" "sharded over 2 rank\(s\), this run has 3" "$mpirun" -np 3 \
+  "$mixtape" train "${common[@]}" --epochs 1 --batch 64 --shard params --resume "$tmp/sharded.safetensors"
 "$mpirun" -np 2 "$mixtape" train "${common[@]}" "${sharded[@]}" --steps 4 --save "$tmp/other.safetensors" \
   >"$tmp/other-save.out" 2>&1 || fail "a second --save-sharded failed"
 cp "$tmp/sharded.rank1-of-2.safetensors" "$tmp/kept.safetensors"

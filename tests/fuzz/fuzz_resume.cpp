@@ -23,8 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     mt::fuzz::TinyRun run;
     const mt::tools::CheckpointPosition pos = run.resume(path);
     // What was accepted is what train() may use: in range and finite.
-    const bool in_range = pos.epoch >= 0 && pos.epoch <= run.config.epochs && pos.batch_in_epoch >= 0 &&
-                          pos.batch_in_epoch <= mt::fuzz::TinyRun::kBatchesPerEpoch && pos.step >= 0;
+    const bool in_range = pos.epoch >= 0 && pos.epoch <= run.config.epochs && pos.sample_in_epoch >= 0 &&
+                          pos.sample_in_epoch <= mt::fuzz::TinyRun::kSamplesPerEpoch && pos.step >= 0;
     const double scale = run.scaler.get_scale();
     if (!in_range || !(scale > 0 && scale < 1e300) || !(run.schedule.current_lr() >= 0)) __builtin_trap();
   });

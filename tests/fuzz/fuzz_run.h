@@ -16,7 +16,7 @@
 namespace mt::fuzz {
 
 struct TinyRun {
-  static constexpr int64_t kBatchesPerEpoch = 4;
+  static constexpr int64_t kBatchesPerEpoch = 4, kSamplesPerEpoch = 4 * kBatchesPerEpoch;
   tools::TrainConfig config;
   nn::Linear model{3, 2};
   optim::AdamW optimizer{model.parameters()};
@@ -31,7 +31,7 @@ struct TinyRun {
   }
   tools::CheckpointPosition resume(const std::string& path) {
     return tools::load_checkpoint(
-        path, config, kBatchesPerEpoch, model, [&](const optim::StateDict& state) { optimizer.load_state_dict(state); },
+        path, config, kSamplesPerEpoch, model, [&](const optim::StateDict& state) { optimizer.load_state_dict(state); },
         scaler, schedule, &fp8);
   }
 };

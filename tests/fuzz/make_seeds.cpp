@@ -89,7 +89,7 @@ void resume_seeds(const fs::path& dir) {
     }
     mt::tools::save_checkpoint((dir / (overflowed ? "after_skipped_steps" : "after_two_steps")).string(), run.config,
                                run.model, run.optimizer.state_dict(), run.scaler, run.schedule,
-                               {.epoch = 0, .batch_in_epoch = 2, .step = 2}, &run.fp8);
+                               {.epoch = 0, .sample_in_epoch = 8, .step = 2}, &run.fp8);
   }
 }
 

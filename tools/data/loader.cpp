@@ -30,20 +30,36 @@ DataLoader::~DataLoader() {
   if (pending_.valid()) pending_.wait();
 }
 
-int64_t DataLoader::samples_per_epoch() const {
-  const int64_t n = dataset_.size(), ranks = options_.shard_count;
+int64_t DataLoader::rank_samples(int64_t first) const {
+  const int64_t n = dataset_.size() - first, ranks = options_.shard_count;
   return options_.drop_uneven ? n / ranks : (n + ranks - 1) / ranks;
 }
 
+int64_t DataLoader::samples_per_epoch() const { return rank_samples(0); }
+
+namespace {
+int64_t batches_of(int64_t samples, int64_t batch, bool drop_last) {
+  return drop_last ? samples / batch : (samples + batch - 1) / batch;
+}
+}  // namespace
+
 int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = samples_per_epoch();
-  return options_.drop_last ? n / options_.batch : (n + options_.batch - 1) / options_.batch;
+  return batches_of(samples_per_epoch(), options_.batch, options_.drop_last);
 }
 
 void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
+  MT_CHECK(skip_batches >= 0, "DataLoader: cannot skip {} batches", skip_batches);
+  const int64_t skipped = std::min(skip_batches, batches_per_epoch());
+  start_epoch_at_sample(epoch, std::min(skipped * options_.batch * options_.shard_count, dataset_.size()));
+}
+
+void DataLoader::start_epoch_at_sample(int64_t epoch, int64_t first) {
+  MT_CHECK(first >= 0 && first <= dataset_.size(), "DataLoader: an epoch of {} samples cannot start at sample {}",
+           dataset_.size(), first);
   if (pending_.valid()) pending_.wait();
   pending_ = {};
   epoch_ = epoch;
+  first_ = first;
   if (options_.shuffle && options_.generator != nullptr) {
     order_ = randperm(dataset_.size(), options_.generator);
   } else if (options_.shuffle) {
@@ -52,18 +68,26 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   } else {
     order_ = arange(0, static_cast<double>(dataset_.size()), 1, kI64);
   }
-  if (options_.shard_count > 1) order_ = shard_of(order_);
-  next_batch_ = skip_batches;
+  order_ = shard_of(order_);
+  first_batch_ = first / (options_.batch * options_.shard_count);
+  end_batch_ = first_batch_ + batches_of(rank_samples(first), options_.batch, options_.drop_last);
+  next_batch_ = first_batch_;
 }
 
-// This rank's samples of the epoch's order: every shard_count-th from
-// shard_rank on, over the order wrapped around to a multiple of shard_count.
+int64_t DataLoader::samples_through(int64_t batch_index) const {
+  const int64_t handed_out = (batch_index + 1 - first_batch_) * options_.batch * options_.shard_count;
+  return std::min(first_ + handed_out, dataset_.size());
+}
+
+// This rank's samples of the epoch's order from first_ on: every
+// shard_count-th from first_ + shard_rank, over the order wrapped around
+// to pad the last shard (so every rank has as many).
 Tensor DataLoader::shard_of(const Tensor& order) const {
-  const int64_t n = order.numel(), m = samples_per_epoch();
+  const int64_t n = order.numel(), m = rank_samples(first_);
   Tensor shard = empty({m}, kI64);
   const int64_t* all = order.data<int64_t>();
   int64_t* mine = shard.data<int64_t>();
-  for (int64_t i = 0; i < m; ++i) mine[i] = all[(i * options_.shard_count + options_.shard_rank) % n];
+  for (int64_t i = 0; i < m; ++i) mine[i] = all[(first_ + i * options_.shard_count + options_.shard_rank) % n];
   return shard;
 }
 
@@ -92,8 +116,8 @@ void DataLoader::augment(const float* in, float* out, const Shape& image, int64_
 }
 
 Batch DataLoader::make_batch(int64_t batch_index) const {
-  const int64_t begin = batch_index * options_.batch;
-  const int64_t count = std::min(options_.batch, samples_per_epoch() - begin);
+  const int64_t begin = (batch_index - first_batch_) * options_.batch;
+  const int64_t count = std::min(options_.batch, order_.numel() - begin);
   const std::span<const int64_t> indices(order_.data<int64_t>() + begin, static_cast<size_t>(count));
   const MemoryCategoryScope data_memory(MemoryCategory::Data);  // a collate function's tensors too
   Batch b;
@@ -129,13 +153,13 @@ Batch DataLoader::make_batch(int64_t batch_index) const {
 }
 
 void DataLoader::prefetch(int64_t batch_index) {
-  if (batch_index >= batches_per_epoch()) return;
+  if (batch_index >= end_batch_) return;
   if (!options_.prefetch) return;
   pending_ = std::async(std::launch::async, [this, batch_index] { return make_batch(batch_index); });
 }
 
 std::optional<Batch> DataLoader::next() {
-  if (next_batch_ >= batches_per_epoch()) return std::nullopt;
+  if (next_batch_ >= end_batch_) return std::nullopt;
   Batch b = pending_.valid() ? pending_.get() : make_batch(next_batch_);
   ++next_batch_;
   prefetch(next_batch_);

@@ -54,9 +54,24 @@ class DataLoader {
   // Starts an epoch; its order depends only on (seed, epoch), so a resumed run
   // can skip the batches it already trained on and continue identically.
   void start_epoch(int64_t epoch, int64_t skip_batches = 0);
+  // Starts an epoch at sample `first` of its order, counting every rank's
+  // samples (0 <= first <= the dataset's size): the ranks share out the
+  // rest of the order as they share a whole epoch. A run resumed at another
+  // world size continues at the sample where the saving run stopped
+  // (Megatron's consumed_samples); at the same world size and a whole
+  // number of batches it is start_epoch(epoch, skip_batches).
+  void start_epoch_at_sample(int64_t epoch, int64_t first);
   std::optional<Batch> next();
-  int64_t batches_per_epoch() const;
-  int64_t samples_per_epoch() const;  // this rank's (its shard)
+  int64_t batches_per_epoch() const;  // of a whole epoch
+  int64_t samples_per_epoch() const;  // of a whole epoch, this rank's (its shard)
+  // The current epoch's batches are [first_batch(), end_batch()), numbered
+  // as in a whole epoch: one started at sample `first` begins at batch
+  // first / (batch x shard_count).
+  int64_t first_batch() const { return first_batch_; }
+  int64_t end_batch() const { return end_batch_; }
+  // Samples of the epoch's order (all ranks') handed out up to and
+  // including batch `index` of the current epoch: where to resume after it.
+  int64_t samples_through(int64_t batch_index) const;
 
  private:
   Batch make_batch(int64_t batch_index) const;
@@ -67,8 +82,12 @@ class DataLoader {
   const Dataset& dataset_;
   LoaderOptions options_;
   CollateFn collate_;
-  Tensor order_;  // i64 permutation of the epoch
+  int64_t rank_samples(int64_t first) const;  // this rank's share of the order from `first` on
+  Tensor order_;  // i64: this rank's samples of the epoch, from first_ on
   int64_t epoch_ = 0;
+  int64_t first_ = 0;         // the sample of the epoch's order this epoch started at
+  int64_t first_batch_ = 0;   // the number its first batch has
+  int64_t end_batch_ = 0;
   int64_t next_batch_ = 0;
   std::future<Batch> pending_;
 };

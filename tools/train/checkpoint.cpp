@@ -124,7 +124,7 @@ std::map<std::string, std::string> checkpoint_metadata(const char* format, const
           {"model", c.model},
           {"precision", precision_choice_name(c.precision.mode)},
           {"epoch", std::to_string(pos.epoch)},
-          {"batch_in_epoch", std::to_string(pos.batch_in_epoch)},
+          {"sample_in_epoch", std::to_string(pos.sample_in_epoch)},
           {"step", std::to_string(pos.step)},
           {"scheduler_step", std::to_string(sched.last_step())},
           {"rng_seed", std::to_string(rng.seed)},
@@ -132,22 +132,30 @@ std::map<std::string, std::string> checkpoint_metadata(const char* format, const
           {"world_size", std::to_string(dist::world().size())}};
 }
 
-// The inverse for a run of `c` whose epochs have `batches` batches: the
-// RNG, the schedule and the position, refusing another world size.
+// The inverse for a run of `c` whose epochs have `samples` samples: the
+// RNG, the schedule and the position.
 CheckpointPosition restore_position(const SafetensorsFile& f, const std::string& path, const TrainConfig& c,
-                                    int64_t batches, optim::LrScheduler& sched) {
+                                    int64_t samples, optim::LrScheduler& sched) {
   default_generator().set_state(
       {metadata_int<uint64_t>(f, "rng_seed", path), metadata_int<uint64_t>(f, "rng_offset", path)});
-  const CheckpointPosition pos{metadata_int(f, "epoch", path, int64_t{0}, c.epochs),
-                               metadata_int(f, "batch_in_epoch", path, int64_t{0}, batches),
-                               metadata_int(f, "step", path, int64_t{0}, kMaxCheckpointStep)};
+  CheckpointPosition pos{.epoch = metadata_int(f, "epoch", path, int64_t{0}, c.epochs),
+                         .step = metadata_int(f, "step", path, int64_t{0}, kMaxCheckpointStep),
+                         .saved_world = f.metadata.count("world_size")
+                                            ? metadata_int(f, "world_size", path, int64_t{1}, int64_t{1} << 20)
+                                            : 1};
   sched.set_step(metadata_int(f, "scheduler_step", path, int64_t{0}, pos.step));
-  // The position counts this world's batches per rank: another world size
-  // would resume at another sample.
-  const int64_t saved_world = f.metadata.count("world_size") ? metadata_int(f, "world_size", path, int64_t{1}) : 1;
-  MT_CHECK(saved_world == dist::world().size(),
-           "checkpoint '{}' was written by a run of {} rank(s); resume it with the same number (this run has {})", path,
-           saved_world, dist::world().size());
+  if (f.metadata.count("sample_in_epoch") > 0) {
+    pos.sample_in_epoch = metadata_int(f, "sample_in_epoch", path, int64_t{0}, samples);
+    return pos;
+  }
+  // Checkpoints of 2026-12-05 and before counted batches per rank, which
+  // only the same world size (and batch) can continue.
+  MT_CHECK(pos.saved_world == dist::world().size(),
+           "checkpoint '{}' was written by a run of {} rank(s) before positions counted samples; resume it with the "
+           "same number (this run has {})",
+           path, pos.saved_world, dist::world().size());
+  const int64_t batch = metadata_int(f, "batch_in_epoch", path, int64_t{0}, samples);
+  pos.sample_in_epoch = std::min(batch * c.batch * pos.saved_world, samples);
   return pos;
 }
 
@@ -206,14 +214,18 @@ bool is_sharded_checkpoint(const SafetensorsFile& f) {
   return it != f.metadata.end() && it->second == kShardedFormat;
 }
 
-CheckpointPosition load_sharded_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches,
+CheckpointPosition load_sharded_checkpoint(const std::string& path, const TrainConfig& c, int64_t samples,
                                            nn::Module& model, const std::string& layout, const LoadLocalShards& load,
                                            amp::GradScaler& scaler, optim::LrScheduler& sched, int rank, int world) {
   const SafetensorsFile index = load_safetensors(path);
   MT_CHECK(is_sharded_checkpoint(index), "checkpoint '{}' is not a sharded checkpoint's index", path);
   MT_CHECK(metadata_text(index, "model", path) == c.model, "checkpoint '{}' holds a '{}' model but --model is '{}'",
            path, metadata_text(index, "model", path), c.model);
-  const CheckpointPosition pos = restore_position(index, path, c, batches, sched);
+  const CheckpointPosition pos = restore_position(index, path, c, samples, sched);
+  MT_CHECK(pos.saved_world == world,
+           "checkpoint '{}' is sharded over {} rank(s), this run has {}: resume it with the same number, or resume it "
+           "at {} and save a whole one with --save alone, which any world size resumes",
+           path, pos.saved_world, world, pos.saved_world);
   MT_CHECK(metadata_text(index, "layout", path) == layout,
            "checkpoint '{}' was sharded over units of {} elements per rank, this run's are {} (another model, "
            "wrapping or world size)",
@@ -247,7 +259,7 @@ CheckpointPosition load_sharded_checkpoint(const std::string& path, const TrainC
   return pos;
 }
 
-CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches, nn::Module& model,
+CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c, int64_t samples, nn::Module& model,
                                    const LoadOptimizerState& load_optimizer, amp::GradScaler& scaler,
                                    optim::LrScheduler& sched, amp::Fp8State* fp8) {
   const SafetensorsFile f = load_safetensors(path);
@@ -267,7 +279,7 @@ CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c
   } catch (const Error& e) {
     fail("checkpoint '{}' does not match this run: {}", path, e.what());
   }
-  return restore_position(f, path, c, batches, sched);
+  return restore_position(f, path, c, samples, sched);
 }
 
 // ---------------------------------------------------------------- reading a checkpoint back

@@ -21,9 +21,12 @@ namespace mt::tools {
 
 // Where a run stood when it saved.
 struct CheckpointPosition {
-  int64_t epoch = 0;           // epoch in progress
-  int64_t batch_in_epoch = 0;  // next batch to train on
-  int64_t step = 0;            // optimizer steps done
+  int64_t epoch = 0;  // epoch in progress
+  // Samples of the epoch's order trained on, by all ranks together: a run
+  // of any world size continues there (DataLoader::start_epoch_at_sample).
+  int64_t sample_in_epoch = 0;
+  int64_t step = 0;        // optimizer steps done
+  int64_t saved_world = 1; // ranks of the run that saved it (read back only)
 };
 
 // The model's state, `optimizer_state` (an unsharded optimizer's
@@ -36,15 +39,16 @@ void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Mo
                      const optim::LrScheduler& sched, const CheckpointPosition& pos, const amp::Fp8State* fp8);
 
 // Restores a checkpoint into a run of configuration `c` whose epochs have
-// `batches` batches, refusing (mt::Error naming the file and the field)
+// `samples` samples, refusing (mt::Error naming the file and the field)
 // anything that does not fit: another model, another dtype, non-finite
 // weights or optimizer state, negative second moments, metadata that is not
-// a whole number in range (a step above 2^53), another world size, hostile
-// FP8 state (amp::Fp8State::load_state_dict). The file is another person's
+// a whole number in range (a step above 2^53), hostile FP8 state
+// (amp::Fp8State::load_state_dict). Any world size resumes it: the model
+// and the optimizer's state are whole, and the position counts samples. The file is another person's
 // until it has been checked: the fuzzer (tests/fuzz) feeds it garbage. A
 // run that is not --precision fp8 ignores the FP8 state.
 using LoadOptimizerState = std::function<void(const optim::StateDict&)>;
-CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches, nn::Module& model,
+CheckpointPosition load_checkpoint(const std::string& path, const TrainConfig& c, int64_t samples, nn::Module& model,
                                    const LoadOptimizerState& load_optimizer, amp::GradScaler& scaler,
                                    optim::LrScheduler& sched, amp::Fp8State* fp8);
 
@@ -70,7 +74,7 @@ void save_sharded_checkpoint(const std::string& path, const TrainConfig& c, cons
                              const CheckpointPosition& pos, int rank, int world);
 bool is_sharded_checkpoint(const SafetensorsFile& f);
 using LoadLocalShards = std::function<void(const LocalShards&)>;
-CheckpointPosition load_sharded_checkpoint(const std::string& path, const TrainConfig& c, int64_t batches,
+CheckpointPosition load_sharded_checkpoint(const std::string& path, const TrainConfig& c, int64_t samples,
                                            nn::Module& model, const std::string& layout, const LoadLocalShards& load,
                                            amp::GradScaler& scaler, optim::LrScheduler& sched, int rank, int world);
 

@@ -404,7 +404,7 @@ void resume_run(TrainingRun& r) {
   };
   if (r.fsdp && is_sharded_checkpoint(load_safetensors(r.c.checkpoint.resume))) {
     r.pos = load_sharded_checkpoint(
-        r.c.checkpoint.resume, r.c, r.batches, *r.model, shard_layout_name(*r.fsdp),
+        r.c.checkpoint.resume, r.c, r.splits.train.size(), *r.model, shard_layout_name(*r.fsdp),
         [&](const LocalShards& mine) {
           r.fsdp->load_master_shard(mine.master);
           r.opt->load_state_dict(mine.optimizer);
@@ -415,8 +415,14 @@ void resume_run(TrainingRun& r) {
   // Sharded parameters are whole while the model's state loads, then written back into the shards.
   std::optional<dist::FullyShardedDataParallel::FullParameters> whole;
   if (r.fsdp) whole.emplace(*r.fsdp, /*write_back=*/true);
-  r.pos = load_checkpoint(r.c.checkpoint.resume, r.c, r.batches, *r.model, load_optimizer, *r.scaler, *r.scheduler,
-                          r.fp8.get());
+  r.pos = load_checkpoint(r.c.checkpoint.resume, r.c, r.splits.train.size(), *r.model, load_optimizer, *r.scaler,
+                          *r.scheduler, r.fp8.get());
+  if (r.pos.saved_world != r.world && r.rank == 0) {
+    spdlog::info("resume: the checkpoint was written by {} rank(s), this run has {}: epoch {} continues at sample {} "
+                 "of {}, {} samples a step from here",
+                 r.pos.saved_world, r.world, r.pos.epoch + 1, r.pos.sample_in_epoch, r.splits.train.size(),
+                 r.world * r.c.batch * r.c.optim.grad_accum);
+  }
 }
 
 // --explain-skips: the scaler flags each parameter whose gradient held an

@@ -141,7 +141,7 @@ StepTensors device_step(TrainingRun& r) {
 void finish_step(TrainingRun& r, const StepTensors& step, const data::Batch& last_batch, int64_t epoch) {
   ++r.pos.step;
   r.pos.epoch = epoch;
-  r.pos.batch_in_epoch = last_batch.index + 1;
+  r.pos.sample_in_epoch = r.loader->samples_through(last_batch.index);
   r.metrics->stage({.step = r.pos.step, .epoch = epoch, .batch = last_batch.index}, step.loss, step.grad_norm,
                    step.found_inf, r.scaler->is_enabled() ? r.scaler->scale_tensor() : Tensor(),
                    r.scheduler->device_factor(), step.nonfinite);
@@ -211,7 +211,7 @@ void time_step(TrainingRun& r) {
 }  // namespace
 
 bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& throughput) {
-  r.loader->start_epoch(epoch, epoch == r.pos.epoch ? r.pos.batch_in_epoch : 0);
+  r.loader->start_epoch_at_sample(epoch, epoch == r.pos.epoch ? r.pos.sample_in_epoch : 0);
   // With a loss scaler a step can be skipped; BatchNorm then stages its
   // running-statistics update and device_step commits it unless skipped.
   nn::stage_batch_norm_statistics(*r.model, r.scaler->is_enabled());
@@ -219,7 +219,8 @@ bool train_epoch(TrainingRun& r, int64_t epoch, Reporter& reporter, Throughput& 
   r.accumulated_loss = Tensor();
   // Micro-batches that cannot fill a whole step at the epoch's end are left
   // out, so their gradients never leak into the next epoch's first step.
-  const int64_t batches_used = r.steps_per_epoch * r.c.optim.grad_accum;
+  const int64_t accum = r.c.optim.grad_accum, first = r.loader->first_batch();
+  const int64_t batches_used = first + (r.loader->end_batch() - first) / accum * accum;
   while (auto batch = r.loader->next()) {
     if (batch->index >= batches_used) break;
     const int64_t syncs_before = host_sync_count();

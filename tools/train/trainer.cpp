@@ -117,7 +117,7 @@ TrainSummary train(const TrainConfig& requested, std::FILE* out) {
     reporter.end_progress();
     if (!stop) {
       r.pos.epoch = epoch + 1;
-      r.pos.batch_in_epoch = 0;
+      r.pos.sample_in_epoch = 0;
     }
     evaluate_and_report(r, fmt::format("epoch {}", epoch + 1), reporter, throughput);
     save_epoch_checkpoint(r, throughput);

@@ -123,6 +123,87 @@ TEST_CASE("sharded loaders over a user's Dataset split each epoch between ranks"
   CHECK(all.size() == 12);
 }
 
+namespace {
+// The sample indices of a batch of Squares (input row i is [i, -i]).
+std::vector<int64_t> samples_of(const data::Batch& b) {
+  const std::vector<double> in = b.inputs.to_vector();
+  std::vector<int64_t> out;
+  for (size_t j = 0; j < in.size(); j += 2) out.push_back(static_cast<int64_t>(in[j]));
+  return out;
+}
+}  // namespace
+
+// Catches: a run resumed at another world size that trains some of the
+// epoch's samples twice or never (the position counted one world's batches
+// per rank), an epoch started at a sample that does not share out the rest
+// of the order as a whole epoch does, and start_epoch(epoch, skip) drifting
+// from the sample it stands for.
+TEST_CASE("an epoch started at a sample continues where a run of another world size stopped",
+          "[data][loader][dist]") {
+  Squares squares(23);
+  for (bool drop : {false, true}) {
+    INFO("drop_uneven " << drop);
+    // Two ranks train two batches of 3 each: the epoch's first 12 samples.
+    std::vector<int64_t> before;
+    int64_t position = -1;
+    for (int64_t rank = 0; rank < 2; ++rank) {
+      data::DataLoader mine(squares, {.batch = 3, .seed = 4, .prefetch = false, .shard_rank = rank, .shard_count = 2,
+                                      .drop_uneven = drop});
+      for (int b = 0; b < 2; ++b) {
+        const auto batch = mine.next();
+        REQUIRE(batch.has_value());
+        for (int64_t i : samples_of(*batch)) before.push_back(i);
+        if (b == 1) position = mine.samples_through(batch->index);
+      }
+    }
+    CHECK(position == 12);
+    // Three ranks take the epoch on from sample 12.
+    std::vector<int64_t> after;
+    for (int64_t rank = 0; rank < 3; ++rank) {
+      data::DataLoader mine(squares, {.batch = 2, .seed = 4, .prefetch = false, .shard_rank = rank, .shard_count = 3,
+                                      .drop_uneven = drop});
+      mine.start_epoch_at_sample(0, position);
+      CHECK(mine.first_batch() == 2);  // 12 samples are two batches of 3 x 2
+      int64_t last = -1;
+      while (auto batch = mine.next()) {
+        for (int64_t i : samples_of(*batch)) after.push_back(i);
+        last = batch->index;
+      }
+      CHECK(mine.samples_through(last) == 23);
+    }
+    // The first run's samples are the whole order's first 12 (one process at batch 12).
+    data::DataLoader whole(squares, {.batch = 12, .seed = 4, .prefetch = false});
+    std::vector<int64_t> expected_before = samples_of(*whole.next());
+    std::sort(expected_before.begin(), expected_before.end());
+    std::sort(before.begin(), before.end());
+    CHECK(before == expected_before);
+    // The rest: 11 samples, padded to 12 from the order's start, or 9 of them without the tail.
+    CHECK(after.size() == (drop ? 9u : 12u));
+    std::vector<int64_t> seen = before;
+    seen.insert(seen.end(), after.begin(), after.end());
+    std::sort(seen.begin(), seen.end());
+    const auto distinct = std::unique(seen.begin(), seen.end()) - seen.begin();
+    CHECK(distinct == (drop ? 21 : 23));  // nothing left out but the uneven tail, nothing repeated but the padding
+  }
+  // start_epoch(epoch, skip) is the epoch started at skip x batch x ranks.
+  data::DataLoader skipped(squares, {.batch = 2, .seed = 4, .prefetch = false, .shard_rank = 1, .shard_count = 3});
+  data::DataLoader at_sample(squares, {.batch = 2, .seed = 4, .prefetch = false, .shard_rank = 1, .shard_count = 3});
+  skipped.start_epoch(1, 2);
+  at_sample.start_epoch_at_sample(1, 12);
+  CHECK(skipped.end_batch() == at_sample.end_batch());
+  CHECK(skipped.end_batch() == skipped.batches_per_epoch());
+  while (auto a = skipped.next()) {
+    const auto b = at_sample.next();
+    REQUIRE(b.has_value());
+    CHECK(a->index == b->index);
+    CHECK(samples_of(*a) == samples_of(*b));
+  }
+  CHECK_FALSE(at_sample.next().has_value());
+  CHECK_THROWS_WITH(at_sample.start_epoch_at_sample(0, 24), Contains("cannot start at sample 24"));
+  CHECK_THROWS_WITH(at_sample.start_epoch_at_sample(0, -1), Contains("cannot start at sample -1"));
+  CHECK_THROWS_WITH(at_sample.start_epoch(0, -1), Contains("cannot skip"));
+}
+
 // Catches: prefetching that reads on the training thread (no overlap) or
 // that changes which samples a batch holds.
 TEST_CASE("prefetching prepares the next batch on a worker thread", "[data][loader]") {

@@ -112,6 +112,14 @@ TEST_CASE("a resumed run continues bit-identically, mid-epoch and across precisi
     tools::TrainConfig second = straight;
     second.checkpoint.resume = ckpt;
     const auto resumed = tools::train(second, sink);
+    if (std::string(precision) == "fp32") {  // a checkpoint from before positions counted samples
+      SafetensorsFile legacy = load_safetensors(ckpt);
+      CHECK(legacy.metadata.at("sample_in_epoch") == "640");  // 5 batches of 128 into epoch 2
+      legacy.metadata.erase("sample_in_epoch");
+      legacy.metadata["batch_in_epoch"] = "5";
+      save_safetensors(ckpt, legacy.tensors, legacy.metadata);
+      CHECK(tools::train(second, sink).losses == resumed.losses);
+    }
     std::fclose(sink);
     REQUIRE(resumed.losses.size() == full.losses.size() - 21);
     CHECK(std::vector<double>(full.losses.begin() + 21, full.losses.end()) == resumed.losses);
@@ -569,8 +577,8 @@ TEST_CASE("resume refuses poisoned checkpoints with a clear error", "[checkpoint
                                             full(f.tensors.at("optimizer.state.0.exp_avg_sq").sizes(), -1.0)),
                                 f.metadata),
                     Contains("negative second moments"));
-  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{{"batch_in_epoch", "-3"},
-                                                                                   {"batch_in_epoch", "100000"},
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{{"sample_in_epoch", "-3"},
+                                                                                   {"sample_in_epoch", "100000"},
                                                                                    {"step", "12abc"},
                                                                                    {"step", "9223372036854775807"},
                                                                                    {"epoch", "-1"},
@@ -582,6 +590,11 @@ TEST_CASE("resume refuses poisoned checkpoints with a clear error", "[checkpoint
     CHECK_THROWS_WITH(resume_from(f.tensors, with_metadata(key, value)),
                       Contains("'" + key + "'") && (Contains("outside") || Contains("not a whole number")));
   }
+  // A checkpoint from before positions counted samples: its batch index, checked the same way.
+  std::map<std::string, std::string> legacy = f.metadata;
+  legacy.erase("sample_in_epoch");
+  legacy["batch_in_epoch"] = "-3";
+  CHECK_THROWS_WITH(resume_from(f.tensors, legacy), Contains("'batch_in_epoch'") && Contains("outside"));
   // A parameter of another dtype (load_state_dict would convert it silently).
   CHECK_THROWS_WITH(resume_from(with_tensor("fc1.weight", f.tensors.at("fc1.weight").to(kF16)), f.metadata),
                     Contains("'fc1.weight' is stored as") && Contains("--precision"));
