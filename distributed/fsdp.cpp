@@ -76,10 +76,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
   start_from_rank0(*module_, group_, "FullyShardedDataParallel");
   layout_ = std::make_unique<ShardLayout>(params_, choose_units(), group_.rank(), group_.size());
   shard_parameters();
-  shard_ = make(shard_groups(*layout_, groups, [&](const ShardLayout::Part& part) {
-    part_views_.push_back(layout_->part_of(master_, part));
-    return part_views_.back();
-  }));
+  for (const ShardLayout::Part& part : layout_->parts()) part_views_.push_back(layout_->part_of(master_, part));
+  shard_ = make_shard_optimizer(*layout_, groups, make, part_views_);
   skip_together(*shard_, group_);
   install_hooks();
 }
@@ -580,6 +578,10 @@ std::vector<int64_t> FullyShardedDataParallel::unit_shard_elements() const {
   std::vector<int64_t> out;
   for (const ShardLayout::Unit& unit : layout_->units()) out.push_back(unit.shard);
   return out;
+}
+
+void FullyShardedDataParallel::keep_f32_state(const Tensor& param) {
+  dist::keep_f32_state(*layout_, *shard_, part_views_, params_, param, "FullyShardedDataParallel");
 }
 
 }  // namespace mt::dist

@@ -124,6 +124,10 @@ class FullyShardedDataParallel final : public nn::Module, private nn::ForwardSco
   // (ZeRO-2 gathers them again now; ZeRO-3 at the next forward).
   void step_done();
   void zero_grad();
+  // Optimizer::keep_f32_state for one of the parameters: every rank's parts
+  // of it keep f32 moments whatever the state dtype, as an unsharded
+  // optimizer's embeddings do. Before the first step.
+  void keep_f32_state(const Tensor& param);
 
   // For as long as it lives, every parameter of the module is whole, in its
   // own dtype, holding the shards' values; with `write_back` what it holds

@@ -21,11 +21,13 @@ bool low_precision(DType dtype) { return dtype == kF16 || dtype == kBF16; }
 // saved in: BF16 moments as they are; 8-bit moments as their f32 values (a
 // shard's blocks begin where its part of the parameter does, so the codes of
 // different ranks do not make one tensor's blocks: the unsharded optimizer
-// requantizes them on load).
-DType state_dtype(DType param, const optim::Optimizer& opt, const std::string& name) {
-  if (name != "master" && param != kF64 && opt.precision().state_dtype == optim::StateDtype::BF16) return kBF16;
+// requantizes them on load). A parameter kept in f32 state (`kept_f32`) is
+// saved as under StateDtype::F32.
+DType state_dtype(DType param, bool kept_f32, const optim::Optimizer& opt, const std::string& name) {
+  const optim::StateDtype stored = kept_f32 ? optim::StateDtype::F32 : opt.precision().state_dtype;
+  if (name != "master" && param != kF64 && stored == optim::StateDtype::BF16) return kBF16;
   if (name == "master" || param == kF32 || (opt.has_master_weights() && low_precision(param))) return kF32;
-  if (opt.precision().state_dtype == optim::StateDtype::Int8) return kF32;
+  if (stored == optim::StateDtype::Int8) return kF32;
   return param;
 }
 
@@ -47,6 +49,7 @@ ShardLayout::ShardLayout(const std::vector<Tensor>& params, std::vector<std::vec
     dtypes_.push_back(p.dtype());
   }
   offsets_.assign(params.size(), -1);
+  f32_state_.assign(params.size(), false);
   for (std::vector<size_t>& members : units) {
     Unit unit{std::move(members), flat_elements_, 0, shard_elements_};
     int64_t total = 0;
@@ -104,6 +107,35 @@ std::vector<optim::ParamGroup> shard_groups(const ShardLayout& layout, const std
            group_of.size(), layout.param_count());
   for (const ShardLayout::Part& part : layout.parts()) out[group_of[part.param]].params.push_back(view_of(part));
   return out;
+}
+
+std::unique_ptr<optim::Optimizer> make_shard_optimizer(const ShardLayout& layout,
+                                                       const std::vector<optim::ParamGroup>& groups,
+                                                       const ShardOptimizerFactory& make,
+                                                       const std::vector<Tensor>& part_views) {
+  const std::vector<ShardLayout::Part>& parts = layout.parts();
+  MT_CHECK(part_views.size() == parts.size(), "make_shard_optimizer: {} views for {} parts", part_views.size(),
+           parts.size());
+  size_t next = 0;
+  std::unique_ptr<optim::Optimizer> shard =
+      make(shard_groups(layout, groups, [&](const ShardLayout::Part&) { return part_views[next++]; }));
+  for (size_t k = 0; k < parts.size(); ++k) {
+    shard->set_state_numel(part_views[k], shape_numel(layout.shape(parts[k].param)));
+  }
+  return shard;
+}
+
+void keep_f32_state(ShardLayout& layout, optim::Optimizer& shard, const std::vector<Tensor>& part_views,
+                    const std::vector<Tensor>& params, const Tensor& param, const char* who) {
+  const auto it = std::find_if(params.begin(), params.end(), [&](const Tensor& p) { return p.is_same(param); });
+  MT_CHECK(it != params.end(), "{}::keep_f32_state: the parameter of shape {} is not one of its parameters", who,
+           param.shape_string());
+  const auto index = static_cast<size_t>(it - params.begin());
+  layout.f32_state_[index] = true;
+  const std::vector<ShardLayout::Part>& parts = layout.parts();
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (parts[k].param == index) shard.keep_f32_state(part_views[k]);
+  }
 }
 
 void skip_together(optim::Optimizer& shard, ProcessGroup& group) {
@@ -171,7 +203,7 @@ optim::StateDict consolidate_optimizer_state(const ShardLayout& layout, const op
     for (size_t i = 0; i < layout.param_count(); ++i) {
       if (step_values[i] == 0) continue;  // never stepped: no state, as an unsharded optimizer saves it
       if (n == 0 && !(shard.has_master_weights() && low_precision(layout.dtype(i)))) continue;
-      Tensor whole = empty(layout.shape(i), state_dtype(layout.dtype(i), shard, kStateNames[n]), device);
+      Tensor whole = empty(layout.shape(i), state_dtype(layout.dtype(i), layout.keeps_f32_state(i), shard, kStateNames[n]), device);
       kernels::copy(layout.flat_slice(scratch, i), whole);
       out[fmt::format("state.{}.{}", i, kStateNames[n])] = whole;
     }

@@ -25,6 +25,9 @@
 namespace mt::dist {
 
 class ShardLayout {
+  friend void keep_f32_state(ShardLayout&, optim::Optimizer&, const std::vector<Tensor>&, const std::vector<Tensor>&,
+                             const Tensor&, const char*);
+
  public:
   struct Unit {
     std::vector<size_t> params;  // indices into the parameters, in flat order
@@ -56,6 +59,9 @@ class ShardLayout {
   int64_t shard_elements() const { return shard_elements_; }  // sum over units of shard
   int rank() const { return rank_; }
   int ranks() const { return ranks_; }
+  // Parameters whose optimizer state stays f32 whatever the state dtype
+  // (keep_f32_state below): their consolidated state is f32 too.
+  bool keeps_f32_state(size_t param) const { return f32_state_[param]; }
 
   // Views: a parameter's elements of a global flat tensor (in its shape), a
   // unit's N x shard of it, a unit's shard of this rank's shards, a part's.
@@ -70,6 +76,7 @@ class ShardLayout {
   std::vector<int64_t> offsets_;
   std::vector<Unit> units_;
   std::vector<Part> parts_;
+  std::vector<bool> f32_state_;
   int64_t flat_elements_ = 0, shard_elements_ = 0;
   int rank_ = 0, ranks_ = 1;
 };
@@ -78,6 +85,23 @@ class ShardLayout {
 // parts' order) in its parameter's group, with that group's lr and decay.
 std::vector<optim::ParamGroup> shard_groups(const ShardLayout& layout, const std::vector<optim::ParamGroup>& groups,
                                             const std::function<Tensor(const ShardLayout::Part&)>& view_of);
+
+// The shard optimizer: `make` over shard_groups. Each part's state format
+// is the one its whole parameter would get from an unsharded optimizer: 8-bit
+// or not by the whole parameter's size (Optimizer::set_state_numel), so
+// checkpoints and the memory theory are the same at every world size.
+using ShardOptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<optim::ParamGroup>)>;
+std::unique_ptr<optim::Optimizer> make_shard_optimizer(const ShardLayout& layout,
+                                                       const std::vector<optim::ParamGroup>& groups,
+                                                       const ShardOptimizerFactory& make,
+                                                       const std::vector<Tensor>& part_views);
+
+// Optimizer::keep_f32_state for `param`, one of the layout's `params` (an
+// embedding: bitsandbytes' "stable embedding" lesson): each of this rank's
+// parts of it, and its consolidated state. Before the first step; `who`
+// names the caller in errors.
+void keep_f32_state(ShardLayout& layout, optim::Optimizer& shard, const std::vector<Tensor>& part_views,
+                    const std::vector<Tensor>& params, const Tensor& param, const char* who);
 
 // Each rank checks only its shard's gradients for inf/NaN: the shard
 // optimizer all-reduces found_inf with max before the step reads it

@@ -29,10 +29,10 @@ ShardedOptimizer::ShardedOptimizer(const std::vector<optim::ParamGroup>& groups,
   const MemoryCategoryScope gradients(MemoryCategory::Gradients);
   flat_ = empty({layout_->flat_elements()}, kF32, device);
   shard_buffer_ = empty({layout_->shard_elements()}, kF32, device);
-  shard_ = make(shard_groups(*layout_, groups, [&](const ShardLayout::Part& part) {
+  for (const ShardLayout::Part& part : layout_->parts()) {
     part_views_.push_back(params_[part.param].view({-1}).narrow(0, part.begin, part.length));
-    return part_views_.back();
-  }));
+  }
+  shard_ = make_shard_optimizer(*layout_, groups, make, part_views_);
   skip_together(*shard_, group_);
 }
 
@@ -95,6 +95,10 @@ optim::StateDict ShardedOptimizer::consolidated_state_dict() {
 
 void ShardedOptimizer::load_consolidated_state_dict(const optim::StateDict& state) {
   load_consolidated_optimizer_state(*layout_, *shard_, state, "ShardedOptimizer");
+}
+
+void ShardedOptimizer::keep_f32_state(const Tensor& param) {
+  dist::keep_f32_state(*layout_, *shard_, part_views_, params_, param, "ShardedOptimizer");
 }
 
 }  // namespace mt::dist

@@ -42,6 +42,10 @@ class ShardedOptimizer {
   // unscale_, as optim::clip_grad_norm_); returns the norm before clipping.
   Tensor clip_grad_norm_(double max_norm);
   void zero_grad();
+  // Optimizer::keep_f32_state for one of the parameters: every rank's parts
+  // of it keep f32 moments whatever the state dtype, as an unsharded
+  // optimizer's embeddings do. Before the first step.
+  void keep_f32_state(const Tensor& param);
 
   // The optimizer state as one unsharded optimizer over `groups` would save
   // it (so a checkpoint resumes with or without sharding), and its inverse.

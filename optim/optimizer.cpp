@@ -54,17 +54,30 @@ StateDtype parse_state_dtype(const std::string& text) {
   fail("unknown optimizer state dtype '{}': expected f32, bf16 or int8", text);
 }
 
-void Optimizer::keep_f32_state(const Tensor& param) {
+// Checks that `param` is one of this optimizer's and has no state yet: how
+// it is stored can still be chosen.
+void Optimizer::check_stateless_param(const Tensor& param, const char* what) const {
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       if (!groups_[g].params[i].is_same(param)) continue;
-      MT_CHECK(!state_[g][i].step.defined(), "{}::keep_f32_state: the parameter of shape {} already has state",
-               name(), param.shape_string());
-      f32_state_params_.push_back(param.impl());
+      MT_CHECK(!state_[g][i].step.defined(), "{}::{}: the parameter of shape {} already has state", name(), what,
+               param.shape_string());
       return;
     }
   }
-  fail("{}::keep_f32_state: the parameter of shape {} is not one of this optimizer's", name(), param.shape_string());
+  fail("{}::{}: the parameter of shape {} is not one of this optimizer's", name(), what, param.shape_string());
+}
+
+void Optimizer::keep_f32_state(const Tensor& param) {
+  check_stateless_param(param, "keep_f32_state");
+  f32_state_params_.push_back(param.impl());
+}
+
+void Optimizer::set_state_numel(const Tensor& param, int64_t numel) {
+  check_stateless_param(param, "set_state_numel");
+  MT_CHECK(numel >= param.numel(), "{}::set_state_numel: a part of {} elements cannot stand for {}", name(),
+           param.numel(), numel);
+  state_numel_[param.impl()] = numel;
 }
 
 kernels::StateFormat Optimizer::state_format_for(const Tensor& p) const {
@@ -77,7 +90,11 @@ kernels::StateFormat Optimizer::state_format_for(const Tensor& p) const {
     case StateDtype::F32: return StateFormat::Plain;
     case StateDtype::BF16: return StateFormat::Bf16Stochastic;
     case StateDtype::Int8:
-      return p.numel() >= precision_.min_quantized_numel ? StateFormat::Int8Blockwise : StateFormat::Plain;
+    {
+      const auto whole = state_numel_.find(p.impl());
+      const int64_t numel = whole != state_numel_.end() ? whole->second : p.numel();
+      return numel >= precision_.min_quantized_numel ? StateFormat::Int8Blockwise : StateFormat::Plain;
+    }
   }
   return StateFormat::Plain;
 }

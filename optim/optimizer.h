@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/optim/optim.h"
@@ -109,6 +110,12 @@ class Optimizer {
   // This parameter's moments stay f32 whatever state_dtype says (call before
   // its first step; bitsandbytes' GlobalOptimManager.override_config).
   void keep_f32_state(const Tensor& param);
+  // `param` is a part of a parameter of `numel` elements (a sharded
+  // optimizer's view of its shard): its 8-bit state is chosen as the whole
+  // parameter's would be, by min_quantized_numel, so a rank's small part of
+  // a large tensor is quantized and no part of a small one is. Call before
+  // its first step (dist::ShardedOptimizer and FullyShardedDataParallel do).
+  void set_state_numel(const Tensor& param, int64_t numel);
   const PrecisionOptions& precision() const { return precision_; }
 
   // Named tensors: per-parameter state ("state.<i>.<name>", i counting
@@ -137,6 +144,7 @@ class Optimizer {
 
  private:
   ParamState& state_for(size_t group, size_t index);
+  void check_stateless_param(const Tensor& param, const char* what) const;
   // What the fused kernel gets for one parameter (its state made on first use).
   kernels::ParamSlot slot_for(size_t group, size_t index);
   // How a parameter's moments are stored, and in which dtype.
@@ -159,6 +167,7 @@ class Optimizer {
   Tensor lr_factor_;
   std::unique_ptr<OffloadPipeline> offload_;  // created at the first offloaded update
   std::vector<const void*> f32_state_params_;  // keep_f32_state's, by TensorImpl
+  std::unordered_map<const void*, int64_t> state_numel_;  // set_state_numel's, by TensorImpl
   Tensor codes_;                                // codes_on's cache
   std::function<void(const Tensor&)> combine_found_inf_;
 };

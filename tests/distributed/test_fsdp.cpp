@@ -330,6 +330,22 @@ TEST_CASE("FSDP saves the model and AdamW's state as one process would and loads
   CHECK(max_relative_difference(sharded.whole(), resumed.whole()) <= 1e-6);
 }
 
+// Catches: FSDP's shards giving an embedding (here: the stem's weight, kept
+// as the trainer keeps embeddings) bf16 moments, and saving them so.
+TEST_CASE("FSDP keeps the moments of a kept parameter f32 under bf16 state", "[dist][fsdp][state]") {
+  const auto adamw = [](std::vector<optim::ParamGroup> groups) -> std::unique_ptr<optim::Optimizer> {
+    return std::make_unique<optim::AdamW>(std::move(groups), optim::AdamWOptions{.lr = 1e-2},
+                                          optim::PrecisionOptions{.state_dtype = optim::StateDtype::BF16});
+  };
+  Sharded sharded(Mode::Fp32, 9, {}, false, adamw);
+  sharded.fsdp->keep_f32_state(sharded.net->stem->weight);
+  train_mine(sharded, make_data(dist::world().size() * kPerRank), 1);
+  const optim::StateDict consolidated = sharded.fsdp->consolidated_state_dict();
+  CHECK(consolidated.at("state.0.exp_avg").dtype() == kF32);  // the stem's weight
+  CHECK(consolidated.at("state.0.exp_avg_sq").dtype() == kF32);
+  CHECK(consolidated.at("state.1.exp_avg").dtype() == kBF16);  // its bias
+}
+
 // A parameter read while its unit is not gathered is a clear error, not a crash.
 TEST_CASE("FSDP: a sharded parameter read outside its unit's forward is an error", "[dist][fsdp]") {
   Sharded sharded(Mode::Fp32, 1, {});

@@ -152,3 +152,63 @@ TEST_CASE("ZeRO-1 keeps 1/W of AdamW's state per rank and saves it as one optimi
   const optim::StateDict again = restored.zero->consolidated_state_dict();
   for (const auto& [key, value] : consolidated) CHECK(again.at(key).to_vector() == value.to_vector());
 }
+
+// Catches: a rank's part judged by its own size instead of its parameter's
+// (at 2 ranks 5 elements of a 5120-element weight, at 3 ranks 3407 of them,
+// got f32 moments where one process quantizes them: checkpoints and the
+// memory theory then depended on the world size), and embeddings given
+// 8-bit or bf16 moments once sharded (bitsandbytes keeps them f32).
+TEST_CASE("ZeRO-1's parts keep the state format of their whole parameter", "[dist][zero][state]") {
+  for (const optim::StateDtype dtype : {optim::StateDtype::Int8, optim::StateDtype::BF16}) {
+    INFO(optim::state_dtype_name(dtype));
+    Tensor small = ones({10}).requires_grad_(), big = ones({64, 80}).requires_grad_(),
+           embedding = ones({80, 64}).requires_grad_();
+    const std::vector<Tensor> params{small, big, embedding};
+    const auto adamw = [dtype](std::vector<optim::ParamGroup> groups) -> std::unique_ptr<optim::Optimizer> {
+      return std::make_unique<optim::AdamW>(std::move(groups), optim::AdamWOptions{},
+                                            optim::PrecisionOptions{.state_dtype = dtype});
+    };
+    dist::ShardedOptimizer zero({{params, 1e-2, 0.0}}, adamw);
+    zero.keep_f32_state(embedding);
+    CHECK_THROWS_WITH(zero.keep_f32_state(ones({3})), Catch::Contains("not one of its parameters"));
+    for (const Tensor& p : params) p.set_grad(full(p.sizes(), 0.5));
+    zero.reduce_gradients();
+    zero.shard().step();
+    zero.gather_parameters();
+
+    // This rank's parts, each stored as one process stores its whole parameter.
+    const auto owner = [&](const Tensor& part) {
+      for (size_t i = 0; i < params.size(); ++i) {
+        const auto* begin = static_cast<const char*>(params[i].data_ptr());
+        const auto* at = static_cast<const char*>(part.data_ptr());
+        if (at >= begin && at < begin + params[i].nbytes()) return i;
+      }
+      FAIL("a part of no parameter");
+      return params.size();
+    };
+    const std::vector<Tensor> parts = zero.shard().parameters();
+    const optim::StateDict mine = zero.shard().state_dict();
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const size_t i = owner(parts[k]);
+      INFO("part " << k << " of parameter " << i << ", " << parts[k].numel() << " elements");
+      const DType quantized = dtype == optim::StateDtype::Int8 ? kU8 : kBF16;
+      const DType expected = i == 2 ? kF32 : i == 1 ? quantized : dtype == optim::StateDtype::Int8 ? kF32 : kBF16;
+      CHECK(mine.at(fmt::format("state.{}.exp_avg", k)).dtype() == expected);
+    }
+    // Consolidated: the embedding's moments f32 as one process saves them;
+    // the others bf16, or 8-bit codes as their f32 values.
+    optim::AdamW one({ones({10}).requires_grad_(), ones({64, 80}).requires_grad_(), ones({80, 64}).requires_grad_()},
+                     {}, {.state_dtype = dtype});
+    one.keep_f32_state(one.parameters()[2]);
+    for (const Tensor& p : one.parameters()) p.set_grad(full(p.sizes(), 0.5));
+    one.step();
+    const optim::StateDict whole = one.state_dict(), consolidated = zero.consolidated_state_dict();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::string key = fmt::format("state.{}.exp_avg", i);
+      INFO(key);
+      const DType saved = whole.at(key).dtype();
+      CHECK(consolidated.at(key).dtype() == (saved == kU8 ? kF32 : saved));
+    }
+    CHECK(consolidated.at("state.2.exp_avg").dtype() == kF32);
+  }
+}

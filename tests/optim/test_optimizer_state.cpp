@@ -319,6 +319,20 @@ TEST_CASE("8-bit state leaves small tensors and kept parameters in f32", "[optim
   CHECK(state.count("state.2.exp_avg.absmax") == 0);
   CHECK(state.at("format.state_block").item<double>() == 2048);
   CHECK_THROWS_WITH(opt.keep_f32_state(big), Catch::Contains("already has state"));
+
+  // A shard's part stands for its whole parameter (set_state_numel): 8-bit
+  // when the whole is large, however small the part.
+  Tensor part = ones({5}).requires_grad_(), part_of_small = ones({5}).requires_grad_();
+  optim::AdamW sharded({part, part_of_small}, {}, {.state_dtype = optim::StateDtype::Int8});
+  sharded.set_state_numel(part, 5120);
+  sharded.set_state_numel(part_of_small, 10);
+  CHECK_THROWS_WITH(sharded.set_state_numel(part, 3), Catch::Contains("cannot stand for 3"));
+  CHECK_THROWS_WITH(sharded.set_state_numel(ones({5}), 5120), Catch::Contains("not one of this optimizer's"));
+  for (const Tensor& p : {part, part_of_small}) p.set_grad(full(p.sizes(), 0.5));
+  sharded.step();
+  CHECK(sharded.state_dict().at("state.0.exp_avg").dtype() == kU8);
+  CHECK(sharded.state_dict().at("state.1.exp_avg").dtype() == kF32);
+  CHECK_THROWS_WITH(sharded.set_state_numel(part, 5120), Catch::Contains("already has state"));
 }
 
 // Catches: a checkpoint's state format trusted to match the optimizer's (an

@@ -89,10 +89,10 @@ MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, cons
   MemoryTheory t;
   t.parameters = 4 * layout.shard_elements() + buffer_bytes(model);
   t.gradients = 4 * layout.shard_elements();
-  for (const dist::ShardLayout::Part& part : layout.parts()) {
-    t.optimizer_state += static_cast<int64_t>(state.tensors * state_tensor_bytes(state, part.length, false,
-                                                                                 static_cast<double>(part.length), 4)) +
-                         4;
+  for (const dist::ShardLayout::Part& part : layout.parts()) {  // each part stored as its whole parameter's state
+    const double bytes = state_tensor_bytes(state, shape_numel(layout.shape(part.param)),
+                                            layout.keeps_f32_state(part.param), static_cast<double>(part.length), 4);
+    t.optimizer_state += static_cast<int64_t>(state.tensors * bytes) + 4;
   }
   // The units' whole sizes; the root is the last.
   std::vector<int64_t> whole;

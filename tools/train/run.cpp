@@ -83,12 +83,11 @@ OptimizerStateTheory optimizer_state_theory(const TrainingRun& r) {
   const OptimOptions& o = r.c.optim;
   const int tensors = o.optimizer == OptimizerKind::AdamW ? 2 : o.momentum > 0 ? 1 : 0;
   const optim::PrecisionOptions defaults;
-  // ZeRO's and FSDP's shards hold views, so no parameter keeps f32 state there (build_optimizer).
   return {.tensors = tensors,
           .dtype = o.state,
           .block = o.state_block,
           .min_quantized_numel = defaults.min_quantized_numel,
-          .kept_f32 = r.zero || r.fsdp ? std::vector<Tensor>{} : embedding_weights(*r.model)};
+          .kept_f32 = embedding_weights(*r.model)};
 }
 
 std::string shard_layout_name(const dist::FullyShardedDataParallel& fsdp) {
@@ -315,10 +314,14 @@ void build_optimizer(TrainingRun& r) {
   const auto make = [&](std::vector<optim::ParamGroup> groups) {
     return make_optimizer(o, std::move(groups), precision);
   };
+  // Embeddings keep f32 moments (bitsandbytes' "stable embedding" lesson:
+  // their rows see rare, spiky gradients that low-precision moments handle
+  // worst), sharded or not.
   const ParallelOptions& p = c.parallel;
   if (p.shard_optimizer) {
     r.zero = std::make_unique<dist::ShardedOptimizer>(param_groups(*r.model, o.lr, o.weight_decay), make);
     r.opt = &r.zero->shard();
+    for (const Tensor& weight : embedding_weights(*r.model)) r.zero->keep_f32_state(weight);
   } else if (p.shard != ShardLevel::None) {
     r.fsdp = std::make_unique<dist::FullyShardedDataParallel>(
         r.model, param_groups(*r.model, o.lr, o.weight_decay), make,
@@ -327,11 +330,10 @@ void build_optimizer(TrainingRun& r) {
                           .param_dtype = p.param_dtype,
                           .reduce_dtype = p.reduce_dtype});
     r.opt = &r.fsdp->shard();
+    for (const Tensor& weight : embedding_weights(*r.model)) r.fsdp->keep_f32_state(weight);
   } else {
     r.owned_opt = make_optimizer(o, param_groups(*r.model, o.lr, o.weight_decay), precision);
     r.opt = r.owned_opt.get();
-    // bitsandbytes' "stable embedding" lesson: an embedding's rows see rare,
-    // spiky gradients that low-precision moments handle worst.
     for (const Tensor& weight : embedding_weights(*r.model)) r.opt->keep_f32_state(weight);
   }
   r.scheduler = make_scheduler(o, *r.opt, total_steps);
