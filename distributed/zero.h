@@ -54,6 +54,7 @@ class ShardedOptimizer {
   void load_consolidated_state_dict(const optim::StateDict& state);
 
   int64_t shard_elements() const { return layout_->shard_elements(); }
+  const ShardLayout& layout() const { return *layout_; }
 
  private:
   ProcessGroup& group_;

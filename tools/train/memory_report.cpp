@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 namespace mt::tools {
@@ -38,6 +39,21 @@ double state_tensor_bytes(const OptimizerStateTheory& state, const Tensor& p, do
   return state_tensor_bytes(state, p.numel(), kept, n, plain_size);
 }
 
+// The state over this rank's parts of `layout`, each part stored as its
+// whole parameter's state would be (dist::make_shard_optimizer), with a
+// step each; `plain_size(param)`: bytes per value of its plain state.
+int64_t shard_state_bytes(const dist::ShardLayout& layout, const OptimizerStateTheory& state,
+                          const std::function<int64_t(size_t)>& plain_size) {
+  int64_t bytes = 0;
+  for (const dist::ShardLayout::Part& part : layout.parts()) {
+    const double one = state_tensor_bytes(state, shape_numel(layout.shape(part.param)),
+                                          layout.keeps_f32_state(part.param) || layout.dtype(part.param) == kF64,
+                                          static_cast<double>(part.length), plain_size(part.param));
+    bytes += static_cast<int64_t>(state.tensors * one) + 4;
+  }
+  return bytes;
+}
+
 int64_t buffer_bytes(const nn::Module& model) {
   int64_t bytes = 0;
   for (const auto& [name, b] : model.named_buffers())
@@ -52,6 +68,7 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, const O
   MemoryTheory t;
   const bool sharded = layout.shard_optimizer;
   const double share = sharded ? 1.0 / layout.world : 1.0;  // of the state this rank keeps
+  const dist::ShardLayout* parts = sharded ? layout.shards : nullptr;  // counted exactly below
   int64_t elements = 0;
   bool device_codes = false;  // 8-bit state off the CPU keeps its 2 KiB code table there
   for (const auto& [name, p] : model.named_parameters()) {
@@ -61,13 +78,24 @@ MemoryTheory memory_theory(const nn::Module& model, bool master_weights, const O
     const bool has_master = master_weights && is_low_precision(p.dtype());
     t.parameters += n * s;
     if (!(layout.ddp && p.dtype() == kF32)) t.gradients += n * s;  // else the bucket holds it
-    if (has_master) t.master_weights += static_cast<int64_t>(4.0 * n * share);
     const int64_t plain_size = p.dtype() == kF32 || has_master ? 4 : s;
     const double one_tensor = state_tensor_bytes(state, p, static_cast<double>(n) * share, plain_size);
-    t.optimizer_state += static_cast<int64_t>(state.tensors * one_tensor) + 4;
+    if (parts == nullptr) {
+      if (has_master) t.master_weights += static_cast<int64_t>(4.0 * n * share);
+      t.optimizer_state += static_cast<int64_t>(state.tensors * one_tensor) + 4;
+    }
     device_codes = device_codes || (state.dtype == optim::StateDtype::Int8 && !p.device().is_cpu() &&
                                     one_tensor < static_cast<double>(n) * share * static_cast<double>(plain_size));
     if (sharded && p.dtype() != kF32) t.gradients += static_cast<int64_t>(n * s * share);  // the shard's copies
+  }
+  if (parts != nullptr) {
+    const auto has_master = [&](size_t i) { return master_weights && is_low_precision(parts->dtype(i)); };
+    for (const dist::ShardLayout::Part& part : parts->parts()) {
+      if (has_master(part.param)) t.master_weights += 4 * part.length;
+    }
+    t.optimizer_state += shard_state_bytes(*parts, state, [&](size_t i) {
+      return parts->dtype(i) == kF32 || has_master(i) ? int64_t{4} : static_cast<int64_t>(element_size(parts->dtype(i)));
+    });
   }
   if (device_codes && state.tensors > 0) t.optimizer_state += 2 * kernels::kCodeEntries * 4;
   if (layout.ddp || sharded) {
@@ -89,11 +117,7 @@ MemoryTheory fsdp_memory_theory(const dist::FullyShardedDataParallel& fsdp, cons
   MemoryTheory t;
   t.parameters = 4 * layout.shard_elements() + buffer_bytes(model);
   t.gradients = 4 * layout.shard_elements();
-  for (const dist::ShardLayout::Part& part : layout.parts()) {  // each part stored as its whole parameter's state
-    const double bytes = state_tensor_bytes(state, shape_numel(layout.shape(part.param)),
-                                            layout.keeps_f32_state(part.param), static_cast<double>(part.length), 4);
-    t.optimizer_state += static_cast<int64_t>(state.tensors * bytes) + 4;
-  }
+  t.optimizer_state = shard_state_bytes(layout, state, [](size_t) { return int64_t{4}; });  // of the f32 shards
   // The units' whole sizes; the root is the last.
   std::vector<int64_t> whole;
   for (const dist::ShardLayout::Unit& unit : layout.units()) whole.push_back(unit.shard * ranks);

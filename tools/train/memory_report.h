@@ -46,12 +46,14 @@ std::array<MemoryCategory, kMemoryCategories> all_memory_categories();
 //    gradients are views of them (gradient_as_bucket_view, as mixtape train
 //    has it);
 //  * shard_optimizer: ZeRO-1's f32 flat buffer and shard add to the
-//    gradients, and each rank keeps 1/world of the master weights and state.
+//    gradients, and each rank keeps its parts' master weights and state
+//    (`shards`: this rank's layout; without it, 1/world of each parameter).
 // (Fully sharded data parallel has a theory of its own: fsdp_memory_theory.)
 struct DataParallelLayout {
   int world = 1;
   bool ddp = false;
   bool shard_optimizer = false;
+  const dist::ShardLayout* shards = nullptr;
 };
 
 // What the optimizer keeps per parameter (optim::PrecisionOptions' state options).

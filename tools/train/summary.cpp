@@ -25,7 +25,10 @@ void fill_summary(TrainingRun& r) {
       r.fsdp
           ? fsdp_memory_theory(*r.fsdp, optimizer_state_theory(r), r.c.optim.grad_accum > 1)
           : memory_theory(*r.model, r.c.precision.master_weights, optimizer_state_theory(r),
-                          {.world = r.world, .ddp = r.ddp != nullptr, .shard_optimizer = r.c.parallel.shard_optimizer});
+                          {.world = r.world,
+                           .ddp = r.ddp != nullptr,
+                           .shard_optimizer = r.c.parallel.shard_optimizer,
+                           .shards = r.zero ? &r.zero->layout() : nullptr});
   if (r.fp8) {
     const amp::Fp8MemoryTheory fp8 = r.fp8->memory_theory();
     summary.memory_theory.fp8_activations = r.c.memory.checkpoint_activations ? -1 : fp8.activations;
