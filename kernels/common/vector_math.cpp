@@ -23,6 +23,19 @@ void apply8(Vector8 f, const float* in, float* out, int64_t n) {
   _mm256_storeu_ps(tail, f(_mm256_loadu_ps(tail)));
   for (int64_t j = i; j < n; ++j) out[j] = tail[j - i];
 }
+
+// Numerical Recipes' erfcc, eight values at a time: erfc(|x|) =
+// t exp(-x^2 + P(t)), t = 1 / (1 + |x| / 2); erfc(x) = 2 - erfc(|x|) below 0.
+__m256 erfc8_16bit(__m256 x) {
+  const __m256 z = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_set1_ps(0.5f), z, _mm256_set1_ps(1.0f)));
+  static constexpr float kP[] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
+                                 -0.18628806f, 0.09678418f,  0.37409196f, 1.00002368f,  -1.26551223f};
+  __m256 p = _mm256_set1_ps(kP[0]);
+  for (int i = 1; i < 10; ++i) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kP[i]));
+  const __m256 r = _mm256_mul_ps(t, Sleef_expf8_u10(_mm256_fnmadd_ps(z, z, p)));
+  return _mm256_blendv_ps(r, _mm256_sub_ps(_mm256_set1_ps(2.0f), r), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+}
 #endif
 
 }  // namespace
@@ -40,6 +53,14 @@ void erfc_n(const float* in, float* out, int64_t n) {
   apply8(Sleef_erfcf8_u15, in, out, n);
 #else
   for (int64_t i = 0; i < n; ++i) out[i] = std::erfc(in[i]);
+#endif
+}
+
+void erfc_16bit_n(const float* in, float* out, int64_t n) {
+#if MT_WITH_SLEEF
+  apply8(erfc8_16bit, in, out, n);
+#else
+  erfc_n(in, out, n);
 #endif
 }
 

@@ -69,7 +69,7 @@ void bf16_blocks(const std::array<const Tensor*, N>& ins, const Tensor& out, Bod
 
 bool unary_bf16(UnaryOp op, const Tensor& in, const Tensor& out, float a, float b) {
   if (!is_contiguous_bf16(out) || !is_contiguous_bf16(in) || !bf16_operand(in, out)) return false;
-  if (const GeluForward gelu = vector_gelu_forward(op)) {
+  if (const GeluForward gelu = vector_gelu_forward(op, /*to_16bit=*/true)) {
     bf16_blocks<1>({&in}, out, [gelu](const auto& x, float* y, int64_t m) { gelu(x[0], y, m); });
     return true;
   }
@@ -88,7 +88,7 @@ bool unary_backward_bf16(UnaryOp op, const Tensor& g, const Tensor& x, const Ten
     if (!is_contiguous_bf16(*t) || !bf16_operand(*t, dx)) return false;
   }
   if (!is_contiguous_bf16(dx)) return false;
-  if (const GeluBackward gelu = vector_gelu_backward(op)) {
+  if (const GeluBackward gelu = vector_gelu_backward(op, /*to_16bit=*/true)) {
     bf16_blocks<2>({&g, &x}, dx, [gelu](const auto& in, float* out, int64_t m) { gelu(in[1], in[0], out, m); });
     return true;
   }
@@ -119,7 +119,8 @@ void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   T* py = y.data();
   if constexpr (std::is_same_v<T, float>) {
-    if (const GeluForward gelu = vector_gelu_forward(op)) {  // erfc or exp eight at a time
+    // erfc or exp eight at a time (for a 16-bit output, the erfc its block path takes too)
+    if (const GeluForward gelu = vector_gelu_forward(op, out.dtype() == kBF16 || out.dtype() == kF16)) {
       parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) { gelu(x.data() + begin, py + begin, end - begin); });
       y.commit();
       return;
@@ -145,7 +146,7 @@ void unary_backward_typed(UnaryOp op, const Tensor& grad_out, const Tensor& in, 
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   T* pdx = dx.data();
   if constexpr (std::is_same_v<T, float>) {
-    if (const GeluBackward gelu = vector_gelu_backward(op)) {  // erfc and exp eight at a time
+    if (const GeluBackward gelu = vector_gelu_backward(op, grad_in.dtype() == kBF16 || grad_in.dtype() == kF16)) {
       parallel_for(grad_in.numel(), 1, [&](int64_t begin, int64_t end) {
         gelu(x.data() + begin, g.data() + begin, pdx + begin, end - begin);
       });

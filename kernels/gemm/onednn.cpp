@@ -134,8 +134,10 @@ bool onednn_bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
   if (epilogue.pre_activation.defined()) pre.emplace(epilogue.pre_activation);
   float* c = product->data();
   float* p = pre ? pre->data() : nullptr;
+  const bool to_16bit = out.dtype() != kF32;
   parallel_for(batch * m, n, [&](int64_t begin, int64_t end) {
-    apply_epilogue(c, p, n, begin, end - begin, 0, n, static_cast<const float*>(nullptr), epilogue.activation);
+    apply_epilogue(c, p, n, begin, end - begin, 0, n, static_cast<const float*>(nullptr), epilogue.activation,
+                   to_16bit);
   });
   product->commit();
   if (pre) pre->commit();

@@ -113,3 +113,73 @@ TEST_CASE("vectorised GELU (erf and tanh forms) and its backward match the f64 f
     }
   }
 }
+
+// Catches: the 16-bit erfc's fit with a wrong coefficient or sign (errors of
+// 1e-3 and more), its reflection for negative x lost, its NaN/inf handling,
+// a partial last vector, and a bf16 GELU that rounds differently from the
+// exact one anywhere but at a rounding boundary.
+TEST_CASE("erfc for 16-bit results is within 5e-6 of f64, and bf16 GELU rounds as the exact one does",
+          "[kernels][cpu][vector_math]") {
+  INFO("SLEEF built: " << kernels::cpu::sleef_built());
+  const std::vector<float> x = spread(20001, -12.0f, 12.0f);
+  std::vector<float> c(x.size());
+  kernels::cpu::erfc_16bit_n(x.data(), c.data(), static_cast<int64_t>(x.size()));
+  double worst = 0, worst_tiny = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = std::erfc(static_cast<double>(x[i]));
+    if (want >= 1e-30) {
+      worst = std::max(worst, std::abs(c[i] - want) / want);
+    } else {
+      worst_tiny = std::max(worst_tiny, std::abs(c[i] - want));
+    }
+  }
+  WARN("erfc_16bit_n: largest relative error " << worst << " where erfc >= 1e-30");
+  CHECK(worst <= 5e-6);  // seen: 3.9e-6, from rounding -x^2 to f32 near x = 8
+  CHECK(worst_tiny <= 5e-36);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> edges = {nan, inf, -inf, 0.0f, -0.0f, 100.0f, -100.0f};
+  const std::vector<double> expected = {NAN, 0.0, 2.0, 1.0, 1.0, 0.0, 2.0};
+  for (size_t i = 0; i < edges.size(); ++i) {
+    float got = -1;
+    kernels::cpu::erfc_16bit_n(&edges[i], &got, 1);
+    INFO("x = " << edges[i]);
+    if (std::isnan(expected[i])) {
+      CHECK(std::isnan(got));
+    } else {
+      CHECK(got == static_cast<float>(expected[i]));
+    }
+  }
+  for (int64_t n = 0; n <= 20; ++n) {
+    std::vector<float> v = spread(n, -3.0f, 3.0f), before = v;
+    v.push_back(12345.0f);
+    kernels::cpu::erfc_16bit_n(v.data(), v.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = std::erfc(static_cast<double>(before[static_cast<size_t>(i)]));
+      CHECK(std::abs(v[static_cast<size_t>(i)] - want) <= 5e-6 * want);
+    }
+    CHECK(v.back() == 12345.0f);
+  }
+
+  // GELU forward and backward rounded to bf16: the exact results' rounding,
+  // or one bf16 unit away where the exact value lies within 5e-6 of a tie.
+  const int64_t n = 50000;
+  const std::vector<float> xs = spread(n, -8.0f, 8.0f);
+  std::vector<float> g(static_cast<size_t>(n), 1.0f), y(static_cast<size_t>(n)), dx(static_cast<size_t>(n));
+  kernels::cpu::gelu_erf_16bit_n(xs.data(), y.data(), n);
+  kernels::cpu::gelu_erf_backward_16bit_n(xs.data(), g.data(), dx.data(), n);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double xi = xs[static_cast<size_t>(i)];
+    const double cdf = 0.5 * std::erfc(-xi / std::sqrt(2.0)), pdf = std::exp(-0.5 * xi * xi) / std::sqrt(2.0 * M_PI);
+    for (const auto& [got, want] : {std::pair<float, double>{y[static_cast<size_t>(i)], xi * cdf},
+                                    std::pair<float, double>{dx[static_cast<size_t>(i)], cdf + xi * pdf}}) {
+      const float rounded = static_cast<float>(BFloat16(got)), exact = static_cast<float>(BFloat16(static_cast<float>(want)));
+      if (rounded == exact) continue;
+      ++differ;
+      INFO("x = " << xi << ": got " << rounded << ", exact rounds to " << exact);
+      CHECK(std::abs(static_cast<double>(rounded) - static_cast<double>(exact)) <= std::abs(exact) / 128 + 1e-38);
+    }
+  }
+  WARN("bf16 GELU: " << differ << " of " << 2 * n << " results round differently from the exact ones");
+  CHECK(differ <= 2 * n / 1000);
+}
