@@ -31,9 +31,8 @@ void refuse_grad(const Tensor& x, const char* op) {
            op);
 }
 
-}  // namespace
-
-void check(const Int8Tensor& q, const std::string& what) {
+// check() without reading the values: dtypes, counts and devices.
+void check_layout(const Int8Tensor& q, const std::string& what) {
   MT_CHECK(q.data.defined() && (q.data.dtype() == kI8 || q.data.dtype() == kU8),
            "{}: INT8 data must be i8 or u8, got {}", what, q.data.defined() ? q.data.dtype() : kF32);
   MT_CHECK(q.axis >= -1 && q.axis < std::max<int64_t>(q.data.dim(), 1), "{}: channel axis {} of a {}-d tensor", what,
@@ -48,6 +47,12 @@ void check(const Int8Tensor& q, const std::string& what) {
       q.zero_points.defined() ? fmt::format("{} {}", q.zero_points.dtype(), q.zero_points.shape_string()) : "none");
   MT_CHECK(q.scales.device() == q.data.device() && q.zero_points.device() == q.data.device(),
            "{}: scales and zero points must be on the data's device {}", what, q.data.device());
+}
+
+}  // namespace
+
+void check(const Int8Tensor& q, const std::string& what) {
+  check_layout(q, what);
   // One host read: a checkpoint's scales are validated once, when loaded.
   const std::vector<double> scales = q.scales.to_vector();
   for (size_t c = 0; c < scales.size(); ++c) {
@@ -62,7 +67,12 @@ void check(const Int8Tensor& q, const std::string& what) {
   }
 }
 
-Int8Tensor quantize(const Tensor& x, const Tensor& scales, const Tensor& zero_points, int64_t axis, DType dtype) {
+namespace {
+
+// quantize(), with the scales' and zero points' values checked (a host read
+// of each) unless the caller has checked them already.
+Int8Tensor quantize_values(const Tensor& x, const Tensor& scales, const Tensor& zero_points, int64_t axis, DType dtype,
+                           bool values_checked) {
   refuse_grad(x, "int8::quantize");
   MT_CHECK(dtype == kI8 || dtype == kU8, "int8::quantize: quantizes into i8 or u8, got {}", dtype);
   MT_CHECK(is_compute_float(x.dtype()), "int8::quantize: quantizes floating data, got {}", x.dtype());
@@ -75,9 +85,19 @@ Int8Tensor quantize(const Tensor& x, const Tensor& scales, const Tensor& zero_po
                .scales = per_channel(scales),
                .zero_points = per_channel(zero_points),
                .axis = axis};
-  check(q, "int8::quantize");
+  if (values_checked) {
+    check_layout(q, "int8::quantize");
+  } else {
+    check(q, "int8::quantize");
+  }
   kernels::int8_quantize(x.contiguous(), q.scales, q.zero_points, axis_of(x, axis), q.data);
   return q;
+}
+
+}  // namespace
+
+Int8Tensor quantize(const Tensor& x, const Tensor& scales, const Tensor& zero_points, int64_t axis, DType dtype) {
+  return quantize_values(x, scales, zero_points, axis, dtype, /*values_checked=*/false);
 }
 
 Int8Tensor quantize_per_tensor(const Tensor& x, double scale, int32_t zero_point, DType dtype) {
@@ -112,13 +132,19 @@ namespace {
 
 // x [m, k] as u8: per tensor, or per input channel (axis 1) under SmoothQuant.
 Int8Tensor quantize_input(const Tensor& x, const InputQuantization& input) {
-  if (!input.smooth.defined()) return quantize(x, input.scale, input.zero_point, -1, kU8);
+  const bool checked = input.zero_point_value.has_value();  // the caller checked the values
+  if (!input.smooth.defined()) return quantize_values(x, input.scale, input.zero_point, -1, kU8, checked);
   const int64_t k = x.size(1);
   MT_CHECK(input.smooth.numel() == k, "int8::linear: {} smoothing factors for {} input channels", input.smooth.numel(),
            k);
   const Tensor scales = input.scale.to(kF32).reshape({1}) * input.smooth.to(kF32).reshape({k});
   const Tensor zero_points = input.zero_point.reshape({1}).expand({k});
-  return quantize(x, scales, zero_points, 1, kU8);
+  return quantize_values(x, scales, zero_points, 1, kU8, checked);
+}
+
+// The u8 zero point by value: the caller's, else read from the device.
+int32_t zero_point_of(const InputQuantization& input) {
+  return input.zero_point_value ? *input.zero_point_value : static_cast<int32_t>(input.zero_point.item<double>());
 }
 
 }  // namespace
@@ -146,8 +172,7 @@ Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization
                                .n = n,
                                .k = k,
                                .a = static_cast<const uint8_t*>(a.data.data_ptr()),
-                               // A host read (a sync on a GPU): the GEMM takes the zero point by value.
-                               .a_zero_point = static_cast<int32_t>(input.zero_point.item<double>()),
+                               .a_zero_point = zero_point_of(input),
                                .b = static_cast<const int8_t*>(w.data_ptr()),
                                .scales = static_cast<const float*>(scales.data_ptr()),
                                .bias = bias32.defined() ? static_cast<const float*>(bias32.data_ptr()) : nullptr,
@@ -175,7 +200,7 @@ Tensor conv2d(const Tensor& x, const Int8Tensor& weight, const InputQuantization
   const Tensor w = weight.data.contiguous();
   kernels::int8_conv2d({.shape = g,
                         .x = static_cast<const uint8_t*>(a.data.data_ptr()),
-                        .x_zero_point = static_cast<int32_t>(input.zero_point.item<double>()),
+                        .x_zero_point = zero_point_of(input),
                         .weight = static_cast<const int8_t*>(w.data_ptr()),
                         .scales = static_cast<const float*>(scales.data_ptr()),
                         .bias = bias32.defined() ? static_cast<const float*>(bias32.data_ptr()) : nullptr},

@@ -12,6 +12,8 @@
 // requires grad is refused rather than silently cutting its graph.
 #pragma once
 
+#include <optional>
+
 #include <cstdint>
 
 #include "autograd/ops.h"
@@ -54,6 +56,12 @@ void check(const Int8Tensor& q, const std::string& what);
 struct InputQuantization {
   Tensor scale, zero_point;
   Tensor smooth;  // or undefined
+  // zero_point's value, where the caller knows it and has checked scale,
+  // zero point and smoothing factors (nn's INT8 layers, in check_int8):
+  // linear and conv2d then read nothing back from the device. Without it
+  // they check the values and read the zero point (the GEMM takes it by
+  // value): host reads, a sync each on a GPU.
+  std::optional<int32_t> zero_point_value = std::nullopt;
 };
 
 // y = act(x W^T + b) with W8A8: x is quantized to u8 as `input` says, W is
@@ -65,8 +73,8 @@ struct InputQuantization {
 // (oneDNN's VNNI/AMX INT8 matmul, else an exact s32 loop); on sim and CUDA
 // the INT8 Tensor Core rung (kernels/gemm/ladder/v9_int8_mma.cu), which a
 // GPU runs only after its known-answer check passed there
-// (kernels/gemm/int8.h). Reads the input's zero point on the host: a sync
-// per call on a GPU.
+// (kernels/gemm/int8.h). Without input.zero_point_value it reads the
+// input's scale and zero point on the host: syncs on a GPU.
 Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization& input, const Tensor& bias = Tensor(),
               LinearActivation activation = LinearActivation::None);
 

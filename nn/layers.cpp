@@ -88,7 +88,12 @@ int8::Int8Tensor QuantizableLayer::int8_weight() const {
 }
 
 int8::InputQuantization QuantizableLayer::int8_input() const {
-  return {.scale = input_scale, .zero_point = input_zero_point, .smooth = input_smooth};
+  int8::InputQuantization input{.scale = input_scale, .zero_point = input_zero_point, .smooth = input_smooth};
+  const std::shared_ptr<Storage> checked = checked_zero_point_storage_.lock();
+  if (checked != nullptr && checked == input_zero_point.storage() && checked->version() == checked_zero_point_version_) {
+    input.zero_point_value = checked_zero_point_;
+  }
+  return input;
 }
 
 void QuantizableLayer::check_int8() const {
@@ -108,6 +113,9 @@ void QuantizableLayer::check_int8() const {
     MT_CHECK(weight.dim() == 2 && input_smooth.numel() == weight.size(1),
              "{} (INT8): {} smoothing factors for a weight {}", name(), input_smooth.numel(), weight.shape_string());
   }
+  checked_zero_point_ = static_cast<int32_t>(input_zero_point.item<double>());  // in range: checked above
+  checked_zero_point_storage_ = input_zero_point.storage();
+  checked_zero_point_version_ = input_zero_point.storage()->version();
 }
 
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)

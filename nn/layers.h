@@ -61,6 +61,12 @@ class QuantizableLayer : public Module {
 
  private:
   InputHook input_hook_;
+  // input_zero_point's value as check_int8() read it, and its storage and
+  // version then: int8_input() hands it to the INT8 kernels while the
+  // buffer is unchanged, so a forward reads nothing back from a device.
+  mutable int32_t checked_zero_point_ = 0;
+  mutable std::weak_ptr<Storage> checked_zero_point_storage_;
+  mutable uint64_t checked_zero_point_version_ = 0;
 };
 
 class Linear : public QuantizableLayer {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "amp/int8_quantize.h"
+#include "core/host_sync.h"
 #include "kernels/sim_tensor_util.h"
 #include "mixtape.h"
 
@@ -155,4 +156,40 @@ TEST_CASE("an int8 state dict loads back only into int8 slots, with sane scales"
     CHECK_THROWS_WITH(amp::int8::check_int8_layers(*victim), Contains(key.substr(0, 3)));
   }
   CHECK_THROWS_WITH(amp::int8::prepare_int8_layers(*fresh, {"fc9"}), Contains("'fc9' is not a Linear or Conv2d layer"));
+}
+
+// Catches: an INT8 layer reading its input's scale and zero point back from
+// the device at every forward (host syncs per layer per call on a GPU), and
+// a kept zero point that outlives a change of the buffer (one written after
+// the check must be used, not the stale value).
+TEST_CASE("an int8 model's forward on the CUDA path reads nothing back from the device", "[amp][int8][sim]") {
+  auto model = seeded_model();
+  amp::int8::Calibrator calibrator(*model, options("minmax"));
+  const Tensor x = test::random_tensor({4, 16}, kF32, kCPU, 2);
+  const NoGradGuard no_grad;
+  model->forward(x);
+  calibrator.convert();
+  const std::vector<double> on_cpu = model->forward(x).to_vector();
+  model->to(test::kCudaPath);
+  amp::int8::check_int8_layers(*model);
+  const Tensor xd = x.to(test::kCudaPath);
+  const int64_t before = host_sync_count();
+  const Tensor y = model->forward(xd);
+  CHECK(host_sync_count() - before == 0);
+  const std::vector<double> got = y.to(kCPU).to_vector();
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(on_cpu[i]).margin(1e-5));
+
+  // A zero point written after the check: the layer must quantize with it
+  // (10 instead of 128: inputs below -10 steps clip).
+  copy_(model->fc1->input_zero_point, full({}, 10, kI32, test::kCudaPath));  // clips the negative inputs
+  const std::vector<double> changed = model->forward(xd).to(kCPU).to_vector();
+  nn::StateDict state;
+  for (const auto& [key, value] : model->state_dict()) state[key] = value.to(kCPU);
+  auto reference = seeded_model();
+  amp::int8::prepare_int8_layers(*reference, {"fc1", "fc2"});
+  reference->load_state_dict(state);
+  amp::int8::check_int8_layers(*reference);
+  const std::vector<double> want = reference->forward(x).to_vector();
+  REQUIRE(want != on_cpu);  // the new zero point changes the result
+  for (size_t i = 0; i < want.size(); ++i) CHECK(changed[i] == Approx(want[i]).margin(1e-5));
 }
