@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Side by side on this machine's CPU: mixtape vs PyTorch (Debian's
-# python3-torch) training the Fashion-MNIST models, mlp and cnn, with AdamW
-# at batch 128, in fp32 and in bf16 autocast, both on 2 threads, on the same
-# data. Prints a Markdown table of training samples/s and the ratio, the CPU's
+# python3-torch) training the Fashion-MNIST models, mlp and cnn (and resnet
+# when MODELS names it), with AdamW at batch 128, in fp32 and in bf16
+# autocast, both on 2 threads, on the same data. Prints a Markdown table of training samples/s and the ratio, the CPU's
 # flags and the back end mixtape's CPU GEMMs and convolutions run on. Run it
 # on an idle machine: anything else running skews both sides.
 # Needs Debian's python3-torch and libopenblas0-pthread (PyTorch's reference).
-# Usage: [MODELS="mlp cnn"] [PRECISIONS="fp32 bf16"] bench/cpu_fashion_vs_pytorch.sh [build-dir] [steps]
+# Usage: [MODELS="mlp cnn resnet"] [PRECISIONS="fp32 bf16"] bench/cpu_fashion_vs_pytorch.sh [build-dir] [steps]
 set -euo pipefail
 build=${1:-build}
 steps=${2:-200}
