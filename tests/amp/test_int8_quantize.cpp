@@ -40,6 +40,16 @@ std::shared_ptr<TwoLayers> seeded_model() {
   return std::make_shared<TwoLayers>();
 }
 
+// seeded_model() calibrated with min/max on x and converted to INT8.
+std::shared_ptr<TwoLayers> int8_model(const Tensor& x) {
+  auto model = seeded_model();
+  amp::int8::Calibrator calibrator(*model, options("minmax"));
+  const NoGradGuard no_grad;
+  model->forward(x);
+  calibrator.convert();
+  return model;
+}
+
 }  // namespace
 
 // Catches: an observer that misses batches (the last one ignored: its
@@ -124,12 +134,9 @@ TEST_CASE("int8 calibration refuses non-finite inputs, unknown layers and observ
 // weights), a float one into INT8 slots, and a hostile file's zero or NaN
 // scale or out-of-range zero point accepted.
 TEST_CASE("an int8 state dict loads back only into int8 slots, with sane scales", "[amp][int8][errors]") {
-  auto model = seeded_model();
-  amp::int8::Calibrator calibrator(*model, options("minmax"));
   const Tensor x = test::random_tensor({4, 16}, kF32, kCPU, 2);
+  auto model = int8_model(x);
   const NoGradGuard no_grad;
-  model->forward(x);
-  calibrator.convert();
   const nn::StateDict state = model->state_dict();
   CHECK(state.at("fc1.weight").dtype() == kI8);
   CHECK(state.count("fc1.weight_scale") == 1);
@@ -163,12 +170,9 @@ TEST_CASE("an int8 state dict loads back only into int8 slots, with sane scales"
 // a kept zero point that outlives a change of the buffer (one written after
 // the check must be used, not the stale value).
 TEST_CASE("an int8 model's forward on the CUDA path reads nothing back from the device", "[amp][int8][sim]") {
-  auto model = seeded_model();
-  amp::int8::Calibrator calibrator(*model, options("minmax"));
   const Tensor x = test::random_tensor({4, 16}, kF32, kCPU, 2);
+  auto model = int8_model(x);
   const NoGradGuard no_grad;
-  model->forward(x);
-  calibrator.convert();
   const std::vector<double> on_cpu = model->forward(x).to_vector();
   model->to(test::kCudaPath);
   amp::int8::check_int8_layers(*model);
