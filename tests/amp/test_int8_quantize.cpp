@@ -185,7 +185,7 @@ TEST_CASE("an int8 model's forward on the CUDA path reads nothing back from the 
 
   // A zero point written after the check: the layer must quantize with it
   // (10 instead of 128: inputs below -10 steps clip).
-  copy_(model->fc1->input_zero_point, full({}, 10, kI32, test::kCudaPath));  // clips the negative inputs
+  copy_(model->fc1->input_zero_point, full({}, 10, kI32, test::kCudaPath));
   const std::vector<double> changed = model->forward(xd).to(kCPU).to_vector();
   nn::StateDict state;
   for (const auto& [key, value] : model->state_dict()) state[key] = value.to(kCPU);
@@ -196,4 +196,8 @@ TEST_CASE("an int8 model's forward on the CUDA path reads nothing back from the 
   const std::vector<double> want = reference->forward(x).to_vector();
   REQUIRE(want != on_cpu);  // the new zero point changes the result
   for (size_t i = 0; i < want.size(); ++i) CHECK(changed[i] == Approx(want[i]).margin(1e-5));
+  // The same on the CPU: a checked layer given a new zero point by a later load.
+  auto on_host = int8_model(x);
+  on_host->load_state_dict(state);
+  CHECK(on_host->forward(x).to_vector() == want);
 }
