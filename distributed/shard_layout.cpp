@@ -95,20 +95,6 @@ Tensor ShardLayout::part_of(const Tensor& shards, const Part& part) const {
   return shards.narrow(0, part.shard_offset, part.length);
 }
 
-std::vector<optim::ParamGroup> shard_groups(const ShardLayout& layout, const std::vector<optim::ParamGroup>& groups,
-                                            const std::function<Tensor(const ShardLayout::Part&)>& view_of) {
-  std::vector<size_t> group_of;
-  std::vector<optim::ParamGroup> out;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    group_of.insert(group_of.end(), groups[g].params.size(), g);
-    out.push_back({{}, groups[g].lr, groups[g].weight_decay});
-  }
-  MT_CHECK(group_of.size() == layout.param_count(), "shard_groups: the groups hold {} parameters, the layout {}",
-           group_of.size(), layout.param_count());
-  for (const ShardLayout::Part& part : layout.parts()) out[group_of[part.param]].params.push_back(view_of(part));
-  return out;
-}
-
 std::unique_ptr<optim::Optimizer> make_shard_optimizer(const ShardLayout& layout,
                                                        const std::vector<optim::ParamGroup>& groups,
                                                        const ShardOptimizerFactory& make,
@@ -116,9 +102,16 @@ std::unique_ptr<optim::Optimizer> make_shard_optimizer(const ShardLayout& layout
   const std::vector<ShardLayout::Part>& parts = layout.parts();
   MT_CHECK(part_views.size() == parts.size(), "make_shard_optimizer: {} views for {} parts", part_views.size(),
            parts.size());
-  size_t next = 0;
-  std::unique_ptr<optim::Optimizer> shard =
-      make(shard_groups(layout, groups, [&](const ShardLayout::Part&) { return part_views[next++]; }));
+  std::vector<size_t> group_of;
+  std::vector<optim::ParamGroup> shard_groups;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    group_of.insert(group_of.end(), groups[g].params.size(), g);
+    shard_groups.push_back({{}, groups[g].lr, groups[g].weight_decay});
+  }
+  MT_CHECK(group_of.size() == layout.param_count(), "make_shard_optimizer: the groups hold {} parameters, the layout {}",
+           group_of.size(), layout.param_count());
+  for (size_t k = 0; k < parts.size(); ++k) shard_groups[group_of[parts[k].param]].params.push_back(part_views[k]);
+  std::unique_ptr<optim::Optimizer> shard = make(std::move(shard_groups));
   for (size_t k = 0; k < parts.size(); ++k) {
     shard->set_state_numel(part_views[k], shape_numel(layout.shape(parts[k].param)));
   }

@@ -53,7 +53,7 @@ class ShardLayout {
   int64_t offset(size_t param) const { return offsets_[param]; }  // in the global flat layout
   const std::vector<Unit>& units() const { return units_; }
   // This rank's parts by parameter index, then position: the order of the
-  // shard optimizer's parameters (shard_groups).
+  // shard optimizer's parameters (make_shard_optimizer).
   const std::vector<Part>& parts() const { return parts_; }
   int64_t flat_elements() const { return flat_elements_; }    // sum over units of N x shard
   int64_t shard_elements() const { return shard_elements_; }  // sum over units of shard
@@ -81,12 +81,9 @@ class ShardLayout {
   int rank_ = 0, ranks_ = 1;
 };
 
-// The shard optimizer's groups: each part's tensor (view_of(part), in the
-// parts' order) in its parameter's group, with that group's lr and decay.
-std::vector<optim::ParamGroup> shard_groups(const ShardLayout& layout, const std::vector<optim::ParamGroup>& groups,
-                                            const std::function<Tensor(const ShardLayout::Part&)>& view_of);
-
-// The shard optimizer: `make` over shard_groups. Each part's state format
+// The shard optimizer: `make` over this rank's parts (part_views, in the
+// parts' order), each in its parameter's group with that group's lr and
+// decay (the groups holding the layout's parameters). Each part's state format
 // is the one its whole parameter would get from an unsharded optimizer: 8-bit
 // or not by the whole parameter's size (Optimizer::set_state_numel), so
 // checkpoints and the memory theory are the same at every world size.
