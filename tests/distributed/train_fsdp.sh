@@ -8,6 +8,7 @@
 #    checkpointing; --param-dtype bf16 within a stated tolerance;
 #  * the ledger per rank: half the optimizer state of one process at 2
 #    ranks, and parameters and gradients at their peaks, as the theory says;
+#    8-bit state under ZeRO-1 and ZeRO-3 with f32 embeddings as its theory;
 #  * an inf on either rank skips the step on both, with equal scales;
 #  * a sharded run's checkpoint is one process's: it resumes sharded, resumes
 #    unsharded (DDP), resumes at another world size where the epoch stood,
@@ -63,6 +64,23 @@ for category in ("parameters", "gradients"):
     peak, theory = ledger["peak"][category], ledger["theory"][category]
     assert abs(peak - theory) <= 0.01 * theory, f"{category}: {peak} bytes at the peak, theory {theory}"
     print(f"{sys.argv[2]}: {category} {peak} bytes at the peak, theory {theory}")
+PY
+done
+
+# 8-bit state under ZeRO-1 and ZeRO-3 on a model with embeddings (kept f32, and under ZeRO-1
+# all on rank 0's first half of the flat layout): the optimizer state at its peak equals the
+# theory counted over this rank's own parts, each stored as its whole parameter would be.
+gpt=(--model gpt-tiny --dataset synthetic-tokens --train-limit 64 --test-limit 8 --threads 1 --no-progress)
+for sharding in "--shard-optimizer" "--shard params"; do
+  # shellcheck disable=SC2086
+  "$mpirun" -np 2 "$mixtape" train "${gpt[@]}" --batch 8 --steps 2 --optimizer-state int8 $sharding \
+    --log "$tmp/state.jsonl" >"$tmp/state.out" 2>&1 || { fail "int8 state with $sharding failed"; continue; }
+  python3 - "$tmp/state.jsonl" "$sharding" <<'PY' || fail "int8 state with $sharding: the ledger is not its theory"
+import json, sys
+ledger = [json.loads(l)["summary"]["memory_ledger"] for l in open(sys.argv[1]) if "summary" in l][0]
+peak, theory = ledger["peak"]["optimizer_state"], ledger["theory"]["optimizer_state"]
+assert peak == theory, f"{peak} bytes at the peak, theory {theory}"
+print(f"int8 state, {sys.argv[2]}: {peak} bytes of optimizer state per rank, as the theory says")
 PY
 done
 
