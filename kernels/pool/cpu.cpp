@@ -3,6 +3,9 @@
 // OpenMP runs over the planes, which never share an output element.
 #include "kernels/pool/cpu.h"
 
+#include <immintrin.h>
+
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -102,6 +105,115 @@ void max_window(const T* xp, const Planes& in, const Pool2dWindow& k, int64_t oy
   }
 }
 
+// Windows that tile the plane (kernel == stride, no padding) and whose rows
+// divide the input's width: the common 2x2 / stride 2. Then the plane's row
+// segments of kernel_w values follow one another without a gap, so the
+// horizontal step is one long loop over the whole plane (h[t] = the best of
+// x[kw t .. kw t + kw)) that vectorises, however short the rows are; the
+// vertical step then takes the best of kernel_h such values per output.
+// Scanning a window's rows top to bottom and each row left to right, first
+// strict winner kept, is the raster order max_window scans in, so ties and
+// NaNs pick the same element. Row by row, max_row_inside spent most of its
+// time in loop prologues on 7- and 14-wide rows (2.4 ms for the cnn's
+// 128 x 64 x 14 x 14 bf16 pool, 15x a ReLU of twice its size).
+bool tiles_plane(const Planes& in, const Pool2dWindow& k) {
+  return k.pad_h == 0 && k.pad_w == 0 && k.kernel_h == k.stride_h && k.kernel_w == k.stride_w &&
+         in.w % k.kernel_w == 0;
+}
+
+template <typename T>
+void max_plane_tiled(const T* __restrict xp, const Planes& out, const Pool2dWindow& k, T* __restrict best_h,
+                     int32_t* __restrict index_h, T* __restrict yp, int64_t* __restrict ip) {
+  const int64_t kw = k.kernel_w, kh = k.kernel_h;
+  const int64_t segments = kh * out.h * out.w;  // the rows the windows read, in kw-wide segments
+  for (int64_t t = 0; t < segments; ++t) {
+    best_h[t] = xp[kw * t];
+    index_h[t] = static_cast<int32_t>(kw * t);
+  }
+  for (int64_t j = 1; j < kw; ++j) {
+    for (int64_t t = 0; t < segments; ++t) {
+      const T v = xp[kw * t + j];
+      const bool take = takes(v, best_h[t]);
+      best_h[t] = take ? v : best_h[t];
+      index_h[t] = take ? static_cast<int32_t>(kw * t + j) : index_h[t];
+    }
+  }
+  for (int64_t oy = 0; oy < out.h; ++oy) {
+    T* best = yp + oy * out.w;
+    int64_t* index = ip + oy * out.w;
+    const T* first = best_h + kh * oy * out.w;
+    const int32_t* first_index = index_h + kh * oy * out.w;
+    for (int64_t ox = 0; ox < out.w; ++ox) {
+      best[ox] = first[ox];
+      index[ox] = first_index[ox];
+    }
+    for (int64_t i = 1; i < kh; ++i) {
+      const T* row = first + i * out.w;
+      const int32_t* row_index = first_index + i * out.w;
+      for (int64_t ox = 0; ox < out.w; ++ox) {
+        const bool take = takes(row[ox], best[ox]);
+        best[ox] = take ? row[ox] : best[ox];
+        index[ox] = take ? row_index[ox] : index[ox];
+      }
+    }
+  }
+}
+
+// takes(v, best) on eight lanes: v > best, or v is the first NaN.
+__m256 takes8(__m256 v, __m256 best) {
+  const __m256 nan_over_number = _mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), _mm256_cmp_ps(best, best, _CMP_ORD_Q));
+  return _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), nan_over_number);
+}
+
+// max_plane_tiled for the 2 x 2 window on f32, eight lanes at a time (GCC
+// leaves the NaN-aware selects of the generic loops scalar). Horizontal: 16
+// values, split into even and odd columns, give 8 segments' winners.
+// Vertical: output row oy is the winner of segment rows 2oy and 2oy + 1,
+// masked at the row's end.
+void max_plane_2x2(const float* __restrict xp, const Planes& out, float* __restrict best_h, int32_t* __restrict index_h,
+                   float* __restrict yp, int64_t* __restrict ip) {
+  const int64_t segments = 2 * out.h * out.w;
+  const __m256i lane = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  int64_t t = 0;
+  for (; t + 8 <= segments; t += 8) {
+    const __m256 lo = _mm256_loadu_ps(xp + 2 * t), hi = _mm256_loadu_ps(xp + 2 * t + 8);
+    // shuffle_ps works per 128-bit half; permute4x64 puts the halves in order.
+    const __m256 even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+    const __m256 odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
+    const __m256 take = takes8(odd, even);
+    _mm256_storeu_ps(best_h + t, _mm256_blendv_ps(even, odd, take));
+    const __m256i first = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(2 * t)), lane);
+    const __m256i one_if_odd = _mm256_srli_epi32(_mm256_castps_si256(take), 31);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(index_h + t), _mm256_add_epi32(first, one_if_odd));
+  }
+  for (; t < segments; ++t) {
+    const bool take = takes(xp[2 * t + 1], xp[2 * t]);
+    best_h[t] = take ? xp[2 * t + 1] : xp[2 * t];
+    index_h[t] = static_cast<int32_t>(2 * t + take);
+  }
+  for (int64_t oy = 0; oy < out.h; ++oy) {
+    const float* upper = best_h + 2 * oy * out.w;
+    const float* lower = upper + out.w;
+    const int32_t* upper_index = index_h + 2 * oy * out.w;
+    const int32_t* lower_index = upper_index + out.w;
+    for (int64_t ox = 0; ox < out.w; ox += 8) {
+      const int64_t n = std::min<int64_t>(8, out.w - ox);
+      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const __m256 a = _mm256_maskload_ps(upper + ox, mask), b = _mm256_maskload_ps(lower + ox, mask);
+      const __m256i ia = _mm256_maskload_epi32(upper_index + ox, mask);
+      const __m256i ib = _mm256_maskload_epi32(lower_index + ox, mask);
+      const __m256 take = takes8(b, a);
+      _mm256_maskstore_ps(yp + oy * out.w + ox, mask, _mm256_blendv_ps(a, b, take));
+      const __m256i index = _mm256_castps_si256(
+          _mm256_blendv_ps(_mm256_castsi256_ps(ia), _mm256_castsi256_ps(ib), take));
+      alignas(32) int32_t lanes[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), index);
+      for (int64_t i = 0; i < n; ++i) ip[oy * out.w + ox + i] = lanes[i];
+    }
+  }
+}
+
 template <typename T>
 void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const Tensor& indices) {
   const Planes in = planes_of(x), out = planes_of(y);
@@ -111,12 +223,28 @@ void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const 
   OutputBuffer<int64_t> vi(indices);
   int64_t* pi = vi.data();
   const bool inside = k.pad_h == 0 && k.pad_w == 0;
+  const bool tiled = tiles_plane(in, k) && in_plane <= std::numeric_limits<int32_t>::max();
   parallel_for(in.count, 4 * out_plane, [&](int64_t begin, int64_t end) {
     std::vector<T> x_buffer(static_cast<size_t>(in_plane)), y_buffer(static_cast<size_t>(out_plane));
+    const size_t segments = tiled ? static_cast<size_t>(k.kernel_h * out_plane) : 0;
+    std::vector<T> best_h(segments);
+    std::vector<int32_t> index_h(segments);
     for (int64_t p = begin; p < end; ++p) {
       const T* xp = rx.row(p, x_buffer.data());
       T* yp = wy.row(p, y_buffer.data());
       int64_t* ip = pi + p * out_plane;
+      if constexpr (std::is_same_v<T, float>) {
+        if (tiled && k.kernel_h == 2 && k.kernel_w == 2) {
+          max_plane_2x2(xp, out, best_h.data(), index_h.data(), yp, ip);
+          wy.finish_row(p, yp);
+          continue;
+        }
+      }
+      if (tiled) {
+        max_plane_tiled(xp, out, k, best_h.data(), index_h.data(), yp, ip);
+        wy.finish_row(p, yp);
+        continue;
+      }
       for (int64_t oy = 0; oy < out.h; ++oy) {
         const int64_t o = oy * out.w;
         if (inside) {

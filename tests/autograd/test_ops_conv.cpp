@@ -300,6 +300,53 @@ TEST_CASE("max_pool2d routes the gradient to a window's first NaN, in f64 and f3
   }
 }
 
+// Windows that tile the plane (kernel == stride) take a faster path: a
+// horizontal pass over the whole plane (eight lanes at a time for 2 x 2 on
+// f32) and a vertical one. Planes wide and long enough for its vector loops
+// and masked row ends, with values drawn from {0, 1, 2} and some NaNs, so
+// nearly every window has ties: the gradient must still land on the first
+// maximum (or first NaN) in raster order, as a naive scan finds it. Catches
+// a pass that prefers the later of equal values, a lane shuffle that mixes
+// up columns, and a masked tail that reads past a row.
+TEST_CASE("max_pool2d over tiling windows picks the raster-order first maximum", "[ops][pool]") {
+  struct Case {
+    std::vector<int64_t> shape;
+    Size2 window;
+  };
+  for (const Case& c : {Case{{2, 3, 12, 20}, 2}, Case{{1, 2, 14, 14}, 2}, Case{{1, 2, 9, 18}, 3},
+                        Case{{1, 1, 7, 34}, 2}}) {
+    const int64_t H = c.shape[2], W = c.shape[3], P = c.shape[0] * c.shape[1];
+    const int64_t OH = H / c.window.h, OW = W / c.window.w;
+    std::vector<double> values(static_cast<size_t>(P * H * W));
+    for (size_t i = 0; i < values.size(); ++i) values[i] = (i * 7919 % 31 == 0) ? NAN : double(i * 2654435761u % 3);
+    std::vector<double> expected_grad(values.size(), 0.0);
+    for (int64_t pl = 0; pl < P; ++pl) {
+      for (int64_t oy = 0; oy < OH; ++oy) {
+        for (int64_t ox = 0; ox < OW; ++ox) {
+          int64_t best = -1;
+          for (int64_t i = 0; i < c.window.h; ++i) {
+            for (int64_t j = 0; j < c.window.w; ++j) {
+              const int64_t at = (pl * H + oy * c.window.h + i) * W + ox * c.window.w + j;
+              const double v = values[static_cast<size_t>(at)], b = best < 0 ? -INFINITY : values[size_t(best)];
+              if (best < 0 || v > b || (std::isnan(v) && !std::isnan(b))) best = at;
+            }
+          }
+          expected_grad[static_cast<size_t>(best)] += double(1 + (pl * OH + oy) * OW + ox);
+        }
+      }
+    }
+    std::vector<double> upstream(static_cast<size_t>(P * OH * OW));
+    for (size_t i = 0; i < upstream.size(); ++i) upstream[i] = double(1 + i);
+    for (const DType dtype : {kF64, kF32}) {
+      const Tensor x = f64(values, c.shape).to(dtype).requires_grad_();
+      const Tensor y = max_pool2d(x, c.window, c.window);
+      sum(mul(y, f64(upstream, {c.shape[0], c.shape[1], OH, OW}).to(dtype))).backward();
+      INFO(fmt::format("{} {} window {}", dtype, x.shape_string(), c.window.h));
+      check_equal(x.grad(), expected_grad);
+    }
+  }
+}
+
 TEST_CASE("adaptive_avg_pool2d uses PyTorch's window bounds", "[ops][pool]") {
   const Tensor x = randn64({2, 3, 5, 7}, 21);
   for (const auto& [oh, ow] : std::vector<std::pair<int64_t, int64_t>>{{3, 4}, {1, 1}, {5, 7}, {2, 3}, {7, 9}}) {
