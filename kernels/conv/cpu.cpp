@@ -22,6 +22,7 @@
 #include <cstring>
 #include <optional>
 
+#include "kernels/common/lane_sum.h"
 #include "kernels/common/strided.h"
 #include "kernels/conv/onednn.h"
 
@@ -148,17 +149,30 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   }
 }
 
-// dbias = the sum of dy over the batch and the output plane, in f64.
+// dbias = the sum of dy over the batch and the output plane, in f64: each
+// (n, o) plane over eight lanes (LaneSum), in parallel and in memory order,
+// then each channel over its planes in order (the same bits on any thread
+// count). It reads dy where it lies (bf16 planes widened one at a time): one
+// scalar chain over a whole f32 copy of dy was 8% of a bf16 cnn step, and
+// the copy (made even when oneDNN computes the other gradients) 3% more.
 template <typename T>
-void bias_gradient(const T* dy, const ConvShape& g, const Tensor& dbias) {
-  const int64_t L = g.out_h * g.out_w;
+void bias_gradient(const Tensor& dy, const ConvShape& g, const Tensor& dbias) {
+  const int64_t L = g.out_h * g.out_w, planes = g.batch * g.out_channels;
+  const RowReader<T> rdy(dy, L);
+  std::vector<double> plane_sums(static_cast<size_t>(planes));
+  parallel_for(planes, L, [&](int64_t begin, int64_t end) {
+    std::vector<T> buffer(static_cast<size_t>(L));
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const T* p = rdy.row(plane, buffer.data());
+      LaneSum sum;
+      sum.add(L, [p](int64_t l) { return p[l]; });
+      plane_sums[static_cast<size_t>(plane)] = sum.total();
+    }
+  });
   std::vector<T> db(static_cast<size_t>(g.out_channels));
   for (int64_t o = 0; o < g.out_channels; ++o) {
     double s = 0;
-    for (int64_t n = 0; n < g.batch; ++n) {
-      const T* p = dy + (n * g.out_channels + o) * L;
-      for (int64_t l = 0; l < L; ++l) s += p[l];
-    }
+    for (int64_t n = 0; n < g.batch; ++n) s += plane_sums[static_cast<size_t>(n * g.out_channels + o)];
     db[static_cast<size_t>(o)] = static_cast<T>(s);
   }
   store(db.data(), dbias);
@@ -167,14 +181,14 @@ void bias_gradient(const T* dy, const ConvShape& g, const Tensor& dbias) {
 template <typename T>
 void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, const ConvShape& g, const Tensor& dx,
                     const Tensor& dweight, const Tensor& dbias) {
+  if (dbias.defined()) bias_gradient<T>(dy, g, dbias);
+  if (!dx.defined() && !dweight.defined()) return;
+  if (onednn_conv2d_backward(dy, x, weight, g, dx, dweight)) return;
+
   const Loaded<T> vdy(dy);
   const int64_t cg = g.in_channels / g.groups, og = g.out_channels / g.groups;
   const int64_t K = cg * g.kernel_h * g.kernel_w, L = g.out_h * g.out_w, HW = g.in_h * g.in_w;
   const bool pointwise = is_pointwise(g);
-
-  if (dbias.defined()) bias_gradient(vdy.data(), g, dbias);
-  if (!dx.defined() && !dweight.defined()) return;
-  if (onednn_conv2d_backward(dy, x, weight, g, dx, dweight)) return;
 
   std::optional<Loaded<T>> vx, vw;
   if (dweight.defined()) vx.emplace(x);
