@@ -4,11 +4,11 @@ mixtape checkpoint loaded into its PyTorch twin (tools/scripts/load_in_pytorch.p
 mlp and cnn: eager-mode post-training static quantization with the fbgemm
 qconfig (histogram observer on activations, per-channel symmetric INT8
 weights), calibrated on the first CALIBRATE training images as `mixtape
-quantize` is, scored on the whole test set in one batch. bert-*: dynamic
-quantization of every nn.Linear (torch.ao.quantization.quantize_dynamic,
-qint8 weights, activations quantized per batch at run time: what PyTorch
-offers transformers), scored on Brown's held-out genre passages in batches
-of 256. Prints the accuracy and the warm samples/s, float and INT8, on
+quantize` is. bert-*: dynamic quantization of every nn.Linear
+(torch.ao.quantization.quantize_dynamic, qint8 weights, activations
+quantized per batch at run time: what PyTorch offers transformers), on
+Brown's held-out genre passages. Both score in batches of 512, as `mixtape
+eval` and `mixtape quantize` do (tools/train/evaluate.cpp). Prints the accuracy and the warm samples/s, float and INT8, on
 THREADS threads. Usage: pytorch_int8.py CHECKPOINT CALIBRATE THREADS"""
 import gzip, os, sys, time
 import numpy as np, torch
@@ -39,16 +39,7 @@ class Quantized(torch.nn.Module):  # eager mode: quantize the input, dequantize 
         return self.dequant(self.model(self.quant(x)))
 
 
-def score(model, x, y):
-    with torch.no_grad():
-        model(x)  # warm
-        start = time.perf_counter()
-        predicted = model(x).argmax(1)
-        seconds = time.perf_counter() - start
-    return (predicted == y).double().mean().item(), len(y) / seconds
-
-
-def score_batched(model, x, y, batch=256):
+def score(model, x, y, batch=512):
     with torch.no_grad():
         model(x[:batch])  # warm
         start = time.perf_counter()
@@ -63,9 +54,9 @@ if meta["model"] in BERT_CONFIGS:
     model.load_state_dict({k: v.float() for k, v in tensors.items() if not k.startswith(("optimizer.", "scaler."))})
     model.eval()
     x, y = brown_genre_passages(default_brown_dir(), BERT_CONFIGS[meta["model"]]["context"], 0)
-    float_accuracy, float_rate = score_batched(model, x, y)
+    float_accuracy, float_rate = score(model, x, y)
     dynamic = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-    int8_accuracy, int8_rate = score_batched(dynamic, x, y)
+    int8_accuracy, int8_rate = score(dynamic, x, y)
     print(f"{float_accuracy:.4f} {float_rate:.0f} {int8_accuracy:.4f} {int8_rate:.0f}")
     sys.exit(0)
 model = {"mlp": MLP, "cnn": CNN}[meta["model"]]()
