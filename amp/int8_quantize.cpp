@@ -142,6 +142,60 @@ QuantizeReport Calibrator::convert() {
   return report;
 }
 
+namespace {
+
+// Every pair the model's modules list, with absolute dotted names, resolved.
+struct ConvBatchNorm {
+  FoldedBatchNorm names;
+  nn::Conv2d* conv;
+  nn::BatchNorm2d* batch_norm;
+};
+
+std::vector<ConvBatchNorm> declared_pairs(nn::Module& model) {
+  const auto modules = model.named_modules();
+  auto find = [&](const std::string& name) -> nn::Module* {
+    auto it = std::find_if(modules.begin(), modules.end(), [&](const auto& m) { return m.first == name; });
+    return it == modules.end() ? nullptr : it->second;
+  };
+  std::vector<ConvBatchNorm> pairs;
+  for (const auto& [prefix, module] : modules) {
+    for (const auto& [conv_name, bn_name] : module->conv_batch_norm_pairs()) {
+      const std::string conv = prefix.empty() ? conv_name : prefix + "." + conv_name;
+      const std::string bn = prefix.empty() ? bn_name : prefix + "." + bn_name;
+      nn::Module* c = find(conv);
+      nn::Module* b = find(bn);
+      MT_CHECK(c != nullptr && c->as<nn::Conv2d>() != nullptr && b != nullptr && b->as<nn::BatchNorm2d>() != nullptr,
+               "{} lists ('{}', '{}') as a Conv2d and the BatchNorm2d after it, but they are not", module->name(),
+               conv, bn);
+      pairs.push_back({{conv, bn}, c->as<nn::Conv2d>(), b->as<nn::BatchNorm2d>()});
+    }
+  }
+  return pairs;
+}
+
+}  // namespace
+
+std::vector<FoldedBatchNorm> fold_batch_norms(nn::Module& model) {
+  std::vector<FoldedBatchNorm> folded;
+  for (const ConvBatchNorm& pair : declared_pairs(model)) {
+    if (pair.batch_norm->is_folded()) continue;
+    pair.conv->fold_batch_norm(*pair.batch_norm);
+    folded.push_back(pair.names);
+  }
+  return folded;
+}
+
+void prepare_folded_batch_norms(nn::Module& model, const std::vector<FoldedBatchNorm>& folded) {
+  const std::vector<ConvBatchNorm> pairs = declared_pairs(model);
+  for (const FoldedBatchNorm& f : folded) {
+    auto it = std::find_if(pairs.begin(), pairs.end(), [&](const ConvBatchNorm& p) { return p.names == f; });
+    MT_CHECK(it != pairs.end(), "folded batch norm ('{}' into '{}'): not a convolution and batch norm pair this "
+                                "model can fold", f.batch_norm, f.conv);
+    it->conv->make_bias_slot();
+    it->batch_norm->mark_folded();
+  }
+}
+
 void prepare_int8_layers(nn::Module& model, const std::vector<std::string>& layers, bool smoothed) {
   auto modules = model.named_modules();
   for (const std::string& name : layers) {

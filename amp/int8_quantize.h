@@ -98,6 +98,26 @@ class Calibrator {
   bool converted_ = false;
 };
 
+// A BatchNorm2d folded into the Conv2d before it (dotted names).
+struct FoldedBatchNorm {
+  std::string conv, batch_norm;
+  bool operator==(const FoldedBatchNorm&) const = default;
+};
+
+// Folds every (Conv2d, BatchNorm2d) pair the model's modules list
+// (nn::Module::conv_batch_norm_pairs) with Conv2d::fold_batch_norm, in
+// module order, before calibration: the batch norm's pass over the
+// activations goes away and the convolution (float, or INT8 once converted)
+// applies it. Eval only, as every INT8 model is. Returns the pairs folded.
+std::vector<FoldedBatchNorm> fold_batch_norms(nn::Module& model);
+
+// Loading a checkpoint whose batch norms were folded: each listed pair must
+// be one the model lists (a file naming any other pair is refused: folding
+// a batch norm whose input also goes elsewhere would change the model);
+// the convolution gets its bias slot and the batch norm is marked folded, so
+// load_state_dict fills the folded weights.
+void prepare_folded_batch_norms(nn::Module& model, const std::vector<FoldedBatchNorm>& folded);
+
 // The u8 zero point of every calibrated input: the middle of [0, 255].
 inline constexpr int32_t kInputZeroPoint = 128;
 

@@ -3,7 +3,7 @@
 mixtape checkpoint loaded into its PyTorch twin (tools/scripts/load_in_pytorch.py).
 mlp and cnn: eager-mode post-training static quantization with the fbgemm
 qconfig (histogram observer on activations, per-channel symmetric INT8
-weights), calibrated on the first CALIBRATE training images as `mixtape
+weights; the cnn's batch norms fused into their convolutions first), calibrated on the first CALIBRATE training images as `mixtape
 quantize` is. bert-*: dynamic quantization of every nn.Linear
 (torch.ao.quantization.quantize_dynamic, qint8 weights, activations
 quantized per batch at run time: what PyTorch offers transformers), on
@@ -66,6 +66,8 @@ test_x, test_y = images("t10k")
 train_x, _ = images("train")
 float_accuracy, float_rate = score(model, test_x, test_y)
 
+if meta["model"] == "cnn":  # what `mixtape quantize` does by default (--no-fold-batch-norm keeps them)
+    model = torch.ao.quantization.fuse_modules(model, [["conv1", "bn1"], ["conv2", "bn2"]])
 q = Quantized(model)
 q.eval()
 q.qconfig = torch.ao.quantization.get_default_qconfig("fbgemm")

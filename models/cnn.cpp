@@ -36,6 +36,12 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
   }
 }
 
+std::vector<std::pair<std::string, std::string>> BasicBlock::conv_batch_norm_pairs() const {
+  std::vector<std::pair<std::string, std::string>> pairs = {{"conv1", "bn1"}, {"conv2", "bn2"}};
+  if (downsample) pairs.emplace_back("downsample.0", "downsample.1");
+  return pairs;
+}
+
 Tensor BasicBlock::forward(const Tensor& x) {
   const nn::ForwardScope scope(*this);
   Tensor h = relu(bn1->forward(conv1->forward(x)));

@@ -23,6 +23,9 @@ class Cnn : public nn::Module {
   explicit Cnn(int64_t classes = 10);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "cnn"; }
+  std::vector<std::pair<std::string, std::string>> conv_batch_norm_pairs() const override {
+    return {{"conv1", "bn1"}, {"conv2", "bn2"}};
+  }
   bool enable_activation_checkpointing() override { return checkpoint_activations = true; }
   // Recompute the second conv stage in backward (the first sees only the
   // images, which need no gradient, so mt::checkpoint would just run it).
@@ -44,6 +47,7 @@ class BasicBlock : public nn::Module {
   BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "BasicBlock"; }
+  std::vector<std::pair<std::string, std::string>> conv_batch_norm_pairs() const override;
 
   std::shared_ptr<nn::Conv2d> conv1, conv2;
   std::shared_ptr<nn::BatchNorm2d> bn1, bn2;
@@ -55,6 +59,9 @@ class ResNet : public nn::Module {
   explicit ResNet(int64_t classes = 10);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "resnet"; }
+  std::vector<std::pair<std::string, std::string>> conv_batch_norm_pairs() const override {
+    return {{"conv1", "bn1"}};  // each BasicBlock lists its own
+  }
   bool enable_activation_checkpointing() override { return checkpoint_activations = true; }
   // Recompute each stage (layer1..3) in backward instead of keeping its activations.
   bool checkpoint_activations = false;

@@ -189,6 +189,36 @@ Tensor Conv2d::forward(const Tensor& x) {
   return conv2d(x, weight, bias, stride_, padding_, dilation_, groups_);
 }
 
+void Conv2d::fold_batch_norm(BatchNorm2d& bn) {
+  const int64_t channels = weight.size(0);
+  MT_CHECK(!is_int8(), "Conv2d::fold_batch_norm: fold before converting to INT8 (the weights are i8 already)");
+  MT_CHECK(!bn.is_folded(), "Conv2d::fold_batch_norm: the batch norm is folded already");
+  MT_CHECK(bn.running_mean.defined() && bn.running_mean.numel() == channels,
+           "Conv2d::fold_batch_norm: a batch norm of {} channels after a convolution of {} output channels",
+           bn.running_mean.defined() ? bn.running_mean.numel() : 0, channels);
+  const std::vector<double> mean = bn.running_mean.to_vector(), var = bn.running_var.to_vector();
+  const std::vector<double> gamma = bn.weight.defined() ? bn.weight.to_vector() : std::vector<double>(mean.size(), 1);
+  const std::vector<double> beta = bn.bias.defined() ? bn.bias.to_vector() : std::vector<double>(mean.size(), 0);
+  std::vector<double> b = bias.defined() ? bias.to_vector() : std::vector<double>(mean.size(), 0);
+  std::vector<double> s(mean.size());
+  for (size_t o = 0; o < s.size(); ++o) {
+    s[o] = gamma[o] / std::sqrt(var[o] + bn.eps());
+    MT_CHECK(std::isfinite(s[o]), "Conv2d::fold_batch_norm: channel {}'s scale gamma / sqrt(var + eps) is {}", o, s[o]);
+    b[o] = (b[o] - mean[o]) * s[o] + beta[o];
+  }
+  const NoGradGuard no_grad;
+  const Tensor scale = from_vector(s, {channels, 1, 1, 1}, kF64).to(weight.device());
+  copy_(weight, mul(weight.to(kF64), scale).to(weight.dtype()));
+  make_bias_slot();
+  copy_(bias, from_vector(b, {channels}, kF64).to(bias.dtype()).to(bias.device()));
+  bn.mark_folded();
+}
+
+void Conv2d::make_bias_slot() {
+  if (bias.defined()) return;
+  register_parameter("bias", bias, zeros({weight.size(0)}, weight.dtype(), weight.device()));
+}
+
 std::string Conv2d::extra_repr() const {
   return fmt::format("{}, {}, kernel_size=({}, {}), stride=({}, {}), padding=({}, {}), groups={}, bias={}{}",
                      weight.size(1) * groups_, weight.size(0), weight.size(2), weight.size(3), stride_.h, stride_.w,
@@ -288,6 +318,11 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum) : eps_(e
 Tensor BatchNorm2d::forward(const Tensor& x) {
   const ForwardScope scope(*this);
   MT_CHECK(x.dim() == 4, "BatchNorm2d: expected [N, C, H, W] input, got {}", x.shape_string());
+  if (folded_) {
+    MT_CHECK(!is_training(), "BatchNorm2d: this layer is folded into the convolution before it (an INT8 or folded "
+                             "checkpoint): it normalises with frozen statistics and cannot train");
+    return x;
+  }
   // A checkpointed stage reruns this forward in backward: the running
   // statistics were updated by the first run and must not move again.
   const bool update_statistics = is_training() && !checkpoint_recomputing();

@@ -166,11 +166,27 @@ class Flatten : public Module {
   int64_t start_, end_;
 };
 
+class BatchNorm2d;
+
 class Conv2d : public QuantizableLayer {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel, Size2 stride = 1, Size2 padding = 0,
          Size2 dilation = 1, int64_t groups = 1, bool bias = true);
   Tensor forward(const Tensor& x) override;
+  // Folds `bn`, in eval mode (its running statistics), into this
+  // convolution, as PyTorch's fuse_conv_bn_eval: per output channel o,
+  // s = gamma[o] / sqrt(running_var[o] + eps), W[o] *= s, and
+  // b[o] = (b[o] - running_mean[o]) s + beta[o] (computed in f64, stored in
+  // the weight's dtype), a bias-free convolution gaining a bias; then
+  // bn.mark_folded(). The pair then computes what conv -> bn computed in
+  // eval (to rounding) with one pass over the activations less, and an INT8
+  // convolution quantizes the folded weights (per output channel, so s
+  // costs no precision). Only where this convolution's output feeds `bn`
+  // alone (Module::conv_batch_norm_pairs).
+  void fold_batch_norm(BatchNorm2d& bn);
+  // A zero bias for a folded checkpoint's to fill (a bias-free convolution
+  // gains one when folded); nothing when it has one.
+  void make_bias_slot();
   std::string name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
   std::string int8_unsupported_reason() const override {
@@ -218,6 +234,15 @@ class BatchNorm2d : public Module {
   // the staged update is then spent. Nothing staged: nothing happens.
   void commit_statistics_unless(const Tensor& found_inf);
 
+  // Set by Conv2d::fold_batch_norm (or by loading a checkpoint that lists
+  // this layer as folded): forward returns its input, the convolution before
+  // it applies the normalisation. Eval only: a folded batch norm refuses to
+  // train. Not part of the state dict (its tensors stay as they were); an
+  // INT8 checkpoint names its folded batch norms in its metadata.
+  void mark_folded() { folded_ = true; }
+  double eps() const { return eps_; }
+  bool is_folded() const { return folded_; }
+
   // Synchronised batch norm (PyTorch's SyncBatchNorm): in training, the
   // batch statistics are every rank's (sync_batch_norm in autograd/ops.h),
   // all_reduce_sum summing a tensor over the ranks in place. An empty
@@ -233,6 +258,7 @@ class BatchNorm2d : public Module {
   AllReduceSum all_reduce_sum_;
 
   double eps_, momentum_;
+  bool folded_ = false;
   bool staging_ = false;
   int64_t staged_batches_ = 0;  // training forwards staged since the last commit
   Tensor staged_mean_, staged_var_;

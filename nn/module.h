@@ -100,6 +100,13 @@ class Module {
   void to(DType dtype, bool keep_norms_fp32 = true);
   void half(bool keep_norms_fp32 = true) { to(kF16, keep_norms_fp32); }
   virtual bool is_norm_layer() const { return false; }
+  // The (Conv2d, BatchNorm2d) pairs among this module's descendants, dotted
+  // names relative to it, where the convolution's output goes to the batch
+  // norm and nowhere else: what `mixtape quantize` may fold into one
+  // convolution (PyTorch asks its user to list them for fuse_modules; a
+  // model lists its own). Only the model knows its data flow, so none by
+  // default.
+  virtual std::vector<std::pair<std::string, std::string>> conv_batch_norm_pairs() const { return {}; }
   // Buffers that to(dtype) leaves in f32 (an INT8 layer's scales: rounding
   // them to 16 bits would shift every output).
   virtual bool keeps_f32_buffers() const { return false; }

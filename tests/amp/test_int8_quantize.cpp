@@ -11,6 +11,7 @@
 #include "core/host_sync.h"
 #include "kernels/sim_tensor_util.h"
 #include "mixtape.h"
+#include "models/cnn.h"
 
 using namespace mt;
 using Catch::Contains;
@@ -200,4 +201,53 @@ TEST_CASE("an int8 model's forward on the CUDA path reads nothing back from the 
   auto on_host = int8_model(x);
   on_host->load_state_dict(state);
   CHECK(on_host->forward(x).to_vector() == want);
+}
+
+// Catches: a model's pairs resolved against the wrong module (a BasicBlock's
+// "conv1" taken for the stem's, the downsample path's pair missed), a fold
+// that changes what the model computes in eval, and a checkpoint naming a
+// pair its model does not list (folding a batch norm into a convolution
+// whose output also goes elsewhere would change the model) accepted.
+TEST_CASE("fold_batch_norms folds the pairs each module lists; a checkpoint's must be listed", "[amp][int8]") {
+  manual_seed(4);
+  models::ResNet resnet;
+  {
+    const NoGradGuard no_grad;
+    uint64_t seed = 20;
+    for (const auto& [name, module] : resnet.named_modules()) {
+      auto* bn = module->as<nn::BatchNorm2d>();
+      if (bn == nullptr) continue;
+      const int64_t c = bn->running_mean.numel();
+      copy_(bn->running_mean, test::random_tensor({c}, kF32, kCPU, ++seed));
+      const Tensor r = test::random_tensor({c}, kF32, kCPU, ++seed);
+      copy_(bn->running_var, add(mul(r, r), 0.5));
+      copy_(bn->weight, test::random_tensor({c}, kF32, kCPU, ++seed));
+    }
+  }
+  resnet.eval();
+  const Tensor x = test::random_tensor({2, 1, 28, 28}, kF32, kCPU, 3);
+  const NoGradGuard no_grad;
+  const std::vector<double> want = resnet.forward(x).to_vector();
+  const std::vector<amp::int8::FoldedBatchNorm> folded = amp::int8::fold_batch_norms(resnet);
+  REQUIRE(folded.size() == 15);
+  CHECK(folded.front() == amp::int8::FoldedBatchNorm{"conv1", "bn1"});
+  CHECK(folded[1] == amp::int8::FoldedBatchNorm{"layer1.0.conv1", "layer1.0.bn1"});
+  CHECK(folded[7] == amp::int8::FoldedBatchNorm{"layer2.0.downsample.0", "layer2.0.downsample.1"});
+  const std::vector<double> got = resnet.forward(x).to_vector();
+  double worst = 0, largest = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::abs(got[i] - want[i]));
+    largest = std::max(largest, std::abs(want[i]));
+  }
+  INFO("largest |logit| " << largest << ", worst change " << worst);
+  CHECK(worst <= 1e-4 * largest);
+  CHECK(amp::int8::fold_batch_norms(resnet).empty());  // each once
+
+  models::ResNet fresh;
+  CHECK_THROWS_WITH(amp::int8::prepare_folded_batch_norms(fresh, {{"conv1", "layer1.0.bn1"}}),
+                    Contains("not a convolution and batch norm pair this model can fold"));
+  CHECK_THROWS_WITH(amp::int8::prepare_folded_batch_norms(fresh, {{"conv9", "bn9"}}), Contains("conv9"));
+  amp::int8::prepare_folded_batch_norms(fresh, {{"layer2.0.downsample.0", "layer2.0.downsample.1"}});
+  CHECK(fresh.state_dict().count("layer2.0.downsample.0.bias") == 1);
+  CHECK(fresh.state_dict().count("layer2.0.conv1.bias") == 0);
 }

@@ -7,6 +7,7 @@
 #include "models/mlp.h"
 #include "models/registry.h"
 #include "nn/layers.h"
+#include "test_util.h"
 
 using namespace mt;
 using Catch::Contains;
@@ -302,4 +303,54 @@ TEST_CASE("a ForwardScope observer hears each module's forward enter and leave, 
   seq->forward(ones({1, 3}));
   CHECK(recorder.events == std::vector<std::string>{"enter Sequential", "enter Linear", "leave Linear",
                                                     "enter LayerNorm", "leave LayerNorm", "leave Sequential"});
+}
+
+// ---------------------------------------------------------------- folding a batch norm into its convolution
+
+namespace {
+
+// A BatchNorm2d in eval mode with statistics and affine parameters far from
+// the identity, so that every term of the fold matters.
+std::shared_ptr<nn::BatchNorm2d> trained_looking_batch_norm(int64_t channels, uint64_t seed) {
+  auto bn = std::make_shared<nn::BatchNorm2d>(channels);
+  bn->to(kF64);
+  const NoGradGuard no_grad;
+  copy_(bn->running_mean, test::randn64({channels}, seed));
+  copy_(bn->running_var, test::uniform64({channels}, 0.2, 3.0, seed + 1));
+  copy_(bn->weight, test::uniform64({channels}, -2.0, 2.0, seed + 2));
+  copy_(bn->bias, test::randn64({channels}, seed + 3));
+  bn->eval();
+  return bn;
+}
+
+}  // namespace
+
+// Catches: a fold that forgets the running mean in the bias, scales the bias
+// by gamma without dividing by sqrt(var + eps), scales the weight along the
+// input channels instead of the output channels, or gives a bias-free
+// convolution no bias (its beta - mean * s lost); and a folded batch norm
+// that still normalises (applied twice) or lets itself train.
+TEST_CASE("Conv2d::fold_batch_norm computes conv then batch norm (eval) in one convolution", "[nn][int8]") {
+  for (const bool with_bias : {true, false}) {
+    INFO("conv bias " << with_bias);
+    manual_seed(3);
+    nn::Conv2d conv(3, 4, 3, 1, 1, 1, 1, with_bias);
+    conv.to(kF64);
+    auto bn = trained_looking_batch_norm(4, 11);
+    const Tensor x = test::randn64({2, 3, 5, 6}, 7);
+    const NoGradGuard no_grad;
+    const Tensor want = bn->forward(conv.forward(x));
+    conv.fold_batch_norm(*bn);
+    CHECK(bn->is_folded());
+    CHECK(conv.bias.defined());
+    CHECK(conv.state_dict().count("bias") == 1);
+    const Tensor got = bn->forward(conv.forward(x));
+    test::check_close(got, want, 1e-12, "folded");
+    CHECK_THROWS_WITH(conv.fold_batch_norm(*bn), Contains("folded already"));
+    bn->train();
+    CHECK_THROWS_WITH(bn->forward(got), Contains("cannot train"));
+  }
+  nn::Conv2d wide(3, 5, 3);
+  auto bn = trained_looking_batch_norm(4, 1);
+  CHECK_THROWS_WITH(wide.fold_batch_norm(*bn), Contains("4 channels after a convolution of 5 output channels"));
 }

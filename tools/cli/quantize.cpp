@@ -17,6 +17,8 @@ void print_int8_comparison(const tools::Int8Comparison& c, bool language_model) 
               static_cast<long long>(c.calibration_samples));
   for (const auto& [layer, reason] : c.kept_float)
     std::printf("int8: kept in float: %s (%s)\n", layer.c_str(), reason.c_str());
+  for (const amp::int8::FoldedBatchNorm& f : c.folded)
+    std::printf("int8: folded %s into %s\n", f.batch_norm.c_str(), f.conv.c_str());
   auto score = [&](const tools::Evaluation& e) {
     return language_model ? fmt::format("loss {:.4f}", e.loss) : fmt::format("accuracy {:.2f}%", 100.0 * e.accuracy);
   };
@@ -78,6 +80,9 @@ Subcommand add_quantize(CLI::App& app) {
          "SmoothQuant first, with this alpha (0.5: the paper's; migrates activation outliers into the weights)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--keep-float", a->keep_float, "Linear layers (dotted names) left in float")->delimiter(',');
+  cmd->add_flag("--no-fold-batch-norm{false}", a->fold_batch_norm,
+                "keep each BatchNorm2d a layer of its own (by default each is folded into the Conv2d before it, "
+                "as PyTorch's fuse_modules)");
   add_integer_option(cmd, "--test-limit", a->test_limit, "score on the first N held-out samples only", 0);
   return {cmd, [a](const std::string&) { return run_quantize(*a); }};
 }

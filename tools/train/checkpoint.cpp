@@ -302,6 +302,7 @@ nlohmann::json recorded_config(const SafetensorsFile& f, const std::string& path
 struct Int8Layers {
   std::vector<std::string> names;
   bool smoothed = false;
+  std::vector<amp::int8::FoldedBatchNorm> folded;
 };
 
 Int8Layers int8_layers(const SafetensorsFile& f, const std::string& path) {
@@ -316,6 +317,16 @@ Int8Layers int8_layers(const SafetensorsFile& f, const std::string& path) {
     layers.names.push_back(layer.get<std::string>());
   }
   layers.smoothed = j.contains("smoothquant") && j["smoothquant"].is_number();
+  if (j.contains("folded_batch_norms")) {
+    MT_CHECK(j["folded_batch_norms"].is_array(), "checkpoint '{}': its 'int8' folded_batch_norms is not a list", path);
+    for (const auto& pair : j["folded_batch_norms"]) {
+      MT_CHECK(pair.is_object() && pair.contains("conv") && pair["conv"].is_string() && pair.contains("batch_norm") &&
+                   pair["batch_norm"].is_string(),
+               "checkpoint '{}': an 'int8' folded batch norm is not a {{\"conv\", \"batch_norm\"}} pair of names",
+               path);
+      layers.folded.push_back({pair["conv"].get<std::string>(), pair["batch_norm"].get<std::string>()});
+    }
+  }
   return layers;
 }
 
@@ -364,6 +375,7 @@ std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::stri
   // An INT8 checkpoint (`mixtape quantize`): its Linear layers get their INT8 slots first.
   try {
     const Int8Layers int8 = int8_layers(f, path);
+    amp::int8::prepare_folded_batch_norms(*model, int8.folded);
     amp::int8::prepare_int8_layers(*model, int8.names, int8.smoothed);
   } catch (const Error& e) {
     fail("checkpoint '{}': {}", path, e.what());

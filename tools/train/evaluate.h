@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "amp/int8_quantize.h"
 #include "nn/module.h"
 #include "tools/data/dataset.h"
 #include "tools/train/checkpoint.h"
@@ -45,6 +46,7 @@ struct Int8Comparison {
   int64_t calibration_samples = 0;
   std::vector<std::string> layers;
   std::vector<std::pair<std::string, std::string>> kept_float;  // layer, why
+  std::vector<amp::int8::FoldedBatchNorm> folded;                // batch norms folded into their convolutions
   std::string source;
   bool source_scored = false;
   ScoredModel int8_model, float_model;  // float_model: measured now, or as quantize recorded it

@@ -30,6 +30,8 @@ void calibrate(nn::Module& model, const data::TensorDataset& train, int64_t samp
 nlohmann::json recipe_json(const QuantizeRequest& req, const Int8Comparison& c) {
   nlohmann::json kept = nlohmann::json::array();
   for (const auto& [layer, reason] : c.kept_float) kept.push_back({{"layer", layer}, {"reason", reason}});
+  nlohmann::json folded = nlohmann::json::array();
+  for (const amp::int8::FoldedBatchNorm& f : c.folded) folded.push_back({{"conv", f.conv}, {"batch_norm", f.batch_norm}});
   return {{"scheme", "w8a8: weights i8 per output channel (symmetric), inputs u8 per tensor, zero point 128"},
           {"observer", c.observer},
           {"per_tensor_weights", req.per_tensor},
@@ -37,6 +39,7 @@ nlohmann::json recipe_json(const QuantizeRequest& req, const Int8Comparison& c) 
           {"calibration_samples", c.calibration_samples},
           {"layers", c.layers},
           {"kept_float", kept},
+          {"folded_batch_norms", folded},
           {"source", c.source},
           {"float_loss", c.float_model.evaluation.loss},
           {"float_accuracy", c.float_model.evaluation.accuracy}};
@@ -72,6 +75,7 @@ QuantizeResult quantize_checkpoint(const QuantizeRequest& req) {
 
   std::shared_ptr<nn::Module> model = load_model_checkpoint(f, req.checkpoint, device);
   out.float_model = score_model(*model, splits.test, precision, device);
+  if (req.fold_batch_norm) out.folded = amp::int8::fold_batch_norms(*model);
   const amp::int8::QuantizeOptions options{
       .observer = req.observer, .per_tensor_weights = req.per_tensor, .keep_float = req.keep_float};
   if (req.smoothquant) {

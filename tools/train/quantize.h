@@ -19,6 +19,7 @@ struct QuantizeRequest {
   std::string observer = "mse";
   int64_t calibrate = 0;  // samples; 0: 512 for text, 1024 for images
   bool per_tensor = false;
+  bool fold_batch_norm = true;  // each BatchNorm2d into the Conv2d before it (amp::int8::fold_batch_norms)
   std::optional<double> smoothquant;  // alpha: SmoothQuant before calibration
   std::vector<std::string> keep_float;
   int64_t test_limit = 0;

@@ -78,8 +78,9 @@ TEST_CASE("quantize keeps an mlp within 1% of its float accuracy, and eval loads
 
 // Catches: an INT8 convolution that costs accuracy (padding at raw 0
 // instead of the zero point, a weight flattened in another order, the
-// write-back transposed), convolutions left in float without a word, and
-// the default observer failing the 99% bar on a convolutional network.
+// write-back transposed), convolutions left in float without a word, the
+// default observer failing the 99% bar on a convolutional network, and
+// eval loading the batch norms quantize folded unfolded (normalised twice).
 TEST_CASE("quantize keeps a cnn within 1% of its float accuracy, convolutions in INT8", "[e2e][int8]") {
   const std::string ckpt = temp_path("cnn.safetensors"), q = temp_path("cnn_int8.safetensors");
   train_image_model(ckpt, "cnn", 8192);
@@ -89,10 +90,22 @@ TEST_CASE("quantize keeps a cnn within 1% of its float accuracy, convolutions in
                     << 100 * c.int8_model.evaluation.accuracy << "%");
   CHECK(c.layers == std::vector<std::string>{"conv1", "conv2", "fc1", "fc2"});
   CHECK(c.kept_float.empty());
+  CHECK(c.folded == std::vector<amp::int8::FoldedBatchNorm>{{"conv1", "bn1"}, {"conv2", "bn2"}});
   CHECK(c.float_model.evaluation.accuracy > 0.75);
   CHECK(c.int8_model.evaluation.accuracy >= 0.99 * c.float_model.evaluation.accuracy);
+  // eval folds the same batch norms (a loader that left them unfolded
+  // would normalise twice and lose most of the accuracy).
   const tools::EvalResult e = tools::evaluate_checkpoint(q, "", "cpu", 1000);
   CHECK(e.evaluation.accuracy == c.int8_model.evaluation.accuracy);
+  REQUIRE(e.int8);
+  CHECK(e.int8->folded == c.folded);
+  // Unfolded, the batch norms stay layers of their own and score the same to a
+  // few images (the folded weights round differently).
+  tools::QuantizeRequest unfolded = request(ckpt, q, 512, 1000);
+  unfolded.fold_batch_norm = false;
+  const tools::Int8Comparison u = tools::quantize_checkpoint(unfolded).comparison;
+  CHECK(u.folded.empty());
+  CHECK(std::abs(u.int8_model.evaluation.accuracy - c.int8_model.evaluation.accuracy) <= 0.005);
   std::filesystem::remove(ckpt);
   std::filesystem::remove(q);
 }
@@ -153,9 +166,9 @@ TEST_CASE("quantize with SmoothQuant keeps gpt-tiny's validation loss within 1%"
 }
 
 // Catches: quantize overwriting its own input, quantizing an INT8
-// checkpoint twice, and an
-// INT8 checkpoint whose metadata names a layer the model lacks or whose
-// scales were zeroed loading anyway.
+// checkpoint twice, and an INT8 checkpoint whose metadata names a layer the
+// model lacks, a folded batch norm pair the model does not list (or a
+// malformed one), or whose scales were zeroed loading anyway.
 TEST_CASE("quantize and eval refuse mistaken requests and hostile INT8 checkpoints", "[e2e][int8][errors]") {
   const std::string ckpt = temp_path("refuse.safetensors"), q = temp_path("refuse_int8.safetensors"),
                     bad = temp_path("hostile_int8.safetensors");
@@ -173,6 +186,15 @@ TEST_CASE("quantize and eval refuse mistaken requests and hostile INT8 checkpoin
   f.metadata["int8"] = R"({"layers": ["fc1", "fc7"]})";
   save_safetensors(bad, f.tensors, f.metadata);
   CHECK_THROWS_WITH(tools::evaluate_checkpoint(bad, "", "cpu", 100), Contains("'fc7' is not a Linear or Conv2d layer"));
+
+  f = load_safetensors(q);
+  f.metadata["int8"] = R"({"layers": ["fc1", "fc2"], "folded_batch_norms": [{"conv": "fc1", "batch_norm": "fc2"}]})";
+  save_safetensors(bad, f.tensors, f.metadata);
+  CHECK_THROWS_WITH(tools::evaluate_checkpoint(bad, "", "cpu", 100),
+                    Contains("not a convolution and batch norm pair this model can fold"));
+  f.metadata["int8"] = R"({"layers": ["fc1", "fc2"], "folded_batch_norms": [["conv1", "bn1"]]})";
+  save_safetensors(bad, f.tensors, f.metadata);
+  CHECK_THROWS_WITH(tools::evaluate_checkpoint(bad, "", "cpu", 100), Contains("pair of names"));
 
   f = load_safetensors(q);
   f.metadata["int8"] = R"({"layers": []})";  // the INT8 weights would load into float layers
