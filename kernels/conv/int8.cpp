@@ -100,32 +100,35 @@ void int8_conv2d(const Int8Conv2d& conv, const Tensor& y) {
   if (g.batch == 0 || plane == 0 || g.out_channels == 0) return;
   OutputBuffer<float> out(y);  // y itself when it is f32
   float* v = out.data();
-  // Each (sample, channel) plane is a row of `plane` values sharing one scale and bias.
-  auto epilogue = [&](auto value_of) {
-    parallel_for(g.batch * g.out_channels, plane, [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        const int64_t o = row % g.out_channels;
-        const float bias = conv.bias != nullptr ? conv.bias[o] : 0.0f;
-        for (int64_t q = 0; q < plane; ++q) {
-          v[row * plane + q] = activate(conv.activation, value_of(row * plane + q, o) + bias);
-        }
-      }
-    });
-  };
   // oneDNN writes the s32 sums into the f32 output's own memory (both 4
   // bytes, so no second buffer of the output's size to fault in); each
   // element is then read as s32 and rewritten as f32 where it lies.
   static_assert(sizeof(int32_t) == sizeof(float));
-  if (onednn_int8_conv2d(conv, reinterpret_cast<int32_t*>(v))) {
-    epilogue([&](int64_t i, int64_t o) {
-      int32_t sum;
-      std::memcpy(&sum, v + i, sizeof(sum));
-      return static_cast<float>(sum) * conv.scales[o];
-    });
-  } else {
-    im2row_int8_conv2d(conv, v);  // scaled already
-    epilogue([&](int64_t i, int64_t) { return v[i]; });
-  }
+  const bool sums = onednn_int8_conv2d(conv, reinterpret_cast<int32_t*>(v));
+  if (!sums) im2row_int8_conv2d(conv, v);  // scaled already
+  // Each (sample, channel) plane is a row of `plane` values sharing one
+  // scale and bias. The loops are plain so they vectorise: with the
+  // activation's switch inside (per element) this pass was 13% of an INT8
+  // cnn's evaluation.
+  parallel_for(g.batch * g.out_channels, plane, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t o = row % g.out_channels;
+      const float bias = conv.bias != nullptr ? conv.bias[o] : 0.0f;
+      float* values = v + row * plane;
+      if (sums) {
+        const float scale = conv.scales[o];
+        for (int64_t q = 0; q < plane; ++q) {
+          int32_t sum;  // read as s32 where oneDNN wrote it (memcpy: no aliasing of float and int32_t)
+          std::memcpy(&sum, values + q, sizeof(sum));
+          values[q] = static_cast<float>(sum) * scale + bias;
+        }
+      } else {
+        for (int64_t q = 0; q < plane; ++q) values[q] += bias;
+      }
+      if (conv.activation == GemmActivation::None) continue;
+      for (int64_t q = 0; q < plane; ++q) values[q] = activate(conv.activation, values[q]);
+    }
+  });
   out.commit();
 }
 
