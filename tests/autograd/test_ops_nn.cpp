@@ -371,6 +371,22 @@ TEST_CASE("dropout: same seed gives the same mask, across dtypes too", "[ops][nn
   CHECK(dropout(x, 0.5, true).to_vector() == d1);
 }
 
+// Catches: the CPU's bf16 dropout (read and written where the tensors lie)
+// drawing another mask than f32's, rounding the scaled value twice or not at
+// all, mishandling the last partial group of 32, or a backward that scales
+// by something else: forward and backward equal the f32 op's results
+// rounded once to bf16.
+TEST_CASE("dropout in bf16 on the CPU is the f32 dropout rounded once, forward and backward", "[ops][nn][bf16]") {
+  const Tensor x = mul(randn64({3, 29}, 77), 3.0).to(kBF16), upstream = mul(randn64({3, 29}, 78), 5.0).to(kBF16);
+  const Tensor xf = x.to(kF32).detach().requires_grad_(), xb = x.detach().requires_grad_();
+  Generator g1(99), g2(99);
+  const Tensor yf = dropout(xf, 0.3, true, &g1), yb = dropout(xb, 0.3, true, &g2);
+  check_equal(yb, yf.to(kBF16).to_vector(), "forward");
+  sum(mul(yf, upstream.to(kF32))).backward();
+  sum(mul(yb, upstream)).backward();
+  check_equal(xb.grad(), xf.grad().to(kBF16).to_vector(), "backward");
+}
+
 // ---------------------------------------------------------------- errors
 
 TEST_CASE("nn errors name the op, shapes and what was expected", "[ops][nn][errors]") {
