@@ -208,7 +208,7 @@ TEST_CASE("an int8 model's forward on the CUDA path reads nothing back from the 
 // that changes what the model computes in eval, and a checkpoint naming a
 // pair its model does not list (folding a batch norm into a convolution
 // whose output also goes elsewhere would change the model) accepted.
-TEST_CASE("fold_batch_norms folds the pairs each module lists; a checkpoint's must be listed", "[amp][int8]") {
+TEST_CASE("fold_batch_norms folds the pairs each module lists, and a checkpoint may name only those", "[amp][int8]") {
   manual_seed(4);
   models::ResNet resnet;
   {
