@@ -165,18 +165,39 @@ __m256 takes8(__m256 v, __m256 best) {
   return _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), nan_over_number);
 }
 
-// max_plane_tiled for the 2 x 2 window on f32, eight lanes at a time (GCC
-// leaves the NaN-aware selects of the generic loops scalar). Horizontal: 16
-// values, split into even and odd columns, give 8 segments' winners.
-// Vertical: output row oy is the winner of segment rows 2oy and 2oy + 1,
-// masked at the row's end.
-void max_plane_2x2(const float* __restrict xp, const Planes& out, float* __restrict best_h, int32_t* __restrict index_h,
-                   float* __restrict yp, int64_t* __restrict ip) {
+// Eight consecutive values as f32 lanes: f32 as they are, bf16 widened
+// exactly (its bits are the top half of the f32's).
+__m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+__m256 load8(const BFloat16* p) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+// The first n of eight lanes into dst. A maximum is one of the inputs, so a
+// bf16 plane's winners are bf16 values: truncating their f32 bits back is
+// exact (NaN payloads too).
+void store_lanes(__m256 v, __m256i mask, int64_t /*n*/, float* dst) { _mm256_maskstore_ps(dst, mask, v); }
+void store_lanes(__m256 v, __m256i /*mask*/, int64_t n, BFloat16* dst) {
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_castps_si256(v));
+  for (int64_t i = 0; i < n; ++i) dst[i] = BFloat16::from_bits(static_cast<uint16_t>(lanes[i] >> 16));
+}
+
+// max_plane_tiled for the 2 x 2 window, eight lanes at a time (GCC leaves
+// the NaN-aware selects of the generic loops scalar), on f32 planes or on
+// bf16 planes read and written where they lie (a bf16 cnn's pools spent as
+// long widening and narrowing whole planes as pooling them). Horizontal: 16
+// values, split into even and odd columns, give 8 segments' winners (f32
+// scratch). Vertical: output row oy is the winner of segment rows 2oy and
+// 2oy + 1, masked at the row's end.
+template <typename S>
+void max_plane_2x2(const S* __restrict xp, const Planes& out, float* __restrict best_h, int32_t* __restrict index_h,
+                   S* __restrict yp, int64_t* __restrict ip) {
   const int64_t segments = 2 * out.h * out.w;
   const __m256i lane = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
   int64_t t = 0;
   for (; t + 8 <= segments; t += 8) {
-    const __m256 lo = _mm256_loadu_ps(xp + 2 * t), hi = _mm256_loadu_ps(xp + 2 * t + 8);
+    const __m256 lo = load8(xp + 2 * t), hi = load8(xp + 2 * t + 8);
     // shuffle_ps works per 128-bit half; permute4x64 puts the halves in order.
     const __m256 even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
     const __m256 odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
@@ -187,8 +208,9 @@ void max_plane_2x2(const float* __restrict xp, const Planes& out, float* __restr
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(index_h + t), _mm256_add_epi32(first, one_if_odd));
   }
   for (; t < segments; ++t) {
-    const bool take = takes(xp[2 * t + 1], xp[2 * t]);
-    best_h[t] = take ? xp[2 * t + 1] : xp[2 * t];
+    const float left = static_cast<float>(xp[2 * t]), right = static_cast<float>(xp[2 * t + 1]);
+    const bool take = takes(right, left);
+    best_h[t] = take ? right : left;
     index_h[t] = static_cast<int32_t>(2 * t + take);
   }
   for (int64_t oy = 0; oy < out.h; ++oy) {
@@ -204,7 +226,7 @@ void max_plane_2x2(const float* __restrict xp, const Planes& out, float* __restr
       const __m256i ia = _mm256_maskload_epi32(upper_index + ox, mask);
       const __m256i ib = _mm256_maskload_epi32(lower_index + ox, mask);
       const __m256 take = takes8(b, a);
-      _mm256_maskstore_ps(yp + oy * out.w + ox, mask, _mm256_blendv_ps(a, b, take));
+      store_lanes(_mm256_blendv_ps(a, b, take), mask, n, yp + oy * out.w + ox);
       const __m256i index = _mm256_castps_si256(
           _mm256_blendv_ps(_mm256_castsi256_ps(ia), _mm256_castsi256_ps(ib), take));
       alignas(32) int32_t lanes[8];
@@ -224,15 +246,23 @@ void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const 
   int64_t* pi = vi.data();
   const bool inside = k.pad_h == 0 && k.pad_w == 0;
   const bool tiled = tiles_plane(in, k) && in_plane <= std::numeric_limits<int32_t>::max();
+  const bool bf16_planes = x.dtype() == kBF16 && y.dtype() == kBF16 && x.is_contiguous() && y.is_contiguous();
   parallel_for(in.count, 4 * out_plane, [&](int64_t begin, int64_t end) {
     std::vector<T> x_buffer(static_cast<size_t>(in_plane)), y_buffer(static_cast<size_t>(out_plane));
     const size_t segments = tiled ? static_cast<size_t>(k.kernel_h * out_plane) : 0;
     std::vector<T> best_h(segments);
     std::vector<int32_t> index_h(segments);
     for (int64_t p = begin; p < end; ++p) {
+      int64_t* ip = pi + p * out_plane;
+      if constexpr (std::is_same_v<T, float>) {
+        if (tiled && k.kernel_h == 2 && k.kernel_w == 2 && bf16_planes) {
+          max_plane_2x2(static_cast<const BFloat16*>(x.data_ptr()) + p * in_plane, out, best_h.data(), index_h.data(),
+                        static_cast<BFloat16*>(y.data_ptr()) + p * out_plane, ip);
+          continue;
+        }
+      }
       const T* xp = rx.row(p, x_buffer.data());
       T* yp = wy.row(p, y_buffer.data());
-      int64_t* ip = pi + p * out_plane;
       if constexpr (std::is_same_v<T, float>) {
         if (tiled && k.kernel_h == 2 && k.kernel_w == 2) {
           max_plane_2x2(xp, out, best_h.data(), index_h.data(), yp, ip);

@@ -319,7 +319,7 @@ TEST_CASE("max_pool2d over tiling windows picks the raster-order first maximum",
     const int64_t OH = H / c.window.h, OW = W / c.window.w;
     std::vector<double> values(static_cast<size_t>(P * H * W));
     for (size_t i = 0; i < values.size(); ++i) values[i] = (i * 7919 % 31 == 0) ? NAN : double(i * 2654435761u % 3);
-    std::vector<double> expected_grad(values.size(), 0.0);
+    std::vector<int64_t> winner;  // per output, in order: the input element its gradient goes to
     for (int64_t pl = 0; pl < P; ++pl) {
       for (int64_t oy = 0; oy < OH; ++oy) {
         for (int64_t ox = 0; ox < OW; ++ox) {
@@ -331,17 +331,28 @@ TEST_CASE("max_pool2d over tiling windows picks the raster-order first maximum",
               if (best < 0 || v > b || (std::isnan(v) && !std::isnan(b))) best = at;
             }
           }
-          expected_grad[static_cast<size_t>(best)] += double(1 + (pl * OH + oy) * OW + ox);
+          winner.push_back(best);
         }
       }
     }
-    std::vector<double> upstream(static_cast<size_t>(P * OH * OW));
+    std::vector<double> upstream(winner.size());
     for (size_t i = 0; i < upstream.size(); ++i) upstream[i] = double(1 + i);
-    for (const DType dtype : {kF64, kF32}) {
+    // bf16 planes are read and written where they lie (values from {0, 1, 2}
+    // and NaN are exact in bf16; the upstream gradient is rounded first).
+    for (const DType dtype : {kF64, kF32, kBF16}) {
       const Tensor x = f64(values, c.shape).to(dtype).requires_grad_();
       const Tensor y = max_pool2d(x, c.window, c.window);
-      sum(mul(y, f64(upstream, {c.shape[0], c.shape[1], OH, OW}).to(dtype))).backward();
+      const Tensor up = f64(upstream, {c.shape[0], c.shape[1], OH, OW}).to(dtype);
+      const std::vector<double> up_values = up.to_vector();
+      std::vector<double> expected_grad(values.size(), 0.0);
+      std::vector<double> expected_y(winner.size());
+      for (size_t o = 0; o < winner.size(); ++o) {
+        expected_grad[static_cast<size_t>(winner[o])] += up_values[o];
+        expected_y[o] = values[static_cast<size_t>(winner[o])];
+      }
+      sum(mul(y, up)).backward();
       INFO(fmt::format("{} {} window {}", dtype, x.shape_string(), c.window.h));
+      check_equal(y, expected_y);
       check_equal(x.grad(), expected_grad);
     }
   }
