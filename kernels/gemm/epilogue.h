@@ -4,6 +4,7 @@
 // oneDNN cannot fuse it (GELU, or the pre-activation kept for backward).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -40,14 +41,21 @@ inline void apply_epilogue(T* c, T* pre, int64_t n, int64_t r0, int64_t h, int64
     if (activation == GemmActivation::GeluErf) gelu = vector_gelu_forward(UnaryOp::GeluErf, to_16bit);
     if (activation == GemmActivation::GeluTanh) gelu = gelu_tanh_n;
   }
+  // One plain loop per step and row, so each vectorises: with the
+  // activation's switch inside, per element, the INT8 mlp's epilogue (bias
+  // and ReLU after the s32 GEMM) ran scalar.
   for (int64_t r = r0; r < r0 + h; ++r) {
-    for (int64_t j = c0; j < c0 + w; ++j) {
-      const T z = bias == nullptr ? c[r * n + j] : c[r * n + j] + bias[j];
-      if (pre != nullptr) pre[r * n + j] = z;
-      c[r * n + j] = gelu != nullptr ? z : activate(activation, z);
+    T* row = c + r * n + c0;
+    if (bias != nullptr) {
+      for (int64_t j = 0; j < w; ++j) row[j] += bias[c0 + j];
     }
-    if constexpr (std::is_same_v<T, float>) {
-      if (gelu != nullptr) gelu(c + r * n + c0, c + r * n + c0, w);
+    if (pre != nullptr) std::copy_n(row, w, pre + r * n + c0);
+    if (gelu != nullptr) {
+      if constexpr (std::is_same_v<T, float>) gelu(row, row, w);
+    } else if (activation == GemmActivation::Relu) {
+      for (int64_t j = 0; j < w; ++j) row[j] = unary_forward<UnaryOp::Relu>(row[j], T(0), T(0));
+    } else if (activation != GemmActivation::None) {
+      for (int64_t j = 0; j < w; ++j) row[j] = activate(activation, row[j]);
     }
   }
 }

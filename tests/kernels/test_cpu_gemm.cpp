@@ -105,20 +105,28 @@ TEST_CASE("CPU GEMM epilogue: bias, ReLU, GELU and the stored pre-activation wit
         for (const bool keep_pre : {false, true}) {
           INFO(test::library_name(library) << " " << dtype_name(dtype) << " activation " << static_cast<int>(activation)
                              << " pre-activation kept " << keep_pre);
-          Generator gen(13);
-          const Tensor a = operand(2, 24, 40, dtype, false, gen);
-          const Tensor b = operand(2, 40, 30, dtype, true, gen);
-          const Tensor bias = rand({30}, kF32, kCPU, &gen).to(dtype);
-          kernels::GemmEpilogue epilogue;
-          epilogue.bias = bias;
-          epilogue.activation = activation;
-          const Tensor out = empty({2, 24, 30}, dtype, kCPU);
-          if (keep_pre) epilogue.pre_activation = empty({2, 24, 30}, dtype, kCPU);
-          kernels::bmm(a, b, out, epilogue);
-          const double tolerance = dtype == kF32 ? 1e-5 : 8e-3;
-          CHECK(relative_error(out, reference(a, b, bias, activation, false)) < tolerance);
-          if (keep_pre)
-            CHECK(relative_error(epilogue.pre_activation, reference(a, b, bias, activation, true)) < tolerance);
+          // [1, 128, 128] x [128, 512] is cut into two column tiles on the
+          // Eigen path (kernels/gemm/cpu.cpp's gemm_tiles): the second one's
+          // epilogue starts at column 256 and must read bias[256 + j].
+          struct Shape3 {
+            int64_t batch, m, k, n;
+          };
+          for (const Shape3 s : {Shape3{2, 24, 40, 30}, Shape3{1, 128, 128, 512}}) {
+            Generator gen(13);
+            const Tensor a = operand(s.batch, s.m, s.k, dtype, false, gen);
+            const Tensor b = operand(s.batch, s.k, s.n, dtype, true, gen);
+            const Tensor bias = rand({s.n}, kF32, kCPU, &gen).to(dtype);
+            kernels::GemmEpilogue epilogue;
+            epilogue.bias = bias;
+            epilogue.activation = activation;
+            const Tensor out = empty({s.batch, s.m, s.n}, dtype, kCPU);
+            if (keep_pre) epilogue.pre_activation = empty({s.batch, s.m, s.n}, dtype, kCPU);
+            kernels::bmm(a, b, out, epilogue);
+            const double tolerance = dtype == kF32 ? 1e-5 : 8e-3;
+            CHECK(relative_error(out, reference(a, b, bias, activation, false)) < tolerance);
+            if (keep_pre)
+              CHECK(relative_error(epilogue.pre_activation, reference(a, b, bias, activation, true)) < tolerance);
+          }
         }
       }
     }
