@@ -120,14 +120,11 @@ void scatter(const T* src, const Tensor& out) {
   });
 }
 
-// dst = src converted element by element; both contiguous.
+// dst = src converted element by element (dst contiguous): gather straight
+// into dst's memory.
 template <typename To, typename From>
 void convert_contiguous(const Tensor& src, const Tensor& dst) {
-  const From* in = static_cast<const From*>(src.data_ptr());
-  To* out = static_cast<To*>(dst.data_ptr());
-  parallel_for(src.numel(), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) out[i] = convert<To>(in[i]);
-  });
+  gather<To, From>(src, static_cast<To*>(dst.data_ptr()));
   dst.storage()->bump_version();
 }
 
