@@ -62,7 +62,7 @@ void forward_blocks(const Tensor& gate, const Tensor& up, const Tensor& y) {
     load_block(gate, first, n, g);
     load_block(up, first, n, u);
     sigmoid_block(g, s, n);
-    for (int64_t i = 0; i < n; ++i) s[i] = g[i] * s[i] * u[i];
+    for (int64_t i = 0; i < n; ++i) s[i] = swiglu_forward_given_sigmoid(g[i], s[i], u[i]);
     store_block(s, y, first, n);
   });
   y.storage()->bump_version();
@@ -76,11 +76,7 @@ void backward_blocks(const Tensor& grad_y, const Tensor& gate, const Tensor& up,
     load_block(gate, first, n, g);
     load_block(up, first, n, u);
     sigmoid_block(g, s, n);
-    for (int64_t i = 0; i < n; ++i) {
-      const float dg = dy[i] * u[i] * s[i] * (1.0f + g[i] * (1.0f - s[i]));
-      u[i] = dy[i] * g[i] * s[i];  // du
-      g[i] = dg;
-    }
+    for (int64_t i = 0; i < n; ++i) swiglu_backward_given_sigmoid(dy[i], g[i], s[i], u[i], &g[i], &u[i]);
     store_block(g, grad_gate, first, n);
     store_block(u, grad_up, first, n);
   });
