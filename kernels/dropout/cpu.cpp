@@ -11,31 +11,36 @@ namespace {
 // Element i keeps when the i-th uniform of the stream (word i % 4 of Philox
 // block offset + i / 4) is >= p, as on the GPU. Each block's four words serve
 // four elements: drawing a block per element would cost four times the rounds.
-template <typename T>
-void forward_typed(const Tensor& in, const Tensor& out, const Tensor& mask, DropoutArgs args) {
-  Loaded<T> x(in);
-  const int64_t n = in.numel();
-  OutputBuffer<T> y(out);
-  T* py = y.data();
-  uint8_t* keep = static_cast<uint8_t*>(mask.data_ptr());
-  const T scale = args.p < 1 ? static_cast<T>(1.0 / (1.0 - args.p)) : T(0);
-  const auto p = static_cast<float>(args.p);
-  // Eight blocks (32 elements) at a time through the vectorised generator;
-  // each element still takes word i % 4 of block i / 4, wherever a thread's
-  // range starts, so the mask does not depend on the thread count.
-  const int64_t octets = (n + 31) / 32;
-  parallel_for(octets, 64, [&](int64_t first_octet, int64_t end_octet) {
+// Calls body(base, count, kept) for the n elements 32 at a time (eight blocks
+// through the vectorised generator; kept[k] is 1 or 0 for element base + k);
+// each element still takes word i % 4 of block i / 4, wherever a thread's
+// range starts, so the mask does not depend on the thread count.
+template <typename Body>
+void for_each_32(const DropoutArgs& args, int64_t n, Body&& body) {
+  parallel_for((n + 31) / 32, 64, [&](int64_t first_octet, int64_t end_octet) {
     for (int64_t octet = first_octet; octet < end_octet; ++octet) {
       uint32_t words[4][8];
       philox4x32_10_x8(args.seed, args.block_offset + static_cast<uint64_t>(octet * 8), words);
       float kept[32];
-      philox_keep_x32(words, p, kept);
-      const int64_t base = octet * 32, count = std::min<int64_t>(32, n - base);
-      for (int64_t k = 0; k < count; ++k) {
-        const int64_t i = base + k;
-        keep[i] = static_cast<uint8_t>(kept[k]);
-        py[i] = kept[k] != 0.0f ? x[i] * scale : T(0);
-      }
+      philox_keep_x32(words, static_cast<float>(args.p), kept);
+      const int64_t base = octet * 32;
+      body(base, std::min<int64_t>(32, n - base), kept);
+    }
+  });
+}
+
+template <typename T>
+void forward_typed(const Tensor& in, const Tensor& out, const Tensor& mask, DropoutArgs args) {
+  Loaded<T> x(in);
+  OutputBuffer<T> y(out);
+  T* py = y.data();
+  uint8_t* keep = static_cast<uint8_t*>(mask.data_ptr());
+  const T scale = args.p < 1 ? static_cast<T>(1.0 / (1.0 - args.p)) : T(0);
+  for_each_32(args, in.numel(), [&](int64_t base, int64_t count, const float* kept) {
+    for (int64_t k = 0; k < count; ++k) {
+      const int64_t i = base + k;
+      keep[i] = static_cast<uint8_t>(kept[k]);
+      py[i] = kept[k] != 0.0f ? x[i] * scale : T(0);
     }
   });
   y.commit();
@@ -54,19 +59,11 @@ void forward_bf16(const Tensor& in, const Tensor& out, const Tensor& mask, Dropo
   const BFloat16* x = static_cast<const BFloat16*>(in.data_ptr());
   BFloat16* y = static_cast<BFloat16*>(out.data_ptr());
   uint8_t* keep = static_cast<uint8_t*>(mask.data_ptr());
-  const int64_t n = in.numel();
   const float scale = args.p < 1 ? static_cast<float>(1.0 / (1.0 - args.p)) : 0.0f;
-  parallel_for((n + 31) / 32, 64, [&](int64_t first_octet, int64_t end_octet) {
-    for (int64_t octet = first_octet; octet < end_octet; ++octet) {
-      uint32_t words[4][8];
-      philox4x32_10_x8(args.seed, args.block_offset + static_cast<uint64_t>(octet * 8), words);
-      float kept[32];
-      philox_keep_x32(words, static_cast<float>(args.p), kept);
-      const int64_t base = octet * 32, count = std::min<int64_t>(32, n - base);
-      for (int64_t k = 0; k < count; ++k) {
-        keep[base + k] = static_cast<uint8_t>(kept[k]);
-        y[base + k] = BFloat16(kept[k] != 0.0f ? static_cast<float>(x[base + k]) * scale : 0.0f);
-      }
+  for_each_32(args, in.numel(), [&](int64_t base, int64_t count, const float* kept) {
+    for (int64_t k = 0; k < count; ++k) {
+      keep[base + k] = static_cast<uint8_t>(kept[k]);
+      y[base + k] = BFloat16(kept[k] != 0.0f ? static_cast<float>(x[base + k]) * scale : 0.0f);
     }
   });
   out.storage()->bump_version();
