@@ -246,6 +246,7 @@ void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const 
   int64_t* pi = vi.data();
   const bool inside = k.pad_h == 0 && k.pad_w == 0;
   const bool tiled = tiles_plane(in, k) && in_plane <= std::numeric_limits<int32_t>::max();
+  const bool two_by_two = tiled && k.kernel_h == 2 && k.kernel_w == 2;
   const bool bf16_planes = x.dtype() == kBF16 && y.dtype() == kBF16 && x.is_contiguous() && y.is_contiguous();
   parallel_for(in.count, 4 * out_plane, [&](int64_t begin, int64_t end) {
     std::vector<T> x_buffer(static_cast<size_t>(in_plane)), y_buffer(static_cast<size_t>(out_plane));
@@ -255,7 +256,7 @@ void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const 
     for (int64_t p = begin; p < end; ++p) {
       int64_t* ip = pi + p * out_plane;
       if constexpr (std::is_same_v<T, float>) {
-        if (tiled && k.kernel_h == 2 && k.kernel_w == 2 && bf16_planes) {
+        if (two_by_two && bf16_planes) {
           max_plane_2x2(static_cast<const BFloat16*>(x.data_ptr()) + p * in_plane, out, best_h.data(), index_h.data(),
                         static_cast<BFloat16*>(y.data_ptr()) + p * out_plane, ip);
           continue;
@@ -264,7 +265,7 @@ void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const 
       const T* xp = rx.row(p, x_buffer.data());
       T* yp = wy.row(p, y_buffer.data());
       if constexpr (std::is_same_v<T, float>) {
-        if (tiled && k.kernel_h == 2 && k.kernel_w == 2) {
+        if (two_by_two) {
           max_plane_2x2(xp, out, best_h.data(), index_h.data(), yp, ip);
           wy.finish_row(p, yp);
           continue;
