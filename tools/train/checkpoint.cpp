@@ -296,6 +296,24 @@ nlohmann::json recorded_config(const SafetensorsFile& f, const std::string& path
   return j;
 }
 
+}  // namespace
+
+std::vector<amp::int8::FoldedBatchNorm> folded_batch_norms(const nlohmann::json& int8, const std::string& path) {
+  std::vector<amp::int8::FoldedBatchNorm> folded;
+  if (!int8.is_object() || !int8.contains("folded_batch_norms")) return folded;
+  const nlohmann::json& pairs = int8["folded_batch_norms"];
+  MT_CHECK(pairs.is_array(), "checkpoint '{}': its 'int8' folded_batch_norms is not a list", path);
+  for (const auto& pair : pairs) {
+    MT_CHECK(pair.is_object() && pair.contains("conv") && pair["conv"].is_string() && pair.contains("batch_norm") &&
+                 pair["batch_norm"].is_string(),
+             "checkpoint '{}': an 'int8' folded batch norm is not a {{\"conv\", \"batch_norm\"}} pair of names", path);
+    folded.push_back({pair["conv"].get<std::string>(), pair["batch_norm"].get<std::string>()});
+  }
+  return folded;
+}
+
+namespace {
+
 // The Linear layers an INT8 checkpoint quantized (its "int8" metadata, a
 // JSON object written by `mixtape quantize`) and whether SmoothQuant
 // smoothed them; none for any other checkpoint.
@@ -317,16 +335,7 @@ Int8Layers int8_layers(const SafetensorsFile& f, const std::string& path) {
     layers.names.push_back(layer.get<std::string>());
   }
   layers.smoothed = j.contains("smoothquant") && j["smoothquant"].is_number();
-  if (j.contains("folded_batch_norms")) {
-    MT_CHECK(j["folded_batch_norms"].is_array(), "checkpoint '{}': its 'int8' folded_batch_norms is not a list", path);
-    for (const auto& pair : j["folded_batch_norms"]) {
-      MT_CHECK(pair.is_object() && pair.contains("conv") && pair["conv"].is_string() && pair.contains("batch_norm") &&
-                   pair["batch_norm"].is_string(),
-               "checkpoint '{}': an 'int8' folded batch norm is not a {{\"conv\", \"batch_norm\"}} pair of names",
-               path);
-      layers.folded.push_back({pair["conv"].get<std::string>(), pair["batch_norm"].get<std::string>()});
-    }
-  }
+  layers.folded = folded_batch_norms(j, path);
   return layers;
 }
 

@@ -9,8 +9,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "amp/fp8_recipe.h"
+#include "amp/int8_quantize.h"
 #include "amp/grad_scaler.h"
 #include "core/safetensors.h"
 #include "nn/module.h"
@@ -90,6 +94,11 @@ enum class NonFiniteWeights { Refuse, Allow };
 // expected and the one found: never cast (the rule --resume follows too).
 std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpoint, const std::string& path,
                                                   Device device, NonFiniteWeights nonfinite = NonFiniteWeights::Refuse);
+
+// The batch norms an INT8 checkpoint's recipe (its "int8" metadata, parsed)
+// says were folded into their convolutions; none when it names none. A
+// malformed list is an mt::Error naming `path`.
+std::vector<amp::int8::FoldedBatchNorm> folded_batch_norms(const nlohmann::json& int8, const std::string& path);
 
 // The run configuration a checkpoint's metadata records (the model,
 // precision, dataset and context; older checkpoints: the defaults), its

@@ -195,14 +195,7 @@ Int8Comparison compare_int8(const SafetensorsFile& f, const std::string& path, n
       }
     }
   }
-  if (j.contains("folded_batch_norms") && j["folded_batch_norms"].is_array()) {
-    for (const auto& k : j["folded_batch_norms"]) {
-      if (k.is_object() && k.contains("conv") && k["conv"].is_string() && k.contains("batch_norm") &&
-          k["batch_norm"].is_string()) {
-        c.folded.push_back({k["conv"].get<std::string>(), k["batch_norm"].get<std::string>()});
-      }
-    }
-  }
+  c.folded = folded_batch_norms(j, path);  // checked already: the model loaded with these pairs folded
   c.int8_model = score_model(model, test, precision, device);
   c.float_model.evaluation = {number("float_accuracy"), number("float_loss")};
   try {
