@@ -166,6 +166,7 @@ void mask_scores(const AttentionProblem& p, int64_t bh, int64_t i0, int64_t j0, 
 // eight blocks (32 numbers) at a time.
 void dropout_factors(const AttentionProblem& p, int64_t bh, int64_t i, int64_t j0, int64_t cols, float* factors) {
   const uint64_t first = attention::dropout_element(p, bh, i, j0);
+  const float scale = p.dropout_scale;  // a local: factors could alias p's fields, which would reload per element
   uint64_t block = first / 4;
   int64_t word = static_cast<int64_t>(first % 4);  // where the row starts in its first block
   for (int64_t c = 0; c < cols; block += 8, word = 0) {
@@ -173,7 +174,9 @@ void dropout_factors(const AttentionProblem& p, int64_t bh, int64_t i, int64_t j
     philox4x32_10_x8(p.dropout_seed, p.dropout_offset + block, words);
     float keep[32];  // attention::dropout_keep_factor's test, 32 at a time
     philox_keep_x32(words, p.dropout_p, keep);
-    for (int64_t k = word; k < 32 && c < cols; ++k, ++c) factors[c] = keep[k] * p.dropout_scale;
+    const int64_t n = std::min<int64_t>(32 - word, cols - c);
+    for (int64_t k = 0; k < n; ++k) factors[c + k] = keep[word + k] * scale;
+    c += n;
   }
 }
 

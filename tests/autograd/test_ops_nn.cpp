@@ -387,6 +387,36 @@ TEST_CASE("dropout in bf16 on the CPU is the f32 dropout rounded once, forward a
   check_equal(xb.grad(), xf.grad().to(kBF16).to_vector(), "backward");
 }
 
+// The CPU kernels apply the keep flag as a bit mask; written as a product
+// with the flag (x * scale * keep), a dropped inf or NaN would become NaN
+// instead of the GPU's 0, and the backward would leak an inf upstream
+// gradient through a dropped element.
+TEST_CASE("dropout drops an inf or NaN to 0 and keeps it where kept, on every path", "[ops][nn][dropout]") {
+  std::vector<double> specials(70);
+  for (size_t i = 0; i < specials.size(); ++i) specials[i] = i % 2 == 0 ? INFINITY : NAN;
+  for (const Device device : {kCPU, kSIM}) {
+    for (const DType dtype : {kF32, kBF16, kF64}) {
+      INFO(device.str() << " " << dtype_name(dtype));
+      Generator g1(5), g2(5);
+      const std::vector<double> kept_ones = dropout(ones({70}, dtype, device), 0.5, true, &g1).to_vector();
+      const Tensor x = from_vector(specials, {70}).to(dtype).to(device).requires_grad_();
+      const Tensor y = dropout(x, 0.5, true, &g2);
+      y.backward(from_vector(std::vector<double>(70, INFINITY), {70}).to(dtype).to(device));
+      const std::vector<double> out = y.to_vector(), grad = x.grad().to_vector();
+      for (size_t i = 0; i < specials.size(); ++i) {
+        INFO("element " << i);
+        if (kept_ones[i] == 0.0) {
+          CHECK(out[i] == 0.0);
+          CHECK(grad[i] == 0.0);
+        } else {
+          CHECK((i % 2 == 0 ? out[i] == INFINITY : std::isnan(out[i])));
+          CHECK(grad[i] == INFINITY);
+        }
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- errors
 
 TEST_CASE("nn errors name the op, shapes and what was expected", "[ops][nn][errors]") {

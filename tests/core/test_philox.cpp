@@ -52,6 +52,23 @@ TEST_CASE("philox4x32_10_x8 gives the same words as eight single blocks, across 
   }
 }
 
+// The CPU dropout and attention read the keep flags of 32 numbers in
+// stream order (element k is word k % 4 of block k / 4); the AVX2 path
+// reorders them with a register transpose, where a swapped shuffle would
+// pair elements with the wrong words and drift from the GPU's mask.
+TEST_CASE("philox_keep_x32 flags each number in stream order against p", "[philox]") {
+  uint32_t words[4][8];
+  philox4x32_10_x8(7, 1000, words);
+  for (const float p : {0.1f, 0.5f, 0.9f}) {
+    float keep[32];
+    philox_keep_x32(words, p, keep);
+    for (int k = 0; k < 32; ++k) {
+      INFO("p " << p << " element " << k);
+      CHECK(keep[k] == (uniform_from_bits(words[k % 4][k / 4]) >= p ? 1.0f : 0.0f));
+    }
+  }
+}
+
 TEST_CASE("uniforms lie between 0 and 1 and normals have mean 0 and variance 1", "[philox]") {
   Generator gen(42);
   const auto u = rand({20000}, kF32, kCPU, &gen).to_vector();
