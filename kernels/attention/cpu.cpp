@@ -11,7 +11,7 @@
 //   memory and reads them back in eight or so passes. Here they exist only a
 //   tile at a time (kQueryTile x kKeyTile, 16 KiB of f32, in L1/L2):
 //   - forward, one task per (head, query tile): for each key tile,
-//     S = scale Q K^T (an Eigen GEMM on f32 tiles), the masks, then the
+//     S = scale Q K^T, the masks, then the
 //     "online softmax": raise each row's running max m, rescale its sum l and
 //     accumulator by exp(m_old - m_new), add exp(S - m) (SLEEF, eight at a
 //     time) to l and exp(S - m) V to the accumulator; dropout multiplies the
@@ -22,22 +22,33 @@
 //     P = exp(S - lse), dP = dO V^T, dS = P (z dP - delta) (z: the dropout
 //     factor), and accumulate dV += (z P)^T dO, dK += scale dS^T Q, and
 //     dQ += dS K in f32 per head.
+//   The tile products are Eigen's f32 GEMMs (EigenForward, EigenBackward),
+//   except for bf16 on a CPU with AVX512-BF16, where they are BF16 dot
+//   products on packed tiles (Bf16Forward, Bf16Backward; cpu_bf16_tiles.h);
+//   the steps around them are the same code.
 //   Only lse (4 bytes per query row) is saved beyond q, k, v and out, where
 //   the reference path saves the T x T probabilities.
-// Precision: f16/bf16 tiles widen exactly to f32; scores, statistics,
-//   accumulators and gradients are f32; each output is rounded once. A row
+// Precision: scores, statistics, accumulators and gradients are f32; each
+//   output is rounded once. On Eigen's path f16/bf16 tiles widen exactly to
+//   f32. On the BF16 dot-product path the weights P (times the dropout
+//   factor) and the score gradients dS are rounded to bf16 as they enter
+//   their products, as the GPU's tensor-core rung rounds them (q, k, v and
+//   grad_out are bf16 already); the sums stay f32. A row
 //   with every key masked has l = 0: out is NaN (as the reference path and
 //   PyTorch's math path) and lse -inf; backward gives it zero gradients.
 // Determinism: every output element is summed by one task in a fixed order,
-//   so results do not depend on the thread count.
+//   so results do not depend on the thread count. They do depend on the
+//   path: a CPU with AVX512-BF16 and one without (or MT_CPU_GEMM=eigen)
+//   differ in bf16 by the rounding of P and dS, within bf16's tolerance.
 // Speed (bench/cpu_attention_bench, bench/results/cpu_attention.md; 2-core
-//   AMD EPYC with AVX512-BF16, causal, B=1 H=12 D=64, bf16 forward +
-//   backward): 1.74x the reference path's tokens/s at T = 256, 1.98x at
-//   1024, 4.40x at 4096, with 42 MiB of peak tensor memory against 1176 at
-//   4096. Most of its time is Eigen's f32 tile products (perf, gpt-small
-//   bf16 training: 8.9% of the step, against about 3% for the softmax and
-//   backward bookkeeping); at T = 256 bf16 is no faster than f32 (each tile
-//   is widened first).
+//   AMD EPYC with AVX512-BF16, causal, B=1 H=12 D=64, forward + backward,
+//   tokens/s): bf16 70421 at T = 256, 29835 at 1024, 8385 at 4096 (2.2x,
+//   3.0x and 7.3x the reference path; on Eigen's tiles it was 57148, 20579
+//   and 5401), with 42 MiB of peak tensor memory against 1176 at 4096; f32
+//   69257, 22071, 6302. In gpt-small bf16 training (perf) the BF16 products
+//   and their packing take 8.7% of the step where Eigen's took 10.6%: the
+//   products run near this CPU's BF16 peak, and what is left is packing,
+//   the softmax's exp and bookkeeping.
 #include "kernels/attention/cpu.h"
 
 #include <Eigen/Core>
@@ -47,6 +58,7 @@
 #include <vector>
 
 #include "core/philox.h"
+#include "kernels/attention/cpu_bf16_tiles.h"
 #include "kernels/attention/math.h"
 #include "kernels/common/strided.h"
 #include "kernels/common/vector_math.h"
@@ -63,11 +75,18 @@ using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Row
 using Matrix = Eigen::Map<RowMajor>;                                      // contiguous f32 scratch
 using ConstMatrix = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;  // rows of an operand, as f32
 constexpr float kMinusInf = -INFINITY;
+using bf16_tiles::multiply;
+using bf16_tiles::pack_pairs;
+using bf16_tiles::pack_pairs_of_transpose;
+using bf16_tiles::pack_rows;
+using bf16_tiles::pack_rows_of_transpose;
 
 // Per-thread f32 buffers, grown on first use and kept (tasks on one thread
 // reuse them).
 struct Scratch {
   std::vector<float> q, k, v, grad_out, scores, grad_scores, acc, grad_q, grad_k, grad_v;
+  std::vector<uint16_t> packed_q, packed_k, packed_v, packed_weights;  // bf16 dot products' operands
+  std::vector<std::vector<uint16_t>> packed_heads;                     // backward's per-head operands
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -230,30 +249,72 @@ void online_softmax_step(const AttentionProblem& p, int64_t bh, int64_t i0, int6
   }
 }
 
+// The two products of a forward query tile, on f32 tiles through Eigen (f16
+// and bf16 rows widened exactly first).
 template <typename S>
+class EigenForward {
+ public:
+  EigenForward(const Heads<S>& in, int64_t bh, int64_t i0, int64_t rows)
+      : in_(in), s_(scratch()), q_(in.q.as_f32(bh, i0, rows, s_.q)) {}
+  // scores = scale q k^T against keys [j0, j0 + cols) of K/V head kvbh.
+  void scores(int64_t kvbh, int64_t j0, int64_t cols, float* scores) {
+    const ConstMatrix k = in_.k.as_f32(kvbh, j0, cols, s_.k);
+    Matrix(scores, q_.rows(), cols).noalias() = in_.p.scale * (q_ * k.transpose());
+  }
+  // acc += weights v over the same keys.
+  void add_values(int64_t kvbh, int64_t j0, int64_t cols, const float* weights, float* acc) {
+    const ConstMatrix v = in_.v.as_f32(kvbh, j0, cols, s_.v);
+    const ConstMatrix w(weights, q_.rows(), cols, Eigen::OuterStride<>(cols));
+    Matrix(acc, q_.rows(), in_.p.value_dim).noalias() += w * v;
+  }
+
+ private:
+  const Heads<S>& in_;
+  Scratch& s_;
+  ConstMatrix q_;
+};
+
+// The same products in BF16 dot products (cpu_bf16_tiles.h): q, k and v are
+// packed as they are; the weights are rounded to bf16 for the product with v.
+class Bf16Forward {
+ public:
+  Bf16Forward(const Heads<BFloat16>& in, int64_t bh, int64_t i0, int64_t rows)
+      : in_(in), s_(scratch()), q_(pack_rows(in.q.row(bh, i0), in.q.row_stride, rows, in.q.width, s_.packed_q)) {}
+  void scores(int64_t kvbh, int64_t j0, int64_t cols, float* scores) {
+    const auto k = pack_pairs_of_transpose(in_.k.row(kvbh, j0), in_.k.row_stride, cols, in_.k.width, s_.packed_k);
+    multiply(q_, k, in_.p.scale, false, scores, cols);
+  }
+  void add_values(int64_t kvbh, int64_t j0, int64_t cols, const float* weights, float* acc) {
+    const auto v = pack_pairs(in_.v.row(kvbh, j0), in_.v.row_stride, cols, in_.v.width, s_.packed_v);
+    multiply(pack_rows(weights, cols, q_.m, cols, s_.packed_weights), v, 1.0f, true, acc, in_.p.value_dim);
+  }
+
+ private:
+  const Heads<BFloat16>& in_;
+  Scratch& s_;
+  bf16_tiles::Bf16Rows q_;
+};
+
+template <typename S, typename Products>
 void forward_query_tile(const Heads<S>& in, int64_t bh, int64_t i0, S* out, float* lse) {
   const AttentionProblem& p = in.p;
   const int64_t rows = std::min(kQueryTile, p.q_len - i0), dv = p.value_dim;
   Scratch& s = scratch();
-  const ConstMatrix q = in.q.as_f32(bh, i0, rows, s.q);
+  Products products(in, bh, i0, rows);
   RowState state;
   std::fill(state.m, state.m + rows, kMinusInf);
   std::fill(state.l, state.l + rows, 0.0f);
   state.acc = sized(s.acc, rows * dv);
   std::fill(state.acc, state.acc + rows * dv, 0.0f);
-  Matrix acc(state.acc, rows, dv);
   float* scores = sized(s.scores, kQueryTile * kKeyTile);
   const int64_t keys = attention::key_end(p, i0, rows);
+  const int64_t kvbh = attention::kv_head(p, bh);  // grouped-query: the K/V head this query head reads
   for (int64_t j0 = 0; j0 < keys; j0 += kKeyTile) {
     const int64_t cols = std::min(kKeyTile, keys - j0);
-    const int64_t kvbh = attention::kv_head(p, bh);  // grouped-query: the K/V head this query head reads
-    const ConstMatrix k = in.k.as_f32(kvbh, j0, cols, s.k);
-    const ConstMatrix v = in.v.as_f32(kvbh, j0, cols, s.v);
-    Matrix tile(scores, rows, cols);
-    tile.noalias() = p.scale * (q * k.transpose());
+    products.scores(kvbh, j0, cols, scores);
     mask_scores(p, bh, i0, j0, rows, cols, scores);
     online_softmax_step(p, bh, i0, j0, rows, cols, scores, state);
-    acc.noalias() += tile * v;
+    products.add_values(kvbh, j0, cols, scores, state.acc);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const float l = state.l[r];
@@ -269,8 +330,16 @@ void forward_typed(const AttentionProblem& p, const Tensor& q, const Tensor& k, 
   const int64_t tiles = (p.q_len + kQueryTile - 1) / kQueryTile, heads = p.batch * p.heads;
   const int64_t work = kQueryTile * p.k_len * (p.head_dim + p.value_dim);
   parallel_for(heads * tiles, work, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task)
-      forward_query_tile(in, task / tiles, task % tiles * kQueryTile, out, lse);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t bh = task / tiles, i0 = task % tiles * kQueryTile;
+      if constexpr (std::is_same_v<S, BFloat16>) {
+        if (bf16_tiles::available()) {
+          forward_query_tile<S, Bf16Forward>(in, bh, i0, out, lse);
+          continue;
+        }
+      }
+      forward_query_tile<S, EigenForward<S>>(in, bh, i0, out, lse);
+    }
   });
 }
 
@@ -327,77 +396,156 @@ struct Upstream {
 
 // rowsum(grad_out * out) of each of head bh's query rows.
 template <typename S>
-std::vector<float> output_dots(const AttentionProblem& p, const ConstMatrix& grad_out, const S* out) {
+std::vector<float> output_dots(const AttentionProblem& p, const Rows<S>& grad_out, int64_t bh, const S* out) {
   const int64_t dv = p.value_dim;
   std::vector<float> delta(static_cast<size_t>(p.q_len));
   for (int64_t i = 0; i < p.q_len; ++i) {
+    const S* dout = grad_out.row(bh, i);
     float dot = 0.0f;
-    for (int64_t c = 0; c < dv; ++c) dot += grad_out(i, c) * static_cast<float>(out[i * dv + c]);
+    for (int64_t c = 0; c < dv; ++c) dot += static_cast<float>(dout[c]) * static_cast<float>(out[i * dv + c]);
     delta[static_cast<size_t>(i)] = dot;
   }
   return delta;
 }
 
+// The five products of one K/V head's backward, on f32 tiles through Eigen
+// (f16 and bf16 rows widened exactly first): the head's k and v, and q and
+// grad_out of each query head g of its group, are read once per task.
+template <typename S>
+class EigenBackward {
+ public:
+  EigenBackward(const Heads<S>& in, const Upstream<S>& up, int64_t kvbh, int64_t first_head, size_t group)
+      : p_(in.p), s_(scratch()), k_(in.k.as_f32(kvbh, 0, p_.k_len, s_.k)), v_(in.v.as_f32(kvbh, 0, p_.k_len, s_.v)) {
+    storage_.resize(2 * group);
+    for (size_t g = 0; g < group; ++g) {
+      const int64_t bh = first_head + static_cast<int64_t>(g);
+      q_.push_back(in.q.as_f32(bh, 0, p_.q_len, storage_[2 * g]));
+      grad_out_.push_back(up.grad_out.as_f32(bh, 0, p_.q_len, storage_[2 * g + 1]));
+    }
+  }
+  // scores = scale q k^T for query rows [i0, i0 + rows) of head g, keys [j0, j0 + cols).
+  void scores(size_t g, int64_t i0, int64_t rows, int64_t j0, int64_t cols, float* scores) const {
+    Matrix(scores, rows, cols).noalias() =
+        p_.scale * (q_[g].middleRows(i0, rows) * k_.middleRows(j0, cols).transpose());
+  }
+  // dP = grad_out v^T over the same tile.
+  void grad_weights(size_t g, int64_t i0, int64_t rows, int64_t j0, int64_t cols, float* dp) const {
+    Matrix(dp, rows, cols).noalias() = grad_out_[g].middleRows(i0, rows) * v_.middleRows(j0, cols).transpose();
+  }
+  // dv += weights^T grad_out, dk += scale dS^T q (the tile's keys), dq += dS k (the tile's queries).
+  void accumulate(size_t g, int64_t i0, int64_t rows, int64_t j0, int64_t cols, const float* weights,
+                  const float* grad_scores, float* dk, float* dv, float* dq) const {
+    const int64_t d = p_.head_dim;
+    const ConstMatrix w(weights, rows, cols, Eigen::OuterStride<>(cols));
+    const ConstMatrix ds(grad_scores, rows, cols, Eigen::OuterStride<>(cols));
+    Matrix(dv, cols, p_.value_dim).noalias() += w.transpose() * grad_out_[g].middleRows(i0, rows);
+    Matrix(dk, cols, d).noalias() += p_.scale * (ds.transpose() * q_[g].middleRows(i0, rows));
+    Matrix(dq + i0 * d, rows, d).noalias() += ds * k_.middleRows(j0, cols);
+  }
+
+ private:
+  const AttentionProblem& p_;
+  Scratch& s_;
+  ConstMatrix k_, v_;
+  std::vector<std::vector<float>> storage_;
+  std::vector<ConstMatrix> q_, grad_out_;
+};
+
+// The same products in BF16 dot products (cpu_bf16_tiles.h): the head's
+// operands packed once per task in the layouts each product reads, the
+// tile's weights and score gradients rounded to bf16 as they are packed.
+class Bf16Backward {
+ public:
+  Bf16Backward(const Heads<BFloat16>& in, const Upstream<BFloat16>& up, int64_t kvbh, int64_t first_head, size_t group)
+      : p_(in.p), s_(scratch()) {
+    const int64_t tq = p_.q_len, tk = p_.k_len;
+    s_.packed_heads.resize(std::max(s_.packed_heads.size(), 4 * group + 3));
+    auto storage = s_.packed_heads.begin();
+    k_transposed_ = pack_pairs_of_transpose(in.k.row(kvbh, 0), in.k.row_stride, tk, in.k.width, *storage++);
+    v_transposed_ = pack_pairs_of_transpose(in.v.row(kvbh, 0), in.v.row_stride, tk, in.v.width, *storage++);
+    k_ = pack_pairs(in.k.row(kvbh, 0), in.k.row_stride, tk, in.k.width, *storage++);
+    for (size_t g = 0; g < group; ++g) {
+      const int64_t bh = first_head + static_cast<int64_t>(g);
+      const Rows<BFloat16>& q = in.q;
+      const Rows<BFloat16>& grad_out = up.grad_out;
+      q_rows_.push_back(pack_rows(q.row(bh, 0), q.row_stride, tq, q.width, *storage++));
+      q_.push_back(pack_pairs(q.row(bh, 0), q.row_stride, tq, q.width, *storage++));
+      grad_out_rows_.push_back(pack_rows(grad_out.row(bh, 0), grad_out.row_stride, tq, grad_out.width, *storage++));
+      grad_out_.push_back(pack_pairs(grad_out.row(bh, 0), grad_out.row_stride, tq, grad_out.width, *storage++));
+    }
+  }
+  void scores(size_t g, int64_t i0, int64_t rows, int64_t j0, int64_t cols, float* scores) const {
+    multiply(q_rows_[g].rows(i0, rows), k_transposed_.columns(j0, cols), p_.scale, false, scores, cols);
+  }
+  void grad_weights(size_t g, int64_t i0, int64_t rows, int64_t j0, int64_t cols, float* dp) const {
+    multiply(grad_out_rows_[g].rows(i0, rows), v_transposed_.columns(j0, cols), 1.0f, false, dp, cols);
+  }
+  void accumulate(size_t g, int64_t i0, int64_t rows, int64_t j0, int64_t cols, const float* weights,
+                  const float* grad_scores, float* dk, float* dv, float* dq) const {
+    const int64_t d = p_.head_dim;
+    multiply(pack_rows_of_transpose(weights, cols, rows, cols, s_.packed_weights), grad_out_[g].row_range(i0, rows),
+             1.0f, true, dv, p_.value_dim);
+    multiply(pack_rows_of_transpose(grad_scores, cols, rows, cols, s_.packed_weights), q_[g].row_range(i0, rows),
+             p_.scale, true, dk, d);
+    multiply(pack_rows(grad_scores, cols, rows, cols, s_.packed_weights), k_.row_range(j0, cols), 1.0f, true,
+             dq + i0 * d, d);
+  }
+
+ private:
+  const AttentionProblem& p_;
+  Scratch& s_;
+  bf16_tiles::Bf16Pairs k_transposed_, v_transposed_, k_;
+  std::vector<bf16_tiles::Bf16Rows> q_rows_, grad_out_rows_;
+  std::vector<bf16_tiles::Bf16Pairs> q_, grad_out_;
+};
+
 // One K/V head's task: its keys' gradients, summed over the query heads of
 // its group in order (a group of one without grouped-query attention), and
 // the grad_q of each of those query heads.
-template <typename S>
+template <typename S, typename Products>
 void backward_kv_head(const Heads<S>& in, const Upstream<S>& up, int64_t kvbh, S* grad_q, S* grad_k, S* grad_v) {
   const AttentionProblem& p = in.p;
   const int64_t tq = p.q_len, tk = p.k_len, d = p.head_dim, dv = p.value_dim;
   const int64_t first_head = attention::first_query_head(p, kvbh);
   const auto group = static_cast<size_t>(p.heads / attention::kv_head_count(p));
   Scratch& s = scratch();
-  const ConstMatrix k = in.k.as_f32(kvbh, 0, tk, s.k), v = in.v.as_f32(kvbh, 0, tk, s.v);
-  // Each query head of the group: its q and grad_out rows as f32, delta, and its dq accumulator.
-  struct QueryHead {
-    std::vector<float> q, grad_out, grad_q, delta;
-  };
-  std::vector<QueryHead> heads(group);
-  std::vector<ConstMatrix> qs, douts;
+  const Products products(in, up, kvbh, first_head, group);
+  // Each query head of the group: delta and its f32 dq accumulator.
+  std::vector<std::vector<float>> deltas(group), grad_qs(group);
   for (size_t g = 0; g < group; ++g) {
     const int64_t bh = first_head + static_cast<int64_t>(g);
-    qs.push_back(in.q.as_f32(bh, 0, tq, heads[g].q));
-    douts.push_back(up.grad_out.as_f32(bh, 0, tq, heads[g].grad_out));
-    heads[g].delta = output_dots(p, douts[g], up.out + bh * tq * dv);
-    heads[g].grad_q.assign(static_cast<size_t>(tq * d), 0.0f);
+    deltas[g] = output_dots(p, up.grad_out, bh, up.out + bh * tq * dv);
+    grad_qs[g].assign(static_cast<size_t>(tq * d), 0.0f);
   }
   float* scores = sized(s.scores, kQueryTile * kKeyTile);
   float* grad_scores = sized(s.grad_scores, kQueryTile * kKeyTile);
   for (int64_t j0 = 0; j0 < tk; j0 += kKeyTile) {
     const int64_t cols = std::min(kKeyTile, tk - j0);
-    const auto kt = k.middleRows(j0, cols);
-    const auto vt = v.middleRows(j0, cols);
-    Matrix dk(sized(s.grad_k, cols * d), cols, d), dvt(sized(s.grad_v, cols * dv), cols, dv);
-    dk.setZero();
-    dvt.setZero();
+    float* dk = sized(s.grad_k, cols * d);
+    float* dvt = sized(s.grad_v, cols * dv);
+    std::fill(dk, dk + cols * d, 0.0f);
+    std::fill(dvt, dvt + cols * dv, 0.0f);
     // Causal: queries before this key tile's first key see none of it.
     const int64_t first_query = p.causal ? std::min(j0, tq) / kQueryTile * kQueryTile : 0;
     for (size_t g = 0; g < group; ++g) {
       const int64_t bh = first_head + static_cast<int64_t>(g);
       const float* head_lse = up.lse + bh * tq;
-      Matrix dq(heads[g].grad_q.data(), tq, d);
       for (int64_t i0 = first_query; i0 < tq; i0 += kQueryTile) {
         const int64_t rows = std::min(kQueryTile, tq - i0);
-        const auto qt = qs[g].middleRows(i0, rows);
-        const auto dot = douts[g].middleRows(i0, rows);
-        Matrix prob(scores, rows, cols), ds(grad_scores, rows, cols);
-        prob.noalias() = p.scale * (qt * kt.transpose());
+        products.scores(g, i0, rows, j0, cols, scores);
         mask_scores(p, bh, i0, j0, rows, cols, scores);
         probabilities(head_lse + i0, rows, cols, scores);
-        ds.noalias() = dot * vt.transpose();  // dP
-        score_gradients(p, bh, i0, j0, rows, cols, head_lse + i0, heads[g].delta.data() + i0, scores, grad_scores);
-        dvt.noalias() += prob.transpose() * dot;
-        dk.noalias() += p.scale * (ds.transpose() * qt);
-        dq.middleRows(i0, rows).noalias() += ds * kt;
+        products.grad_weights(g, i0, rows, j0, cols, grad_scores);  // dP
+        score_gradients(p, bh, i0, j0, rows, cols, head_lse + i0, deltas[g].data() + i0, scores, grad_scores);
+        products.accumulate(g, i0, rows, j0, cols, scores, grad_scores, dk, dvt, grad_qs[g].data());
       }
     }
-    store(dk.data(), cols * d, 1.0f, grad_k + (kvbh * tk + j0) * d);
-    store(dvt.data(), cols * dv, 1.0f, grad_v + (kvbh * tk + j0) * dv);
+    store(dk, cols * d, 1.0f, grad_k + (kvbh * tk + j0) * d);
+    store(dvt, cols * dv, 1.0f, grad_v + (kvbh * tk + j0) * dv);
   }
   for (size_t g = 0; g < group; ++g) {
     const int64_t bh = first_head + static_cast<int64_t>(g);
-    store(heads[g].grad_q.data(), tq * d, p.scale, grad_q + bh * tq * d);
+    store(grad_qs[g].data(), tq * d, p.scale, grad_q + bh * tq * d);
   }
 }
 
@@ -409,7 +557,15 @@ void backward_typed(const AttentionProblem& p, const Tensor& q, const Tensor& k,
                        static_cast<const float*>(lse.data_ptr())};
   const int64_t work = p.q_len * p.k_len * (2 * p.head_dim + 2 * p.value_dim);
   parallel_for(p.batch * attention::kv_head_count(p), work, [&](int64_t begin, int64_t end) {
-    for (int64_t kvbh = begin; kvbh < end; ++kvbh) backward_kv_head(in, up, kvbh, grad_q, grad_k, grad_v);
+    for (int64_t kvbh = begin; kvbh < end; ++kvbh) {
+      if constexpr (std::is_same_v<S, BFloat16>) {
+        if (bf16_tiles::available()) {
+          backward_kv_head<S, Bf16Backward>(in, up, kvbh, grad_q, grad_k, grad_v);
+          continue;
+        }
+      }
+      backward_kv_head<S, EigenBackward<S>>(in, up, kvbh, grad_q, grad_k, grad_v);
+    }
   });
 }
 

@@ -14,6 +14,7 @@
 #include "mixtape.h"
 #include "runtime/launch_check.h"
 #include "test_util.h"
+#include "tests/kernels/cpu_library_util.h"
 #include "tests/kernels/sim_tensor_util.h"
 
 using namespace mt;
@@ -178,6 +179,25 @@ TEST_CASE("fused attention matches the f64 reference forward and backward in f32
     }
   }
   kernels::profile_reset();
+}
+
+// The CPU's bf16 attention multiplies its tiles with AVX512-BF16 dot
+// products where the CPU has them (rounding P and dS to bf16) and on
+// Eigen's f32 tiles elsewhere; MT_CPU_GEMM=eigen takes the second here.
+// Catches: either path drifting from f64 while the other is the one tested
+// (this machine would otherwise never run the AVX2-only machines' path).
+TEST_CASE("the CPU's bf16 attention matches f64 on both tile-product paths", "[attention]") {
+  for (const kernels::CpuGemmLibrary library : {kernels::CpuGemmLibrary::Eigen, kernels::CpuGemmLibrary::Auto}) {
+    const UseLibrary use(library);
+    for (const Case& c : kCases) {
+      INFO(c.name << " with " << (library == kernels::CpuGemmLibrary::Eigen ? "eigen" : "auto") << " tiles");
+      const Inputs in = with_grad(make_inputs(c, kBF16, kCPU, 21));
+      const Result got = run(in, options_of(c, kCPU));
+      const Result want = run(to_cpu_f64(in, true), options_of(c, kCPU));
+      CHECK(fused(got.out));
+      check_all(got, want, dtype_tolerance(kBF16));
+    }
+  }
 }
 
 // Catches: v3's fragment bookkeeping (a K or V fragment from the wrong
