@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/half.h"
+
 namespace mt::kernels::cpu::bf16_tiles {
 
 // True when this CPU has AVX512-BF16 (with AVX512F/BW/VL) and MT_CPU_GEMM is
@@ -51,9 +53,9 @@ Bf16Rows pack_rows_of_transpose(const S* src, int64_t stride, int64_t k, int64_t
 // b = src, k rows of n values.
 template <typename S>
 Bf16Pairs pack_pairs(const S* src, int64_t stride, int64_t k, int64_t n, std::vector<uint16_t>& storage);
-// b = src^T, src being n rows of k values (the keys of q k^T).
-template <typename S>
-Bf16Pairs pack_pairs_of_transpose(const S* src, int64_t stride, int64_t n, int64_t k, std::vector<uint16_t>& storage);
+// b = src^T, src being n rows of k bf16 values (the keys of q k^T).
+Bf16Pairs pack_pairs_of_transpose(const BFloat16* src, int64_t stride, int64_t n, int64_t k,
+                                  std::vector<uint16_t>& storage);
 
 // c[m x n] (row stride ldc) = alpha a b, or c += alpha a b when accumulate.
 // Requires available() and a.k == b.k.

@@ -9,10 +9,11 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <vector>
-#include <limits>
 
+#include "kernels/common/bf16x8.h"
 #include "kernels/common/strided.h"
 
 namespace mt::kernels::cpu {
@@ -87,8 +88,7 @@ void max_row_inside(const T* xp, int64_t in_w, const Pool2dWindow& k, int64_t oy
 
 // One window clipped to the input (padding never wins).
 template <typename T>
-void max_window(const T* xp, const Planes& in, const Pool2dWindow& k, int64_t oy, int64_t ox, T& best,
-                int64_t& index) {
+void max_window(const T* xp, const Planes& in, const Pool2dWindow& k, int64_t oy, int64_t ox, T& best, int64_t& index) {
   const int64_t h0 = std::max<int64_t>(oy * k.stride_h - k.pad_h, 0);
   const int64_t h1 = std::min(oy * k.stride_h - k.pad_h + k.kernel_h, in.h);
   const int64_t w0 = std::max<int64_t>(ox * k.stride_w - k.pad_w, 0);
@@ -117,8 +117,7 @@ void max_window(const T* xp, const Planes& in, const Pool2dWindow& k, int64_t oy
 // time in loop prologues on 7- and 14-wide rows (2.4 ms for the cnn's
 // 128 x 64 x 14 x 14 bf16 pool, 15x a ReLU of twice its size).
 bool tiles_plane(const Planes& in, const Pool2dWindow& k) {
-  return k.pad_h == 0 && k.pad_w == 0 && k.kernel_h == k.stride_h && k.kernel_w == k.stride_w &&
-         in.w % k.kernel_w == 0;
+  return k.pad_h == 0 && k.pad_w == 0 && k.kernel_h == k.stride_h && k.kernel_w == k.stride_w && in.w % k.kernel_w == 0;
 }
 
 template <typename T>
@@ -161,17 +160,15 @@ void max_plane_tiled(const T* __restrict xp, const Planes& out, const Pool2dWind
 
 // takes(v, best) on eight lanes: v > best, or v is the first NaN.
 __m256 takes8(__m256 v, __m256 best) {
-  const __m256 nan_over_number = _mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), _mm256_cmp_ps(best, best, _CMP_ORD_Q));
+  const __m256 nan_over_number =
+      _mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), _mm256_cmp_ps(best, best, _CMP_ORD_Q));
   return _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), nan_over_number);
 }
 
 // Eight consecutive values as f32 lanes: f32 as they are, bf16 widened
 // exactly (its bits are the top half of the f32's).
 __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-__m256 load8(const BFloat16* p) {
-  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
-}
+__m256 load8(const BFloat16* p) { return widen_bf16x8(p); }
 
 // The first n of eight lanes into dst. A maximum is one of the inputs, so a
 // bf16 plane's winners are bf16 values: truncating their f32 bits back is
@@ -199,7 +196,8 @@ void max_plane_2x2(const S* __restrict xp, const Planes& out, float* __restrict 
   for (; t + 8 <= segments; t += 8) {
     const __m256 lo = load8(xp + 2 * t), hi = load8(xp + 2 * t + 8);
     // shuffle_ps works per 128-bit half; permute4x64 puts the halves in order.
-    const __m256 even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+    const __m256 even =
+        _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
     const __m256 odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
     const __m256 take = takes8(odd, even);
     _mm256_storeu_ps(best_h + t, _mm256_blendv_ps(even, odd, take));
@@ -220,15 +218,15 @@ void max_plane_2x2(const S* __restrict xp, const Planes& out, float* __restrict 
     const int32_t* lower_index = upper_index + out.w;
     for (int64_t ox = 0; ox < out.w; ox += 8) {
       const int64_t n = std::min<int64_t>(8, out.w - ox);
-      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)),
-                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const __m256i mask =
+          _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
       const __m256 a = _mm256_maskload_ps(upper + ox, mask), b = _mm256_maskload_ps(lower + ox, mask);
       const __m256i ia = _mm256_maskload_epi32(upper_index + ox, mask);
       const __m256i ib = _mm256_maskload_epi32(lower_index + ox, mask);
       const __m256 take = takes8(b, a);
       store_lanes(_mm256_blendv_ps(a, b, take), mask, n, yp + oy * out.w + ox);
-      const __m256i index = _mm256_castps_si256(
-          _mm256_blendv_ps(_mm256_castsi256_ps(ia), _mm256_castsi256_ps(ib), take));
+      const __m256i index =
+          _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(ia), _mm256_castsi256_ps(ib), take));
       alignas(32) int32_t lanes[8];
       _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), index);
       for (int64_t i = 0; i < n; ++i) ip[oy * out.w + ox + i] = lanes[i];

@@ -10,6 +10,7 @@
 
 #include "autograd/ops.h"
 #include "core/generator.h"
+#include "kernels/common/bf16x8.h"
 #include "kernels/elementwise/elementwise.h"
 
 using namespace mt;
@@ -108,6 +109,38 @@ TEST_CASE("bf16 batch norm on the CPU equals the f32 batch norm of the same valu
           "[kernels][cpu][bf16]") {
   Generator gen(34);
   const Tensor x = mul(randn({4, 3, 11, 13}, kF32, kCPU, &gen), 5.0).to(kBF16);
-  const auto bn = [](const Tensor& t) { return batch_norm(t, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5); };
+  const auto bn = [](const Tensor& t) {
+    return batch_norm(t, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
+  };
   CHECK(bits(bn(x)) == bits(bn(x.to(kF32)).to(kBF16)));
 }
+
+#if defined(__AVX2__)
+// kernels/common/bf16x8.h rounds eight lanes at a time where GCC leaves the
+// scalar rounding's loops scalar. Catches: ties rounded away from even,
+// the NaN select missing (a NaN rounded like a number can become inf), a
+// signed compare taking negative NaNs for numbers, and the lane order of
+// the 32-to-16-bit pack.
+TEST_CASE("bf16x8 rounds eight lanes as f32_to_bf16_bits, ties, NaN and overflow included", "[cpu][bf16]") {
+  const std::vector<uint32_t> cases = {0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u, 0x7fc00001u, 0xffc00000u,
+                                       0x7f800001u, 0x7f800000u, 0xff800000u, 0x7f7fffffu, 0x00000001u, 0x80008000u,
+                                       0x00000000u, 0x80000000u, 0x4049fdb0u, 0xc2c80000u};
+  std::vector<float> values;
+  for (const uint32_t c : cases) values.push_back(bits_float(c));
+  for (size_t first = 0; first < values.size(); first += 8) {
+    alignas(32) uint32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), kernels::cpu::bf16_bits_x8(_mm256_loadu_ps(&values[first])));
+    BFloat16 narrowed[8];
+    kernels::cpu::narrow_bf16x8(&values[first], narrowed);
+    for (size_t i = 0; i < 8; ++i) {
+      INFO("f32 bits " << std::hex << cases[first + i]);
+      CHECK(lanes[i] == f32_to_bf16_bits(values[first + i]));
+      CHECK(narrowed[i].bits == f32_to_bf16_bits(values[first + i]));
+    }
+    const __m256 widened = kernels::cpu::widen_bf16x8(narrowed);
+    alignas(32) float wide[8];
+    _mm256_store_ps(wide, widened);
+    for (size_t i = 0; i < 8; ++i) CHECK(float_bits(wide[i]) == static_cast<uint32_t>(narrowed[i].bits) << 16);
+  }
+}
+#endif
