@@ -26,6 +26,42 @@ Tensor add_grads(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// The gradient summed so far for a node's output. `owned`: the engine made
+// the tensor (a sum or a region's zeros), so adding into it in place touches
+// nothing else; a gradient as a node returned it may alias that node's
+// grad_output or be a broadcast view.
+struct PendingGrad {
+  Tensor grad;
+  bool owned = false;
+};
+using Pending = std::unordered_map<Node*, PendingGrad>;
+
+// A node with a gradient region whose input came from another node: its
+// part of the gradient added where it lies into that node's pending
+// gradient (created as zeros by the first part). False where the node's own
+// backward must run (a leaf input, or no region).
+bool add_into_region(Node& node, const Tensor& grad_output, Pending& pending) {
+  const std::optional<GradientRegion>& region = node.gradient_region();
+  if (!region || node.next_edges().size() != 1 || !node.next_edges()[0].node) return false;
+  const InputMeta& input = node.inputs()[0];
+  const Tensor part = cast_to_dtype(grad_output, input.dtype);  // as Node::apply casts
+  check_backward_gradients(node, grad_output, {part});
+  auto [slot, inserted] = pending.try_emplace(node.next_edges()[0].node.get());
+  PendingGrad& sum = slot->second;
+  if (inserted) {
+    sum = {zeros(input.shape, input.dtype, grad_output.device()), true};
+  } else if (!sum.owned) {
+    Tensor copy = empty(sum.grad.sizes(), sum.grad.dtype(), sum.grad.device());
+    kernels::copy(sum.grad, copy);
+    sum = {copy, true};
+  }
+  const Tensor where = sum.grad.narrow(region->dim, region->start, region->length);
+  MT_CHECK(where.sizes() == part.sizes(), "{} backward: gradient has shape {}, its region {}", node.name(),
+           part.shape_string(), where.shape_string());
+  kernels::binary(kernels::BinaryOp::Add, where, part, where);
+  return true;
+}
+
 // `loss_scaled`: the backward started from a GradScaler-scaled loss, so the
 // accumulated gradient is scaled too (TensorImpl::loss_scaled).
 void accumulate_into_leaf(const std::shared_ptr<TensorImpl>& leaf_ptr, const Tensor& grad, bool loss_scaled) {
@@ -114,7 +150,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     return;
   }
 
-  std::unordered_map<Node*, Tensor> pending{{root.grad_fn().get(), seed}};
+  Pending pending{{root.grad_fn().get(), PendingGrad{seed, false}}};
   const std::vector<Node*> order = nodes_in_reverse_record_order(root.grad_fn().get());
   GradReadyTracker ready(order);
   for (Node* node : order) {
@@ -123,9 +159,13 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       ready.node_done(*node);
       continue;
     }
-    const Tensor grad_output = std::move(it->second);
+    const Tensor grad_output = std::move(it->second.grad);
     pending.erase(it);
     detail::run_pre_node_hooks(*node);
+    if (add_into_region(*node, grad_output, pending)) {
+      ready.node_done(*node);  // a view's node: nothing saved to release
+      continue;
+    }
     std::vector<Tensor> grads = node->apply(grad_output);
     check_backward_gradients(*node, grad_output, grads);
     for (size_t i = 0; i < grads.size(); ++i) {
@@ -135,8 +175,8 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
         accumulate_into_leaf(e.leaf, grads[i], root.impl()->loss_scaled);
         continue;
       }
-      auto [slot, inserted] = pending.try_emplace(e.node.get(), grads[i]);
-      if (!inserted) slot->second = add_grads(slot->second, grads[i]);
+      auto [slot, inserted] = pending.try_emplace(e.node.get(), PendingGrad{grads[i], false});
+      if (!inserted) slot->second = {add_grads(slot->second.grad, grads[i]), true};
     }
     if (!retain_graph) node->release();
     ready.node_done(*node);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,16 @@ struct InputMeta {
 // Given dL/d(output), returns dL/d(input_i) for each input (undefined = zero / not needed).
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 
+// Where a view's gradient lies in its one input's: elements [start, start +
+// length) of dim `dim` (a slice with step 1, so each part of a split). Its
+// backward function builds the whole gradient (zeros, then the part); the
+// engine, when the input came from another node, adds the part where it lies
+// into that input's gradient instead: a split into q, k and v no longer
+// costs three input-sized zero tensors and two input-sized additions.
+struct GradientRegion {
+  int64_t dim, start, length;
+};
+
 class Node {
  public:
   // `releasable` nodes free their closure after a backward without retain_graph;
@@ -51,6 +62,9 @@ class Node {
   // aid wants module paths: autograd/module_path.h).
   const std::string& forward_module() const { return forward_module_; }
   void set_forward_module(std::string path) { forward_module_ = std::move(path); }
+  // Set by slice on its node (see GradientRegion).
+  const std::optional<GradientRegion>& gradient_region() const { return gradient_region_; }
+  void set_gradient_region(GradientRegion region) { gradient_region_ = region; }
 
   // Runs the backward function; gradients come back cast to the dtype each input ran in.
   std::vector<Tensor> apply(const Tensor& grad_output);
@@ -67,6 +81,7 @@ class Node {
   BackwardFn fn_;
   bool releasable_;
   std::string forward_module_;
+  std::optional<GradientRegion> gradient_region_;
 };
 
 // A tensor saved for backward, with the storage version it had when saved so

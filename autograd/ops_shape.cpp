@@ -150,12 +150,16 @@ Tensor slice(const Tensor& self, int64_t dim_, int64_t start, int64_t end, int64
   end = std::clamp<int64_t>(end, start, size_d);
   const int64_t length = (end - start + step - 1) / step;
   Tensor v = slice_view(self, d, start, length, step);
-  return record_view("slice", self, v,
-                     [in = self.sizes(), dtype = self.dtype(), d, start, length, step](const Tensor& g) {
-                       Tensor gx = zeros(in, dtype, g.device());
-                       kernels::copy(g, slice_view(gx, d, start, length, step));
-                       return gx;
-                     });
+  Tensor out =
+      record_view("slice", self, v, [in = self.sizes(), dtype = self.dtype(), d, start, length, step](const Tensor& g) {
+        Tensor gx = zeros(in, dtype, g.device());
+        kernels::copy(g, slice_view(gx, d, start, length, step));
+        return gx;
+      });
+  if (step == 1 && out.grad_fn() != nullptr && out.grad_fn() != self.grad_fn()) {
+    out.grad_fn()->set_gradient_region({d, start, length});  // see autograd::GradientRegion
+  }
+  return out;
 }
 
 Tensor select(const Tensor& self, int64_t dim_, int64_t index) {

@@ -271,3 +271,50 @@ TEST_CASE("a pre-node hook sees each node before it runs, numbered as recorded",
   CHECK(seen.size() == 3);  // removed: not called again
   event_log = nullptr;
 }
+
+// A slice's node tells the engine where its gradient lies (autograd::
+// GradientRegion), and the engine adds the part into its input's pending
+// gradient in place. Catches: adding in place into a gradient the engine
+// did not make (sum's backward hands back a broadcast view of one value, so
+// an in-place add there writes every element at once), a part landing in
+// the wrong region, a part added twice or lost when its tensor has two
+// consumers, and the leaf case (no pending gradient: the slice's own
+// backward) going wrong.
+TEST_CASE("split's parts add their gradients where they lie, beside other uses of the input", "[autograd]") {
+  const std::vector<double> values = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const Tensor w = from_vector(std::vector<double>{2, -1, 0.5, 3, 1.5, -2}, {3, 2});
+  for (const bool sum_first : {true, false}) {
+    for (const bool leaf : {false, true}) {
+      INFO((sum_first ? "sum(x) recorded before the split" : "sum(x) recorded after the split")
+           << (leaf ? ", x a leaf" : ", x from a node"));
+      const Tensor a = from_vector(values, {3, 4}).requires_grad_();
+      const Tensor x = leaf ? a : mul(a, 1.0);
+      Tensor loss = sum_first ? sum(x) : Tensor();
+      const std::vector<Tensor> parts = split(x, 2, 1);  // columns 0-1 and 2-3
+      // part 0 twice (its node gets a summed gradient), part 1 once.
+      const Tensor used = add(sum(mul(parts[0], w)), add(sum(parts[0]), sum(mul(parts[1], mul(w, 3.0)))));
+      loss = loss.defined() ? add(loss, used) : add(used, sum(x));
+      loss.backward();
+      std::vector<double> want(12);
+      for (int r = 0; r < 3; ++r) {
+        for (int c = 0; c < 4; ++c) {
+          const double wv = w.to_vector()[static_cast<size_t>(r * 2 + c % 2)];
+          want[static_cast<size_t>(r * 4 + c)] = 1.0 + (c < 2 ? wv + 1.0 : 3.0 * wv);
+        }
+      }
+      CHECK(a.grad().to_vector() == want);
+    }
+  }
+}
+
+// The region path keeps what the slice's own backward gave: the same
+// gradients through a retained graph run twice, and parts whose tensor
+// has no other consumer (the first part allocates the zeros).
+TEST_CASE("a split's gradient accumulates over two backward passes of a retained graph", "[autograd]") {
+  const Tensor a = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {6}).requires_grad_();
+  const std::vector<Tensor> parts = split(mul(a, 2.0), 2, 0);
+  const Tensor loss = add(sum(mul(parts[0], parts[0])), sum(parts[2]));  // part 1 unused
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  loss.backward();
+  CHECK(a.grad().to_vector() == std::vector<double>{2 * 8 * 1, 2 * 8 * 2, 0, 0, 4, 4});  // twice 8a, twice 2
+}
