@@ -5,6 +5,10 @@
 // kernels/elementwise/vector_gelu.h.
 #include "kernels/elementwise/cpu.h"
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <array>
 #include <type_traits>
@@ -67,15 +71,64 @@ void bf16_blocks(const std::array<const Tensor*, N>& ins, const Tensor& out, Bod
   out.storage()->bump_version();
 }
 
+// ReLU selects its input or zero, so on bf16 it can work on the bits where
+// they lie, sixteen lanes to an AVX2 register, with no f32 round trip: the
+// block path took longer for a bf16 ReLU than the f32 one (cpu_cnn_ops_bench),
+// and a scalar loop over the bits mispredicted the sign of every other
+// element. The same bits as the block path: a NaN comes out as the
+// canonical 0x7fff its rounding gives, -0 as +0.
+bool bf16_is_nan(uint16_t v) { return (v & 0x7fffu) > 0x7f80u; }
+bool bf16_at_most_zero(uint16_t v) { return (v & 0x7fffu) == 0 || ((v & 0x8000u) != 0 && !bf16_is_nan(v)); }
+
+// out[i] = 0 where sel[i] <= 0 (not NaN), else value[i] (NaN canonical).
+void relu_select_bf16(const uint16_t* sel, const uint16_t* value, uint16_t* out, int64_t begin, int64_t end) {
+  int64_t i = begin;
+#if defined(__AVX2__)
+  const __m256i magnitude_bits = _mm256_set1_epi16(0x7fff), infinity = _mm256_set1_epi16(0x7f80);
+  const __m256i zero = _mm256_setzero_si256();
+  for (; i + 16 <= end; i += 16) {
+    const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sel + i));
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(value + i));
+    const __m256i s_magnitude = _mm256_and_si256(s, magnitude_bits);  // 0..0x7fff: signed compares hold
+    const __m256i s_nan = _mm256_cmpgt_epi16(s_magnitude, infinity);
+    const __m256i s_negative = _mm256_cmpgt_epi16(zero, s);
+    const __m256i drop = _mm256_or_si256(_mm256_cmpeq_epi16(s_magnitude, zero), _mm256_andnot_si256(s_nan, s_negative));
+    const __m256i v_nan = _mm256_cmpgt_epi16(_mm256_and_si256(v, magnitude_bits), infinity);
+    const __m256i kept = _mm256_blendv_epi8(v, magnitude_bits, v_nan);  // 0x7fff: the canonical NaN
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_andnot_si256(drop, kept));
+  }
+#endif
+  for (; i < end; ++i) {
+    out[i] = bf16_at_most_zero(sel[i]) ? uint16_t{0} : bf16_is_nan(value[i]) ? uint16_t{0x7fff} : value[i];
+  }
+}
+
+const uint16_t* bf16_bits_of(const Tensor& t) { return static_cast<const uint16_t*>(t.data_ptr()); }
+
+// out = relu(in) (sel = value = in), or the gradient g where y > 0 (sel = y,
+// value = g: math.h's rule, a NaN y passes g on).
+void relu_bf16(const Tensor& sel, const Tensor& value, const Tensor& out) {
+  const uint16_t* s = bf16_bits_of(sel);
+  const uint16_t* v = bf16_bits_of(value);
+  auto* o = static_cast<uint16_t*>(out.data_ptr());
+  parallel_for(out.numel(), 1, [s, v, o](int64_t begin, int64_t end) { relu_select_bf16(s, v, o, begin, end); });
+  out.storage()->bump_version();
+}
+
 bool unary_bf16(UnaryOp op, const Tensor& in, const Tensor& out, float a, float b) {
   if (!is_contiguous_bf16(out) || !is_contiguous_bf16(in) || !bf16_operand(in, out)) return false;
+  if (op == UnaryOp::Relu) {
+    relu_bf16(in, in, out);
+    return true;
+  }
   if (const GeluForward gelu = vector_gelu_forward(op, /*to_16bit=*/true)) {
     bf16_blocks<1>({&in}, out, [gelu](const auto& x, float* y, int64_t m) { gelu(x[0], y, m); });
     return true;
   }
   kernels::visit_unary(op, [&](auto tag) {
-    bf16_blocks<1>({&in}, out, [&](const auto& x, float* y, int64_t m) {
-      for (int64_t i = 0; i < m; ++i) y[i] = kernels::unary_forward<decltype(tag)::value, float>(x[0][i], a, b);
+    bf16_blocks<1>({&in}, out, [a, b](const auto& x, float* __restrict y, int64_t m) {
+      const float* __restrict xs = x[0];
+      for (int64_t i = 0; i < m; ++i) y[i] = kernels::unary_forward<decltype(tag)::value, float>(xs[i], a, b);
     });
   });
   return true;
@@ -88,14 +141,19 @@ bool unary_backward_bf16(UnaryOp op, const Tensor& g, const Tensor& x, const Ten
     if (!is_contiguous_bf16(*t) || !bf16_operand(*t, dx)) return false;
   }
   if (!is_contiguous_bf16(dx)) return false;
+  if (op == UnaryOp::Relu && y.is_contiguous() && !is_broadcast_scalar(y) && !is_broadcast_scalar(g)) {
+    relu_bf16(y, g, dx);
+    return true;
+  }
   if (const GeluBackward gelu = vector_gelu_backward(op, /*to_16bit=*/true)) {
     bf16_blocks<2>({&g, &x}, dx, [gelu](const auto& in, float* out, int64_t m) { gelu(in[1], in[0], out, m); });
     return true;
   }
   kernels::visit_unary(op, [&](auto tag) {
-    bf16_blocks<3>({&g, &x, &y}, dx, [&](const auto& in, float* out, int64_t m) {
+    bf16_blocks<3>({&g, &x, &y}, dx, [a, b](const auto& in, float* __restrict out, int64_t m) {
+      const float* __restrict gs = in[0], * __restrict xs = in[1], * __restrict ys = in[2];
       for (int64_t i = 0; i < m; ++i) {
-        out[i] = kernels::unary_backward<decltype(tag)::value, float>(in[1][i], in[2][i], in[0][i], a, b);
+        out[i] = kernels::unary_backward<decltype(tag)::value, float>(xs[i], ys[i], gs[i], a, b);
       }
     });
   });
@@ -121,7 +179,8 @@ void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args
   if constexpr (std::is_same_v<T, float>) {
     // erfc or exp eight at a time (for a 16-bit output, the erfc its block path takes too)
     if (const GeluForward gelu = vector_gelu_forward(op, out.dtype() == kBF16 || out.dtype() == kF16)) {
-      parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) { gelu(x.data() + begin, py + begin, end - begin); });
+      parallel_for(out.numel(), 1,
+                   [&](int64_t begin, int64_t end) { gelu(x.data() + begin, py + begin, end - begin); });
       y.commit();
       return;
     }

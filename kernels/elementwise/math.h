@@ -97,7 +97,8 @@ MT_HOST_DEVICE inline T unary_forward(T x, T a, T b) {
   if constexpr (Op == UnaryOp::Sign) return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
   if constexpr (Op == UnaryOp::Reciprocal) return T(1) / x;
   if constexpr (Op == UnaryOp::Square) return x * x;
-  if constexpr (Op == UnaryOp::Relu) return (x > T(0) || x != x) ? x : T(0);  // NaN stays NaN, as in PyTorch
+  // NaN stays NaN, as in PyTorch; `|`, not `||`: without the branch the CPU loops vectorise.
+  if constexpr (Op == UnaryOp::Relu) return ((x > T(0)) | (x != x)) ? x : T(0);
   // GELU as x * Phi(x), with Phi written so it never cancels for negative x:
   // 0.5 (1 + erf(x / sqrt 2)) = 0.5 erfc(-x / sqrt 2), and the tanh form's
   // 0.5 (1 + tanh(u)) = sigmoid(2u). (1 + erf(...) loses ~3 digits at x = -2.5,

@@ -56,6 +56,35 @@ TEST_CASE("bf16 elementwise ops on the CPU: the block path equals the general pa
   check_same_as_general_path("x * x + x", [](const Tensor& x) { return add(mul(x, x), x); });
 }
 
+// A contiguous bf16 ReLU selects on the bits (sixteen lanes at a time).
+// Catches: a NaN passed through with its payload or sign (the general path
+// rounds every NaN to 0x7fff), -0 kept as -0, a negative NaN taken for a
+// negative number (zeroed) forward, or a NaN output dropping the gradient
+// backward, and the 16-lane loop's tail.
+TEST_CASE("bf16 ReLU on the bits equals the general path for NaN, signed zeros, infinities and subnormals",
+          "[kernels][cpu][bf16]") {
+  const std::vector<uint16_t> specials = {0x7fc1, 0xffc0, 0x7f81, 0x8000, 0x0000, 0x7f80, 0xff80, 0x0001,
+                                          0x8001, 0x3f80, 0xbf80, 0x7f7f, 0xff7f, 0xffff, 0x7fff, 0x4049};
+  std::vector<BFloat16> values;
+  for (int repeat = 0; repeat < 3; ++repeat) {  // 48 values, then 3 more: a 16-lane tail
+    for (const uint16_t b : specials) values.push_back(BFloat16::from_bits(b));
+  }
+  for (const uint16_t b : {0x7fc1, 0x8000, 0xbf80}) values.push_back(BFloat16::from_bits(b));
+  const auto n = static_cast<int64_t>(values.size());
+  const Tensor x = empty({n}, kBF16);
+  std::copy(values.begin(), values.end(), static_cast<BFloat16*>(x.data_ptr()));
+  const Tensor contiguous = x.detach().requires_grad_();
+  const Tensor pairs = x.unsqueeze(1).expand({n, 2}).contiguous().requires_grad_();
+  const Tensor strided = pairs.select(1, 0);
+  const Tensor y = relu(contiguous), y_general = relu(strided);
+  CHECK(bits(y) == bits(y_general));
+  const Tensor upstream = empty({n}, kBF16);  // the values reversed: gradients with NaNs of their own
+  std::copy(values.rbegin(), values.rend(), static_cast<BFloat16*>(upstream.data_ptr()));
+  y.backward(upstream);
+  y_general.backward(upstream);
+  CHECK(bits(contiguous.grad()) == bits(pairs.grad().select(1, 0)));
+}
+
 TEST_CASE("bf16 elementwise in place, and with an operand overlapping the output shifted (aliasing bugs)",
           "[kernels][cpu][bf16]") {
   Generator gen(32);
