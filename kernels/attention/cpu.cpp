@@ -84,7 +84,7 @@ using bf16_tiles::pack_rows_of_transpose;
 // Per-thread f32 buffers, grown on first use and kept (tasks on one thread
 // reuse them).
 struct Scratch {
-  std::vector<float> q, k, v, grad_out, scores, grad_scores, acc, grad_q, grad_k, grad_v;
+  std::vector<float> q, k, v, scores, grad_scores, acc, grad_k, grad_v;
   std::vector<uint16_t> packed_q, packed_k, packed_v, packed_weights;  // bf16 dot products' operands
   std::vector<std::vector<uint16_t>> packed_heads;                     // backward's per-head operands
 };
