@@ -141,7 +141,8 @@ bool unary_backward_bf16(UnaryOp op, const Tensor& g, const Tensor& x, const Ten
     if (!is_contiguous_bf16(*t) || !bf16_operand(*t, dx)) return false;
   }
   if (!is_contiguous_bf16(dx)) return false;
-  if (op == UnaryOp::Relu && y.is_contiguous() && !is_broadcast_scalar(y) && !is_broadcast_scalar(g)) {
+  // (The loop above let a broadcast scalar through; ReLU reads g and y element by element.)
+  if (op == UnaryOp::Relu && g.is_contiguous() && y.is_contiguous()) {
     relu_bf16(y, g, dx);
     return true;
   }
