@@ -61,16 +61,23 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
     });
     vdx.commit();
   }
-  // Parameter gradients reduce over rows, accumulated in double.
+  // Parameter gradients reduce over rows, accumulated in double; each
+  // column adds its rows in order, so threads split the columns.
   if (dweight.defined() || dbias.defined()) {
     std::vector<double> gw(static_cast<size_t>(n), 0.0), gb(static_cast<size_t>(n), 0.0);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t i = 0; i < n; ++i) {
-        const double g = vdy[r * n + i];
-        gw[static_cast<size_t>(i)] += g * (vx[r * n + i] - mean_of(r)) * vrstd[r];
-        gb[static_cast<size_t>(i)] += g;
+    parallel_for(n, 4 * rows, [&](int64_t begin, int64_t end) {
+      double* __restrict w_sum = gw.data();
+      double* __restrict b_sum = gb.data();
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* __restrict g = vdy.data() + r * n;
+        const T* __restrict xr = vx.data() + r * n;
+        const double mean_r = mean_of(r), rstd_r = vrstd[r];
+        for (int64_t i = begin; i < end; ++i) {
+          w_sum[i] += static_cast<double>(g[i]) * (static_cast<double>(xr[i]) - mean_r) * rstd_r;
+          b_sum[i] += static_cast<double>(g[i]);
+        }
       }
-    }
+    });
     if (dweight.defined()) store(gw.data(), dweight);
     if (dbias.defined()) store(gb.data(), dbias);
   }

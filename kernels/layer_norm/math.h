@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #include "runtime/macros.h"
 
@@ -35,19 +36,41 @@ MT_HOST_DEVICE inline T layer_norm_input_grad(T g, T xhat, T rstd, T mean_g, T m
   return rstd * (g - mean_g - xhat * mean_g_xhat);
 }
 
+// Row sums in kRowLanes independent partial sums, added in one fixed tree at
+// the end: one running sum is a chain of dependent adds (an add's latency per
+// element, and the compiler may not reorder float adds), eight lanes become
+// vector adds. The order depends only on n, so a row's statistics are the
+// same on any thread count and in any batch.
+constexpr int kRowLanes = 8;
+
+template <typename T>
+struct RowLanes {
+  T lane[kRowLanes] = {};
+
+  MT_HOST_DEVICE T total() const {
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  }
+};
+
+// term(0) + ... + term(n - 1), element i going to lane i % kRowLanes.
+template <typename T, typename Term>
+MT_HOST_DEVICE inline T row_sum(int64_t n, Term term) {
+  RowLanes<T> sum;
+  int64_t i = 0;
+  for (; i + kRowLanes <= n; i += kRowLanes) {
+    for (int l = 0; l < kRowLanes; ++l) sum.lane[l] += term(i + l);
+  }
+  for (int l = 0; i < n; ++i, ++l) sum.lane[l] += term(i);
+  return sum.total();
+}
+
 // y = (x - mean) * rstd * w + b over one row; returns (mean, rstd). Not
 // centered (RMSNorm): mean = 0.
 template <typename T>
 MT_HOST_DEVICE inline void layer_norm_row(const T* x, const T* w, const T* b, T* y, int64_t n, T eps, T* mean_out,
                                           T* rstd_out, bool centered = true) {
-  T mean = 0;
-  if (centered) {
-    for (int64_t i = 0; i < n; ++i) mean += x[i];
-    mean /= static_cast<T>(n);
-  }
-  T var = 0;
-  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
-  var /= static_cast<T>(n);
+  const T mean = centered ? row_sum<T>(n, [x](int64_t i) { return x[i]; }) / static_cast<T>(n) : T(0);
+  const T var = row_sum<T>(n, [x, mean](int64_t i) { return (x[i] - mean) * (x[i] - mean); }) / static_cast<T>(n);
   const T rstd = layer_norm_rstd(var, eps);
   for (int64_t i = 0; i < n; ++i) {
     T v = layer_norm_normalize(x[i], mean, rstd);
@@ -63,17 +86,13 @@ MT_HOST_DEVICE inline void layer_norm_row(const T* x, const T* w, const T* b, T*
 template <typename T>
 MT_HOST_DEVICE inline void layer_norm_backward_row(const T* dy, const T* x, const T* w, T mean, T rstd, T* dx,
                                                    int64_t n, bool centered = true) {
-  T sum_g = 0, sum_g_xhat = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const T g = w != nullptr ? dy[i] * w[i] : dy[i];
-    sum_g += g;
-    sum_g_xhat += g * layer_norm_normalize(x[i], mean, rstd);
-  }
+  auto g_at = [dy, w](int64_t i) { return w != nullptr ? dy[i] * w[i] : dy[i]; };
+  const T sum_g = centered ? row_sum<T>(n, g_at) : T(0);
+  const T sum_g_xhat = row_sum<T>(n, [&](int64_t i) { return g_at(i) * layer_norm_normalize(x[i], mean, rstd); });
   const T inv_n = T(1) / static_cast<T>(n);
-  const T mean_g = centered ? sum_g * inv_n : T(0), mean_g_xhat = sum_g_xhat * inv_n;
+  const T mean_g = sum_g * inv_n, mean_g_xhat = sum_g_xhat * inv_n;
   for (int64_t i = 0; i < n; ++i) {
-    const T g = w != nullptr ? dy[i] * w[i] : dy[i];
-    dx[i] = layer_norm_input_grad(g, layer_norm_normalize(x[i], mean, rstd), rstd, mean_g, mean_g_xhat);
+    dx[i] = layer_norm_input_grad(g_at(i), layer_norm_normalize(x[i], mean, rstd), rstd, mean_g, mean_g_xhat);
   }
 }
 

@@ -301,7 +301,14 @@ TEST_CASE("FSDP saves the model and AdamW's state as one process would and loads
   }
   Sharded sharded(Mode::Fp32, 9, {}, false, adamw);
   train_mine(sharded, data, steps);
-  CHECK(max_relative_difference(reference->state_dict(), sharded.whole()) <= tolerance(Mode::Fp32));
+  // AdamW divides each update by its gradient's running size, so where a
+  // weight's gradient nearly cancels (one of them here: -3.2e-5, then
+  // +5.1e-5, against 1e-2 elsewhere) the ranks' other summation order moves
+  // the update far more than it moves an SGD step: measured 1.5e-6 (2 ranks),
+  // against SGD's 2.5e-7 that tolerance(Fp32) is set by. A shard saved or
+  // mapped wrongly differs by 1e-2 and more.
+  const double adamw_tolerance = 5 * tolerance(Mode::Fp32);
+  CHECK(max_relative_difference(reference->state_dict(), sharded.whole()) <= adamw_tolerance);
   const optim::StateDict expected = reference_opt.state_dict();
   const optim::StateDict consolidated = sharded.fsdp->consolidated_state_dict();
   REQUIRE(consolidated.size() == expected.size());
