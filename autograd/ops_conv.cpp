@@ -153,9 +153,10 @@ Tensor max_pool2d(const Tensor& x_in, Size2 kernel, Size2 stride, Size2 padding)
   const Tensor& x = in[0];
   const Shape out_shape = pool_output_shape("max_pool2d", x, kernel, stride, padding);
   Tensor y = empty(out_shape, x.dtype(), x.device());
-  Tensor indices = empty(out_shape, kI64, x.device());
+  const bool grad = autograd::needs_grad({x});
+  const Tensor indices = grad ? empty(out_shape, kI64, x.device()) : Tensor();  // only the backward reads them
   kernels::max_pool2d_forward(x, make_window(kernel, stride, padding, true), y, indices);
-  if (!autograd::needs_grad({x})) return y;
+  if (!grad) return y;
   // saves: indices (i64)
   return record(in, y, [si = save(indices), xshape = x.sizes(), dtype = x.dtype()](const Tensor& gy) {
     Tensor dx = empty(xshape, dtype, gy.device());

@@ -16,7 +16,8 @@ struct Pool2dWindow {
 
 namespace cpu {
 // x [P, H, W] -> y [P, OH, OW]; indices (i64, [P, OH, OW]) holds h*W + w of
-// each window's max (the first one on ties); padding never wins.
+// each window's max (the first one on ties); padding never wins. Undefined
+// indices: y alone (what a no-grad forward asks for).
 void max_pool2d_forward(const Tensor& x, const Pool2dWindow& window, const Tensor& y, const Tensor& indices);
 void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx);
 void avg_pool2d_forward(const Tensor& x, const Pool2dWindow& window, const Tensor& y);

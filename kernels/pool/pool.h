@@ -6,10 +6,10 @@
 // kernels/pool/cuda.cu on contiguous buffers (gather backwards, no atomics).
 #pragma once
 
-#include "kernels/pool/cpu.h"
-#include "kernels/pool/api.h"
 #include "kernels/common/dispatch_helpers.h"
 #include "kernels/dispatch.h"
+#include "kernels/pool/api.h"
+#include "kernels/pool/cpu.h"
 
 namespace mt::kernels {
 
@@ -37,7 +37,9 @@ inline void max_pool2d_forward(const Tensor& x, const Pool2dWindow& window, cons
   const PoolShape shape = pool_shape("max_pool2d", x, y, window);
   const DType dtype = y.dtype();
   const KernelDType kd = kernel_dtype(dtype, "max_pool2d");
-  const Tensor vx = contiguous_as(x, dtype), vy = output_buffer(y, dtype), vi = output_buffer(indices, kI64);
+  const Tensor vx = contiguous_as(x, dtype), vy = output_buffer(y, dtype);
+  // The device kernels always write indices: scratch ones when the caller wants none.
+  const Tensor vi = indices.defined() ? output_buffer(indices, kI64) : empty(y.sizes(), kI64, y.device());
   const Stream stream = launch_stream(y.device());
   auto* pi = static_cast<int64_t*>(vi.data_ptr());
   MT_DEVICE_CALL(backend, max_pool2d_forward, kd, vx.data_ptr(), vy.data_ptr(), pi, shape, stream);
