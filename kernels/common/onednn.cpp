@@ -20,6 +20,8 @@ std::optional<dnnl::memory::data_type> data_type(DType dtype) {
   return std::nullopt;
 }
 
+DType compute_dtype(DType dtype) { return dtype == kF16 ? kF32 : dtype; }
+
 void append(PrimitiveKey& key, const dnnl::memory::desc& md) {
   key.push_back(static_cast<int64_t>(md.data_type()));
   for (const int64_t d : md.dims()) key.push_back(d);

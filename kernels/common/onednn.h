@@ -9,10 +9,10 @@
 // BF16 product is native where the CPU has the instruction.
 #pragma once
 
-#include <oneapi/dnnl/dnnl.hpp>
 #include <cstddef>
 #include <map>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <vector>
 
@@ -30,6 +30,12 @@ dnnl::stream& stream();
 
 // The oneDNN data type of a mixtape dtype it computes in (f32, bf16), or none.
 std::optional<dnnl::memory::data_type> data_type(DType dtype);
+
+// The dtype oneDNN computes tensors of `dtype` in: f16 widened to f32
+// (oneDNN 2.6's f16 kernels need AVX512-FP16; the widening is exact and the
+// result is rounded once into f16, the arithmetic of the Eigen path, which
+// was 2x slower), every other dtype itself.
+DType compute_dtype(DType dtype);
 
 // What a primitive depends on, as one key: the caller's integers (thread
 // count, geometry) followed by its memory descriptors.

@@ -8,6 +8,9 @@
 // it is rounded once into the gradient's dtype; the bias is added in f32
 // before the one rounding of y.
 //
+// f16 tensors are widened to f32 around the f32 primitives
+// (onednn::compute_dtype).
+//
 // Layouts: the tensors are NCHW (weights OIHW, or GOIHW with groups) as in
 // PyTorch. oneDNN is asked for the layouts it prefers (format_tag::any:
 // channel-blocked, nChw16c and the like on AVX-512) and the tensors are
@@ -246,7 +249,7 @@ void weight_gradient_in_chunks(const Tensor& dy, const Tensor& x, const ConvShap
 bool onednn_conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvShape& geometry,
                            const Tensor& y) {
   if (cpu_gemm_library() == CpuGemmLibrary::Eigen) return false;
-  const DType dtype = y.dtype();
+  const DType dtype = onednn::compute_dtype(y.dtype());
   const std::optional<memory::data_type> type = onednn::data_type(dtype);
   if (!type) return declined(geometry, "forward", "dtype");
   const bool has_bias = bias.defined();
@@ -276,7 +279,7 @@ bool onednn_conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& 
 bool onednn_conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const ConvShape& geometry,
                             const Tensor& dx, const Tensor& dweight) {
   if (cpu_gemm_library() == CpuGemmLibrary::Eigen) return false;
-  const DType dtype = dx.defined() ? dx.dtype() : dweight.dtype();
+  const DType dtype = onednn::compute_dtype(dx.defined() ? dx.dtype() : dweight.dtype());
   const std::optional<memory::data_type> type = onednn::data_type(dtype);
   if (!type) return declined(geometry, "backward", "dtype");
   std::optional<BackwardDataPd> data_pd;

@@ -1,5 +1,5 @@
-// CPU GEMM through oneDNN's matmul primitive: f32 and bf16 operands,
-// f32 accumulation, one rounding into out's dtype.
+// CPU GEMM through oneDNN's matmul primitive: f32 and bf16 operands (f16
+// ones widened to f32), f32 accumulation, one rounding into out's dtype.
 //
 // Under autocast the operands arrive in bf16 and stay bf16: oneDNN multiplies
 // them with the CPU's BF16 dot product (vdpbf16ps with AVX512-BF16, AMX
@@ -74,6 +74,13 @@ std::optional<dnnl::matmul> make_matmul(const memory::desc& a, const memory::des
   return dnnl::matmul(pd);
 }
 
+// An f16 operand as a contiguous f32 copy (exact).
+Tensor widened(const Tensor& t) {
+  Tensor w = empty(t.sizes(), kF32, t.device());
+  copy(t, w);
+  return w;
+}
+
 bool declined(const Tensor& a, const Tensor& b, const Tensor& out, const char* why) {
   MT_CHECK(cpu_gemm_library() != CpuGemmLibrary::OneDnn, "MT_CPU_GEMM=onednn: oneDNN does not take {} @ {} -> {} ({})",
            a.shape_string(), b.shape_string(), out.shape_string(), why);
@@ -86,8 +93,11 @@ bool onednn_bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
   if (cpu_gemm_library() == CpuGemmLibrary::Eigen) return false;
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   if (batch == 0 || m == 0 || n == 0 || k == 0) return false;  // nothing to multiply: the Eigen path fills it
+  if (a.dtype() == kF16 && b.dtype() == kF16) {                // widened to the f32 product (onednn::compute_dtype)
+    return onednn_bmm(widened(a), widened(b), out, epilogue);
+  }
   const auto src_type = onednn::data_type(a.dtype());
-  if (!src_type || b.dtype() != a.dtype() || !onednn::data_type(out.dtype())) {
+  if (!src_type || b.dtype() != a.dtype() || !onednn::data_type(onednn::compute_dtype(out.dtype()))) {
     return declined(a, b, out, "dtypes");
   }
   const auto a_md = matrix_desc(a, *src_type), b_md = matrix_desc(b, *src_type);
@@ -95,7 +105,7 @@ bool onednn_bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
 
   // Straight into out, then ReLU in place; GELU needs the f32 product first.
   const bool fused = (epilogue.activation == GemmActivation::None || epilogue.activation == GemmActivation::Relu) &&
-                     out.is_contiguous();
+                     out.is_contiguous() && onednn::data_type(out.dtype());
   const memory::data_type dst_type = fused ? *onednn::data_type(out.dtype()) : memory::data_type::f32;
   const memory::desc dst_md({batch, m, n}, dst_type, Dims{m * n, n, 1});
   std::optional<Loaded<float>> bias;

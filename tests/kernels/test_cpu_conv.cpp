@@ -79,16 +79,30 @@ TEST_CASE("CPU conv2d forward and backward in f32 and bf16 match f64 with oneDNN
   }
 }
 
-TEST_CASE("CPU conv2d: MT_CPU_GEMM=onednn runs oneDNN's convolution for f32 and bf16 and refuses f16 (silent fallback)",
+// f16 runs through the f32 primitives on exactly widened operands
+// (onednn::compute_dtype), so it must give the f32 convolution of the same
+// values rounded once, bit for bit. Catches an f16 tensor handed to an f32
+// primitive unconverted, and a weight gradient rounded per chunk.
+TEST_CASE("CPU conv2d: MT_CPU_GEMM=onednn runs oneDNN's convolution for f32, bf16 and f16 and refuses f64",
           "[kernels][conv][cpu]") {
   if (!kernels::onednn_built()) return;  // this build has no oneDNN: nothing to check
   const UseLibrary use(CpuGemmLibrary::OneDnn);
   Generator gen(22);
-  for (const DType dtype : {kF32, kBF16}) {
+  for (const DType dtype : {kF32, kBF16, kF16}) {
     const Tensor x = randn({2, 3, 6, 6}, kF32, kCPU, &gen).to(dtype);
     const Tensor w = randn({4, 3, 3, 3}, kF32, kCPU, &gen).to(dtype);
     CHECK_NOTHROW(conv2d(x, w, Tensor(), 1, 1));
   }
-  const Tensor x = randn({2, 3, 6, 6}, kF32, kCPU, &gen).to(kF16), w = randn({4, 3, 3, 3}, kF32, kCPU, &gen).to(kF16);
+  const Tensor x16 = randn({9, 3, 6, 6}, kF32, kCPU, &gen).to(kF16).requires_grad_();
+  const Tensor w16 = randn({4, 3, 3, 3}, kF32, kCPU, &gen).to(kF16).requires_grad_();
+  const Tensor x32 = x16.detach().to(kF32).requires_grad_(), w32 = w16.detach().to(kF32).requires_grad_();
+  const Tensor y16 = conv2d(x16, w16, Tensor(), 1, 1), y32 = conv2d(x32, w32, Tensor(), 1, 1);
+  CHECK(y16.to_vector() == y32.to(kF16).to_vector());
+  const Tensor up = randn({9, 4, 6, 6}, kF32, kCPU, &gen);
+  sum(mul(y16, up.to(kF16))).backward();
+  sum(mul(y32, up.to(kF16).to(kF32))).backward();
+  CHECK(x16.grad().to_vector() == x32.grad().to(kF16).to_vector());
+  CHECK(w16.grad().to_vector() == w32.grad().to(kF16).to_vector());
+  const Tensor x = randn({2, 3, 6, 6}, kF64, kCPU, &gen), w = randn({4, 3, 3, 3}, kF64, kCPU, &gen);
   CHECK_THROWS_WITH(conv2d(x, w, Tensor(), 1, 1), Catch::Contains("oneDNN does not take the conv2d forward"));
 }

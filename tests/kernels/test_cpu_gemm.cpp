@@ -10,15 +10,15 @@
 #include "core/generator.h"
 #include "core/tensor.h"
 #include "kernels/common/cpu_backend.h"
-#include "tests/kernels/cpu_library_util.h"
 #include "kernels/gemm/matmul.h"
+#include "tests/kernels/cpu_library_util.h"
 
 using namespace mt;
 using kernels::CpuGemmLibrary;
+using kernels::GemmActivation;
 using test::as_f64;
 using test::relative_error;
 using test::UseLibrary;
-using kernels::GemmActivation;
 
 namespace {
 
@@ -64,8 +64,8 @@ TEST_CASE("CPU GEMM in f32 and bf16 matches f64 in every layout with oneDNN and 
     for (const DType dtype : {kF32, kBF16}) {
       for (const bool a_columns : {false, true}) {
         for (const bool b_columns : {false, true}) {
-          INFO(test::library_name(library) << " " << dtype_name(dtype) << " a column-major " << a_columns << " b column-major "
-                             << b_columns);
+          INFO(test::library_name(library)
+               << " " << dtype_name(dtype) << " a column-major " << a_columns << " b column-major " << b_columns);
           Generator gen(11);
           const Tensor a = operand(3, 37, 70, dtype, a_columns, gen);
           const Tensor b = operand(3, 70, 45, dtype, b_columns, gen);
@@ -104,7 +104,7 @@ TEST_CASE("CPU GEMM epilogue: bias, ReLU, GELU and the stored pre-activation wit
       for (const GemmActivation activation : {GemmActivation::None, GemmActivation::Relu, GemmActivation::GeluErf}) {
         for (const bool keep_pre : {false, true}) {
           INFO(test::library_name(library) << " " << dtype_name(dtype) << " activation " << static_cast<int>(activation)
-                             << " pre-activation kept " << keep_pre);
+                                           << " pre-activation kept " << keep_pre);
           // [1, 128, 128] x [128, 512] is cut into two column tiles on the
           // Eigen path (kernels/gemm/cpu.cpp's gemm_tiles): the second one's
           // epilogue starts at column 256 and must read bias[256 + j].
@@ -166,10 +166,30 @@ TEST_CASE("MT_CPU_GEMM=onednn refuses a product oneDNN does not take instead of 
   if (!kernels::onednn_built()) return;  // this build has no oneDNN: nothing to compare
   const UseLibrary use(CpuGemmLibrary::OneDnn);
   Generator gen(15);
-  const Tensor a = operand(1, 8, 8, kF16, false, gen), b = operand(1, 8, 8, kF16, false, gen);
-  const Tensor out = empty({1, 8, 8}, kF16, kCPU);
+  const Tensor a = operand(1, 8, 8, kF32, false, gen), b = operand(1, 8, 8, kBF16, false, gen);  // mixed dtypes
+  const Tensor out = empty({1, 8, 8}, kF32, kCPU);
   CHECK_THROWS_WITH(kernels::bmm(a, b, out), Catch::Contains("oneDNN does not take"));
   CHECK_THAT(kernels::cpu_backend_description(), Catch::Contains("oneDNN"));
+}
+
+// f16 operands are widened exactly to the f32 product (onednn::compute_dtype):
+// bit for bit the f32 GEMM of the same values rounded once, a column-major
+// operand and the GELU epilogue (the unfused path) included. Catches f16
+// bits handed to an f32 primitive, and a product rounded before its epilogue.
+TEST_CASE("MT_CPU_GEMM=onednn multiplies f16 as the f32 product of the same values, rounded once",
+          "[kernels][gemm][cpu]") {
+  if (!kernels::onednn_built()) return;  // this build has no oneDNN: nothing to compare
+  const UseLibrary use(CpuGemmLibrary::OneDnn);
+  Generator gen(17);
+  for (const GemmActivation activation : {GemmActivation::None, GemmActivation::GeluTanh}) {
+    const Tensor a = operand(2, 19, 33, kF16, false, gen), b = operand(2, 33, 21, kF16, true, gen);
+    kernels::GemmEpilogue epilogue;
+    epilogue.activation = activation;
+    const Tensor out16 = empty({2, 19, 21}, kF16, kCPU), out32 = empty({2, 19, 21}, kF32, kCPU);
+    kernels::bmm(a, b, out16, epilogue);
+    kernels::bmm(a.to(kF32), b.to(kF32), out32, epilogue);
+    CHECK(out16.to_vector() == out32.to(kF16).to_vector());
+  }
 }
 
 TEST_CASE("CPU GEMM: a NaN product stays NaN through the ReLU epilogue, as in PyTorch (oneDNN post-op bug)",
