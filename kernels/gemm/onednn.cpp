@@ -74,12 +74,28 @@ std::optional<dnnl::matmul> make_matmul(const memory::desc& a, const memory::des
   return dnnl::matmul(pd);
 }
 
-// An f16 operand as a contiguous f32 copy (exact).
-Tensor widened(const Tensor& t) {
-  Tensor w = empty(t.sizes(), kF32, t.device());
-  copy(t, w);
-  return w;
-}
+// An operand as the primitive reads it: its descriptor and memory. An f16
+// operand is widened (exactly) into contiguous f32 scratch
+// (onednn::compute_dtype): kernel scratch, as the Eigen path's widened
+// operands were, not tensor memory.
+struct MatmulOperand {
+  std::optional<memory::desc> md;
+  const void* data = nullptr;
+  std::optional<Loaded<float>> widened;
+
+  explicit MatmulOperand(const Tensor& t) {
+    if (t.dtype() == kF16) {
+      widened.emplace(t);
+      md = memory::desc({t.size(0), t.size(1), t.size(2)}, memory::data_type::f32,
+                        Dims{t.size(1) * t.size(2), t.size(2), 1});
+      data = widened->data();
+      return;
+    }
+    const std::optional<memory::data_type> type = onednn::data_type(t.dtype());
+    if (type) md = matrix_desc(t, *type);
+    data = t.data_ptr();
+  }
+};
 
 bool declined(const Tensor& a, const Tensor& b, const Tensor& out, const char* why) {
   MT_CHECK(cpu_gemm_library() != CpuGemmLibrary::OneDnn, "MT_CPU_GEMM=onednn: oneDNN does not take {} @ {} -> {} ({})",
@@ -93,15 +109,14 @@ bool onednn_bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
   if (cpu_gemm_library() == CpuGemmLibrary::Eigen) return false;
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   if (batch == 0 || m == 0 || n == 0 || k == 0) return false;  // nothing to multiply: the Eigen path fills it
-  if (a.dtype() == kF16 && b.dtype() == kF16) {                // widened to the f32 product (onednn::compute_dtype)
-    return onednn_bmm(widened(a), widened(b), out, epilogue);
-  }
-  const auto src_type = onednn::data_type(a.dtype());
+  const auto src_type = onednn::data_type(onednn::compute_dtype(a.dtype()));
   if (!src_type || b.dtype() != a.dtype() || !onednn::data_type(onednn::compute_dtype(out.dtype()))) {
     return declined(a, b, out, "dtypes");
   }
-  const auto a_md = matrix_desc(a, *src_type), b_md = matrix_desc(b, *src_type);
-  if (!a_md || !b_md) return declined(a, b, out, "strides");
+  const MatmulOperand A(a), B(b);
+  if (!A.md || !B.md) return declined(a, b, out, "strides");
+  const memory::desc& a_md = *A.md;
+  const memory::desc& b_md = *B.md;
 
   // Straight into out, then ReLU in place; GELU needs the f32 product first.
   const bool fused = (epilogue.activation == GemmActivation::None || epilogue.activation == GemmActivation::Relu) &&
@@ -115,20 +130,20 @@ bool onednn_bmm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmE
     bias_md = memory::desc({1, 1, n}, memory::data_type::f32, Dims{n, n, 1});
   }
   onednn::PrimitiveKey key = {omp_get_max_threads()};
-  onednn::append(key, *a_md);
-  onednn::append(key, *b_md);
+  onednn::append(key, a_md);
+  onednn::append(key, b_md);
   onednn::append(key, dst_md);
   if (bias_md) onednn::append(key, *bias_md);
   const std::optional<dnnl::matmul> matmul =
-      primitives().get(key, [&] { return make_matmul(*a_md, *b_md, bias_md ? &*bias_md : nullptr, dst_md); });
+      primitives().get(key, [&] { return make_matmul(a_md, b_md, bias_md ? &*bias_md : nullptr, dst_md); });
   if (!matmul) return declined(a, b, out, "no optimised oneDNN kernel for this CPU");
 
   std::optional<OutputBuffer<float>> product;  // the f32 product, when the epilogue runs after
   if (!fused) product.emplace(out);
   void* dst = fused ? out.data_ptr() : product->data();
   const dnnl::engine& engine = onednn::engine();
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, memory(*a_md, engine, const_cast<void*>(a.data_ptr()))},
-                                          {DNNL_ARG_WEIGHTS, memory(*b_md, engine, const_cast<void*>(b.data_ptr()))},
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, memory(a_md, engine, const_cast<void*>(A.data))},
+                                          {DNNL_ARG_WEIGHTS, memory(b_md, engine, const_cast<void*>(B.data))},
                                           {DNNL_ARG_DST, memory(dst_md, engine, dst)}};
   if (bias) args.emplace(DNNL_ARG_BIAS, memory(*bias_md, engine, const_cast<float*>(bias->data())));
   matmul->execute(onednn::stream(), args);
