@@ -142,6 +142,37 @@ Int8Tensor quantize_input(const Tensor& x, const InputQuantization& input) {
   return quantize_values(x, scales, zero_points, 1, kU8, checked);
 }
 
+// x as the INT8 kernels read it: a u8 x is quantized already (the layer
+// before requantized it with this layer's input scale and zero point).
+Tensor quantized_input(const Tensor& x, const InputQuantization& input, const char* what) {
+  if (x.dtype() != kU8) return quantize_input(x, input).data;
+  MT_CHECK(!input.smooth.defined(),
+           "{}: a u8 input is quantized per tensor already; a SmoothQuant layer quantizes its float input per channel",
+           what);
+  return x.contiguous();
+}
+
+// The kernels' form of a requantization: the output dtype, the activation
+// before it (ReLU when the chain has one), its scale and zero point.
+struct OutputPlan {
+  DType dtype;
+  kernels::GemmActivation activation;
+  float scale = 0;
+  int32_t zero_point = 0;
+};
+
+OutputPlan output_plan(const Tensor& x, kernels::GemmActivation activation,
+                       const std::optional<Requantization>& requantize, const char* what) {
+  const DType float_dtype = x.dtype() == kBF16 ? kBF16 : kF32;
+  if (!requantize) return {float_dtype, activation};
+  MT_CHECK(x.device() == kCPU, "{}: requantizing its output is the CPU's only (input on {})", what, x.device());
+  MT_CHECK(
+      !requantize->relu || activation == kernels::GemmActivation::None || activation == kernels::GemmActivation::Relu,
+      "{}: a ReLU before requantizing cannot follow another activation", what);
+  return {kU8, requantize->relu ? kernels::GemmActivation::Relu : activation, static_cast<float>(requantize->scale),
+          requantize->zero_point};
+}
+
 // The u8 zero point by value: the caller's, else read from the device.
 int32_t zero_point_of(const InputQuantization& input) {
   return input.zero_point_value ? *input.zero_point_value : static_cast<int32_t>(input.zero_point.item<double>());
@@ -150,7 +181,7 @@ int32_t zero_point_of(const InputQuantization& input) {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization& input, const Tensor& bias,
-              LinearActivation activation) {
+              LinearActivation activation, const std::optional<Requantization>& requantize) {
   refuse_grad(x, "int8::linear");
   MT_CHECK(weight.data.dtype() == kI8 && weight.data.dim() == 2 && weight.axis == 0,
            "int8::linear: the weight must be i8 [out, in] quantized per output channel (axis 0)");
@@ -160,23 +191,25 @@ Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization
            "int8::linear: the weight is on {} and the input on {}", weight.data.device(), x.device());
   const NoGradGuard no_grad;
   const int64_t k = x.size(-1), n = weight.data.size(0), m = k == 0 ? 0 : x.numel() / k;
-  const Int8Tensor a = quantize_input(x.reshape({m, k}), input);
+  const Tensor a = quantized_input(x.reshape({m, k}), input, "int8::linear");
+  const OutputPlan plan = output_plan(x, autograd::gemm_activation(activation), requantize, "int8::linear");
   // The epilogue's scale per output channel: the input's times the weight's.
   const Tensor scales = (input.scale.to(kF32).reshape({1}) * weight.scales).contiguous();
   const Tensor bias32 = bias.defined() ? bias.to(kF32).contiguous() : Tensor();
   MT_CHECK(!bias.defined() || bias32.numel() == n, "int8::linear: bias has {} values for {} outputs", bias.numel(), n);
-  const DType out_dtype = x.dtype() == kBF16 ? kBF16 : kF32;
-  Tensor out = empty({m, n}, out_dtype, x.device());
+  Tensor out = empty({m, n}, plan.dtype, x.device());
   const Tensor w = weight.data.contiguous();
   const kernels::Int8Gemm gemm{.m = m,
                                .n = n,
                                .k = k,
-                               .a = static_cast<const uint8_t*>(a.data.data_ptr()),
+                               .a = static_cast<const uint8_t*>(a.data_ptr()),
                                .a_zero_point = zero_point_of(input),
                                .b = static_cast<const int8_t*>(w.data_ptr()),
                                .scales = static_cast<const float*>(scales.data_ptr()),
                                .bias = bias32.defined() ? static_cast<const float*>(bias32.data_ptr()) : nullptr,
-                               .activation = autograd::gemm_activation(activation)};
+                               .activation = plan.activation,
+                               .out_scale = plan.scale,
+                               .out_zero_point = plan.zero_point};
   kernels::int8_gemm(gemm, out);
   Shape shape = x.sizes();
   shape.back() = n;
@@ -184,26 +217,30 @@ Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization
 }
 
 Tensor conv2d(const Tensor& x, const Int8Tensor& weight, const InputQuantization& input, const Tensor& bias,
-              Size2 stride, Size2 padding, Size2 dilation) {
+              Size2 stride, Size2 padding, Size2 dilation, const std::optional<Requantization>& requantize) {
   refuse_grad(x, "int8::conv2d");
   MT_CHECK(weight.data.dtype() == kI8 && weight.data.dim() == 4 && weight.axis == 0,
            "int8::conv2d: the weight must be i8 [out, in, kH, kW] quantized per output channel (axis 0)");
   MT_CHECK(!input.smooth.defined(), "int8::conv2d: SmoothQuant applies to Linear layers");
   const kernels::ConvShape g = autograd::conv2d_geometry(x, weight.data.sizes(), stride, padding, dilation, 1);
   const NoGradGuard no_grad;
-  const Int8Tensor a = quantize_input(x.contiguous(), input);
+  const Tensor a = quantized_input(x, input, "int8::conv2d");
+  const OutputPlan plan = output_plan(x, kernels::GemmActivation::None, requantize, "int8::conv2d");
   const Tensor scales = (input.scale.to(kF32).reshape({1}) * weight.scales).contiguous();
   const Tensor bias32 = bias.defined() ? bias.to(kF32).contiguous() : Tensor();
   MT_CHECK(!bias.defined() || bias32.numel() == g.out_channels, "int8::conv2d: bias has {} values for {} channels",
            bias.numel(), g.out_channels);
-  Tensor y = empty({g.batch, g.out_channels, g.out_h, g.out_w}, x.dtype() == kBF16 ? kBF16 : kF32, x.device());
+  Tensor y = empty({g.batch, g.out_channels, g.out_h, g.out_w}, plan.dtype, x.device());
   const Tensor w = weight.data.contiguous();
   kernels::int8_conv2d({.shape = g,
-                        .x = static_cast<const uint8_t*>(a.data.data_ptr()),
+                        .x = static_cast<const uint8_t*>(a.data_ptr()),
                         .x_zero_point = zero_point_of(input),
                         .weight = static_cast<const int8_t*>(w.data_ptr()),
                         .scales = static_cast<const float*>(scales.data_ptr()),
-                        .bias = bias32.defined() ? static_cast<const float*>(bias32.data_ptr()) : nullptr},
+                        .bias = bias32.defined() ? static_cast<const float*>(bias32.data_ptr()) : nullptr,
+                        .activation = plan.activation,
+                        .out_scale = plan.scale,
+                        .out_zero_point = plan.zero_point},
                        y);
   return y;
 }

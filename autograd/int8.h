@@ -12,9 +12,8 @@
 // requires grad is refused rather than silently cutting its graph.
 #pragma once
 
-#include <optional>
-
 #include <cstdint>
+#include <optional>
 
 #include "autograd/ops.h"
 #include "core/tensor.h"
@@ -64,6 +63,23 @@ struct InputQuantization {
   std::optional<int32_t> zero_point_value = std::nullopt;
 };
 
+// An INT8 layer's output requantized for the INT8 layer it feeds, through
+// ops that commute with quantizing (ReLU, max-pool, flatten, a folded batch
+// norm: each keeps the order of values and the quantized zero): u8 with the
+// next layer's input scale and zero point, ReLU applied first when `relu`
+// (the model's ReLU then sees values it leaves as they are). The next
+// layer takes a u8 input as quantized already, so no f32 activation is
+// written between them: PyTorch's quantized models keep quint8 between
+// layers the same way. For f32 activations the same bits as the float path
+// (quantizing after the ReLU and max-pool), except that a NaN maps to the
+// zero point before the max-pool instead of after it; bf16 activations
+// skip a bf16 rounding. CPU only.
+struct Requantization {
+  double scale = 0;
+  int32_t zero_point = 0;
+  bool relu = false;
+};
+
 // y = act(x W^T + b) with W8A8: x is quantized to u8 as `input` says, W is
 // i8 per output channel, the products sum in s32 (exact), and the epilogue
 // scales by input.scale * weight scale, adds the bias (f32) and applies the
@@ -74,9 +90,12 @@ struct InputQuantization {
 // the INT8 Tensor Core rung (kernels/gemm/ladder/v9_int8_mma.cu), which a
 // GPU runs only after its known-answer check passed there
 // (kernels/gemm/int8.h). Without input.zero_point_value it reads the
-// input's scale and zero point on the host: syncs on a GPU.
+// input's scale and zero point on the host: syncs on a GPU. A u8 x is
+// quantized already with `input`'s scale and zero point (what the layer
+// before requantized it into); with `requantize` the result is u8.
 Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization& input, const Tensor& bias = Tensor(),
-              LinearActivation activation = LinearActivation::None);
+              LinearActivation activation = LinearActivation::None,
+              const std::optional<Requantization>& requantize = std::nullopt);
 
 // The convolution's INT8 form (groups 1), as linear's: x [N, C, H, W]
 // quantized to u8 per tensor (padding reads as the zero point, the value 0),
@@ -84,6 +103,7 @@ Tensor linear(const Tensor& x, const Int8Tensor& weight, const InputQuantization
 // sim and CUDA: patches gathered on the device and the same INT8 GEMM rung
 // (kernels/conv/int8.h).
 Tensor conv2d(const Tensor& x, const Int8Tensor& weight, const InputQuantization& input, const Tensor& bias = Tensor(),
-              Size2 stride = 1, Size2 padding = 0, Size2 dilation = 1);
+              Size2 stride = 1, Size2 padding = 0, Size2 dilation = 1,
+              const std::optional<Requantization>& requantize = std::nullopt);
 
 }  // namespace mt::int8

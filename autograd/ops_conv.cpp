@@ -121,8 +121,9 @@ namespace {
 
 // The pooled view of x: checks [N, C, H, W] or [C, H, W] and the window,
 // returns the output shape.
-Shape pool_output_shape(const char* op, const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
-  autograd::check_floating(op, x);
+Shape pool_output_shape(const char* op, const Tensor& x, Size2 kernel, Size2 stride, Size2 padding,
+                        bool takes_u8 = false) {
+  if (!(takes_u8 && x.dtype() == kU8)) autograd::check_floating(op, x);
   MT_CHECK(x.dim() == 3 || x.dim() == 4, "{}: expected input [N, C, H, W] or [C, H, W], got {}", op, x.shape_string());
   MT_CHECK(kernel.h > 0 && kernel.w > 0 && stride.h > 0 && stride.w > 0,
            "{}: kernel {} and stride {} must be positive (input {})", op, pair_str(kernel), pair_str(stride),
@@ -151,7 +152,9 @@ kernels::Pool2dWindow make_window(Size2 kernel, Size2 stride, Size2 padding, boo
 Tensor max_pool2d(const Tensor& x_in, Size2 kernel, Size2 stride, Size2 padding) {
   const autograd::CastInputs in = autograd::autocast_inputs(amp::Op::MaxPool2d, {x_in});
   const Tensor& x = in[0];
-  const Shape out_shape = pool_output_shape("max_pool2d", x, kernel, stride, padding);
+  // u8 too (on the CPU): the maximum of quantized values is the quantized
+  // maximum, so an INT8 chain's activations pool as they are.
+  const Shape out_shape = pool_output_shape("max_pool2d", x, kernel, stride, padding, /*takes_u8=*/true);
   Tensor y = empty(out_shape, x.dtype(), x.device());
   const bool grad = autograd::needs_grad({x});
   const Tensor indices = grad ? empty(out_shape, kI64, x.device()) : Tensor();  // only the backward reads them

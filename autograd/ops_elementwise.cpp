@@ -263,7 +263,13 @@ Tensor reciprocal(const Tensor& x) { return unary_differentiable(UnaryOp::Recipr
 Tensor square(const Tensor& x) {
   return unary_differentiable(UnaryOp::Square, amp::Op::Square, x, {}, /*keep_dtype=*/true);
 }
-Tensor relu(const Tensor& x) { return unary_differentiable(UnaryOp::Relu, amp::Op::Relu, x, {}, /*keep_dtype=*/true); }
+Tensor relu(const Tensor& x) {
+  // Unsigned integers are never negative: ReLU leaves them as they are (the
+  // u8 activations between INT8 layers, requantized with their ReLU applied
+  // already: autograd/int8.h's Requantization).
+  if (x.dtype() == kU8) return x.clone();
+  return unary_differentiable(UnaryOp::Relu, amp::Op::Relu, x, {}, /*keep_dtype=*/true);
+}
 Tensor silu(const Tensor& x) { return unary_differentiable(UnaryOp::Silu, amp::Op::Silu, x); }
 Tensor tanh(const Tensor& x) { return unary_differentiable(UnaryOp::Tanh, amp::Op::Tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary_differentiable(UnaryOp::Sigmoid, amp::Op::Sigmoid, x); }

@@ -22,8 +22,9 @@ void conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, co
 // channel scales (input scale x weight scale), bias and activation on the
 // f32 value, one rounding into y (f32 or bf16, [N, O, OH, OW] contiguous):
 //   y[n, o, p] = act(scales[o] * sum_k (patch(x)[p, k] - x_zero_point) w[o, k] + bias[o])
-// Padding reads as the zero point (the value 0), exactly as the float
-// convolution pads with 0.
+// or, for a u8 y, that value requantized for the next INT8 layer
+// (Int8Gemm's out_scale and out_zero_point). Padding reads as the zero
+// point (the value 0), exactly as the float convolution pads with 0.
 struct Int8Conv2d {
   ConvShape shape;
   const uint8_t* x = nullptr;
@@ -32,6 +33,8 @@ struct Int8Conv2d {
   const float* scales = nullptr;
   const float* bias = nullptr;  // or null
   GemmActivation activation = GemmActivation::None;
+  float out_scale = 0;  // a u8 y's requantization
+  int32_t out_zero_point = 0;
 };
 void int8_conv2d(const Int8Conv2d& conv, const Tensor& y);
 }  // namespace cpu

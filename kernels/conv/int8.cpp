@@ -13,6 +13,7 @@
 // cnn's evaluation, 10,000 images): see bench/results/cpu_int8.md.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "kernels/common/strided.h"
@@ -20,6 +21,7 @@
 #include "kernels/conv/onednn.h"
 #include "kernels/gemm/cpu.h"
 #include "kernels/gemm/epilogue.h"
+#include "kernels/quantize/cpu.h"
 
 namespace mt::kernels::cpu {
 namespace {
@@ -90,16 +92,27 @@ void im2row_int8_conv2d(const Int8Conv2d& conv, float* y) {
 void int8_conv2d(const Int8Conv2d& conv, const Tensor& y) {
   const ConvShape& g = conv.shape;
   MT_CHECK(g.groups == 1, "int8_conv2d: grouped convolutions are not supported (groups = {})", g.groups);
-  MT_CHECK(y.is_contiguous() && (y.dtype() == kF32 || y.dtype() == kBF16) && y.dim() == 4 && y.size(0) == g.batch &&
-               y.size(1) == g.out_channels && y.size(2) == g.out_h && y.size(3) == g.out_w,
-           "int8_conv2d: y must be a contiguous f32 or bf16 [{}, {}, {}, {}], got {} {}", g.batch, g.out_channels,
+  MT_CHECK(y.is_contiguous() && (y.dtype() == kF32 || y.dtype() == kBF16 || y.dtype() == kU8) && y.dim() == 4 &&
+               y.size(0) == g.batch && y.size(1) == g.out_channels && y.size(2) == g.out_h && y.size(3) == g.out_w,
+           "int8_conv2d: y must be a contiguous f32, bf16 or u8 [{}, {}, {}, {}], got {} {}", g.batch, g.out_channels,
            g.out_h, g.out_w, y.dtype(), y.shape_string());
   MT_CHECK(conv.x_zero_point >= 0 && conv.x_zero_point <= 255, "int8_conv2d: a u8 zero point is in [0, 255], got {}",
            conv.x_zero_point);
+  const bool requantize = y.dtype() == kU8;
+  if (requantize) check_requantization(conv.out_scale, conv.out_zero_point, "int8_conv2d");
   const int64_t plane = g.out_plane();
   if (g.batch == 0 || plane == 0 || g.out_channels == 0) return;
-  OutputBuffer<float> out(y);  // y itself when it is f32
-  float* v = out.data();
+  // The f32 values: y itself when it is f32, else scratch (a u8 y is
+  // written a plane at a time below, while the plane is in cache).
+  std::optional<OutputBuffer<float>> out;
+  HostScratch<float> scratch;
+  if (requantize) {
+    scratch = HostScratch<float>(y.numel());
+  } else {
+    out.emplace(y);
+  }
+  float* v = requantize ? scratch.get() : out->data();
+  auto* y_u8 = static_cast<uint8_t*>(y.data_ptr());
   // oneDNN writes the s32 sums into the f32 output's own memory (both 4
   // bytes, so no second buffer of the output's size to fault in); each
   // element is then read as s32 and rewritten as f32 where it lies.
@@ -125,11 +138,18 @@ void int8_conv2d(const Int8Conv2d& conv, const Tensor& y) {
       } else {
         for (int64_t q = 0; q < plane; ++q) values[q] += bias;
       }
-      if (conv.activation == GemmActivation::None) continue;
-      for (int64_t q = 0; q < plane; ++q) values[q] = activate(conv.activation, values[q]);
+      // The plane as one row of an m x plane block (the activation's loop
+      // chosen outside it, so it vectorises).
+      apply_epilogue(values, static_cast<float*>(nullptr), plane, 0, 1, 0, plane, static_cast<const float*>(nullptr),
+                     conv.activation);
+      if (requantize) requantize_u8(values, plane, conv.out_scale, conv.out_zero_point, y_u8 + row * plane);
     }
   });
-  out.commit();
+  if (requantize) {
+    y.storage()->bump_version();
+  } else {
+    out->commit();
+  }
 }
 
 }  // namespace mt::kernels::cpu

@@ -19,6 +19,8 @@ inline void int8_conv2d(const cpu::Int8Conv2d& conv, const Tensor& y) {
   const Backend backend = backend_for(y.device(), "int8_conv2d");
   if (backend == Backend::Cpu) return cpu::int8_conv2d(conv, y);
   const ConvShape& g = conv.shape;
+  MT_CHECK(y.dtype() != kU8, "int8_conv2d: a requantized u8 output is the CPU's only (on {} it is f32 or bf16)",
+           y.device());
   MT_CHECK(g.groups == 1, "int8_conv2d: grouped convolutions are not supported (groups = {})", g.groups);
   MT_CHECK(conv.x_zero_point >= 0 && conv.x_zero_point <= 255, "int8_conv2d: a u8 zero point is in [0, 255], got {}",
            conv.x_zero_point);

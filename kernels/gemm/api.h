@@ -32,8 +32,8 @@
 
 #include <cstdint>
 
-#include "runtime/kernel_api.h"
 #include "kernels/common/kernel_dtype.h"
+#include "runtime/kernel_api.h"
 
 namespace mt::kernels {
 
@@ -71,8 +71,11 @@ struct GemmArgs {
 // with the sum in s32 (exact), then f32: scales[n] is the activations' scale
 // times channel n's weight scale; bias and the activation as GemmEpilogue's,
 // on the f32 value, rounded once into out (f32 or bf16, contiguous [m, n]).
+// On the CPU out may be u8: the f32 value requantized for the next INT8
+// layer, quantize_value(v, out_scale, out_zero_point, 0, 255)
+// (kernels/quantize/math.h), so no f32 activation is written between them.
 // The same arguments on the CPU (cpu::int8_gemm, host pointers) and the
-// CUDA path (int8_gemm_v9_mma, device pointers).
+// CUDA path (int8_gemm_v9_mma, device pointers; f32 or bf16 out only).
 struct Int8Gemm {
   int64_t m = 0, n = 0, k = 0;
   const uint8_t* a = nullptr;  // [m, k] row-major
@@ -81,6 +84,8 @@ struct Int8Gemm {
   const float* scales = nullptr;  // [n]
   const float* bias = nullptr;    // [n] or null
   GemmActivation activation = GemmActivation::None;
+  float out_scale = 0;         // a u8 out's scale (finite, > 0)
+  int32_t out_zero_point = 0;  // and zero point, in [0, 255]
 };
 
 // An FP8 GEMM with scales (ladder/v10_fp8_wgmma.cu), the formula of the FP8

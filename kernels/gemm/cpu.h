@@ -30,6 +30,10 @@ void int8_gemm(const Int8Gemm& gemm, const Tensor& out);
 // bf16 [m, n], a u8 zero point, operands and scales given); an mt::Error
 // otherwise. The CUDA path's dispatcher (kernels/gemm/int8.h) runs it too.
 void check_int8_gemm(const Int8Gemm& gemm, const Tensor& out);
+// A u8 output's scale and zero point (Int8Gemm, Int8Conv2d); an mt::Error
+// naming `what` unless the scale is finite and positive and the zero point
+// in [0, 255].
+void check_requantization(float scale, int32_t zero_point, const char* what);
 }  // namespace cpu
 
 }  // namespace mt::kernels

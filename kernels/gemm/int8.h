@@ -21,10 +21,13 @@ inline void int8_gemm(const Int8Gemm& g, const Tensor& out) {
   const Backend backend = backend_for(out.device(), "int8_gemm");
   if (backend == Backend::Cpu) return cpu::int8_gemm(g, out);
   cpu::check_int8_gemm(g, out);
-  MT_CHECK(verify::own_family_trusted(verify::OwnFamily::Int8Mma, out.device()),
-           "INT8 GEMM: the INT8 Tensor Core kernel (ladder/v9_int8_mma.cu) has not passed its check on {} (it has "
-           "been verified on the simulator only): run `mixtape info --verify --device {}`, or run INT8 models on the CPU",
-           out.device(), out.device());
+  MT_CHECK(out.dtype() != kU8, "INT8 GEMM: a requantized u8 output is the CPU's only (on {} it is f32 or bf16)",
+           out.device());
+  MT_CHECK(
+      verify::own_family_trusted(verify::OwnFamily::Int8Mma, out.device()),
+      "INT8 GEMM: the INT8 Tensor Core kernel (ladder/v9_int8_mma.cu) has not passed its check on {} (it has "
+      "been verified on the simulator only): run `mixtape info --verify --device {}`, or run INT8 models on the CPU",
+      out.device(), out.device());
   MT_DEVICE_CALL(backend, int8_gemm_v9_mma, g, out.data_ptr(), out.dtype() == kBF16, launch_stream(out.device()));
   mark_written(out);
 }

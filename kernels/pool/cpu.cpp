@@ -303,6 +303,68 @@ void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const 
   if (vi) vi->commit();
 }
 
+// The 2 x 2 tiling pool of one u8 plane, as max_plane_2x2 does f32: the
+// horizontal pairs over the whole plane at once (32 at a time: the pair's
+// maximum in each 16-bit lane's low byte, packed), then the vertical pairs.
+void max_plane_2x2_u8(const uint8_t* __restrict x, const Planes& in, const Planes& out, uint8_t* __restrict pairs,
+                      uint8_t* __restrict y) {
+  const int64_t segments = in.h * out.w;
+  const __m256i low_bytes = _mm256_set1_epi16(0x00ff);
+  int64_t t = 0;
+  for (; t + 32 <= segments; t += 32) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2 * t));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2 * t + 32));
+    const __m256i ha = _mm256_and_si256(_mm256_max_epu8(a, _mm256_srli_epi16(a, 8)), low_bytes);
+    const __m256i hb = _mm256_and_si256(_mm256_max_epu8(b, _mm256_srli_epi16(b, 8)), low_bytes);
+    // packus works per 128-bit half: a's and b's halves interleave; permute puts them in order.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(ha, hb), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + t), packed);
+  }
+  for (; t < segments; ++t) pairs[t] = std::max(x[2 * t], x[2 * t + 1]);
+  for (int64_t oy = 0; oy < out.h; ++oy) {
+    const uint8_t* upper = pairs + 2 * oy * out.w;
+    const uint8_t* lower = upper + out.w;
+    for (int64_t ox = 0; ox < out.w; ++ox) y[oy * out.w + ox] = std::max(upper[ox], lower[ox]);
+  }
+}
+
+// u8 planes (an INT8 chain's activations, no gradient: no indices), each
+// window's maximum over its clipped extent. Padding never wins, as above;
+// with integers there are no NaNs and ties do not matter for the values.
+void max_forward_u8(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const Tensor& indices) {
+  MT_CHECK(!indices.defined(), "max_pool2d: u8 planes pool without indices (they have no gradient)");
+  MT_CHECK(x.is_contiguous() && y.is_contiguous() && y.dtype() == kU8, "max_pool2d: u8 planes must be contiguous");
+  const Planes in = planes_of(x), out = planes_of(y);
+  const auto* src = static_cast<const uint8_t*>(x.data_ptr());
+  auto* dst = static_cast<uint8_t*>(y.data_ptr());
+  const bool two_by_two = tiles_plane(in, k) && k.kernel_h == 2 && k.kernel_w == 2;
+  parallel_for(in.count, 4 * out.h * out.w, [&](int64_t begin, int64_t end) {
+    std::vector<uint8_t> pairs(two_by_two ? static_cast<size_t>(in.h * out.w) : 0);
+    for (int64_t p = begin; p < end; ++p) {
+      const uint8_t* __restrict plane = src + p * in.h * in.w;
+      uint8_t* __restrict best = dst + p * out.h * out.w;
+      if (two_by_two) {
+        max_plane_2x2_u8(plane, in, out, pairs.data(), best);
+        continue;
+      }
+      for (int64_t oy = 0; oy < out.h; ++oy) {
+        const int64_t h0 = std::max<int64_t>(oy * k.stride_h - k.pad_h, 0);
+        const int64_t h1 = std::min(oy * k.stride_h - k.pad_h + k.kernel_h, in.h);
+        for (int64_t ox = 0; ox < out.w; ++ox) {
+          const int64_t w0 = std::max<int64_t>(ox * k.stride_w - k.pad_w, 0);
+          const int64_t w1 = std::min(ox * k.stride_w - k.pad_w + k.kernel_w, in.w);
+          uint8_t m = 0;
+          for (int64_t ih = h0; ih < h1; ++ih) {
+            for (int64_t iw = w0; iw < w1; ++iw) m = std::max(m, plane[ih * in.w + iw]);
+          }
+          best[oy * out.w + ox] = m;
+        }
+      }
+    }
+  });
+  y.storage()->bump_version();
+}
+
 template <typename T>
 void max_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx) {
   const Planes in = planes_of(dx), out = planes_of(dy);
@@ -411,6 +473,7 @@ void mean_pool_backward(const Tensor& dy, const Tensor& dx, Windows&& for_each_w
 }  // namespace
 
 void max_pool2d_forward(const Tensor& x, const Pool2dWindow& window, const Tensor& y, const Tensor& indices) {
+  if (x.dtype() == kU8) return max_forward_u8(x, window, y, indices);
   if (x.dtype() == kF64) return max_forward<double>(x, window, y, indices);
   max_forward<float>(x, window, y, indices);
 }

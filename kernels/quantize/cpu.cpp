@@ -79,6 +79,10 @@ void int8_quantize(const Tensor& x, const Tensor& scales, const Tensor& zero_poi
   out.storage()->bump_version();
 }
 
+void requantize_u8(const float* x, int64_t n, float scale, int32_t zero_point, uint8_t* q) {
+  quantize_run(x, 0, n, scale, zero_point, quantized_min(kU8), quantized_max(kU8), q);
+}
+
 void int8_dequantize(const Tensor& q, const Tensor& scales, const Tensor& zero_points, QuantizeAxis axis,
                      const Tensor& out) {
   OutputBuffer<float> values(out);

@@ -8,6 +8,7 @@
 
 #include "autograd/int8.h"
 #include "kernels/cpu_library_util.h"
+#include "kernels/quantize/math.h"
 #include "kernels/sim_tensor_util.h"
 #include "mixtape.h"
 
@@ -202,6 +203,56 @@ TEST_CASE("int8 conv2d equals integer arithmetic on quantized patches, padding a
       }
     }
   }
+}
+
+// Requantized outputs and u8 inputs (int8::Requantization): a conv2d or
+// linear into u8 is its f32 result with the ReLU, requantized; a u8 input
+// is taken as quantized already with the layer's input scale. On both CPU
+// paths (oneDNN, and im2row with the INT8 GEMM). Catches the ReLU dropped
+// or applied after the requantization, the consumer's scale confused with
+// the layer's own, a u8 input quantized a second time, and a requantization
+// asked of a device that cannot do it reaching its kernels.
+TEST_CASE("int8 conv2d and linear requantize into u8 and take u8 as quantized", "[autograd][int8]") {
+  const int8::InputQuantization input{scalar_tensor(1.5 / 127), scalar_tensor(128, kI32), Tensor()};
+  const int8::Requantization out{.scale = 0.021, .zero_point = 128, .relu = true};
+  auto requantized = [&](const Tensor& f32) {
+    const std::vector<double> v = values(f32);
+    std::vector<double> q;
+    for (const double value : v) {
+      q.push_back(kernels::quantize_value(std::max(static_cast<float>(value), 0.0f), static_cast<float>(out.scale),
+                                          out.zero_point, 0, 255));
+    }
+    return q;
+  };
+  for (const auto library : test::cpu_libraries()) {
+    const test::UseLibrary use(library);
+    INFO(test::library_name(library));
+    const Tensor x = test::random_tensor({2, 3, 9, 8}, kF32, kCPU, 41, -2, 2);
+    const int8::Int8Tensor w = int8::quantize_per_channel_symmetric(test::random_tensor({5, 3, 3, 3}, kF32, kCPU, 42));
+    const Tensor bias = test::random_tensor({5}, kF32, kCPU, 43);
+    const Tensor y = int8::conv2d(x, w, input, bias, 1, 1, 1);
+    const Tensor q = int8::conv2d(x, w, input, bias, 1, 1, 1, out);
+    REQUIRE(q.dtype() == kU8);
+    CHECK(values(q) == requantized(y));
+    const Tensor x_u8 = int8::quantize_per_tensor(x, 1.5 / 127, 128, kU8).data;
+    CHECK(values(int8::conv2d(x_u8, w, input, bias, 1, 1, 1)) == values(y));
+
+    const Tensor a = test::random_tensor({7, 24}, kF32, kCPU, 44, -2, 2);
+    const int8::Int8Tensor wl = int8::quantize_per_channel_symmetric(test::random_tensor({11, 24}, kF32, kCPU, 45));
+    const Tensor z = int8::linear(a, wl, input, Tensor());
+    const Tensor zq = int8::linear(a, wl, input, Tensor(), LinearActivation::None, out);
+    REQUIRE(zq.dtype() == kU8);
+    CHECK(values(zq) == requantized(z));
+    CHECK(values(int8::linear(int8::quantize_per_tensor(a, 1.5 / 127, 128, kU8).data, wl, input)) == values(z));
+  }
+  const int8::Int8Tensor wl = int8::quantize_per_channel_symmetric(test::random_tensor({3, 4}, kF32, kCPU, 46));
+  const int8::InputQuantization on_sim{scalar_tensor(0.1, kF32, test::kCudaPath),
+                                       scalar_tensor(128, kI32, test::kCudaPath), Tensor()};
+  const int8::Int8Tensor wl_sim{wl.data.to(test::kCudaPath), wl.scales.to(test::kCudaPath),
+                                wl.zero_points.to(test::kCudaPath), 0};
+  CHECK_THROWS_WITH(int8::linear(test::random_tensor({2, 4}, kF32, test::kCudaPath, 47), wl_sim, on_sim, Tensor(),
+                                 LinearActivation::None, out),
+                    Contains("the CPU's only"));
 }
 
 // Catches, on the CUDA path (the INT8 Tensor Core rung, v9): a fragment

@@ -360,6 +360,27 @@ TEST_CASE("max_pool2d over tiling windows picks the raster-order first maximum",
   }
 }
 
+// u8 planes (an INT8 model's activations between layers) pool to the
+// same values as the f32 ones: the 2 x 2 tiling path 32 pairs at a time
+// with a tail, rows too short for a vector, and a padded 3 x 3 window.
+// Catches the pairs packed out of order (packus interleaves 128-bit
+// halves), a tail left unpooled, and a padded window reading outside.
+TEST_CASE("max_pool2d and relu take u8 planes as integers", "[ops][pool]") {
+  for (const Shape& shape : {Shape{2, 3, 12, 70}, Shape{1, 2, 28, 28}, Shape{1, 1, 4, 6}}) {
+    std::vector<double> v(static_cast<size_t>(shape[0] * shape[1] * shape[2] * shape[3]));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = double((i * 2654435761u) % 256);
+    const Tensor u8 = from_vector(v, shape, kU8), f32 = from_vector(v, shape, kF32);
+    INFO(u8.shape_string());
+    CHECK(max_pool2d(u8, 2, 2).dtype() == kU8);
+    CHECK(max_pool2d(u8, 2, 2).to_vector() == max_pool2d(f32, 2, 2).to_vector());
+    CHECK(max_pool2d(u8, 3, 2, 1).to_vector() == max_pool2d(f32, 3, 2, 1).to_vector());
+    const Tensor r = relu(u8);
+    CHECK(r.dtype() == kU8);
+    CHECK(r.to_vector() == v);
+    CHECK(!r.is_same(u8));
+  }
+}
+
 TEST_CASE("adaptive_avg_pool2d uses PyTorch's window bounds", "[ops][pool]") {
   const Tensor x = randn64({2, 3, 5, 7}, 21);
   for (const auto& [oh, ow] : std::vector<std::pair<int64_t, int64_t>>{{3, 4}, {1, 1}, {5, 7}, {2, 3}, {7, 9}}) {

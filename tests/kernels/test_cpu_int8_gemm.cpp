@@ -11,6 +11,7 @@
 #include "core/tensor.h"
 #include "kernels/common/cpu_backend.h"
 #include "kernels/gemm/cpu.h"
+#include "kernels/quantize/math.h"
 #include "tests/kernels/cpu_library_util.h"
 
 using namespace mt;
@@ -65,7 +66,8 @@ std::vector<double> reference(const Operands& o, int32_t zero_point, bool with_b
   return out;
 }
 
-Tensor run(const Operands& o, int32_t zero_point, bool with_bias, GemmActivation activation, DType out_dtype) {
+Tensor run(const Operands& o, int32_t zero_point, bool with_bias, GemmActivation activation, DType out_dtype,
+           float out_scale = 0, int32_t out_zero_point = 0) {
   const Int8Gemm gemm{.m = o.m,
                       .n = o.n,
                       .k = o.k,
@@ -74,7 +76,9 @@ Tensor run(const Operands& o, int32_t zero_point, bool with_bias, GemmActivation
                       .b = o.b.data(),
                       .scales = o.scales.data(),
                       .bias = with_bias ? o.bias.data() : nullptr,
-                      .activation = activation};
+                      .activation = activation,
+                      .out_scale = out_scale,
+                      .out_zero_point = out_zero_point};
   const Tensor out = empty({o.m, o.n}, out_dtype);
   kernels::cpu::int8_gemm(gemm, out);
   return out;
@@ -123,10 +127,43 @@ TEST_CASE("int8 gemm: K = 0 gives the bias, bad requests are refused", "[kernels
     for (int64_t j = 0; j < 4; ++j) CHECK(got[static_cast<size_t>(i * 4 + j)] == o.bias[static_cast<size_t>(j)]);
   }
   const Operands p = make_operands(2, 3, 4, 6);
-  CHECK_THROWS_WITH(run(p, 0, false, GemmActivation::None, kF16), Catch::Contains("f32 or bf16"));
+  CHECK_THROWS_WITH(run(p, 0, false, GemmActivation::None, kF16), Catch::Contains("f32, bf16 or u8"));
   CHECK_THROWS_WITH(run(p, 256, false, GemmActivation::None, kF32), Catch::Contains("zero point"));
   Int8Gemm no_scales{2, 3, 4, p.a.data(), 0, p.b.data(), nullptr, nullptr, GemmActivation::None};
   CHECK_THROWS_WITH(kernels::cpu::int8_gemm(no_scales, empty({2, 3})), Catch::Contains("scale per output column"));
   const Int8Gemm ok{2, 3, 4, p.a.data(), 0, p.b.data(), p.scales.data(), nullptr, GemmActivation::None};
   CHECK_THROWS_WITH(kernels::cpu::int8_gemm(ok, empty({3, 2}).t()), Catch::Contains("contiguous"));
+}
+
+// A u8 out is the f32 out requantized (kernels/quantize/math.h's
+// quantize_value with out_scale and out_zero_point), on both paths, the
+// ReLU applied before it. Catches requantizing with the input's zero point
+// or a per-column scale instead of out_scale, the ReLU applied after the
+// requantization (a zero point of 128 would let negatives through), rows
+// of a thread's block written at the wrong offset, and a bad out_scale or
+// zero point reaching the kernel.
+TEST_CASE("int8 gemm into u8 is the f32 result requantized", "[kernels][cpu][int8]") {
+  for (const auto library : test::cpu_libraries()) {
+    const test::UseLibrary use(library);
+    const Operands o = make_operands(67, 29, 70, 12);
+    for (const GemmActivation activation : {GemmActivation::None, GemmActivation::Relu}) {
+      for (const int32_t out_zero_point : {128, 0, 17}) {
+        INFO(test::library_name(library) << " activation " << static_cast<int>(activation) << ", out zero point "
+                                         << out_zero_point);
+        const float out_scale = 0.0173f;
+        const Tensor f32 = run(o, 5, true, activation, kF32);
+        const Tensor u8 = run(o, 5, true, activation, kU8, out_scale, out_zero_point);
+        const float* v = f32.data<float>();
+        const auto* q = static_cast<const uint8_t*>(u8.data_ptr());
+        int mismatches = 0;
+        for (int64_t i = 0; i < o.m * o.n; ++i) {
+          mismatches += q[i] != kernels::quantize_value(v[i], out_scale, out_zero_point, 0, 255);
+        }
+        CHECK(mismatches == 0);
+      }
+    }
+  }
+  const Operands p = make_operands(2, 3, 4, 6);
+  CHECK_THROWS_WITH(run(p, 0, false, GemmActivation::None, kU8, 0.0f, 128), Catch::Contains("finite positive scale"));
+  CHECK_THROWS_WITH(run(p, 0, false, GemmActivation::None, kU8, 0.5f, 300), Catch::Contains("zero point in [0, 255]"));
 }
