@@ -165,8 +165,8 @@ std::vector<ConvBatchNorm> declared_pairs(nn::Module& model) {
       nn::Module* c = find(conv);
       nn::Module* b = find(bn);
       MT_CHECK(c != nullptr && c->as<nn::Conv2d>() != nullptr && b != nullptr && b->as<nn::BatchNorm2d>() != nullptr,
-               "{} lists ('{}', '{}') as a Conv2d and the BatchNorm2d after it, but they are not", module->name(),
-               conv, bn);
+               "{} lists ('{}', '{}') as a Conv2d and the BatchNorm2d after it, but they are not", module->name(), conv,
+               bn);
       pairs.push_back({{conv, bn}, c->as<nn::Conv2d>(), b->as<nn::BatchNorm2d>()});
     }
   }
@@ -189,8 +189,10 @@ void prepare_folded_batch_norms(nn::Module& model, const std::vector<FoldedBatch
   const std::vector<ConvBatchNorm> pairs = declared_pairs(model);
   for (const FoldedBatchNorm& f : folded) {
     auto it = std::find_if(pairs.begin(), pairs.end(), [&](const ConvBatchNorm& p) { return p.names == f; });
-    MT_CHECK(it != pairs.end(), "folded batch norm ('{}' into '{}'): not a convolution and batch norm pair this "
-                                "model can fold", f.batch_norm, f.conv);
+    MT_CHECK(it != pairs.end(),
+             "folded batch norm ('{}' into '{}'): not a convolution and batch norm pair this "
+             "model can fold",
+             f.batch_norm, f.conv);
     it->conv->make_bias_slot();
     it->batch_norm->mark_folded();
   }
@@ -216,6 +218,73 @@ void check_int8_layers(nn::Module& model) {
     } catch (const Error& e) {
       fail("INT8 layer '{}': {}", name, e.what());
     }
+  }
+}
+
+namespace {
+
+// A declared handoff, resolved: both layers found, absolute names.
+struct ResolvedHandoff {
+  Int8Handoff names;
+  nn::QuantizableLayer* from;
+  nn::QuantizableLayer* to;
+};
+
+std::vector<ResolvedHandoff> declared_handoffs(nn::Module& model) {
+  const auto modules = model.named_modules();
+  auto layer = [&](const std::string& name) -> nn::QuantizableLayer* {
+    auto it = std::find_if(modules.begin(), modules.end(), [&](const auto& m) { return m.first == name; });
+    return it == modules.end() ? nullptr : it->second->as<nn::QuantizableLayer>();
+  };
+  std::vector<ResolvedHandoff> handoffs;
+  for (const auto& [prefix, module] : modules) {
+    for (const nn::Module::Int8Handoff& h : module->int8_handoffs()) {
+      const std::string from = prefix.empty() ? h.from : prefix + "." + h.from;
+      const std::string to = prefix.empty() ? h.to : prefix + "." + h.to;
+      nn::QuantizableLayer* a = layer(from);
+      nn::QuantizableLayer* b = layer(to);
+      MT_CHECK(a != nullptr && b != nullptr,
+               "{} lists an INT8 handoff from '{}' to '{}', but they are not Linear or "
+               "Conv2d layers",
+               module->name(), from, to);
+      handoffs.push_back({{from, to, h.relu}, a, b});
+    }
+  }
+  return handoffs;
+}
+
+bool can_hand_off(const ResolvedHandoff& h) {
+  return h.from->is_int8() && h.to->is_int8() && !h.to->input_smooth.defined();
+}
+
+void hand_off(const ResolvedHandoff& h) {
+  h.to->check_int8();  // the scale and zero point it hands over are valid
+  h.from->requantize_output({.scale = h.to->input_scale.item<double>(),
+                             .zero_point = static_cast<int32_t>(h.to->input_zero_point.item<double>()),
+                             .relu = h.names.relu});
+}
+
+}  // namespace
+
+std::vector<Int8Handoff> chain_int8_layers(nn::Module& model) {
+  std::vector<Int8Handoff> made;
+  for (const ResolvedHandoff& h : declared_handoffs(model)) {
+    if (!can_hand_off(h)) continue;
+    hand_off(h);
+    made.push_back(h.names);
+  }
+  return made;
+}
+
+void apply_int8_handoffs(nn::Module& model, const std::vector<Int8Handoff>& handoffs) {
+  const std::vector<ResolvedHandoff> declared = declared_handoffs(model);
+  for (const Int8Handoff& h : handoffs) {
+    auto it = std::find_if(declared.begin(), declared.end(), [&](const ResolvedHandoff& d) { return d.names == h; });
+    MT_CHECK(it != declared.end(), "INT8 handoff '{}' -> '{}' (relu {}): not one this model declares", h.from, h.to,
+             h.relu);
+    MT_CHECK(can_hand_off(*it), "INT8 handoff '{}' -> '{}': both layers must be INT8, the second per tensor", h.from,
+             h.to);
+    hand_off(*it);
   }
 }
 

@@ -118,6 +118,21 @@ std::vector<FoldedBatchNorm> fold_batch_norms(nn::Module& model);
 // load_state_dict fills the folded weights.
 void prepare_folded_batch_norms(nn::Module& model, const std::vector<FoldedBatchNorm>& folded);
 
+// An INT8 layer handing u8 activations to the next (absolute dotted names).
+using Int8Handoff = nn::Module::Int8Handoff;
+
+// After convert (and after loading an INT8 checkpoint): every handoff the
+// model's modules declare (nn::Module::int8_handoffs) whose two layers are
+// INT8, the second one per tensor (not SmoothQuant's per-channel input),
+// makes the first requantize its output with the second's input scale and
+// zero point (nn::QuantizableLayer::requantize_output): u8 between them, no
+// f32 activation written, the same values as quantizing after the ReLU and
+// max-pool. Returns the handoffs made.
+std::vector<Int8Handoff> chain_int8_layers(nn::Module& model);
+// Loading: exactly the listed handoffs, each one the model declares between
+// two INT8 layers (an mt::Error names one that is not).
+void apply_int8_handoffs(nn::Module& model, const std::vector<Int8Handoff>& handoffs);
+
 // The u8 zero point of every calibrated input: the middle of [0, 255].
 inline constexpr int32_t kInputZeroPoint = 128;
 

@@ -23,6 +23,17 @@ Tensor Cnn::forward(const Tensor& x) {
   return fc2->forward(relu(fc1->forward(h.flatten(1))));
 }
 
+// conv1 -> bn1 -> relu -> max-pool -> conv2 -> bn2 -> relu -> max-pool ->
+// flatten -> fc1 -> relu -> fc2. A batch norm keeps order (and 0) only once
+// folded into its convolution, so a handoff across one waits for the fold.
+std::vector<nn::Module::Int8Handoff> Cnn::int8_handoffs() const {
+  std::vector<Int8Handoff> handoffs;
+  if (bn1->is_folded()) handoffs.push_back({"conv1", "conv2", true});
+  if (bn2->is_folded()) handoffs.push_back({"conv2", "fc1", true});
+  handoffs.push_back({"fc1", "fc2", true});
+  return handoffs;
+}
+
 BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride) {
   conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(in_channels, out_channels, 3, stride, 1, 1, 1, false));
   bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(out_channels));

@@ -26,6 +26,7 @@ class Cnn : public nn::Module {
   std::vector<std::pair<std::string, std::string>> conv_batch_norm_pairs() const override {
     return {{"conv1", "bn1"}, {"conv2", "bn2"}};
   }
+  std::vector<Int8Handoff> int8_handoffs() const override;
   bool enable_activation_checkpointing() override { return checkpoint_activations = true; }
   // Recompute the second conv stage in backward (the first sees only the
   // images, which need no gradient, so mt::checkpoint would just run it).

@@ -19,6 +19,7 @@ class Mlp : public nn::Module {
   explicit Mlp(int64_t inputs = 784, int64_t classes = 10);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "mlp"; }
+  std::vector<Int8Handoff> int8_handoffs() const override { return {{"fc1", "fc2", true}, {"fc2", "fc3", true}}; }
 
   std::shared_ptr<nn::Linear> fc1, fc2, fc3;
 };

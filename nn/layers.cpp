@@ -29,7 +29,7 @@ Tensor Linear::forward(const Tensor& x, LinearActivation activation) {
     return linear(smoothed, weight, bias, activation);
   }
   report_input(x);
-  if (is_int8()) return int8::linear(x, int8_weight(), int8_input(), bias, activation);
+  if (is_int8()) return int8::linear(x, int8_weight(), int8_input(), bias, activation, requantization_for(x));
   return linear(x, weight, bias, activation);
 }
 
@@ -54,6 +54,15 @@ void QuantizableLayer::to_int8(const int8::Int8Tensor& q, double scale, int32_t 
   register_buffer("input_scale", input_scale, scalar_tensor(scale, kF32, device));
   register_buffer("input_zero_point", input_zero_point, scalar_tensor(zero_point, kI32, device));
   check_int8();
+}
+
+void QuantizableLayer::requantize_output(const int8::Requantization& r) {
+  MT_CHECK(is_int8(), "{}::requantize_output: the layer is not INT8", name());
+  MT_CHECK(std::isfinite(r.scale) && r.scale > 0 && r.zero_point >= 0 && r.zero_point <= 255,
+           "{}::requantize_output: a u8 output needs a finite positive scale and a zero point in [0, 255], got {} "
+           "and {}",
+           name(), r.scale, r.zero_point);
+  requantize_ = r;
 }
 
 void QuantizableLayer::smooth(const Tensor& s) {
@@ -90,7 +99,8 @@ int8::Int8Tensor QuantizableLayer::int8_weight() const {
 int8::InputQuantization QuantizableLayer::int8_input() const {
   int8::InputQuantization input{.scale = input_scale, .zero_point = input_zero_point, .smooth = input_smooth};
   const std::shared_ptr<Storage> checked = checked_zero_point_storage_.lock();
-  if (checked != nullptr && checked == input_zero_point.storage() && checked->version() == checked_zero_point_version_) {
+  if (checked != nullptr && checked == input_zero_point.storage() &&
+      checked->version() == checked_zero_point_version_) {
     input.zero_point_value = checked_zero_point_;
   }
   return input;
@@ -185,7 +195,9 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel, Size2 st
 Tensor Conv2d::forward(const Tensor& x) {
   const ForwardScope scope(*this);
   report_input(x);
-  if (is_int8()) return int8::conv2d(x, int8_weight(), int8_input(), bias, stride_, padding_, dilation_);
+  if (is_int8()) {
+    return int8::conv2d(x, int8_weight(), int8_input(), bias, stride_, padding_, dilation_, requantization_for(x));
+  }
   return conv2d(x, weight, bias, stride_, padding_, dilation_, groups_);
 }
 
@@ -319,8 +331,9 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   const ForwardScope scope(*this);
   MT_CHECK(x.dim() == 4, "BatchNorm2d: expected [N, C, H, W] input, got {}", x.shape_string());
   if (folded_) {
-    MT_CHECK(!is_training(), "BatchNorm2d: this layer is folded into the convolution before it (an INT8 or folded "
-                             "checkpoint): it normalises with frozen statistics and cannot train");
+    MT_CHECK(!is_training(),
+             "BatchNorm2d: this layer is folded into the convolution before it (an INT8 or folded "
+             "checkpoint): it normalises with frozen statistics and cannot train");
     return x;
   }
   // A checkpointed stage reruns this forward in backward: the running

@@ -48,6 +48,12 @@ class QuantizableLayer : public Module {
   // finite and positive, out of range, the wrong count).
   void make_int8_slots(bool smoothed = false);
   void check_int8() const;
+  // An INT8 layer whose output feeds another INT8 layer through ReLU /
+  // max-pool / flatten (nn::Module::int8_handoffs) hands it u8 activations
+  // requantized with that layer's input scale and zero point (on the CPU;
+  // elsewhere its output stays float and the next layer quantizes it).
+  void requantize_output(const int8::Requantization& r);
+  const std::optional<int8::Requantization>& output_requantization() const { return requantize_; }
   bool is_int8() const { return weight.defined() && weight.dtype() == kI8; }
   bool keeps_f32_buffers() const override { return is_int8() || input_smooth.defined(); }
   Tensor weight_scale, weight_zero_point, input_scale, input_zero_point, input_smooth;
@@ -55,12 +61,17 @@ class QuantizableLayer : public Module {
  protected:
   int8::Int8Tensor int8_weight() const;
   int8::InputQuantization int8_input() const;
+  // requantize_ where the kernels take it (an input on the CPU).
+  std::optional<int8::Requantization> requantization_for(const Tensor& x) const {
+    return x.device() == kCPU ? requantize_ : std::nullopt;
+  }
   void report_input(const Tensor& input) const {
     if (input_hook_) input_hook_(input);
   }
 
  private:
   InputHook input_hook_;
+  std::optional<int8::Requantization> requantize_;
   // input_zero_point's value as check_int8() read it, and its storage and
   // version then: int8_input() hands it to the INT8 kernels while the
   // buffer is unchanged, so a forward reads nothing back from a device.

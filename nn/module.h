@@ -107,6 +107,20 @@ class Module {
   // model lists its own). Only the model knows its data flow, so none by
   // default.
   virtual std::vector<std::pair<std::string, std::string>> conv_batch_norm_pairs() const { return {}; }
+  // Pairs of Linear or Conv2d layers among the descendants (dotted names
+  // relative to this module) where the first's output reaches the second's
+  // input and nothing else, through ops that keep the order of values and
+  // map 0 to 0 (ReLU, max-pool, flatten, a folded batch norm), `relu` when
+  // a ReLU is among them, given the module's state (a batch norm between
+  // them counts only once folded): an INT8 model hands u8 activations from
+  // one to the other (amp::int8::chain_int8_layers). Only the model knows
+  // its data flow, so none by default.
+  struct Int8Handoff {
+    std::string from, to;
+    bool relu = false;
+    bool operator==(const Int8Handoff&) const = default;
+  };
+  virtual std::vector<Int8Handoff> int8_handoffs() const { return {}; }
   // Buffers that to(dtype) leaves in f32 (an INT8 layer's scales: rounding
   // them to 16 bits would shift every output).
   virtual bool keeps_f32_buffers() const { return false; }
@@ -122,7 +136,6 @@ class Module {
   // What the printed tree shows between the parentheses after name()
   // ("in_features=784, out_features=256, bias=true"), as PyTorch's extra_repr.
   virtual std::string extra_repr() const { return ""; }
-
 
  protected:
   // Registered tensors are stored by address so to() can replace them in place.

@@ -127,7 +127,8 @@ TEST_CASE("int8 calibration refuses non-finite inputs, unknown layers and observ
     CHECK_THROWS_WITH(model->forward(full({2, 16}, std::numeric_limits<double>::infinity())),
                       Contains("the input of 'fc1' was refused"));
   }
-  CHECK_THROWS_WITH(amp::int8::Calibrator(*model, options("entropy", {"fc3"})), Contains("'fc3' is not a Linear or Conv2d"));
+  CHECK_THROWS_WITH(amp::int8::Calibrator(*model, options("entropy", {"fc3"})),
+                    Contains("'fc3' is not a Linear or Conv2d"));
   CHECK_THROWS_WITH(amp::int8::Calibrator(*model, options("maxmin")), Contains("minmax"));
 }
 
@@ -250,4 +251,55 @@ TEST_CASE("fold_batch_norms folds the pairs each module lists, and a checkpoint 
   amp::int8::prepare_folded_batch_norms(fresh, {{"layer2.0.downsample.0", "layer2.0.downsample.1"}});
   CHECK(fresh.state_dict().count("layer2.0.downsample.0.bias") == 1);
   CHECK(fresh.state_dict().count("layer2.0.conv1.bias") == 0);
+}
+
+// The cnn quantized twice from the same weights and calibration data, once
+// handing u8 from layer to layer (conv1 -> conv2 -> fc1 -> fc2) and once
+// writing f32 between them: the logits must be the same bits, as quantizing
+// commutes with ReLU and max-pool. Catches a requantization with the
+// producer's own input scale instead of the consumer's, a ReLU left out of
+// the producer's epilogue (a negative value would requantize under the zero
+// point and survive the model's u8 ReLU), a consumer quantizing a u8 input
+// again, and a handoff list a checkpoint may name that the model does not
+// declare (one across a batch norm left unfolded included).
+TEST_CASE("INT8 handoffs keep u8 between layers with the same logits as f32 between them", "[amp][int8]") {
+  const Tensor calibration = test::random_tensor({16, 1, 28, 28}, kF32, kCPU, 31);
+  const Tensor x = test::random_tensor({4, 1, 28, 28}, kF32, kCPU, 32);
+  auto quantized = [&](bool hand_off) {
+    manual_seed(6);
+    auto cnn = std::make_shared<models::Cnn>();
+    cnn->eval();
+    amp::int8::fold_batch_norms(*cnn);
+    amp::int8::Calibrator calibrator(*cnn, options("minmax"));
+    {
+      const NoGradGuard no_grad;
+      cnn->forward(calibration);
+    }
+    calibrator.convert();
+    if (hand_off) {
+      const std::vector<amp::int8::Int8Handoff> made = amp::int8::chain_int8_layers(*cnn);
+      REQUIRE(made.size() == 3);
+      CHECK(made[0] == amp::int8::Int8Handoff{"conv1", "conv2", true});
+      CHECK(made[2] == amp::int8::Int8Handoff{"fc1", "fc2", true});
+    }
+    return cnn;
+  };
+  const auto plain = quantized(false), chained = quantized(true);
+  const NoGradGuard no_grad;
+  const Tensor want = plain->forward(x), got = chained->forward(x);
+  CHECK(got.dtype() == kF32);  // the last layer hands nothing on: float logits
+  CHECK(got.to_vector() == want.to_vector());
+  // conv1's output is u8 now, requantized with conv2's input scale.
+  CHECK(chained->conv1->forward(x).dtype() == kU8);
+  REQUIRE(chained->conv1->output_requantization().has_value());
+  CHECK(chained->conv1->output_requantization()->scale == chained->conv2->input_scale.item<double>());
+
+  auto fresh = std::make_shared<models::Cnn>();
+  CHECK_THROWS_WITH(amp::int8::apply_int8_handoffs(*fresh, {{"conv1", "fc2", true}}),
+                    Contains("not one this model declares"));
+  CHECK_THROWS_WITH(amp::int8::apply_int8_handoffs(*fresh, {{"fc1", "fc2", true}}),
+                    Contains("both layers must be INT8"));
+  // Across a batch norm that is not folded (it may flip or shift values) there is no handoff.
+  CHECK_THROWS_WITH(amp::int8::apply_int8_handoffs(*fresh, {{"conv1", "conv2", true}}),
+                    Contains("not one this model declares"));
 }

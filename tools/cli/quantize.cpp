@@ -19,6 +19,8 @@ void print_int8_comparison(const tools::Int8Comparison& c, bool language_model) 
     std::printf("int8: kept in float: %s (%s)\n", layer.c_str(), reason.c_str());
   for (const amp::int8::FoldedBatchNorm& f : c.folded)
     std::printf("int8: folded %s into %s\n", f.batch_norm.c_str(), f.conv.c_str());
+  for (const amp::int8::Int8Handoff& h : c.handoffs)
+    std::printf("int8: %s hands u8 to %s%s\n", h.from.c_str(), h.to.c_str(), h.relu ? " (its ReLU applied first)" : "");
   auto score = [&](const tools::Evaluation& e) {
     return language_model ? fmt::format("loss {:.4f}", e.loss) : fmt::format("accuracy {:.2f}%", 100.0 * e.accuracy);
   };
@@ -83,6 +85,9 @@ Subcommand add_quantize(CLI::App& app) {
   cmd->add_flag("--no-fold-batch-norm{false}", a->fold_batch_norm,
                 "keep each BatchNorm2d a layer of its own (by default each is folded into the Conv2d before it, "
                 "as PyTorch's fuse_modules)");
+  cmd->add_flag("--no-requantize{false}", a->requantize,
+                "write f32 activations between INT8 layers (by default an INT8 layer feeding another through "
+                "ReLU / max-pool hands it u8 requantized with its input scale, as PyTorch's quantized models do)");
   add_integer_option(cmd, "--test-limit", a->test_limit, "score on the first N held-out samples only", 0);
   return {cmd, [a](const std::string&) { return run_quantize(*a); }};
 }

@@ -312,6 +312,20 @@ std::vector<amp::int8::FoldedBatchNorm> folded_batch_norms(const nlohmann::json&
   return folded;
 }
 
+std::vector<amp::int8::Int8Handoff> int8_handoffs(const nlohmann::json& int8, const std::string& path) {
+  std::vector<amp::int8::Int8Handoff> handoffs;
+  if (!int8.is_object() || !int8.contains("handoffs")) return handoffs;
+  const nlohmann::json& list = int8["handoffs"];
+  MT_CHECK(list.is_array(), "checkpoint '{}': its 'int8' handoffs is not a list", path);
+  for (const auto& h : list) {
+    MT_CHECK(h.is_object() && h.contains("from") && h["from"].is_string() && h.contains("to") && h["to"].is_string() &&
+                 h.contains("relu") && h["relu"].is_boolean(),
+             "checkpoint '{}': an 'int8' handoff is not {{\"from\", \"to\", \"relu\"}} (two names and a bool)", path);
+    handoffs.push_back({h["from"].get<std::string>(), h["to"].get<std::string>(), h["relu"].get<bool>()});
+  }
+  return handoffs;
+}
+
 namespace {
 
 // The Linear layers an INT8 checkpoint quantized (its "int8" metadata, a
@@ -321,6 +335,7 @@ struct Int8Layers {
   std::vector<std::string> names;
   bool smoothed = false;
   std::vector<amp::int8::FoldedBatchNorm> folded;
+  std::vector<amp::int8::Int8Handoff> handoffs;
 };
 
 Int8Layers int8_layers(const SafetensorsFile& f, const std::string& path) {
@@ -336,6 +351,7 @@ Int8Layers int8_layers(const SafetensorsFile& f, const std::string& path) {
   }
   layers.smoothed = j.contains("smoothquant") && j["smoothquant"].is_number();
   layers.folded = folded_batch_norms(j, path);
+  layers.handoffs = int8_handoffs(j, path);
   return layers;
 }
 
@@ -382,8 +398,9 @@ std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::stri
   }
   std::shared_ptr<nn::Module> model = models::make_model(name, classes);
   // An INT8 checkpoint (`mixtape quantize`): its Linear layers get their INT8 slots first.
+  Int8Layers int8;
   try {
-    const Int8Layers int8 = int8_layers(f, path);
+    int8 = int8_layers(f, path);
     amp::int8::prepare_folded_batch_norms(*model, int8.folded);
     amp::int8::prepare_int8_layers(*model, int8.names, int8.smoothed);
   } catch (const Error& e) {
@@ -406,6 +423,7 @@ std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::stri
   }
   try {
     amp::int8::check_int8_layers(*model);
+    amp::int8::apply_int8_handoffs(*model, int8.handoffs);
   } catch (const Error& e) {
     fail("checkpoint '{}': {}", path, e.what());
   }

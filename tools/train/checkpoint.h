@@ -8,14 +8,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "amp/fp8_recipe.h"
-#include "amp/int8_quantize.h"
 #include "amp/grad_scaler.h"
+#include "amp/int8_quantize.h"
 #include "core/safetensors.h"
 #include "nn/module.h"
 #include "optim/lr_scheduler.h"
@@ -29,8 +28,8 @@ struct CheckpointPosition {
   // Samples of the epoch's order trained on, by all ranks together: a run
   // of any world size continues there (DataLoader::start_epoch_at_sample).
   int64_t sample_in_epoch = 0;
-  int64_t step = 0;        // optimizer steps done
-  int64_t saved_world = 1; // ranks of the run that saved it (read back only)
+  int64_t step = 0;         // optimizer steps done
+  int64_t saved_world = 1;  // ranks of the run that saved it (read back only)
 };
 
 // The model's state, `optimizer_state` (an unsharded optimizer's
@@ -99,6 +98,9 @@ std::shared_ptr<nn::Module> load_model_checkpoint(const SafetensorsFile& checkpo
 // says were folded into their convolutions; none when it names none. A
 // malformed list is an mt::Error naming `path`.
 std::vector<amp::int8::FoldedBatchNorm> folded_batch_norms(const nlohmann::json& int8, const std::string& path);
+// The INT8 handoffs (u8 from layer to layer) a checkpoint's "int8" metadata
+// lists; none when it lists none. A malformed entry is an mt::Error naming path.
+std::vector<amp::int8::Int8Handoff> int8_handoffs(const nlohmann::json& int8, const std::string& path);
 
 // The run configuration a checkpoint's metadata records (the model,
 // precision, dataset and context; older checkpoints: the defaults), its

@@ -112,8 +112,8 @@ void report_router_statistics(TrainingRun& r, const std::string& when, Reporter&
     std::fprintf(reporter.out,
                  "%s: router %zu: experts %s, dropped %.2f%%, entropy %.3f nats (uniform %.3f), balance loss %.3f, "
                  "z-loss %.3f\n",
-                 when.c_str(), i, fmt::format("{}", fmt::join(shares, " ")).c_str(), 100.0 * s.dropped_share,
-                 s.entropy, std::log(double(s.expert_share.size())), s.auxiliary_loss, s.z_loss);
+                 when.c_str(), i, fmt::format("{}", fmt::join(shares, " ")).c_str(), 100.0 * s.dropped_share, s.entropy,
+                 std::log(double(s.expert_share.size())), s.auxiliary_loss, s.z_loss);
     logged.push_back({{"expert_share", s.expert_share},
                       {"dropped_share", s.dropped_share},
                       {"entropy", s.entropy},
@@ -196,6 +196,7 @@ Int8Comparison compare_int8(const SafetensorsFile& f, const std::string& path, n
     }
   }
   c.folded = folded_batch_norms(j, path);  // checked already: the model loaded with these pairs folded
+  c.handoffs = int8_handoffs(j, path);     // and with these handoffs made
   c.int8_model = score_model(model, test, precision, device);
   c.float_model.evaluation = {number("float_accuracy"), number("float_loss")};
   try {

@@ -46,7 +46,8 @@ struct Int8Comparison {
   int64_t calibration_samples = 0;
   std::vector<std::string> layers;
   std::vector<std::pair<std::string, std::string>> kept_float;  // layer, why
-  std::vector<amp::int8::FoldedBatchNorm> folded;                // batch norms folded into their convolutions
+  std::vector<amp::int8::FoldedBatchNorm> folded;               // batch norms folded into their convolutions
+  std::vector<amp::int8::Int8Handoff> handoffs;                 // u8 handed from layer to layer
   std::string source;
   bool source_scored = false;
   ScoredModel int8_model, float_model;  // float_model: measured now, or as quantize recorded it

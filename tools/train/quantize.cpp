@@ -31,7 +31,11 @@ nlohmann::json recipe_json(const QuantizeRequest& req, const Int8Comparison& c) 
   nlohmann::json kept = nlohmann::json::array();
   for (const auto& [layer, reason] : c.kept_float) kept.push_back({{"layer", layer}, {"reason", reason}});
   nlohmann::json folded = nlohmann::json::array();
-  for (const amp::int8::FoldedBatchNorm& f : c.folded) folded.push_back({{"conv", f.conv}, {"batch_norm", f.batch_norm}});
+  for (const amp::int8::FoldedBatchNorm& f : c.folded)
+    folded.push_back({{"conv", f.conv}, {"batch_norm", f.batch_norm}});
+  nlohmann::json handoffs = nlohmann::json::array();
+  for (const amp::int8::Int8Handoff& h : c.handoffs)
+    handoffs.push_back({{"from", h.from}, {"to", h.to}, {"relu", h.relu}});
   return {{"scheme", "w8a8: weights i8 per output channel (symmetric), inputs u8 per tensor, zero point 128"},
           {"observer", c.observer},
           {"per_tensor_weights", req.per_tensor},
@@ -40,6 +44,7 @@ nlohmann::json recipe_json(const QuantizeRequest& req, const Int8Comparison& c) 
           {"layers", c.layers},
           {"kept_float", kept},
           {"folded_batch_norms", folded},
+          {"handoffs", handoffs},
           {"source", c.source},
           {"float_loss", c.float_model.evaluation.loss},
           {"float_accuracy", c.float_model.evaluation.accuracy}};
@@ -89,6 +94,7 @@ QuantizeResult quantize_checkpoint(const QuantizeRequest& req) {
   MT_CHECK(!report.quantized.empty(), "quantize: no Linear layer of '{}' was calibrated: nothing to quantize", c.model);
   out.layers = report.quantized;
   for (const auto& k : report.kept_float) out.kept_float.emplace_back(k.layer, k.reason);
+  if (req.requantize) out.handoffs = amp::int8::chain_int8_layers(*model);
   out.int8_model = score_model(*model, splits.test, precision, device);
 
   std::map<std::string, std::string> metadata = f.metadata;

@@ -19,7 +19,8 @@ struct QuantizeRequest {
   std::string observer = "mse";
   int64_t calibrate = 0;  // samples; 0: 512 for text, 1024 for images
   bool per_tensor = false;
-  bool fold_batch_norm = true;  // each BatchNorm2d into the Conv2d before it (amp::int8::fold_batch_norms)
+  bool fold_batch_norm = true;        // each BatchNorm2d into the Conv2d before it (amp::int8::fold_batch_norms)
+  bool requantize = true;             // u8 handed from INT8 layer to INT8 layer (amp::int8::chain_int8_layers)
   std::optional<double> smoothquant;  // alpha: SmoothQuant before calibration
   std::vector<std::string> keep_float;
   int64_t test_limit = 0;

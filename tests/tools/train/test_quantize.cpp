@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "core/safetensors.h"
 #include "tools/train/quantize.h"
@@ -195,6 +196,19 @@ TEST_CASE("quantize and eval refuse mistaken requests and hostile INT8 checkpoin
   f.metadata["int8"] = R"({"layers": ["fc1", "fc2"], "folded_batch_norms": [["conv1", "bn1"]]})";
   save_safetensors(bad, f.tensors, f.metadata);
   CHECK_THROWS_WITH(tools::evaluate_checkpoint(bad, "", "cpu", 100), Contains("pair of names"));
+
+  // quantize lists the mlp's handoffs (u8 from fc1 to fc2 to fc3); a list
+  // naming one the model does not declare, or a malformed one, is refused.
+  f = load_safetensors(q);
+  const nlohmann::json recipe = nlohmann::json::parse(f.metadata.at("int8"));
+  CHECK(recipe.at("handoffs").size() == 2);
+  CHECK(recipe.at("handoffs").at(0) == nlohmann::json({{"from", "fc1"}, {"to", "fc2"}, {"relu", true}}));
+  f.metadata["int8"] = R"({"layers": ["fc1", "fc2", "fc3"], "handoffs": [{"from": "fc1", "to": "fc3", "relu": true}]})";
+  save_safetensors(bad, f.tensors, f.metadata);
+  CHECK_THROWS_WITH(tools::evaluate_checkpoint(bad, "", "cpu", 100), Contains("not one this model declares"));
+  f.metadata["int8"] = R"({"layers": ["fc1", "fc2", "fc3"], "handoffs": [["fc1", "fc2"]]})";
+  save_safetensors(bad, f.tensors, f.metadata);
+  CHECK_THROWS_WITH(tools::evaluate_checkpoint(bad, "", "cpu", 100), Contains("two names and a bool"));
 
   f = load_safetensors(q);
   f.metadata["int8"] = R"({"layers": []})";  // the INT8 weights would load into float layers
