@@ -144,6 +144,18 @@ QuantizeReport Calibrator::convert() {
 
 namespace {
 
+// What a module lists by names relative to itself, as the model's dotted names.
+std::string absolute_name(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+// The model's module called `name`, as a T (null when there is none, or it is not a T).
+template <typename T>
+T* module_as(const std::vector<std::pair<std::string, nn::Module*>>& modules, const std::string& name) {
+  auto it = std::find_if(modules.begin(), modules.end(), [&](const auto& m) { return m.first == name; });
+  return it == modules.end() ? nullptr : it->second->template as<T>();
+}
+
 // Every pair the model's modules list, with absolute dotted names, resolved.
 struct ConvBatchNorm {
   FoldedBatchNorm names;
@@ -153,21 +165,16 @@ struct ConvBatchNorm {
 
 std::vector<ConvBatchNorm> declared_pairs(nn::Module& model) {
   const auto modules = model.named_modules();
-  auto find = [&](const std::string& name) -> nn::Module* {
-    auto it = std::find_if(modules.begin(), modules.end(), [&](const auto& m) { return m.first == name; });
-    return it == modules.end() ? nullptr : it->second;
-  };
   std::vector<ConvBatchNorm> pairs;
   for (const auto& [prefix, module] : modules) {
     for (const auto& [conv_name, bn_name] : module->conv_batch_norm_pairs()) {
-      const std::string conv = prefix.empty() ? conv_name : prefix + "." + conv_name;
-      const std::string bn = prefix.empty() ? bn_name : prefix + "." + bn_name;
-      nn::Module* c = find(conv);
-      nn::Module* b = find(bn);
-      MT_CHECK(c != nullptr && c->as<nn::Conv2d>() != nullptr && b != nullptr && b->as<nn::BatchNorm2d>() != nullptr,
+      const std::string conv = absolute_name(prefix, conv_name), bn = absolute_name(prefix, bn_name);
+      auto* c = module_as<nn::Conv2d>(modules, conv);
+      auto* b = module_as<nn::BatchNorm2d>(modules, bn);
+      MT_CHECK(c != nullptr && b != nullptr,
                "{} lists ('{}', '{}') as a Conv2d and the BatchNorm2d after it, but they are not", module->name(), conv,
                bn);
-      pairs.push_back({{conv, bn}, c->as<nn::Conv2d>(), b->as<nn::BatchNorm2d>()});
+      pairs.push_back({{conv, bn}, c, b});
     }
   }
   return pairs;
@@ -232,17 +239,12 @@ struct ResolvedHandoff {
 
 std::vector<ResolvedHandoff> declared_handoffs(nn::Module& model) {
   const auto modules = model.named_modules();
-  auto layer = [&](const std::string& name) -> nn::QuantizableLayer* {
-    auto it = std::find_if(modules.begin(), modules.end(), [&](const auto& m) { return m.first == name; });
-    return it == modules.end() ? nullptr : it->second->as<nn::QuantizableLayer>();
-  };
   std::vector<ResolvedHandoff> handoffs;
   for (const auto& [prefix, module] : modules) {
     for (const nn::Module::Int8Handoff& h : module->int8_handoffs()) {
-      const std::string from = prefix.empty() ? h.from : prefix + "." + h.from;
-      const std::string to = prefix.empty() ? h.to : prefix + "." + h.to;
-      nn::QuantizableLayer* a = layer(from);
-      nn::QuantizableLayer* b = layer(to);
+      const std::string from = absolute_name(prefix, h.from), to = absolute_name(prefix, h.to);
+      auto* a = module_as<nn::QuantizableLayer>(modules, from);
+      auto* b = module_as<nn::QuantizableLayer>(modules, to);
       MT_CHECK(a != nullptr && b != nullptr,
                "{} lists an INT8 handoff from '{}' to '{}', but they are not Linear or "
                "Conv2d layers",
