@@ -88,8 +88,8 @@ std::string gemm_description() {
     const dnnl::version_t* v = dnnl::version();
     const IsaFacts facts = isa_facts(dnnl::get_effective_cpu_isa());
     return std::string("oneDNN ") + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (f32/bf16 GEMM and convolution, f16 widened to f32; Eigen for f64) on " + facts.name +
-           "; BF16 dot products " + (facts.bf16_native ? "native" : "emulated") + ", INT8 dot products " +
+           std::to_string(v->patch) + " (f32/bf16 GEMM and convolution, f16 widened to f32; Eigen for f64) on " +
+           facts.name + "; BF16 dot products " + (facts.bf16_native ? "native" : "emulated") + ", INT8 dot products " +
            (facts.int8_native ? "native (VNNI)" : "emulated");
   }
   return "Eigen (MT_CPU_GEMM=eigen; oneDNN is built but off)";
