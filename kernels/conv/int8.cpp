@@ -13,7 +13,6 @@
 // cnn's evaluation, 10,000 images): see bench/results/cpu_int8.md.
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include "kernels/common/strided.h"
@@ -98,21 +97,11 @@ void int8_conv2d(const Int8Conv2d& conv, const Tensor& y) {
            g.out_h, g.out_w, y.dtype(), y.shape_string());
   MT_CHECK(conv.x_zero_point >= 0 && conv.x_zero_point <= 255, "int8_conv2d: a u8 zero point is in [0, 255], got {}",
            conv.x_zero_point);
-  const bool requantize = y.dtype() == kU8;
-  if (requantize) check_requantization(conv.out_scale, conv.out_zero_point, "int8_conv2d");
+  if (y.dtype() == kU8) check_requantization(conv.out_scale, conv.out_zero_point, "int8_conv2d");
   const int64_t plane = g.out_plane();
   if (g.batch == 0 || plane == 0 || g.out_channels == 0) return;
-  // The f32 values: y itself when it is f32, else scratch (a u8 y is
-  // written a plane at a time below, while the plane is in cache).
-  std::optional<OutputBuffer<float>> out;
-  HostScratch<float> scratch;
-  if (requantize) {
-    scratch = HostScratch<float>(y.numel());
-  } else {
-    out.emplace(y);
-  }
-  float* v = requantize ? scratch.get() : out->data();
-  auto* y_u8 = static_cast<uint8_t*>(y.data_ptr());
+  Int8Output out(y, conv.out_scale, conv.out_zero_point);  // a u8 y: requantized a plane at a time below
+  float* v = out.values();
   // oneDNN writes the s32 sums into the f32 output's own memory (both 4
   // bytes, so no second buffer of the output's size to fault in); each
   // element is then read as s32 and rewritten as f32 where it lies.
@@ -142,14 +131,10 @@ void int8_conv2d(const Int8Conv2d& conv, const Tensor& y) {
       // chosen outside it, so it vectorises).
       apply_epilogue(values, static_cast<float*>(nullptr), plane, 0, 1, 0, plane, static_cast<const float*>(nullptr),
                      conv.activation);
-      if (requantize) requantize_u8(values, plane, conv.out_scale, conv.out_zero_point, y_u8 + row * plane);
+      out.finish(row * plane, plane);
     }
   });
-  if (requantize) {
-    y.storage()->bump_version();
-  } else {
-    out->commit();
-  }
+  out.commit();
 }
 
 }  // namespace mt::kernels::cpu

@@ -67,35 +67,20 @@ void check_requantization(float scale, int32_t zero_point, const char* what) {
 
 void int8_gemm(const Int8Gemm& g, const Tensor& out) {
   check_int8_gemm(g, out);
-  const bool requantize = out.dtype() == kU8;
-  // The f32 product: out itself when it is f32, else scratch (a u8 out is
-  // written row by row below).
-  std::optional<OutputBuffer<float>> product;
-  HostScratch<float> scratch;
-  if (requantize) {
-    scratch = HostScratch<float>(g.m * g.n);
-  } else {
-    product.emplace(out);
-  }
-  float* c = requantize ? scratch.get() : product->data();
+  Int8Output product(out, g.out_scale, g.out_zero_point);
+  float* c = product.values();
   if (g.k == 0) {
     std::fill(c, c + g.m * g.n, 0.0f);
   } else if (!onednn_int8_gemm(g, c)) {
     int8_gemm_loop(g, c);
   }
-  if (g.bias != nullptr || g.activation != GemmActivation::None || requantize) {
-    auto* q = static_cast<uint8_t*>(out.data_ptr());
+  if (g.bias != nullptr || g.activation != GemmActivation::None || product.requantizes()) {
     parallel_for(g.m, g.n, [&](int64_t begin, int64_t end) {
       apply_epilogue(c, static_cast<float*>(nullptr), g.n, begin, end - begin, 0, g.n, g.bias, g.activation);
-      if (requantize)
-        requantize_u8(c + begin * g.n, (end - begin) * g.n, g.out_scale, g.out_zero_point, q + begin * g.n);
+      product.finish(begin * g.n, (end - begin) * g.n);
     });
   }
-  if (requantize) {
-    out.storage()->bump_version();
-  } else {
-    product->commit();
-  }
+  product.commit();
 }
 
 }  // namespace mt::kernels::cpu

@@ -79,8 +79,29 @@ void int8_quantize(const Tensor& x, const Tensor& scales, const Tensor& zero_poi
   out.storage()->bump_version();
 }
 
-void requantize_u8(const float* x, int64_t n, float scale, int32_t zero_point, uint8_t* q) {
-  quantize_run(x, 0, n, scale, zero_point, quantized_min(kU8), quantized_max(kU8), q);
+Int8Output::Int8Output(const Tensor& out, float scale, int32_t zero_point)
+    : out_(out), scale_(scale), zero_point_(zero_point) {
+  if (out.dtype() == kU8) {
+    scratch_ = HostScratch<float>(out.numel());
+    values_ = scratch_.get();
+  } else {
+    buffer_.emplace(out);  // out itself when it is f32
+    values_ = buffer_->data();
+  }
+}
+
+void Int8Output::finish(int64_t begin, int64_t n) {
+  if (buffer_) return;
+  quantize_run(values_ + begin, 0, n, scale_, zero_point_, quantized_min(kU8), quantized_max(kU8),
+               static_cast<uint8_t*>(out_.data_ptr()) + begin);
+}
+
+void Int8Output::commit() {
+  if (buffer_) {
+    buffer_->commit();
+  } else {
+    out_.storage()->bump_version();
+  }
 }
 
 void int8_dequantize(const Tensor& q, const Tensor& scales, const Tensor& zero_points, QuantizeAxis axis,

@@ -4,18 +4,38 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "core/tensor.h"
+#include "kernels/common/strided.h"
 #include "kernels/quantize/api.h"
 
 namespace mt::kernels::cpu {
 
 void int8_quantize(const Tensor& x, const Tensor& scales, const Tensor& zero_points, QuantizeAxis axis,
                    const Tensor& out);
-// q[i] = quantize_value(x[i], scale, zero_point, 0, 255) for i < n, on the
-// calling thread: the requantizing epilogue of the INT8 GEMM and
-// convolution, a row at a time.
-void requantize_u8(const float* x, int64_t n, float scale, int32_t zero_point, uint8_t* q);
+// The output of an INT8 GEMM or convolution (kernels/gemm/int8.cpp,
+// kernels/conv/int8.cpp): its f32 values live in `out` itself when out is
+// f32, else in scratch, rounded once into a bf16 out by commit(), or, for a
+// u8 out, requantized (quantize_value with `scale` and `zero_point`) by
+// finish() a block at a time, while the block is in cache.
+class Int8Output {
+ public:
+  Int8Output(const Tensor& out, float scale, int32_t zero_point);
+  float* values() { return values_; }
+  // Values [begin, begin + n) are final: a u8 out takes them requantized (on the calling thread).
+  void finish(int64_t begin, int64_t n);
+  bool requantizes() const { return !buffer_; }
+  void commit();
+
+ private:
+  Tensor out_;
+  float scale_;
+  int32_t zero_point_;
+  std::optional<OutputBuffer<float>> buffer_;  // f32 and bf16 outs
+  HostScratch<float> scratch_;                 // a u8 out's values
+  float* values_;
+};
 void int8_dequantize(const Tensor& q, const Tensor& scales, const Tensor& zero_points, QuantizeAxis axis,
                      const Tensor& out);
 

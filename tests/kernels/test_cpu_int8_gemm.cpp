@@ -145,7 +145,8 @@ TEST_CASE("int8 gemm: K = 0 gives the bias, bad requests are refused", "[kernels
 TEST_CASE("int8 gemm into u8 is the f32 result requantized", "[kernels][cpu][int8]") {
   for (const auto library : test::cpu_libraries()) {
     const test::UseLibrary use(library);
-    const Operands o = make_operands(67, 29, 70, 12);
+    // Enough rows (2100 x 48 outputs) for the epilogue to split them over two threads.
+    const Operands o = make_operands(2100, 48, 70, 12);
     for (const GemmActivation activation : {GemmActivation::None, GemmActivation::Relu}) {
       for (const int32_t out_zero_point : {128, 0, 17}) {
         INFO(test::library_name(library) << " activation " << static_cast<int>(activation) << ", out zero point "
