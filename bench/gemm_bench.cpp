@@ -1,11 +1,14 @@
 // The GEMM ladder benchmark: every version of kernels/gemm/ladder side by side
 // with cuBLASLt, on the GPU.
 //
-//   gemm_bench [--size N | --mnk M N K] [--dtypes f16,bf16,f32,fp8] [--layout NN|NT|TN] [--min-ms 300]
+//   gemm_bench [--size N | --mnk M N K] [--dtypes f16,bf16,f32,fp8,int8] [--layout NN|NT|TN] [--min-ms 300]
 //              [--rungs 1-8]   (the ladder versions to time, e.g. 5-8 at 8192^3)
 //
 // fp8 times cuBLASLt's FP8 GEMM and ladder v10 (per-tensor and block scales)
 // on E4M3 operands in the "TN" layout FP8 needs (--layout does not apply).
+// int8 times cuBLASLt's INT8 GEMM, the INT8 vendor path around it and ladder
+// v9 on u8 x s8 operands, "TN" likewise; its TFLOP/s column is TOPS, and its
+// % column is against the vendor path.
 //
 // For each dtype it times cuBLASLt (the baseline) and v1..v8 (v4..v8 only for
 // f16/bf16; v6..v8 only on an sm_90 GPU) on C = A @ B, reports TFLOP/s (2*M*N*K flops per GEMM), % of
@@ -27,9 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm/api.h"
 #include "runtime/fp8.h"
 #include "runtime/half.h"
-#include "kernels/gemm/api.h"
 
 namespace {
 
@@ -364,9 +367,87 @@ bool bench_fp8(const Options& o) {
   return all_close;
 }
 
+// ---- int8 (--dtypes ...,int8): cuBLASLt's INT8 GEMM and ladder v9 ---------
+
+// INT8 inference's GEMM (Int8Gemm): A [m, k] u8 with zero point 128, B [n, k]
+// s8 (full range), unit scales, f32 out, "TN". Rows: cuBLASLt's s8 x s8 ->
+// s32 GEMM alone (the baseline: what the vendor's kernels reach), the
+// vendor path (mixtape's u8 -> s8 shift + that GEMM + its epilogue, what an
+// INT8 Linear runs under MT_GEMM=cublaslt) and the v9 rung; TOPS count 2mnk
+// operations. v9 and the vendor path must agree bit for bit (exact sums,
+// the same epilogue).
+bool bench_int8(const Options& o) {
+  const size_t a_count = static_cast<size_t>(o.m) * o.k, b_count = static_cast<size_t>(o.n) * o.k,
+               c_count = static_cast<size_t>(o.m) * o.n;
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<std::uint8_t> host_a(a_count), host_b(b_count);
+  for (auto& v : host_a) v = static_cast<std::uint8_t>(byte(rng));
+  for (auto& v : host_b) v = static_cast<std::uint8_t>(byte(rng));  // read as s8: [-128, 127]
+  const std::vector<float> unit_scales(static_cast<size_t>(o.n), 1.0f);
+  void *a = nullptr, *b = nullptr, *scales = nullptr, *c_vendor = nullptr, *c_v9 = nullptr, *a_s8 = nullptr,
+       *sums = nullptr, *product = nullptr;
+  check(cudaMalloc(&a, a_count), "cudaMalloc A");
+  check(cudaMalloc(&b, b_count), "cudaMalloc B");
+  check(cudaMalloc(&scales, unit_scales.size() * sizeof(float)), "cudaMalloc scales");
+  check(cudaMalloc(&c_vendor, c_count * 4), "cudaMalloc C");
+  check(cudaMalloc(&c_v9, c_count * 4), "cudaMalloc C");
+  check(cudaMalloc(&a_s8, a_count), "cudaMalloc A as s8");
+  check(cudaMalloc(&sums, static_cast<size_t>(o.n) * 4), "cudaMalloc weight sums");
+  check(cudaMalloc(&product, c_count * 4), "cudaMalloc s32 product");
+  check(cudaMemcpy(a, host_a.data(), a_count, cudaMemcpyHostToDevice), "copy A");
+  check(cudaMemcpy(b, host_b.data(), b_count, cudaMemcpyHostToDevice), "copy B");
+  check(cudaMemcpy(scales, unit_scales.data(), unit_scales.size() * sizeof(float), cudaMemcpyHostToDevice),
+        "copy scales");
+  mt::kernels::Int8Gemm g;
+  g.m = o.m, g.n = o.n, g.k = o.k, g.a_zero_point = 128;
+  g.a = static_cast<const std::uint8_t*>(a), g.b = static_cast<const std::int8_t*>(b);
+  g.scales = static_cast<const float*>(scales);
+  const mt::kernels::Int8VendorScratch scratch{static_cast<std::int8_t*>(a_s8), static_cast<std::int32_t*>(sums),
+                                               static_cast<std::int32_t*>(product)};
+  const double ops = 2.0 * o.m * o.n * o.k;
+  auto read = [&](const void* from) {
+    std::vector<unsigned char> bytes(c_count * 4);
+    check(cudaMemcpy(bytes.data(), from, bytes.size(), cudaMemcpyDeviceToHost), "copy C");
+    return to_doubles(KernelDType::F32, bytes);
+  };
+  const bool vendor_takes = mt::kernels::int8_vendor_takes(g);
+  double vendor_ms = 0;
+  std::vector<double> vendor_out;
+  if (vendor_takes) {
+    const double lt_ms = time_ms(
+        [&] {
+          mt::cuda::int8_s8_gemm_cublaslt(g.m, g.n, g.k, static_cast<const std::int8_t*>(a_s8), g.b,
+                                          static_cast<std::int32_t*>(product), {});
+        },
+        o.min_ms);
+    std::printf("| int8 | cuBLASLt s8 GEMM alone (s32 out) | %.3f | %.1f | 100.0 | - |\n", lt_ms, ops / lt_ms / 1e9);
+    vendor_ms = time_ms([&] { mt::cuda::int8_gemm_vendor(g, scratch, c_vendor, false, {}); }, o.min_ms);
+    vendor_out = read(c_vendor);
+    std::printf("| int8 | vendor path: shift + cuBLASLt + epilogue | %.3f | %.1f | %.1f | - |\n", vendor_ms,
+                ops / vendor_ms / 1e9, 100.0 * lt_ms / vendor_ms);
+  } else {
+    std::printf("| int8 | cuBLASLt (needs N and K multiples of 4) | - | - | - | - |\n");
+  }
+  const double v9_ms = time_ms([&] { mt::cuda::int8_gemm_v9_mma(g, c_v9, false, {}); }, o.min_ms);
+  bool same = true;
+  std::string diff = "-";
+  if (vendor_takes) {
+    const std::vector<double> v9_out = read(c_v9);
+    same = v9_out == vendor_out;
+    diff = same ? "0 (bit for bit)" : "MISMATCH";
+  }
+  char share[32] = "-";
+  if (vendor_takes) std::snprintf(share, sizeof share, "%.1f", 100.0 * vendor_ms / v9_ms);
+  std::printf("| int8 | v9 INT8 mma.sync | %.3f | %.1f | %s | %s |\n", v9_ms, ops / v9_ms / 1e9, share, diff.c_str());
+  for (void* p : {a, b, scales, c_vendor, c_v9, a_s8, sums, product}) cudaFree(p);
+  return same;
+}
+
 // One dtype's rows: cuBLASLt, then each version; false on a mismatch.
 bool bench_dtype(const Options& o, const std::string& name) {
   if (name == "fp8") return bench_fp8(o);
+  if (name == "int8") return bench_int8(o);
   Problem pb;
   pb.name = name;
   pb.dtype = parse_dtype(name);

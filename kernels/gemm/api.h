@@ -75,7 +75,8 @@ struct GemmArgs {
 // layer, quantize_value(v, out_scale, out_zero_point, 0, 255)
 // (kernels/quantize/math.h), so no f32 activation is written between them.
 // The same arguments on the CPU (cpu::int8_gemm, host pointers) and the
-// CUDA path (int8_gemm_v9_mma, device pointers; f32 or bf16 out only).
+// CUDA path (int8_gemm_v9_mma or int8_gemm_vendor, device pointers; f32 or
+// bf16 out only).
 struct Int8Gemm {
   int64_t m = 0, n = 0, k = 0;
   const uint8_t* a = nullptr;  // [m, k] row-major
@@ -87,6 +88,24 @@ struct Int8Gemm {
   float out_scale = 0;         // a u8 out's scale (finite, > 0)
   int32_t out_zero_point = 0;  // and zero point, in [0, 255]
 };
+
+// The INT8 GEMM through a vendor s8 x s8 -> s32 GEMM (int8_vendor.cu):
+// cuBLASLt's INT8 kernels on a GPU, a plain s32 loop standing in for them on
+// the simulator. The same formula and the same f32 rounding as v9, so its
+// out equals v9's bit for bit. Its three scratch buffers, on the device:
+// a_s8 [m, k], weight_sums [n], product [m, n].
+struct Int8VendorScratch {
+  int8_t* a_s8 = nullptr;
+  int32_t* weight_sums = nullptr;
+  int32_t* product = nullptr;
+};
+
+// What cuBLASLt's INT8 GEMM takes in the layout used here ("TN", its
+// regular data order): k > 0, n and k multiples of 4 (its m, k and leading
+// dimensions), the weight 4-byte aligned (a_s8 and product are scratch).
+inline bool int8_vendor_takes(const Int8Gemm& g) {
+  return g.k > 0 && g.k % 4 == 0 && g.n % 4 == 0 && reinterpret_cast<uintptr_t>(g.b) % 4 == 0;
+}
 
 // An FP8 GEMM with scales (ladder/v10_fp8_wgmma.cu), the formula of the FP8
 // recipes' reference (kernels/fp8: a product per K group, then
@@ -144,6 +163,15 @@ MT_CUDA_KERNEL_API(void gemm_v8_clusters(const mt::kernels::GemmArgs& args, mt::
 // f32 or bf16 (out_bf16) contiguous [m, n]; every pointer on the device.
 MT_CUDA_KERNEL_API(void int8_gemm_v9_mma(const mt::kernels::Int8Gemm& gemm, void* out, bool out_bf16,
                                          mt::kernels::Stream stream))
+// The INT8 GEMM by the vendor path (Int8VendorScratch above); throws
+// std::invalid_argument where int8_vendor_takes(gemm) is false.
+MT_CUDA_KERNEL_API(void int8_gemm_vendor(const mt::kernels::Int8Gemm& gemm,
+                                         const mt::kernels::Int8VendorScratch& scratch, void* out, bool out_bf16,
+                                         mt::kernels::Stream stream))
+// Its middle step on a GPU: product [m, n] (s32) = a_s8 [m, k] x b [n, k]^T
+// by cuBLASLt (CUBLAS_COMPUTE_32I); throws in the simulator build.
+MT_CUDA_KERNEL_API(void int8_s8_gemm_cublaslt(int64_t m, int64_t n, int64_t k, const int8_t* a_s8, const int8_t* b,
+                                              int32_t* product, mt::kernels::Stream stream))
 // The FP8 rung (ladder/v10_fp8_wgmma.cu): Fp8Gemm's formula. fp8_gemm (below)
 // runs it for the FP8 Linear's GEMMs on sim and CUDA. Throws
 // std::invalid_argument for what it cannot take.

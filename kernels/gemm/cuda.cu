@@ -26,6 +26,8 @@
 //   MT_GEMM=cublaslt in a simulator run falls back to own (there is no
 //   cuBLASLt without a GPU); an explicit GemmBackend::CublasLt there throws.
 // Precision: as the chosen kernel (f32 accumulation, one rounding).
+// INT8: int8_s8_gemm_cublaslt is cuBLASLt's s8 x s8 -> s32 GEMM, the middle
+//   step of INT8's vendor path (int8_vendor.cu; chosen in int8.h).
 // Bound / speed: see the versions. cuBLASLt at 4096^3 (H200, 2026-11-29, bench/results/gpu_check_20261129_2204.md):
 //   f16 679 TFLOP/s, bf16 715, true FP32 51.2; the own v5 reaches 29% of it.
 //   v6-v8 are not measured yet. v8 (clusters) is a ladder rung only: nothing
@@ -306,6 +308,40 @@ void fp8_gemm_cublaslt(const kernels::Fp8Gemm& g, float* amax_d, Stream stream) 
   check_cublas(cublasLtMatmul(context.handle, d.op, &alpha, g.b, d.a, g.a, d.b, &beta, g.out, d.c, g.out, d.c, &algo,
                               context.workspace, kWorkspaceBytes, static_cast<cudaStream_t>(stream.handle)),
                "FP8 cublasLtMatmul");
+#endif
+}
+
+void int8_s8_gemm_cublaslt(std::int64_t m, std::int64_t n, std::int64_t k, const std::int8_t* a_s8,
+                           const std::int8_t* b, std::int32_t* product, Stream stream) {
+#if MT_SIM_BUILD
+  (void)m, (void)n, (void)k, (void)a_s8, (void)b, (void)product, (void)stream;
+  throw std::invalid_argument("int8_s8_gemm_cublaslt: the cuBLASLt back end needs a GPU build");
+#else
+  if (m == 0 || n == 0) return;
+  if (k <= 0 || k % 4 != 0 || n % 4 != 0) {
+    throw std::invalid_argument("int8_s8_gemm_cublaslt: cuBLASLt's INT8 GEMM takes k > 0, n and k multiples of 4");
+  }
+  CublasLtContext& context = cublaslt_context();
+  LtDescriptors d;
+  check_cublas(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32I, CUDA_R_32I), "INT8 matmul descriptor");
+  // Column-major view, "TN" (the one layout cuBLASLt's INT8 kernels take in
+  // its regular data order): product^T (n x m) = B (stored [n, k]: op T) x
+  // A^T (stored [m, k]: op N).
+  const cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
+  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed)),
+               "transa");
+  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof(plain)), "transb");
+  const uint64_t rows = static_cast<uint64_t>(m), cols = static_cast<uint64_t>(n), depth = static_cast<uint64_t>(k);
+  check_cublas(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_8I, depth, cols, k), "layout of B");
+  check_cublas(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_8I, depth, rows, k), "layout of A");
+  check_cublas(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32I, cols, rows, n), "layout of the product");
+  const cublasLtMatmulAlgo_t algo = best_algorithm(context, d, "INT8 GEMM");
+  const std::int32_t alpha = 1, beta = 0;
+  kernels::declare_launch_work(static_cast<double>(m * k + n * k + 4 * m * n), 2.0 * static_cast<double>(m * n * k));
+  const ProfiledRegion profiled("cublasLtMatmul (INT8)", stream);
+  check_cublas(cublasLtMatmul(context.handle, d.op, &alpha, b, d.a, a_s8, d.b, &beta, product, d.c, product, d.c, &algo,
+                              context.workspace, kWorkspaceBytes, static_cast<cudaStream_t>(stream.handle)),
+               "INT8 cublasLtMatmul");
 #endif
 }
 

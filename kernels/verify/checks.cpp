@@ -159,11 +159,13 @@ CheckResult attention_check(OwnFamily family, Device device) {
   return verdict(family, error, dtype);
 }
 
-// ---- the INT8 rung ---------------------------------------------------------
+// ---- the INT8 paths ---------------------------------------------------------
 
 // Exact s32 sums on both sides: only the f32 scaling may round differently.
-CheckResult int8_check(Device device) {
-  const int64_t m = 70, n = 45, k = 100;
+// The rung's problem is ragged everywhere (n = 45); cuBLASLt's INT8 GEMM
+// takes n and k multiples of 4 only, so the vendor path's has n = 44.
+CheckResult int8_check(OwnFamily family, Device device) {
+  const int64_t m = 70, n = family == OwnFamily::Int8Mma ? 45 : 44, k = 100;
   std::vector<double> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(n * k)), scales(static_cast<size_t>(n)),
       bias(static_cast<size_t>(n));
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>((i * 37 + 11) % 256);
@@ -185,9 +187,18 @@ CheckResult int8_check(Device device) {
   g.b = static_cast<const int8_t*>(db.data_ptr());
   g.scales = static_cast<const float*>(ds.data_ptr());
   g.bias = static_cast<const float*>(dbias.data_ptr());
-  MT_DEVICE_CALL(backend_for(device, "kernel verification"), int8_gemm_v9_mma, g, got.data_ptr(), false,
-                 launch_stream(device));
-  return verdict(OwnFamily::Int8Mma, relative_error(host_values(got), host_values(want)), kF64);
+  const Backend backend = backend_for(device, "kernel verification");
+  if (family == OwnFamily::Int8Mma) {
+    MT_DEVICE_CALL(backend, int8_gemm_v9_mma, g, got.data_ptr(), false, launch_stream(device));
+  } else {
+    const Tensor a_s8 = empty({m, k}, kI8, device), sums = empty({n}, kI32, device),
+                 product = empty({m, n}, kI32, device);
+    const Int8VendorScratch scratch{.a_s8 = static_cast<int8_t*>(a_s8.data_ptr()),
+                                    .weight_sums = static_cast<int32_t*>(sums.data_ptr()),
+                                    .product = static_cast<int32_t*>(product.data_ptr())};
+    MT_DEVICE_CALL(backend, int8_gemm_vendor, g, scratch, got.data_ptr(), false, launch_stream(device));
+  }
+  return verdict(family, relative_error(host_values(got), host_values(want)), kF64);
 }
 
 // ---- the FP8 kernels --------------------------------------------------------
@@ -288,7 +299,8 @@ CheckResult check_on(OwnFamily family, Device device) {
     case OwnFamily::GemmV2: return gemm_check(family, device);
     case OwnFamily::AttentionV3:
     case OwnFamily::AttentionV2: return attention_check(family, device);
-    case OwnFamily::Int8Mma: return int8_check(device);
+    case OwnFamily::Int8Mma:
+    case OwnFamily::Int8Vendor: return int8_check(family, device);
     case OwnFamily::Fp8: return fp8_check(device);
     case OwnFamily::GemmV10Fp8: return fp8_rung_check(device);
   }

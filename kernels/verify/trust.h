@@ -11,7 +11,8 @@
 // file; without a "verified" entry the family's fallback serves (cuBLASLt,
 // or attention's reference path), with one warning naming it. The INT8 rung
 // and the FP8 kernels have no fallback on a GPU: unverified, they are an
-// error.
+// error. (INT8's other path, cuBLASLt's s8 GEMM, runs own kernels around it,
+// so it is a family here too.)
 //
 // Who runs the checks: `mixtape info --verify` (every family, a table) and
 // `mixtape train` (the families the cache lacks, before it touches the GPU),
@@ -37,7 +38,18 @@
 
 namespace mt::kernels::verify {
 
-enum class OwnFamily : int { GemmV7, GemmV5, GemmV3, GemmV2, AttentionV3, AttentionV2, Int8Mma, Fp8, GemmV10Fp8 };
+enum class OwnFamily : int {
+  GemmV7,
+  GemmV5,
+  GemmV3,
+  GemmV2,
+  AttentionV3,
+  AttentionV2,
+  Int8Mma,
+  Int8Vendor,
+  Fp8,
+  GemmV10Fp8
+};
 
 struct OwnFamilyInfo {
   OwnFamily family;

@@ -371,6 +371,12 @@ if [ "$run_bench" = 1 ]; then
     timeout 60 "$bin/gemm_bench" --size "$size" --dtypes bf16,fp8 --rungs 7-7 --min-ms 200 >> "$report" 2>&1
   done
   echo '```' >> "$report"
+  section "INT8 GEMMs: cuBLASLt INT8 alone, the INT8 vendor path and ladder v9 (4096^3, 8192^3; TOPS)"
+  echo '```' >> "$report"
+  for size in 4096 8192; do
+    timeout 60 "$bin/gemm_bench" --size "$size" --dtypes int8 --min-ms 200 >> "$report" 2>&1
+  done
+  echo '```' >> "$report"
   section "gpt2-124m training, BF16 vs FP8 (batch 8 x 1024, 20 steps each; the last lines of each run)"
   echo '```' >> "$report"
   for precision in bf16 fp8; do

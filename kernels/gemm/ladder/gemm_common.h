@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/elementwise/math.h"
 #include "kernels/common/element.h"
+#include "kernels/elementwise/math.h"
 #include "kernels/gemm/api.h"
 #include "runtime/launch.h"
 
@@ -62,6 +62,22 @@ __device__ __forceinline__ Acc activate(kernels::GemmActivation activation, Acc 
     case kernels::GemmActivation::GeluTanh: return kernels::unary_forward<UnaryOp::GeluTanh>(z, Acc(0), Acc(0));
   }
   return z;
+}
+
+// INT8's epilogue (v9 and the vendor path, int8_vendor.cu, so the two agree
+// bit for bit): the exact s32 sum to f32, times the column's scale, the
+// bias and the activation in f32, one rounding into out [m, n].
+template <bool OutBf16>
+__device__ __forceinline__ void store_int8_output(const kernels::Int8Gemm& g, int64_t row, int64_t col, int32_t exact,
+                                                  void* out) {
+  float value = static_cast<float>(exact) * g.scales[col];
+  if (g.bias != nullptr) value += g.bias[col];
+  value = activate(g.activation, value);
+  if constexpr (OutBf16) {
+    static_cast<uint16_t*>(out)[row * g.n + col] = element::BF16::from_acc(value);
+  } else {
+    static_cast<float*>(out)[row * g.n + col] = value;
+  }
 }
 
 // The epilogue: bias and activation in the accumulator type, then one

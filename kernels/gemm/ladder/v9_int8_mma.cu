@@ -107,15 +107,7 @@ __global__ void __launch_bounds__(kWarps * 32) int8_gemm_v9_kernel(kernels::Int8
     for (int i = 0; i < 4; ++i) {
       const std::int64_t row = i < 2 ? row_lo : row_hi, col = col0 + 8 * j + 2 * t + (i & 1);
       if (row >= g.m || col >= g.n) continue;
-      const std::int32_t exact = acc[j][i] - g.a_zero_point * sums[i & 1];
-      float value = static_cast<float>(exact) * g.scales[col];
-      if (g.bias != nullptr) value += g.bias[col];
-      value = gemm_detail::activate(g.activation, value);
-      if constexpr (OutBf16) {
-        static_cast<std::uint16_t*>(out)[row * g.n + col] = element::BF16::from_acc(value);
-      } else {
-        static_cast<float*>(out)[row * g.n + col] = value;
-      }
+      gemm_detail::store_int8_output<OutBf16>(g, row, col, acc[j][i] - g.a_zero_point * sums[i & 1], out);
     }
   }
 }
