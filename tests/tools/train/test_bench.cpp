@@ -60,7 +60,12 @@ TEST_CASE("bench measures fp32, amp-fp16, amp-bf16 and amp at the largest batch,
   tools::BenchOptions o = small_bench();
   std::FILE* out = std::tmpfile();
   const tools::BenchResult r = tools::run_bench(o, out);
+  std::rewind(out);
+  std::string printed;
+  for (int c = std::fgetc(out); c != EOF; c = std::fgetc(out)) printed += static_cast<char>(c);
   std::fclose(out);
+  // The amp-fp16 row's cost on a CPU is explained where it is printed.
+  CHECK_THAT(printed, Contains("amp-fp16 on the CPU: f16 products are computed in f32"));
   REQUIRE(r.rows.size() == 4);
   CHECK(r.rows[0].config == "fp32");
   CHECK(r.rows[1].precision == "fp16");
