@@ -88,6 +88,72 @@ void im2row_int8_conv2d(const Int8Conv2d& conv, float* y) {
 
 }  // namespace
 
+namespace {
+
+// act(scale * sum + bias) of a run of positions of one output channel: the
+// loops plain so they vectorise (with the activation's switch inside, per
+// element, this pass was 13% of an INT8 cnn's evaluation).
+void finish_channel_run(const Int8Conv2d& conv, int64_t o, float* values, int64_t n) {
+  const float bias = conv.bias != nullptr ? conv.bias[o] : 0.0f;
+  for (int64_t q = 0; q < n; ++q) values[q] += bias;
+  apply_epilogue(values, static_cast<float*>(nullptr), n, 0, 1, 0, n, static_cast<const float*>(nullptr),
+                 conv.activation);
+}
+
+// The sums as oneDNN's VNNI kernels wrote them, [N, OH*OW, O]: a sample's
+// block (OH*OW*O sums, 100 KiB for the cnn's first layer: in L2) is scaled
+// and transposed into [O, OH*OW] in a buffer, then each channel's plane
+// takes the epilogue and goes to `out`, so the transposition into NCHW
+// rides in the epilogue's one pass. (Smaller tiles cost more in per-call
+// overhead than they saved: 16 positions per call made the INT8 cnn's
+// evaluation 20% slower than oneDNN's reorder.)
+void finish_channels_last(const Int8Conv2d& conv, const int32_t* sums, Int8Output& out) {
+  const ConvShape& g = conv.shape;
+  const int64_t plane = g.out_plane(), channels = g.out_channels;
+  parallel_for(g.batch, plane * channels, [&](int64_t begin, int64_t end) {
+    std::vector<float> block(static_cast<size_t>(plane * channels));
+    for (int64_t n = begin; n < end; ++n) {
+      const int32_t* sample = sums + n * plane * channels;
+      for (int64_t q = 0; q < plane; ++q) {
+        for (int64_t o = 0; o < channels; ++o) {
+          block[static_cast<size_t>(o * plane + q)] = static_cast<float>(sample[q * channels + o]) * conv.scales[o];
+        }
+      }
+      for (int64_t o = 0; o < channels; ++o) {
+        float* values = block.data() + o * plane;
+        finish_channel_run(conv, o, values, plane);
+        out.store((n * channels + o) * plane, values, plane);
+      }
+    }
+  });
+}
+
+// The values in NCHW in out.values(): the s32 sums oneDNN reordered there
+// (`scale_sums`), or already scaled by the im2row path.
+void finish_planes(const Int8Conv2d& conv, bool scale_sums, Int8Output& out) {
+  const ConvShape& g = conv.shape;
+  const int64_t plane = g.out_plane();
+  float* v = out.values();
+  parallel_for(g.batch * g.out_channels, plane, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t o = row % g.out_channels;
+      float* values = v + row * plane;
+      if (scale_sums) {
+        const float scale = conv.scales[o];
+        for (int64_t q = 0; q < plane; ++q) {
+          int32_t sum;  // read as s32 where oneDNN wrote it (memcpy: no aliasing of float and int32_t)
+          std::memcpy(&sum, values + q, sizeof(sum));
+          values[q] = static_cast<float>(sum) * scale;
+        }
+      }
+      finish_channel_run(conv, o, values, plane);
+      out.finish(row * plane, plane);
+    }
+  });
+}
+
+}  // namespace
+
 void int8_conv2d(const Int8Conv2d& conv, const Tensor& y) {
   const ConvShape& g = conv.shape;
   MT_CHECK(g.groups == 1, "int8_conv2d: grouped convolutions are not supported (groups = {})", g.groups);
@@ -98,42 +164,21 @@ void int8_conv2d(const Int8Conv2d& conv, const Tensor& y) {
   MT_CHECK(conv.x_zero_point >= 0 && conv.x_zero_point <= 255, "int8_conv2d: a u8 zero point is in [0, 255], got {}",
            conv.x_zero_point);
   if (y.dtype() == kU8) check_requantization(conv.out_scale, conv.out_zero_point, "int8_conv2d");
-  const int64_t plane = g.out_plane();
-  if (g.batch == 0 || plane == 0 || g.out_channels == 0) return;
-  Int8Output out(y, conv.out_scale, conv.out_zero_point);  // a u8 y: requantized a plane at a time below
-  float* v = out.values();
-  // oneDNN writes the s32 sums into the f32 output's own memory (both 4
-  // bytes, so no second buffer of the output's size to fault in); each
-  // element is then read as s32 and rewritten as f32 where it lies.
+  if (g.batch == 0 || g.out_plane() == 0 || g.out_channels == 0) return;
+  Int8Output out(y, conv.out_scale, conv.out_zero_point);  // a u8 y: requantized a run at a time below
+  // Reordered into NCHW, oneDNN writes the s32 sums into the f32 values' own
+  // memory (both 4 bytes, so no second buffer of the output's size to fault
+  // in); each element is then read as s32 and rewritten as f32 where it lies.
   static_assert(sizeof(int32_t) == sizeof(float));
-  const bool sums = onednn_int8_conv2d(conv, reinterpret_cast<int32_t*>(v));
-  if (!sums) im2row_int8_conv2d(conv, v);  // scaled already
-  // Each (sample, channel) plane is a row of `plane` values sharing one
-  // scale and bias. The loops are plain so they vectorise: with the
-  // activation's switch inside (per element) this pass was 13% of an INT8
-  // cnn's evaluation.
-  parallel_for(g.batch * g.out_channels, plane, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t o = row % g.out_channels;
-      const float bias = conv.bias != nullptr ? conv.bias[o] : 0.0f;
-      float* values = v + row * plane;
-      if (sums) {
-        const float scale = conv.scales[o];
-        for (int64_t q = 0; q < plane; ++q) {
-          int32_t sum;  // read as s32 where oneDNN wrote it (memcpy: no aliasing of float and int32_t)
-          std::memcpy(&sum, values + q, sizeof(sum));
-          values[q] = static_cast<float>(sum) * scale + bias;
-        }
-      } else {
-        for (int64_t q = 0; q < plane; ++q) values[q] += bias;
-      }
-      // The plane as one row of an m x plane block (the activation's loop
-      // chosen outside it, so it vectorises).
-      apply_epilogue(values, static_cast<float*>(nullptr), plane, 0, 1, 0, plane, static_cast<const float*>(nullptr),
-                     conv.activation);
-      out.finish(row * plane, plane);
-    }
-  });
+  HostScratch<int32_t> channels_last;
+  const Int8SumsLayout sums = onednn_int8_conv2d(
+      conv, [&] { return reinterpret_cast<int32_t*>(out.values()); }, channels_last);
+  if (sums == Int8SumsLayout::ChannelsLast) {
+    finish_channels_last(conv, channels_last.get(), out);
+  } else {
+    if (sums == Int8SumsLayout::None) im2row_int8_conv2d(conv, out.values());  // scaled already
+    finish_planes(conv, sums == Int8SumsLayout::Nchw, out);
+  }
   out.commit();
 }
 

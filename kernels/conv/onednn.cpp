@@ -340,16 +340,32 @@ constexpr int64_t kInt8Forward = 3;
 
 }  // namespace
 
-bool onednn_int8_conv2d(const Int8Conv2d& conv, int32_t* sums) {
+Int8SumsLayout onednn_int8_conv2d(const Int8Conv2d& conv, const std::function<int32_t*()>& nchw_sums,
+                                  HostScratch<int32_t>& channels_last) {
   const ConvShape& g = conv.shape;
-  if (cpu_gemm_library() == CpuGemmLibrary::Eigen || !onednn_int8_native() || g.groups != 1) return false;
+  if (cpu_gemm_library() == CpuGemmLibrary::Eigen || !onednn_int8_native() || g.groups != 1) {
+    return Int8SumsLayout::None;
+  }
   const std::optional<ForwardPd> pd = cache<ForwardPd>().get(key_of(g, memory::data_type::u8, kInt8Forward, false),
                                                              [&] { return make_int8_forward(g); });
-  if (!pd) return declined(g, "INT8 forward", "no optimised oneDNN INT8 kernel for this CPU");
+  if (!pd) {
+    declined(g, "INT8 forward", "no optimised oneDNN INT8 kernel for this CPU");
+    return Int8SumsLayout::None;
+  }
   const memory::desc plain_src({g.batch, g.in_channels, g.in_h, g.in_w}, memory::data_type::u8, Tag::nchw);
   const memory::desc plain_weights({g.out_channels, g.in_channels, g.kernel_h, g.kernel_w}, memory::data_type::s8,
                                    Tag::oihw);
-  const memory::desc plain_dst({g.batch, g.out_channels, g.out_h, g.out_w}, memory::data_type::s32, Tag::nchw);
+  const memory::dims dst_dims{g.batch, g.out_channels, g.out_h, g.out_w};
+  const memory::desc nhwc_dst(dst_dims, memory::data_type::s32, Tag::nhwc);
+  const bool writes_channels_last = pd->dst_desc() == nhwc_dst;
+  int32_t* sums = nullptr;
+  if (writes_channels_last) {
+    channels_last = HostScratch<int32_t>(g.batch * g.out_plane() * g.out_channels);
+    sums = channels_last.get();
+  } else {
+    sums = nchw_sums();
+  }
+  const memory::desc plain_dst(dst_dims, memory::data_type::s32, writes_channels_last ? Tag::nhwc : Tag::nchw);
   const onednn::LayoutBuffer src = onednn::LayoutBuffer::input(plain_src, conv.x, pd->src_desc());
   const onednn::LayoutBuffer weights = onednn::LayoutBuffer::input(plain_weights, conv.weight, pd->weights_desc());
   onednn::LayoutBuffer dst = onednn::LayoutBuffer::output(plain_dst, sums, pd->dst_desc());
@@ -361,7 +377,7 @@ bool onednn_int8_conv2d(const Int8Conv2d& conv, int32_t* sums) {
                                        {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
                                         memory({{1}, memory::data_type::s32, Dims{1}}, engine, &zero_point)}});
   dst.commit();
-  return true;
+  return writes_channels_last ? Int8SumsLayout::ChannelsLast : Int8SumsLayout::Nchw;
 }
 
 }  // namespace mt::kernels::cpu

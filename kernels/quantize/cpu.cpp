@@ -81,18 +81,31 @@ void int8_quantize(const Tensor& x, const Tensor& scales, const Tensor& zero_poi
 
 Int8Output::Int8Output(const Tensor& out, float scale, int32_t zero_point)
     : out_(out), scale_(scale), zero_point_(zero_point) {
-  if (out.dtype() == kU8) {
-    scratch_ = HostScratch<float>(out.numel());
-    values_ = scratch_.get();
-  } else {
+  if (out.dtype() != kU8) {
     buffer_.emplace(out);  // out itself when it is f32
     values_ = buffer_->data();
   }
 }
 
+float* Int8Output::values() {
+  if (values_ == nullptr) {  // a u8 out's
+    scratch_ = HostScratch<float>(out_.numel());
+    values_ = scratch_.get();
+  }
+  return values_;
+}
+
 void Int8Output::finish(int64_t begin, int64_t n) {
   if (buffer_) return;
-  quantize_run(values_ + begin, 0, n, scale_, zero_point_, quantized_min(kU8), quantized_max(kU8),
+  store(begin, values_ + begin, n);
+}
+
+void Int8Output::store(int64_t begin, const float* values, int64_t n) {
+  if (buffer_) {
+    std::copy(values, values + n, values_ + begin);
+    return;
+  }
+  quantize_run(values, 0, n, scale_, zero_point_, quantized_min(kU8), quantized_max(kU8),
                static_cast<uint8_t*>(out_.data_ptr()) + begin);
 }
 
