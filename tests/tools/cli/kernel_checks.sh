@@ -38,7 +38,7 @@ grep -q "kernel check" <<<"$out" && fail "checks ran again although cached" "$ou
 grep -q "^gemm_v7_kernel" <<<"$out" || fail "v7 did not run from the cache" "$out"
 
 out=$("$mixtape" info --verify --device sim 2>&1)
-[ "$(grep -cE "^  [a-z0-9.]+ +verified " <<<"$out")" = 9 ] || fail "info --verify: not 9 verified rows" "$out"
+[ "$(grep -cE "^  [a-z0-9.]+ +verified " <<<"$out")" = 10 ] || fail "info --verify: not 10 verified rows" "$out"
 
 [ $failures -eq 0 ] && echo "kernel checks: all passed"
 exit $((failures > 0))
