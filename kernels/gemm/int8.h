@@ -9,10 +9,11 @@
 // on the simulator cublaslt runs the stand-in), or auto (unset): on plain
 // sim the own rung, as for float GEMMs; where kernels need verifying (a GPU,
 // or sim posing as one) the vendor path where it is verified and takes the
-// shape, else the rung where it is verified. cuBLASLt's INT8 kernels are the vendor's tuned ones and v9 is the
-// ladder's first INT8 rung (no shared-memory staging), so the vendor path is
-// expected to be faster; neither has run on a GPU yet, so that order is not
-// measured (gemm_bench --dtypes int8 times both).
+// shape, else the rung where it is verified. cuBLASLt's INT8 kernels are
+// the vendor's tuned ones and v9 is the ladder's first INT8 rung (no
+// shared-memory staging), so the vendor path is expected to be faster;
+// neither has run on a GPU yet, so that order is not measured
+// (gemm_bench --dtypes int8 times both).
 //
 // Both paths run own kernels, so on a GPU auto runs each only where it has
 // passed its known-answer check on that device (kernels/verify: a small problem
@@ -22,7 +23,6 @@
 #pragma once
 
 #include <cstdlib>
-#include <cstring>
 #include <string_view>
 
 #include "kernels/dispatch.h"
@@ -63,6 +63,19 @@ inline Int8GemmPath int8_gemm_path(const Int8Gemm& g, Device device) {
   return Int8GemmPath::OwnRung;
 }
 
+// The vendor path into out (f32 or bf16 [m, n] on sim or CUDA, checked by
+// the caller), its scratch from the device's allocator.
+inline void int8_gemm_by_vendor_path(const Int8Gemm& g, const Tensor& out) {
+  const Tensor a_s8 = empty({g.m, g.k}, kI8, out.device()), weight_sums = empty({g.n}, kI32, out.device()),
+               product = empty({g.m, g.n}, kI32, out.device());
+  const Int8VendorScratch scratch{.a_s8 = static_cast<int8_t*>(a_s8.data_ptr()),
+                                  .weight_sums = static_cast<int32_t*>(weight_sums.data_ptr()),
+                                  .product = static_cast<int32_t*>(product.data_ptr())};
+  MT_DEVICE_CALL(backend_for(out.device(), "int8_gemm"), int8_gemm_vendor, g, scratch, out.data_ptr(),
+                 out.dtype() == kBF16, launch_stream(out.device()));
+  mark_written(out);
+}
+
 // out (f32 or bf16, contiguous [m, n], on the operands' device) = Int8Gemm's formula.
 inline void int8_gemm(const Int8Gemm& g, const Tensor& out) {
   const Backend backend = backend_for(out.device(), "int8_gemm");
@@ -70,17 +83,8 @@ inline void int8_gemm(const Int8Gemm& g, const Tensor& out) {
   cpu::check_int8_gemm(g, out);
   MT_CHECK(out.dtype() != kU8, "INT8 GEMM: a requantized u8 output is the CPU's only (on {} it is f32 or bf16)",
            out.device());
-  const Stream stream = launch_stream(out.device());
-  if (int8_gemm_path(g, out.device()) == Int8GemmPath::OwnRung) {
-    MT_DEVICE_CALL(backend, int8_gemm_v9_mma, g, out.data_ptr(), out.dtype() == kBF16, stream);
-  } else {
-    const Tensor a_s8 = empty({g.m, g.k}, kI8, out.device()), weight_sums = empty({g.n}, kI32, out.device()),
-                 product = empty({g.m, g.n}, kI32, out.device());
-    const Int8VendorScratch scratch{.a_s8 = static_cast<int8_t*>(a_s8.data_ptr()),
-                                    .weight_sums = static_cast<int32_t*>(weight_sums.data_ptr()),
-                                    .product = static_cast<int32_t*>(product.data_ptr())};
-    MT_DEVICE_CALL(backend, int8_gemm_vendor, g, scratch, out.data_ptr(), out.dtype() == kBF16, stream);
-  }
+  if (int8_gemm_path(g, out.device()) == Int8GemmPath::Vendor) return int8_gemm_by_vendor_path(g, out);
+  MT_DEVICE_CALL(backend, int8_gemm_v9_mma, g, out.data_ptr(), out.dtype() == kBF16, launch_stream(out.device()));
   mark_written(out);
 }
 

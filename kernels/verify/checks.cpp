@@ -14,6 +14,7 @@
 #include "kernels/fp8/fp8.h"
 #include "kernels/gemm/api.h"
 #include "kernels/gemm/cpu.h"
+#include "kernels/gemm/int8.h"
 #include "kernels/gemm/matmul.h"
 
 namespace mt::kernels::verify {
@@ -187,16 +188,11 @@ CheckResult int8_check(OwnFamily family, Device device) {
   g.b = static_cast<const int8_t*>(db.data_ptr());
   g.scales = static_cast<const float*>(ds.data_ptr());
   g.bias = static_cast<const float*>(dbias.data_ptr());
-  const Backend backend = backend_for(device, "kernel verification");
   if (family == OwnFamily::Int8Mma) {
-    MT_DEVICE_CALL(backend, int8_gemm_v9_mma, g, got.data_ptr(), false, launch_stream(device));
+    MT_DEVICE_CALL(backend_for(device, "kernel verification"), int8_gemm_v9_mma, g, got.data_ptr(), false,
+                   launch_stream(device));
   } else {
-    const Tensor a_s8 = empty({m, k}, kI8, device), sums = empty({n}, kI32, device),
-                 product = empty({m, n}, kI32, device);
-    const Int8VendorScratch scratch{.a_s8 = static_cast<int8_t*>(a_s8.data_ptr()),
-                                    .weight_sums = static_cast<int32_t*>(sums.data_ptr()),
-                                    .product = static_cast<int32_t*>(product.data_ptr())};
-    MT_DEVICE_CALL(backend, int8_gemm_vendor, g, scratch, got.data_ptr(), false, launch_stream(device));
+    int8_gemm_by_vendor_path(g, got);
   }
   return verdict(family, relative_error(host_values(got), host_values(want)), kF64);
 }

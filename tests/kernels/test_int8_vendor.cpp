@@ -65,12 +65,7 @@ struct Problem {
 // out on sim by the vendor path, called directly.
 Tensor vendor_product(const Int8Gemm& g, DType dtype) {
   const Tensor out = empty({g.m, g.n}, dtype, kSIM);
-  const Tensor a_s8 = empty({g.m, g.k}, kI8, kSIM), sums = empty({g.n}, kI32, kSIM),
-               product = empty({g.m, g.n}, kI32, kSIM);
-  const kernels::Int8VendorScratch scratch{.a_s8 = static_cast<int8_t*>(a_s8.data_ptr()),
-                                           .weight_sums = static_cast<int32_t*>(sums.data_ptr()),
-                                           .product = static_cast<int32_t*>(product.data_ptr())};
-  sim::int8_gemm_vendor(g, scratch, out.data_ptr(), dtype == kBF16, {});
+  kernels::int8_gemm_by_vendor_path(g, out);
   return out.to(kCPU);
 }
 
