@@ -174,6 +174,17 @@ void set_batch(cublasLtMatrixLayout_t layout, int batch, int64_t stride) {
       "batch stride");
 }
 
+// Column-major "TN", what cuBLASLt's FP8 and INT8 kernels require, for A
+// [m, k] and B [n, k] both stored row-major (K-contiguous): out^T (n x m) =
+// B (stored [n, k]: op T) x A^T (stored [m, k]: op N), so cuBLASLt's A is
+// our B and the other way round.
+void set_tn_layout(cublasLtMatmulDesc_t op) {
+  const cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
+  check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed)),
+               "transa");
+  check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof(plain)), "transb");
+}
+
 // cuBLASLt's best algorithm for the described product, within the workspace.
 cublasLtMatmulAlgo_t best_algorithm(CublasLtContext& context, LtDescriptors& d, const char* what) {
   check_cublas(cublasLtMatmulPreferenceCreate(&d.preference), "preference");
@@ -273,11 +284,7 @@ void fp8_gemm_cublaslt(const kernels::Fp8Gemm& g, float* amax_d, Stream stream) 
   CublasLtContext& context = cublaslt_context();
   LtDescriptors d;
   check_cublas(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "FP8 matmul descriptor");
-  // Column-major view, "TN": out^T (n x m) = B (stored [n, k]: op T) x A^T (stored [m, k]: op N).
-  const cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
-  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed)),
-               "transa");
-  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof(plain)), "transb");
+  set_tn_layout(d.op);  // the layout cuBLASLt's FP8 kernels require
   // cuBLASLt's A is our B and the other way round: their scales follow.
   check_cublas(
       cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.b_scale_inv, sizeof(g.b_scale_inv)),
@@ -324,13 +331,7 @@ void int8_s8_gemm_cublaslt(std::int64_t m, std::int64_t n, std::int64_t k, const
   CublasLtContext& context = cublaslt_context();
   LtDescriptors d;
   check_cublas(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32I, CUDA_R_32I), "INT8 matmul descriptor");
-  // Column-major view, "TN" (the one layout cuBLASLt's INT8 kernels take in
-  // its regular data order): product^T (n x m) = B (stored [n, k]: op T) x
-  // A^T (stored [m, k]: op N).
-  const cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
-  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed)),
-               "transa");
-  check_cublas(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof(plain)), "transb");
+  set_tn_layout(d.op);  // the one layout cuBLASLt's INT8 kernels take in its regular data order
   const uint64_t rows = static_cast<uint64_t>(m), cols = static_cast<uint64_t>(n), depth = static_cast<uint64_t>(k);
   check_cublas(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_8I, depth, cols, k), "layout of B");
   check_cublas(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_8I, depth, rows, k), "layout of A");

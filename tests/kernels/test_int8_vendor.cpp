@@ -15,14 +15,15 @@
 #include "kernels/gemm/int8.h"
 #include "kernels/verify/trust.h"
 #include "runtime/error.h"
-#include "runtime/launch_check.h"
 #include "tests/kernels/fake_gpu.h"
+#include "tests/kernels/launch_count.h"
 
 using namespace mt;
 using kernels::GemmActivation;
 using kernels::Int8Gemm;
 using kernels::verify::CheckOutcome;
 using kernels::verify::OwnFamily;
+using test::launches_of;
 
 namespace {
 
@@ -73,20 +74,6 @@ Tensor v9_product(const Int8Gemm& g, DType dtype) {
   const Tensor out = empty({g.m, g.n}, dtype, kSIM);
   sim::int8_gemm_v9_mma(g, out.data_ptr(), dtype == kBF16, {});
   return out.to(kCPU);
-}
-
-// Calls of `kernel` among what `fn` launched.
-template <typename Fn>
-long long launches_of(const std::string& kernel, Fn&& fn) {
-  kernels::profile_reset();
-  kernels::set_profiling(true);
-  fn();
-  kernels::set_profiling(false);
-  long long calls = 0;
-  for (const auto& e : kernels::profile_entries()) {
-    if (e.name == kernel) calls += e.calls;
-  }
-  return calls;
 }
 
 }  // namespace

@@ -20,26 +20,13 @@
 #include "runtime/launch_check.h"
 #include "test_util.h"
 #include "tests/kernels/fake_gpu.h"
+#include "tests/kernels/launch_count.h"
 
 using namespace mt;
 using namespace mt::kernels::verify;
 using namespace mt::test;
 
 namespace {
-
-// Calls per kernel name of what `fn` launched.
-template <typename Fn>
-long long launches_of(const std::string& kernel, Fn&& fn) {
-  kernels::profile_reset();
-  kernels::set_profiling(true);
-  fn();
-  kernels::set_profiling(false);
-  long long calls = 0;
-  for (const auto& e : kernels::profile_entries()) {
-    if (e.name == kernel) calls += e.calls;
-  }
-  return calls;
-}
 
 Tensor f32_product_on_sim() {
   const Tensor a = randn64({3, 40, 24}, 1).to(kF32), b = randn64({3, 24, 16}, 2).to(kF32);
