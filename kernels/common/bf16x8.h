@@ -38,3 +38,32 @@ inline void narrow_bf16x8(const float* src, BFloat16* dst) {
 
 }  // namespace mt::kernels::cpu
 #endif
+
+#include <cstdint>
+
+#include "runtime/half.h"
+
+namespace mt::kernels::cpu {
+
+// dst[0, n) = src[0, n) widened (exact), eight lanes at a time where the CPU
+// has AVX2, the tail one by one.
+inline void widen_bf16_run(const BFloat16* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, widen_bf16x8(src + i));
+#endif
+  for (; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+}
+
+// dst[0, n) = src[0, n) rounded to bf16 as BFloat16's constructor rounds,
+// eight lanes at a time where the CPU has AVX2 (GCC leaves the scalar loop
+// scalar), the tail one by one.
+inline void narrow_bf16_run(const float* src, BFloat16* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) narrow_bf16x8(src + i, dst + i);
+#endif
+  for (; i < n; ++i) dst[i] = BFloat16(src[i]);
+}
+
+}  // namespace mt::kernels::cpu

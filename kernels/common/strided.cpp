@@ -82,19 +82,21 @@ bool has_aliased_elements(const Tensor& t) {
 // at a time (kernels/common/f16x8.h, bf16x8.h: the same bits as convert).
 template <typename To, typename From>
 void convert_run(const From* __restrict src, To* __restrict dst, int64_t n) {
-  int64_t i = 0;
-#if defined(__F16C__) && defined(__AVX2__)
-  if constexpr (std::is_same_v<From, Half> && std::is_same_v<To, float>) {
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, widen_f16x8(src + i));
-  } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, Half>) {
-    for (; i + 8 <= n; i += 8) narrow_f16x8(src + i, dst + i);
-  } else if constexpr (std::is_same_v<From, BFloat16> && std::is_same_v<To, float>) {
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, widen_bf16x8(src + i));
+  if constexpr (std::is_same_v<From, BFloat16> && std::is_same_v<To, float>) {
+    widen_bf16_run(src, dst, n);
   } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, BFloat16>) {
-    for (; i + 8 <= n; i += 8) narrow_bf16x8(src + i, dst + i);
-  }
+    narrow_bf16_run(src, dst, n);
+  } else {
+    int64_t i = 0;
+#if defined(__F16C__) && defined(__AVX2__)
+    if constexpr (std::is_same_v<From, Half> && std::is_same_v<To, float>) {
+      for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, widen_f16x8(src + i));
+    } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, Half>) {
+      for (; i + 8 <= n; i += 8) narrow_f16x8(src + i, dst + i);
+    }
 #endif
-  for (; i < n; ++i) dst[i] = convert<To>(src[i]);
+    for (; i < n; ++i) dst[i] = convert<To>(src[i]);
+  }
 }
 
 // Converts n elements read at (sizes, strides, offset) from storage type S into dst.

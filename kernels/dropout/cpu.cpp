@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/philox.h"
+#include "kernels/common/bf16x8.h"
 #include "kernels/common/strided.h"
 
 namespace mt::kernels::cpu {
@@ -79,7 +80,7 @@ void forward_bf16(const Tensor& in, const Tensor& out, const Tensor& mask, Dropo
     for (int64_t k = 0; k < count; ++k) {
       scaled[k] = kept_or_zero(static_cast<float>(xs[k]) * factor, static_cast<uint32_t>(kept[k]));
     }
-    for (int64_t k = 0; k < count; ++k) ys[k] = BFloat16(scaled[k]);
+    narrow_bf16_run(scaled, ys, count);
     for (int64_t k = 0; k < count; ++k) flags[k] = static_cast<uint8_t>(kept[k]);
   });
   out.storage()->bump_version();
@@ -91,7 +92,13 @@ void backward_bf16(const Tensor& grad_out, const Tensor& mask, const Tensor& gra
   const uint8_t* keep = static_cast<const uint8_t*>(mask.data_ptr());
   const float scale = p < 1 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
   parallel_for(grad_out.numel(), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) dx[i] = BFloat16(kept_or_zero(static_cast<float>(g[i]) * scale, keep[i]));
+    constexpr int64_t kBlock = 256;
+    float scaled[kBlock];
+    for (int64_t b = begin; b < end; b += kBlock) {
+      const int64_t m = std::min(kBlock, end - b);
+      for (int64_t k = 0; k < m; ++k) scaled[k] = kept_or_zero(static_cast<float>(g[b + k]) * scale, keep[b + k]);
+      narrow_bf16_run(scaled, dx + b, m);
+    }
   });
   grad_in.storage()->bump_version();
 }

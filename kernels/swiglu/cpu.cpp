@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "kernels/common/bf16x8.h"
 #include "kernels/common/strided.h"
 #include "kernels/common/vector_math.h"
 #include "kernels/swiglu/math.h"
@@ -25,8 +26,7 @@ void load_block(const Tensor& t, int64_t first, int64_t n, float* dst) {
     std::copy_n(static_cast<const float*>(t.data_ptr()) + first, n, dst);
     return;
   }
-  const BFloat16* src = static_cast<const BFloat16*>(t.data_ptr()) + first;
-  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+  widen_bf16_run(static_cast<const BFloat16*>(t.data_ptr()) + first, dst, n);
 }
 
 void store_block(const float* src, const Tensor& t, int64_t first, int64_t n) {
@@ -34,8 +34,7 @@ void store_block(const float* src, const Tensor& t, int64_t first, int64_t n) {
     std::copy_n(src, n, static_cast<float*>(t.data_ptr()) + first);
     return;
   }
-  BFloat16* dst = static_cast<BFloat16*>(t.data_ptr()) + first;
-  for (int64_t i = 0; i < n; ++i) dst[i] = BFloat16(src[i]);
+  narrow_bf16_run(src, static_cast<BFloat16*>(t.data_ptr()) + first, n);
 }
 
 // sigmoid[i] = 1 / (1 + exp(-g[i])), math.h's swiglu_sigmoid with a vector exp.
