@@ -21,15 +21,16 @@
 //   CPU's (kernels/gemm/int8.cpp) bit for bit.
 // Bound: steps 1 and 3 are memory passes (A's m*k bytes read and written;
 //   the s32 product's 4mn bytes written by the GEMM and read back, f32 or
-//   bf16 written); cuBLASLt's epilogue cannot add a per-column s32 term, so
-//   it cannot absorb step 3.
+//   bf16 written). Folding step 3 into cuBLASLt's own epilogue (a bias
+//   vector, output scales) is not tried: its rounding would then be
+//   cuBLASLt's, and the two paths would no longer agree bit for bit.
 // Speed: not measured: no GPU has run it (the simulator runs its steps).
 #include <stdexcept>
 #include <string>
 
 #include "kernels/gemm/api.h"
 #include "kernels/gemm/ladder/gemm_common.h"
-#include "runtime/launch.h"  // first: defines __host__/__device__ for the simulator build
+#include "runtime/launch.h"
 
 namespace mt::MT_KERNEL_NS {
 namespace {
