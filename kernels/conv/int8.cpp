@@ -1,16 +1,18 @@
 // The CPU's INT8 convolution (kernels/conv/cpu.h). Where the CPU's INT8
 // products are native, oneDNN's u8 x s8 convolution (onednn.cpp: VNNI's
-// vpdpbusd or AMX, s32 accumulation, the per-channel scales applied to the
-// f32 result). Elsewhere each sample's patches are gathered as rows of u8
-// (im2row: [OH*OW, C*kH*kW], the layout the INT8 GEMM reads its activations
-// in) and multiplied by the weight [O, C*kH*kW] with the INT8 GEMM of
-// kernels/gemm/int8.cpp, in chunks of about 8 MiB of rows so the patch
-// matrix of a large batch is never whole, and the [OH*OW, O] result is
-// written back transposed into NCHW. Both sums are exact in s32; bias and
+// vpdpbusd or AMX, s32 accumulation); its VNNI kernels leave the s32 sums
+// channels-last, and the epilogue here reads them there, scaling and
+// transposing into NCHW in one pass (8 x 8 register tiles), then adds the
+// bias and the activation. Elsewhere each sample's patches are gathered as
+// rows of u8 (im2row: [OH*OW, C*kH*kW], the layout the INT8 GEMM reads its
+// activations in) and multiplied by the weight [O, C*kH*kW] with the INT8
+// GEMM of kernels/gemm/int8.cpp, in chunks of about 8 MiB of rows so the
+// patch matrix of a large batch is never whole, and the [OH*OW, O] result
+// is written back transposed into NCHW. Both sums are exact in s32; bias and
 // activation follow on the f32 value, then the one rounding into y.
 //
 // Speed (2-core AMD EPYC with AVX512-VNNI, 2 threads, the Fashion-MNIST
-// cnn's evaluation, 10,000 images): see bench/results/cpu_int8.md.
+// cnn's evaluation, batches of 512): see bench/results/cpu_int8.md.
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
