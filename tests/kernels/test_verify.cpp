@@ -17,7 +17,6 @@
 #include "kernels/verify/trust.h"
 #include "mixtape.h"
 #include "runtime/error.h"
-#include "runtime/launch_check.h"
 #include "test_util.h"
 #include "tests/kernels/fake_gpu.h"
 #include "tests/kernels/launch_count.h"
