@@ -53,6 +53,10 @@ LayoutBuffer LayoutBuffer::output(const dnnl::memory::desc& plain, void* data, c
   return LayoutBuffer(plain, data, wanted);
 }
 
+LayoutBuffer LayoutBuffer::view(const dnnl::memory::desc& md, const void* data) {
+  return LayoutBuffer(md, const_cast<void*>(data), md);
+}
+
 void LayoutBuffer::commit() {
   if (scratch_.empty()) return;
   dnnl::reorder(memory_, plain_).execute(stream(), memory_, plain_);

@@ -78,6 +78,8 @@ class LayoutBuffer {
   static LayoutBuffer input(const dnnl::memory::desc& plain, const void* data, const dnnl::memory::desc& wanted);
   // An output: written in layout `wanted`, then commit() into `data`, laid out as `plain`.
   static LayoutBuffer output(const dnnl::memory::desc& plain, void* data, const dnnl::memory::desc& wanted);
+  // Memory already laid out as `md` (read only; nothing to commit).
+  static LayoutBuffer view(const dnnl::memory::desc& md, const void* data);
 
   const dnnl::memory& memory() const { return memory_; }
   void commit();

@@ -51,6 +51,9 @@ TEST_CASE("CPU conv2d forward and backward in f32 and bf16 match f64 with oneDNN
       {"1x1 pointwise", {2, 32, 7, 7}, {16, 32, 1, 1}, 1, 0, 1, 1, true},
       {"rectangular kernel, uneven stride and padding", {2, 5, 12, 9}, {7, 5, 3, 2}, {2, 1}, {1, 0}, {1, 2}, 1, true},
       {"floor-rounded output (stride leaves the last row unused)", {2, 4, 10, 10}, {8, 4, 3, 3}, 3, 0, 1, 1, false},
+      // The weight gradient's 8 chunks of 1 or 2 samples read views of the
+      // whole batch in oneDNN's channel-blocked layout: a chunk's offset.
+      {"13 samples in uneven weight-gradient chunks, 16 channels", {13, 16, 6, 6}, {16, 16, 3, 3}, 1, 1, 1, 1, false},
   };
   for (const DType dtype : {kF32, kBF16}) {
     for (const Case& c : cases) {
