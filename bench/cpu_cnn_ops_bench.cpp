@@ -1,7 +1,8 @@
 // The cnn's elementwise and row-wise layers on the CPU, one at a time:
 // max-pool 2 x 2, training-mode batch norm and ReLU at the two activation
-// shapes of `--model cnn` (batch 128), forward alone and forward + backward,
-// in f32 and bf16. What the oneDNN convolutions leave of a cnn step (their
+// shapes of `--model cnn` and the third of `--model resnet` ([128, 128, 7,
+// 7]: 49-value rows), forward alone and forward + backward, in f32 and bf16.
+// What the oneDNN convolutions leave of a cnn or resnet step (their
 // own time is oneDNN's); run it before and after changing one of these
 // kernels, on an idle machine, MT_NUM_THREADS as the training run has it.
 //
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
   std::printf("%d thread(s); ms per call, forward | forward + backward\n\n", num_threads());
   std::printf("| dtype | shape | max_pool2d 2x2 | batch_norm (training) | relu |\n|---|---|---|---|---|\n");
   for (const DType dtype : {kF32, kBF16}) {
-    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{128, 32, 28, 28}, {128, 64, 14, 14}}) {
+    for (const std::vector<int64_t>& shape :
+         {std::vector<int64_t>{128, 32, 28, 28}, {128, 64, 14, 14}, {128, 128, 7, 7}}) {
       Tensor x = randn(shape).to(dtype);
       x.requires_grad_(true);
       Tensor weight = ones({shape[1]}), bias = zeros({shape[1]});
