@@ -31,19 +31,31 @@ T value_or(const std::optional<Loaded<T>>& v, int64_t i, T fallback) {
   return v ? (*v)[i] : fallback;
 }
 
-// One row's count, mean and sum of squared deviations from that mean; rows
-// merge by Chan et al.'s formula, exact in the same sense as two passes over
-// the channel (nothing large is subtracted from anything large).
+// One row's mean and sum of squared deviations from that mean.
 struct RowMoments {
-  double count = 0, mean = 0, m2 = 0;
-  void merge(const RowMoments& b) {
-    if (b.count == 0) return;
-    const double total = count + b.count, delta = b.mean - mean;
-    mean += delta * (b.count / total);
-    m2 += b.m2 + delta * delta * (count * b.count / total);
-    count = total;
-  }
+  double mean = 0, m2 = 0;
 };
+
+// A channel's mean and sum of squared deviations from its N rows of S
+// values each: the mean of the row means, and the rows' m2 plus S times each
+// row mean's squared deviation from it (the merge of equal-sized groups:
+// exact in the same sense as two passes over the channel, nothing large
+// subtracted from anything large). One pass over the rows in order, no
+// division per row, channels in parallel where there is work enough (Chan's
+// merge, two divisions per row in one serial loop: a single-threaded bf16
+// forward of [128, 128, 7, 7], 16384 rows of 49, took 0.79 ms against 0.74).
+RowMoments channel_moments(const std::vector<RowMoments>& rows, int64_t c, const Layout& L) {
+  double sum = 0;
+  for (int64_t n = 0; n < L.n; ++n) sum += rows[static_cast<size_t>(n * L.c + c)].mean;
+  const double mean = L.n > 0 ? sum / static_cast<double>(L.n) : 0.0;
+  double m2 = 0, spread = 0;
+  for (int64_t n = 0; n < L.n; ++n) {
+    const RowMoments& row = rows[static_cast<size_t>(n * L.c + c)];
+    m2 += row.m2;
+    spread += (row.mean - mean) * (row.mean - mean);
+  }
+  return {mean, m2 + static_cast<double>(L.s) * spread};
+}
 
 // The statistics read x in memory order, row by row (one row: one sample's
 // channel), each row twice while it is in L1; the channels' totals are then
@@ -63,7 +75,7 @@ std::vector<RowMoments> row_moments(const RowReader<T>& rx, const Layout& L) {
       const double m = L.s > 0 ? sum.total() / static_cast<double>(L.s) : 0.0;
       LaneSum squares;
       squares.add(L.s, [p, m](int64_t s) { return (p[s] - m) * (p[s] - m); });
-      rows[static_cast<size_t>(row)] = {static_cast<double>(L.s), m, squares.total()};
+      rows[static_cast<size_t>(row)] = {m, squares.total()};
     }
   });
   return rows;
@@ -83,14 +95,15 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   if (args.training) {
     std::vector<double> var_unbiased(static_cast<size_t>(L.c));
     const std::vector<RowMoments> rows = row_moments(rx, L);
-    for (int64_t c = 0; c < L.c; ++c) {
-      RowMoments channel;
-      for (int64_t n = 0; n < L.n; ++n) channel.merge(rows[static_cast<size_t>(n * L.c + c)]);
-      const double var = channel.m2 / static_cast<double>(L.count());
-      mean[static_cast<size_t>(c)] = static_cast<T>(channel.mean);
-      invstd[static_cast<size_t>(c)] = static_cast<T>(1.0 / std::sqrt(var + args.eps));
-      var_unbiased[static_cast<size_t>(c)] = L.count() > 1 ? channel.m2 / static_cast<double>(L.count() - 1) : var;
-    }
+    parallel_for(L.c, 3 * L.n, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        const RowMoments channel = channel_moments(rows, c, L);
+        const double var = channel.m2 / static_cast<double>(L.count());
+        mean[static_cast<size_t>(c)] = static_cast<T>(channel.mean);
+        invstd[static_cast<size_t>(c)] = static_cast<T>(1.0 / std::sqrt(var + args.eps));
+        var_unbiased[static_cast<size_t>(c)] = L.count() > 1 ? channel.m2 / static_cast<double>(L.count() - 1) : var;
+      }
+    });
     // running = (1 - momentum) * running + momentum * batch statistic, as
     // PyTorch.
     auto update = [&](const Tensor& running, auto&& batch_stat) {
@@ -156,15 +169,17 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
       row_dy_xc[static_cast<size_t>(row)] = b.total();
     }
   });
-  for (int64_t c = 0; c < L.c; ++c) {
-    double a = 0, b = 0;
-    for (int64_t n = 0; n < L.n; ++n) {
-      a += row_dy[static_cast<size_t>(n * L.c + c)];
-      b += row_dy_xc[static_cast<size_t>(n * L.c + c)];
+  parallel_for(L.c, 2 * L.n, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      double a = 0, b = 0;
+      for (int64_t n = 0; n < L.n; ++n) {
+        a += row_dy[static_cast<size_t>(n * L.c + c)];
+        b += row_dy_xc[static_cast<size_t>(n * L.c + c)];
+      }
+      sum_dy[static_cast<size_t>(c)] = static_cast<T>(a);
+      sum_dy_xhat[static_cast<size_t>(c)] = static_cast<T>(b * vinvstd[c]);
     }
-    sum_dy[static_cast<size_t>(c)] = static_cast<T>(a);
-    sum_dy_xhat[static_cast<size_t>(c)] = static_cast<T>(b * vinvstd[c]);
-  }
+  });
   if (dweight.defined()) store(sum_dy_xhat.data(), dweight);
   if (dbias.defined()) store(sum_dy.data(), dbias);
   if (!dx.defined()) return;
