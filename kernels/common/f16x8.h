@@ -39,3 +39,31 @@ inline void narrow_f16x8(const float* src, Half* dst) {
 
 }  // namespace mt::kernels::cpu
 #endif
+
+#include <cstdint>
+
+#include "runtime/half.h"
+
+namespace mt::kernels::cpu {
+
+// dst[0, n) = src[0, n) widened (exact), eight lanes at a time where the CPU
+// has F16C, the tail one by one.
+inline void widen_f16_run(const Half* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__) && defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, widen_f16x8(src + i));
+#endif
+  for (; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+}
+
+// dst[0, n) = src[0, n) rounded to f16 as Half's constructor rounds, eight
+// lanes at a time where the CPU has F16C, the tail one by one.
+inline void narrow_f16_run(const float* src, Half* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__) && defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) narrow_f16x8(src + i, dst + i);
+#endif
+  for (; i < n; ++i) dst[i] = Half(src[i]);
+}
+
+}  // namespace mt::kernels::cpu

@@ -8,8 +8,7 @@
 #include <type_traits>
 
 #include "core/threads.h"
-#include "kernels/common/bf16x8.h"
-#include "kernels/common/f16x8.h"
+#include "kernels/common/half_runs.h"
 
 namespace mt::kernels::cpu {
 
@@ -79,23 +78,17 @@ bool has_aliased_elements(const Tensor& t) {
 }
 
 // dst[0, n) = src[0, n) converted. Between f32 and f16 or bf16 eight lanes
-// at a time (kernels/common/f16x8.h, bf16x8.h: the same bits as convert).
+// at a time (kernels/common/half_runs.h: the same bits as convert).
 template <typename To, typename From>
 void convert_run(const From* __restrict src, To* __restrict dst, int64_t n) {
-  if constexpr (std::is_same_v<From, BFloat16> && std::is_same_v<To, float>) {
-    widen_bf16_run(src, dst, n);
-  } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, BFloat16>) {
-    narrow_bf16_run(src, dst, n);
+  constexpr bool kHalf = std::is_same_v<From, BFloat16> || std::is_same_v<From, Half>;
+  constexpr bool kToHalf = std::is_same_v<To, BFloat16> || std::is_same_v<To, Half>;
+  if constexpr (kHalf && std::is_same_v<To, float>) {
+    widen_run(src, dst, n);
+  } else if constexpr (std::is_same_v<From, float> && kToHalf) {
+    narrow_run(src, dst, n);
   } else {
-    int64_t i = 0;
-#if defined(__F16C__) && defined(__AVX2__)
-    if constexpr (std::is_same_v<From, Half> && std::is_same_v<To, float>) {
-      for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, widen_f16x8(src + i));
-    } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, Half>) {
-      for (; i + 8 <= n; i += 8) narrow_f16x8(src + i, dst + i);
-    }
-#endif
-    for (; i < n; ++i) dst[i] = convert<To>(src[i]);
+    for (int64_t i = 0; i < n; ++i) dst[i] = convert<To>(src[i]);
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/host_scratch.h"
 #include "core/tensor.h"
+#include "kernels/common/half_runs.h"
 #include "kernels/common/tensor_ref.h"
 
 namespace mt::kernels::cpu {
@@ -141,15 +142,17 @@ class OutputBuffer {
 
 // A tensor read row by row (rows of `cols` values, row r at r * cols) in
 // compute type T without a full-size copy: contiguous T is read in place,
-// contiguous bf16 (autocast's activations) is widened a row at a time into
-// the caller's buffer, where it stays in cache; anything else is gathered
-// once up front. The row-wise kernels (batch norm, pooling) read through it.
+// contiguous bf16 or f16 (autocast's activations) is widened a row at a time
+// into the caller's buffer, where it stays in cache; anything else is
+// gathered once up front. The row-wise kernels (batch norm, pooling) read
+// through it.
 template <typename T>
 class RowReader {
  public:
   RowReader(const Tensor& t, int64_t cols) : cols_(cols) {
-    if (t.is_contiguous() && t.dtype() == kBF16 && !std::is_same_v<T, double>) {
-      bf16_ = static_cast<const BFloat16*>(t.data_ptr());
+    if (t.is_contiguous() && (t.dtype() == kBF16 || t.dtype() == kF16) && std::is_same_v<T, float>) {
+      half_ = t.data_ptr();
+      f16_ = t.dtype() == kF16;
     } else {
       loaded_.emplace(t);
     }
@@ -158,26 +161,34 @@ class RowReader {
   // (cols values) filled with it.
   const T* row(int64_t r, T* buffer) const {
     if (loaded_) return loaded_->data() + r * cols_;
-    const BFloat16* src = bf16_ + r * cols_;
-    for (int64_t i = 0; i < cols_; ++i) buffer[i] = static_cast<T>(static_cast<float>(src[i]));
+    if constexpr (std::is_same_v<T, float>) {
+      if (f16_) {
+        widen_run(static_cast<const Half*>(half_) + r * cols_, buffer, cols_);
+      } else {
+        widen_run(static_cast<const BFloat16*>(half_) + r * cols_, buffer, cols_);
+      }
+    }
     return buffer;
   }
 
  private:
   std::optional<Loaded<T>> loaded_;
-  const BFloat16* bf16_ = nullptr;
+  const void* half_ = nullptr;
+  bool f16_ = false;
   int64_t cols_;
 };
 
 // The writing side: row r is written where row() says (out's memory, or the
-// caller's buffer for contiguous bf16, rounded into out by finish_row), and
-// commit() ends the op (stores a general layout, bumps the version).
+// caller's buffer for contiguous bf16 or f16, rounded into out by
+// finish_row), and commit() ends the op (stores a general layout, bumps the
+// version).
 template <typename T>
 class RowWriter {
  public:
   RowWriter(const Tensor& out, int64_t cols) : out_(out), cols_(cols) {
-    if (out.is_contiguous() && out.dtype() == kBF16 && !std::is_same_v<T, double>) {
-      bf16_ = static_cast<BFloat16*>(out.data_ptr());
+    if (out.is_contiguous() && (out.dtype() == kBF16 || out.dtype() == kF16) && std::is_same_v<T, float>) {
+      half_ = out.data_ptr();
+      f16_ = out.dtype() == kF16;
     } else {
       buffer_.emplace(out);
     }
@@ -185,8 +196,13 @@ class RowWriter {
   T* row(int64_t r, T* buffer) { return buffer_ ? buffer_->data() + r * cols_ : buffer; }
   void finish_row(int64_t r, const T* written) {
     if (buffer_) return;
-    BFloat16* dst = bf16_ + r * cols_;
-    for (int64_t i = 0; i < cols_; ++i) dst[i] = BFloat16(static_cast<float>(written[i]));
+    if constexpr (std::is_same_v<T, float>) {
+      if (f16_) {
+        narrow_run(written, static_cast<Half*>(half_) + r * cols_, cols_);
+      } else {
+        narrow_run(written, static_cast<BFloat16*>(half_) + r * cols_, cols_);
+      }
+    }
   }
   void commit() {
     if (buffer_) {
@@ -199,7 +215,8 @@ class RowWriter {
  private:
   Tensor out_;
   std::optional<OutputBuffer<T>> buffer_;
-  BFloat16* bf16_ = nullptr;
+  void* half_ = nullptr;
+  bool f16_ = false;
   int64_t cols_;
 };
 

@@ -13,82 +13,105 @@
 #include <array>
 #include <type_traits>
 
-#include "kernels/common/bf16x8.h"
+#include "kernels/common/half_runs.h"
 #include "kernels/common/strided.h"
 #include "kernels/elementwise/vector_gelu.h"
 
 namespace mt::kernels::cpu {
 namespace {
 
-// BF16 end to end. When every tensor of an op is contiguous bf16 (or, for an
-// operand, one broadcast value), the kernel reads and writes bf16 a block of
-// kBf16Block values at a time through f32 buffers on the stack: the f32 copy
-// stays in the cache instead of a full-size f32 gather before the op and a
-// scatter after it (13-18% of a bf16 training step, perf). The math is the
-// same f32 formula, rounded once on store.
-constexpr int64_t kBf16Block = 512;
+// BF16 (and F16) end to end. When every tensor of an op is contiguous in
+// one 16-bit dtype (or, for an operand, one broadcast value), the kernel
+// reads and writes that dtype a block of kHalfBlock values at a time through
+// f32 buffers on the stack: the f32 copy stays in the cache instead of a
+// full-size f32 gather before the op and a scatter after it (13-18% of a
+// bf16 training step, perf; under f16 autocast a quarter of a cnn step).
+// The math is the same f32 formula, rounded once on store.
+constexpr int64_t kHalfBlock = 512;
 
-bool is_contiguous_bf16(const Tensor& t) { return t.dtype() == kBF16 && t.is_contiguous(); }
+bool is_half(DType dtype) { return dtype == kBF16 || dtype == kF16; }
 
-// A bf16 operand of a block loop: its own elements, or one broadcast value
-// (bf16, or the f32 scalar a Python-style `x * 0.5` carries: bf16 math runs
-// in f32, so the scalar is not rounded to bf16 first, as in PyTorch); in
-// out's memory only as out itself (an op in place: each block is read
-// before it is written), never shifted or as a value some block overwrites.
-bool bf16_operand(const Tensor& t, const Tensor& out) {
-  const bool elements = is_contiguous_bf16(t);
-  const bool scalar = (t.dtype() == kBF16 || t.dtype() == kF32) && is_broadcast_scalar(t);
+bool is_contiguous_as(const Tensor& t, DType dtype) { return t.dtype() == dtype && t.is_contiguous(); }
+
+// An operand of a block loop writing `out` (bf16 or f16): its own elements
+// in out's dtype, or one broadcast value (in out's dtype, or the f32 scalar a
+// Python-style `x * 0.5` carries: 16-bit math runs in f32, so the scalar is
+// not rounded first, as in PyTorch); in out's memory only as out itself (an
+// op in place: each block is read before it is written), never shifted or as
+// a value some block overwrites.
+bool block_operand(const Tensor& t, const Tensor& out) {
+  const bool elements = is_contiguous_as(t, out.dtype());
+  const bool scalar = (t.dtype() == out.dtype() || t.dtype() == kF32) && is_broadcast_scalar(t);
   if (!elements && !scalar) return false;
   return t.storage() != out.storage() || (elements && t.offset() == out.offset());
 }
 
-const BFloat16* bf16_data(const Tensor& t) { return static_cast<const BFloat16*>(t.data_ptr()); }
-
-// A broadcast operand's one value, as f32 (exact from bf16 and f32).
+// A broadcast operand's one value, as f32 (exact from bf16, f16 and f32).
 float broadcast_value(const Tensor& t) {
-  return t.dtype() == kF32 ? *static_cast<const float*>(t.data_ptr()) : static_cast<float>(bf16_data(t)[0]);
+  if (t.dtype() == kF32) return *static_cast<const float*>(t.data_ptr());
+  if (t.dtype() == kF16) return static_cast<float>(static_cast<const Half*>(t.data_ptr())[0]);
+  return static_cast<float>(static_cast<const BFloat16*>(t.data_ptr())[0]);
 }
 
 // Runs body(inputs, y, m) over out's elements a block at a time: inputs[k]
 // holds block values of ins[k] widened to f32 (a broadcast operand: its one
-// value repeated), y receives the block's f32 results, narrowed into out.
-// The conversions run eight lanes at a time (kernels/common/bf16x8.h): with
-// GCC's scalar narrowing a bf16 add of [128, 32, 28, 28] took 1.06-1.11 ms
-// against 0.42 for an f32 multiply of twice the bytes.
-template <size_t N, typename Body>
-void bf16_blocks(const std::array<const Tensor*, N>& ins, const Tensor& out, Body&& body) {
-  BFloat16* po = static_cast<BFloat16*>(out.data_ptr());
+// value repeated), y receives the block's f32 results, narrowed into out
+// (of storage type S: BFloat16 or Half). The conversions run eight lanes at
+// a time (kernels/common/half_runs.h): with GCC's scalar narrowing a bf16
+// add of [128, 32, 28, 28] took 1.06-1.11 ms against 0.42 for an f32
+// multiply of twice the bytes.
+template <typename S, size_t N, typename Body>
+void half_blocks_as(const std::array<const Tensor*, N>& ins, const Tensor& out, Body&& body) {
+  S* po = static_cast<S*>(out.data_ptr());
   parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) {
-    float in[N][kBf16Block], y[kBf16Block];
+    float in[N][kHalfBlock], y[kHalfBlock];
     for (size_t k = 0; k < N; ++k) {
-      if (!is_contiguous_bf16(*ins[k])) std::fill_n(in[k], kBf16Block, broadcast_value(*ins[k]));
+      if (!is_contiguous_as(*ins[k], out.dtype())) std::fill_n(in[k], kHalfBlock, broadcast_value(*ins[k]));
     }
-    for (int64_t b = begin; b < end; b += kBf16Block) {
-      const int64_t m = std::min(kBf16Block, end - b);
+    for (int64_t b = begin; b < end; b += kHalfBlock) {
+      const int64_t m = std::min(kHalfBlock, end - b);
       for (size_t k = 0; k < N; ++k) {
-        if (is_contiguous_bf16(*ins[k])) widen_bf16_run(bf16_data(*ins[k]) + b, in[k], m);
+        if (is_contiguous_as(*ins[k], out.dtype())) widen_run(static_cast<const S*>(ins[k]->data_ptr()) + b, in[k], m);
       }
       body(in, y, m);
-      narrow_bf16_run(y, po + b, m);
+      narrow_run(y, po + b, m);
     }
   });
   out.storage()->bump_version();
 }
 
-// ReLU selects its input or zero, so on bf16 it can work on the bits where
-// they lie, sixteen lanes to an AVX2 register, with no f32 round trip: the
-// block path took longer for a bf16 ReLU than the f32 one (cpu_cnn_ops_bench),
-// and a scalar loop over the bits mispredicted the sign of every other
-// element. The same bits as the block path: a NaN comes out as the
-// canonical 0x7fff its rounding gives, -0 as +0.
-bool bf16_is_nan(uint16_t v) { return (v & 0x7fffu) > 0x7f80u; }
-bool bf16_at_most_zero(uint16_t v) { return (v & 0x7fffu) == 0 || ((v & 0x8000u) != 0 && !bf16_is_nan(v)); }
+template <size_t N, typename Body>
+void half_blocks(const std::array<const Tensor*, N>& ins, const Tensor& out, Body&& body) {
+  if (out.dtype() == kF16) {
+    half_blocks_as<Half>(ins, out, std::forward<Body>(body));
+  } else {
+    half_blocks_as<BFloat16>(ins, out, std::forward<Body>(body));
+  }
+}
+
+// ReLU selects its input or zero, so on bf16 and f16 it can work on the
+// bits where they lie, sixteen lanes to an AVX2 register, with no f32 round
+// trip: the block path took longer for a bf16 ReLU than the f32 one
+// (cpu_cnn_ops_bench), and a scalar loop over the bits mispredicted the
+// sign of every other element. Both formats keep the sign in the top bit and
+// differ only in where infinity's bits end (bf16 0x7f80, f16 0x7c00). The
+// same bits as the block path: a NaN comes out as the canonical 0x7fff its
+// rounding gives, -0 as +0.
+struct HalfBits {
+  uint16_t infinity;  // the magnitude bits of +inf: anything above is NaN
+  bool is_nan(uint16_t v) const { return (v & 0x7fffu) > infinity; }
+  bool at_most_zero(uint16_t v) const { return (v & 0x7fffu) == 0 || ((v & 0x8000u) != 0 && !is_nan(v)); }
+};
+
+HalfBits half_bits(DType dtype) { return {static_cast<uint16_t>(dtype == kF16 ? 0x7c00u : 0x7f80u)}; }
 
 // out[i] = 0 where sel[i] <= 0 (not NaN), else value[i] (NaN canonical).
-void relu_select_bf16(const uint16_t* sel, const uint16_t* value, uint16_t* out, int64_t begin, int64_t end) {
+void relu_select(HalfBits format, const uint16_t* sel, const uint16_t* value, uint16_t* out, int64_t begin,
+                 int64_t end) {
   int64_t i = begin;
 #if defined(__AVX2__)
-  const __m256i magnitude_bits = _mm256_set1_epi16(0x7fff), infinity = _mm256_set1_epi16(0x7f80);
+  const __m256i magnitude_bits = _mm256_set1_epi16(0x7fff);
+  const __m256i infinity = _mm256_set1_epi16(static_cast<int16_t>(format.infinity));
   const __m256i zero = _mm256_setzero_si256();
   for (; i + 16 <= end; i += 16) {
     const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sel + i));
@@ -103,34 +126,38 @@ void relu_select_bf16(const uint16_t* sel, const uint16_t* value, uint16_t* out,
   }
 #endif
   for (; i < end; ++i) {
-    out[i] = bf16_at_most_zero(sel[i]) ? uint16_t{0} : bf16_is_nan(value[i]) ? uint16_t{0x7fff} : value[i];
+    out[i] = format.at_most_zero(sel[i]) ? uint16_t{0} : format.is_nan(value[i]) ? uint16_t{0x7fff} : value[i];
   }
 }
 
-const uint16_t* bf16_bits_of(const Tensor& t) { return static_cast<const uint16_t*>(t.data_ptr()); }
+const uint16_t* half_bits_of(const Tensor& t) { return static_cast<const uint16_t*>(t.data_ptr()); }
 
 // out = relu(in) (sel = value = in), or the gradient g where y > 0 (sel = y,
-// value = g: math.h's rule, a NaN y passes g on).
-void relu_bf16(const Tensor& sel, const Tensor& value, const Tensor& out) {
-  const uint16_t* s = bf16_bits_of(sel);
-  const uint16_t* v = bf16_bits_of(value);
+// value = g: math.h's rule, a NaN y passes g on); bf16 or f16, all one dtype.
+void relu_half(const Tensor& sel, const Tensor& value, const Tensor& out) {
+  const uint16_t* s = half_bits_of(sel);
+  const uint16_t* v = half_bits_of(value);
   auto* o = static_cast<uint16_t*>(out.data_ptr());
-  parallel_for(out.numel(), 1, [s, v, o](int64_t begin, int64_t end) { relu_select_bf16(s, v, o, begin, end); });
+  const HalfBits format = half_bits(out.dtype());
+  parallel_for(out.numel(), 1,
+               [format, s, v, o](int64_t begin, int64_t end) { relu_select(format, s, v, o, begin, end); });
   out.storage()->bump_version();
 }
 
-bool unary_bf16(UnaryOp op, const Tensor& in, const Tensor& out, float a, float b) {
-  if (!is_contiguous_bf16(out) || !is_contiguous_bf16(in) || !bf16_operand(in, out)) return false;
+bool unary_half(UnaryOp op, const Tensor& in, const Tensor& out, float a, float b) {
+  if (!is_half(out.dtype()) || !out.is_contiguous() || !is_contiguous_as(in, out.dtype()) || !block_operand(in, out)) {
+    return false;
+  }
   if (op == UnaryOp::Relu) {
-    relu_bf16(in, in, out);
+    relu_half(in, in, out);
     return true;
   }
   if (const GeluForward gelu = vector_gelu_forward(op, /*to_16bit=*/true)) {
-    bf16_blocks<1>({&in}, out, [gelu](const auto& x, float* y, int64_t m) { gelu(x[0], y, m); });
+    half_blocks<1>({&in}, out, [gelu](const auto& x, float* y, int64_t m) { gelu(x[0], y, m); });
     return true;
   }
   kernels::visit_unary(op, [&](auto tag) {
-    bf16_blocks<1>({&in}, out, [a, b](const auto& x, float* __restrict y, int64_t m) {
+    half_blocks<1>({&in}, out, [a, b](const auto& x, float* __restrict y, int64_t m) {
       const float* __restrict xs = x[0];
       for (int64_t i = 0; i < m; ++i) y[i] = kernels::unary_forward<decltype(tag)::value, float>(xs[i], a, b);
     });
@@ -139,23 +166,22 @@ bool unary_bf16(UnaryOp op, const Tensor& in, const Tensor& out, float a, float 
 }
 
 // g, then x or y where the op reads them (else g again: never read).
-bool unary_backward_bf16(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y, const Tensor& dx, float a,
+bool unary_backward_half(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y, const Tensor& dx, float a,
                          float b) {
+  if (!is_half(dx.dtype()) || !dx.is_contiguous()) return false;
   for (const Tensor* t : {&g, &x, &y}) {
-    if (!is_contiguous_bf16(*t) || !bf16_operand(*t, dx)) return false;
+    if (!is_contiguous_as(*t, dx.dtype()) || !block_operand(*t, dx)) return false;
   }
-  if (!is_contiguous_bf16(dx)) return false;
-  // (The loop above let a broadcast scalar through; ReLU reads g and y element by element.)
-  if (op == UnaryOp::Relu && g.is_contiguous() && y.is_contiguous()) {
-    relu_bf16(y, g, dx);
+  if (op == UnaryOp::Relu) {
+    relu_half(y, g, dx);
     return true;
   }
   if (const GeluBackward gelu = vector_gelu_backward(op, /*to_16bit=*/true)) {
-    bf16_blocks<2>({&g, &x}, dx, [gelu](const auto& in, float* out, int64_t m) { gelu(in[1], in[0], out, m); });
+    half_blocks<2>({&g, &x}, dx, [gelu](const auto& in, float* out, int64_t m) { gelu(in[1], in[0], out, m); });
     return true;
   }
   kernels::visit_unary(op, [&](auto tag) {
-    bf16_blocks<3>({&g, &x, &y}, dx, [a, b](const auto& in, float* __restrict out, int64_t m) {
+    half_blocks<3>({&g, &x, &y}, dx, [a, b](const auto& in, float* __restrict out, int64_t m) {
       const float* __restrict gs = in[0], * __restrict xs = in[1], * __restrict ys = in[2];
       for (int64_t i = 0; i < m; ++i) {
         out[i] = kernels::unary_backward<decltype(tag)::value, float>(xs[i], ys[i], gs[i], a, b);
@@ -165,10 +191,10 @@ bool unary_backward_bf16(UnaryOp op, const Tensor& g, const Tensor& x, const Ten
   return true;
 }
 
-bool binary_bf16(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  if (!is_contiguous_bf16(out) || !bf16_operand(a, out) || !bf16_operand(b, out)) return false;
+bool binary_half(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (!is_half(out.dtype()) || !out.is_contiguous() || !block_operand(a, out) || !block_operand(b, out)) return false;
   kernels::visit_binary(op, [&](auto tag) {
-    bf16_blocks<2>({&a, &b}, out, [&](const auto& in, float* y, int64_t m) {
+    half_blocks<2>({&a, &b}, out, [&](const auto& in, float* y, int64_t m) {
       for (int64_t i = 0; i < m; ++i) y[i] = kernels::binary_forward<decltype(tag)::value, float>(in[0][i], in[1][i]);
     });
   });
@@ -253,7 +279,7 @@ void check_same_shape(const char* op, const Tensor& in, const Tensor& out) {
 
 void unary(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args) {
   check_same_shape("unary", in, out);
-  if (unary_bf16(op, in, out, static_cast<float>(args.a), static_cast<float>(args.b))) return;
+  if (unary_half(op, in, out, static_cast<float>(args.a), static_cast<float>(args.b))) return;
   if (computes_in_double(in.dtype()) || computes_in_double(out.dtype())) {
     unary_typed<double>(op, in, out, args);
   } else {
@@ -266,7 +292,7 @@ void unary_backward(UnaryOp op, const Tensor& grad_out, const Tensor& in, const 
   check_same_shape("unary_backward", grad_out, grad_in);
   const Tensor& x = in.defined() ? in : grad_out;  // what the op does not read: never read
   const Tensor& y = out.defined() ? out : grad_out;
-  if (unary_backward_bf16(op, grad_out, x, y, grad_in, static_cast<float>(args.a), static_cast<float>(args.b))) return;
+  if (unary_backward_half(op, grad_out, x, y, grad_in, static_cast<float>(args.a), static_cast<float>(args.b))) return;
   if (computes_in_double(grad_in.dtype())) {
     unary_backward_typed<double>(op, grad_out, in, out, grad_in, args);
   } else {
@@ -277,7 +303,7 @@ void unary_backward(UnaryOp op, const Tensor& grad_out, const Tensor& in, const 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   check_same_shape("binary", a, out);
   check_same_shape("binary", b, out);
-  if (binary_bf16(op, a, b, out)) return;
+  if (binary_half(op, a, b, out)) return;
   if (computes_in_double(a.dtype()) || computes_in_double(b.dtype()) || computes_in_double(out.dtype())) {
     binary_typed<double>(op, a, b, out);
   } else {

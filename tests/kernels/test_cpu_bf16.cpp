@@ -1,8 +1,9 @@
-// The CPU elementwise kernels' bf16 block path (kernels/elementwise/cpu.cpp:
-// contiguous bf16 read and written a block at a time through f32 buffers)
-// must give exactly what the general path gives (the whole tensor gathered
-// to f32, the formula, one rounding on store). Sizes cross block and thread boundaries; an op
-// in place and a scalar operand take the path, a shifted overlap does not.
+// The CPU elementwise kernels' 16-bit block path (kernels/elementwise/cpu.cpp:
+// contiguous bf16 or f16 read and written a block at a time through f32
+// buffers) must give exactly what the general path gives (the whole tensor
+// gathered to f32, the formula, one rounding on store), in both dtypes.
+// Sizes cross block and thread boundaries; an op in place and a scalar
+// operand take the path, a shifted overlap does not.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <functional>
@@ -18,7 +19,7 @@ using namespace mt;
 namespace {
 
 std::vector<uint16_t> bits(const Tensor& t) {
-  REQUIRE(t.dtype() == kBF16);
+  REQUIRE((t.dtype() == kBF16 || t.dtype() == kF16));
   const Tensor c = t.contiguous();
   const uint16_t* p = static_cast<const uint16_t*>(c.data_ptr());
   return {p, p + c.numel()};
@@ -27,11 +28,11 @@ std::vector<uint16_t> bits(const Tensor& t) {
 // f on contiguous bf16 (the block path) against f on the same values seen
 // through a strided view (the general path: gather to f32, the formula,
 // scatter with one rounding): forward and backward must agree bit for bit.
-void check_same_as_general_path(const char* name, const std::function<Tensor(const Tensor&)>& f) {
+void check_same_as_general_path(const char* name, const std::function<Tensor(const Tensor&)>& f, DType dtype) {
   for (const int64_t n : {int64_t{3}, int64_t{511}, int64_t{1537}, int64_t{70001}}) {
-    INFO(name << ", " << n << " elements");
+    INFO(name << ", " << dtype_name(dtype) << ", " << n << " elements");
     Generator gen(31);
-    const Tensor x = mul(randn({n}, kF32, kCPU, &gen), 3.0).to(kBF16);
+    const Tensor x = mul(randn({n}, kF32, kCPU, &gen), 3.0).to(dtype);
     const Tensor r = randn({n}, kF32, kCPU, &gen);
     const Tensor contiguous = x.detach().requires_grad_();
     const Tensor pairs = x.unsqueeze(1).expand({n, 2}).contiguous().requires_grad_();
@@ -47,42 +48,61 @@ void check_same_as_general_path(const char* name, const std::function<Tensor(con
 
 }  // namespace
 
-TEST_CASE("bf16 elementwise ops on the CPU: the block path equals the general path bit for bit (block path bugs)",
-          "[kernels][cpu][bf16]") {
-  check_same_as_general_path("relu", [](const Tensor& x) { return relu(x); });
-  check_same_as_general_path("gelu", [](const Tensor& x) { return gelu(x); });
-  check_same_as_general_path("tanh", [](const Tensor& x) { return tanh(x); });
-  check_same_as_general_path("x * 0.37 (a scalar operand)", [](const Tensor& x) { return mul(x, 0.37); });
-  check_same_as_general_path("x * x + x", [](const Tensor& x) { return add(mul(x, x), x); });
+TEST_CASE(
+    "bf16 and f16 elementwise ops on the CPU: the block path equals the general path bit for bit (block path bugs)",
+    "[kernels][cpu][bf16]") {
+  for (const DType dtype : {kBF16, kF16}) {
+    check_same_as_general_path(
+        "relu", [](const Tensor& x) { return relu(x); }, dtype);
+    check_same_as_general_path(
+        "gelu", [](const Tensor& x) { return gelu(x); }, dtype);
+    check_same_as_general_path(
+        "tanh", [](const Tensor& x) { return tanh(x); }, dtype);
+    check_same_as_general_path(
+        "x * 0.37 (a scalar operand)", [](const Tensor& x) { return mul(x, 0.37); }, dtype);
+    check_same_as_general_path(
+        "x * x + x", [](const Tensor& x) { return add(mul(x, x), x); }, dtype);
+  }
 }
 
-// A contiguous bf16 ReLU selects on the bits (sixteen lanes at a time).
-// Catches: a NaN passed through with its payload or sign (the general path
-// rounds every NaN to 0x7fff), -0 kept as -0, a negative NaN taken for a
-// negative number (zeroed) forward, or a NaN output dropping the gradient
-// backward, and the 16-lane loop's tail.
-TEST_CASE("bf16 ReLU on the bits equals the general path for NaN, signed zeros, infinities and subnormals",
-          "[kernels][cpu][bf16]") {
-  const std::vector<uint16_t> specials = {0x7fc1, 0xffc0, 0x7f81, 0x8000, 0x0000, 0x7f80, 0xff80, 0x0001,
-                                          0x8001, 0x3f80, 0xbf80, 0x7f7f, 0xff7f, 0xffff, 0x7fff, 0x4049};
-  std::vector<BFloat16> values;
-  for (int repeat = 0; repeat < 3; ++repeat) {  // 48 values, then 3 more: a 16-lane tail
-    for (const uint16_t b : specials) values.push_back(BFloat16::from_bits(b));
-  }
-  for (const uint16_t b : {0x7fc1, 0x8000, 0xbf80}) values.push_back(BFloat16::from_bits(b));
+namespace {
+
+// ReLU on the bits of `specials` (48 values, then 3 more: a 16-lane tail)
+// against the general path, forward and backward.
+void check_relu_bits(DType dtype, const std::vector<uint16_t>& specials) {
+  INFO(dtype_name(dtype));
+  std::vector<uint16_t> values;
+  for (int repeat = 0; repeat < 3; ++repeat) values.insert(values.end(), specials.begin(), specials.end());
+  values.insert(values.end(), {specials[0], specials[3], specials[10]});
   const auto n = static_cast<int64_t>(values.size());
-  const Tensor x = empty({n}, kBF16);
-  std::copy(values.begin(), values.end(), static_cast<BFloat16*>(x.data_ptr()));
+  const Tensor x = empty({n}, dtype);
+  std::copy(values.begin(), values.end(), static_cast<uint16_t*>(x.data_ptr()));
   const Tensor contiguous = x.detach().requires_grad_();
   const Tensor pairs = x.unsqueeze(1).expand({n, 2}).contiguous().requires_grad_();
   const Tensor strided = pairs.select(1, 0);
   const Tensor y = relu(contiguous), y_general = relu(strided);
   CHECK(bits(y) == bits(y_general));
-  const Tensor upstream = empty({n}, kBF16);  // the values reversed: gradients with NaNs of their own
-  std::copy(values.rbegin(), values.rend(), static_cast<BFloat16*>(upstream.data_ptr()));
+  const Tensor upstream = empty({n}, dtype);  // the values reversed: gradients with NaNs of their own
+  std::copy(values.rbegin(), values.rend(), static_cast<uint16_t*>(upstream.data_ptr()));
   y.backward(upstream);
   y_general.backward(upstream);
   CHECK(bits(contiguous.grad()) == bits(pairs.grad().select(1, 0)));
+}
+
+}  // namespace
+
+// A contiguous bf16 or f16 ReLU selects on the bits (sixteen lanes at a
+// time). Catches: a NaN passed through with its payload or sign (the general
+// path rounds every NaN to 0x7fff), -0 kept as -0, a negative NaN taken for
+// a negative number (zeroed) forward, or a NaN output dropping the gradient
+// backward, f16 read with bf16's infinity (f16 values above 0x7c00 are NaN,
+// not numbers), and the 16-lane loop's tail.
+TEST_CASE("bf16 and f16 ReLU on the bits equal the general path for NaN, signed zeros, infinities and subnormals",
+          "[kernels][cpu][bf16]") {
+  check_relu_bits(kBF16, {0x7fc1, 0xffc0, 0x7f81, 0x8000, 0x0000, 0x7f80, 0xff80, 0x0001, 0x8001, 0x3f80, 0xbf80,
+                          0x7f7f, 0xff7f, 0xffff, 0x7fff, 0x4049});
+  check_relu_bits(kF16, {0x7e01, 0xfe00, 0x7c01, 0x8000, 0x0000, 0x7c00, 0xfc00, 0x0001, 0x8001, 0x3c00, 0xbc00, 0x7bff,
+                         0xfbff, 0xffff, 0x7d00, 0x4248});
 }
 
 TEST_CASE("bf16 elementwise in place, and with an operand overlapping the output shifted (aliasing bugs)",
@@ -107,10 +127,10 @@ namespace {
 // f on a contiguous bf16 [N, C, H, W] (rows widened on the fly) and on the
 // same values through transposed views (the general path: the input and the
 // incoming gradient gathered whole), forward and backward, bit for bit.
-void check_rows_same_as_general_path(const char* name, const std::function<Tensor(const Tensor&)>& f) {
-  INFO(name);
+void check_rows_same_as_general_path(const char* name, const std::function<Tensor(const Tensor&)>& f, DType dtype) {
+  INFO(name << ", " << dtype_name(dtype));
   Generator gen(33);
-  const Tensor x = randn({6, 5, 9, 7}, kF32, kCPU, &gen).to(kBF16);
+  const Tensor x = randn({6, 5, 9, 7}, kF32, kCPU, &gen).to(dtype);
   const Tensor contiguous = x.detach().requires_grad_();
   const Tensor transposed = x.transpose(2, 3).contiguous().requires_grad_();
   const Tensor y = f(contiguous), y_general = f(transposed.transpose(2, 3));
@@ -124,24 +144,31 @@ void check_rows_same_as_general_path(const char* name, const std::function<Tenso
 
 }  // namespace
 
-TEST_CASE("bf16 batch norm and max-pool on the CPU: rows widened on the fly equal the general path (row bugs)",
+TEST_CASE("bf16 and f16 batch norm and max-pool on the CPU: rows widened on the fly equal the general path (row bugs)",
           "[kernels][cpu][bf16]") {
-  check_rows_same_as_general_path("batch_norm, training", [](const Tensor& x) {
-    return batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
-  });
-  check_rows_same_as_general_path("max_pool2d 2x2", [](const Tensor& x) { return max_pool2d(x, 2, 2); });
-  check_rows_same_as_general_path("max_pool2d 3x3 stride 2 padding 1",
-                                  [](const Tensor& x) { return max_pool2d(x, 3, 2, 1); });
+  for (const DType dtype : {kBF16, kF16}) {
+    check_rows_same_as_general_path(
+        "batch_norm, training",
+        [](const Tensor& x) { return batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5); }, dtype);
+    check_rows_same_as_general_path(
+        "max_pool2d 2x2", [](const Tensor& x) { return max_pool2d(x, 2, 2); }, dtype);
+    check_rows_same_as_general_path(
+        "max_pool2d 3x3 stride 2 padding 1", [](const Tensor& x) { return max_pool2d(x, 3, 2, 1); }, dtype);
+  }
 }
 
-TEST_CASE("bf16 batch norm on the CPU equals the f32 batch norm of the same values rounded once (row store bugs)",
-          "[kernels][cpu][bf16]") {
-  Generator gen(34);
-  const Tensor x = mul(randn({4, 3, 11, 13}, kF32, kCPU, &gen), 5.0).to(kBF16);
-  const auto bn = [](const Tensor& t) {
-    return batch_norm(t, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
-  };
-  CHECK(bits(bn(x)) == bits(bn(x.to(kF32)).to(kBF16)));
+TEST_CASE(
+    "bf16 and f16 batch norm on the CPU equal the f32 batch norm of the same values rounded once (row store bugs)",
+    "[kernels][cpu][bf16]") {
+  for (const DType dtype : {kBF16, kF16}) {
+    INFO(dtype_name(dtype));
+    Generator gen(34);
+    const Tensor x = mul(randn({4, 3, 11, 13}, kF32, kCPU, &gen), 5.0).to(dtype);
+    const auto bn = [](const Tensor& t) {
+      return batch_norm(t, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
+    };
+    CHECK(bits(bn(x)) == bits(bn(x.to(kF32)).to(dtype)));
+  }
 }
 
 #if defined(__AVX2__)
