@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/common/bf16x8.h"
+#include "kernels/common/half_runs.h"
 #include "kernels/common/strided.h"
 
 namespace mt::kernels::cpu {
@@ -166,10 +166,11 @@ __m256 takes8(__m256 v, __m256 best) {
   return _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), nan_over_number);
 }
 
-// Eight consecutive values as f32 lanes: f32 as they are, bf16 widened
-// exactly (its bits are the top half of the f32's).
+// Eight consecutive values as f32 lanes: f32 as they are, bf16 and f16
+// widened exactly.
 __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 __m256 load8(const BFloat16* p) { return widen_bf16x8(p); }
+__m256 load8(const Half* p) { return widen_f16x8(p); }
 
 // The first n of eight lanes into dst. No masked store: AMD's vmaskmovps
 // store is microcoded, and it was a third of an f32 2 x 2 pool's time. A
@@ -189,10 +190,19 @@ void store_lanes(__m256 v, int64_t n, BFloat16* dst) {
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_castps_si256(v));
   for (int64_t i = 0; i < n; ++i) dst[i] = BFloat16::from_bits(static_cast<uint16_t>(lanes[i] >> 16));
 }
+// An f16 winner narrows back exactly; a NaN comes out as the canonical
+// 0x7fff, as the general path's rounding gives it.
+void store_lanes(__m256 v, int64_t n, Half* dst) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  Half narrowed[8];
+  narrow_f16x8(lanes, narrowed);
+  std::copy_n(narrowed, n, dst);
+}
 
 // max_plane_tiled for the 2 x 2 window, eight lanes at a time (GCC leaves
 // the NaN-aware selects of the generic loops scalar), on f32 planes or on
-// bf16 planes read and written where they lie (a bf16 cnn's pools spent as
+// bf16 or f16 planes read and written where they lie (a bf16 cnn's pools spent as
 // long widening and narrowing whole planes as pooling them). Horizontal: 16
 // values, split into even and odd columns, give 8 segments' winners (f32
 // scratch). Vertical: output row oy is the winner of segment rows 2oy and
@@ -258,7 +268,8 @@ void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const 
   const bool inside = k.pad_h == 0 && k.pad_w == 0;
   const bool tiled = tiles_plane(in, k) && in_plane <= std::numeric_limits<int32_t>::max();
   const bool two_by_two = tiled && k.kernel_h == 2 && k.kernel_w == 2;
-  const bool bf16_planes = x.dtype() == kBF16 && y.dtype() == kBF16 && x.is_contiguous() && y.is_contiguous();
+  const bool half_planes =
+      (x.dtype() == kBF16 || x.dtype() == kF16) && y.dtype() == x.dtype() && x.is_contiguous() && y.is_contiguous();
   parallel_for(in.count, 4 * out_plane, [&](int64_t begin, int64_t end) {
     std::vector<T> x_buffer(static_cast<size_t>(in_plane)), y_buffer(static_cast<size_t>(out_plane));
     const size_t segments = tiled ? static_cast<size_t>(k.kernel_h * out_plane) : 0;
@@ -268,7 +279,12 @@ void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const 
     for (int64_t p = begin; p < end; ++p) {
       int64_t* ip = vi ? vi->data() + p * out_plane : unused_indices.data();
       if constexpr (std::is_same_v<T, float>) {
-        if (two_by_two && bf16_planes) {
+        if (two_by_two && half_planes && x.dtype() == kF16) {
+          max_plane_2x2(static_cast<const Half*>(x.data_ptr()) + p * in_plane, out, best_h.data(), index_h.data(),
+                        static_cast<Half*>(y.data_ptr()) + p * out_plane, ip);
+          continue;
+        }
+        if (two_by_two && half_planes) {
           max_plane_2x2(static_cast<const BFloat16*>(x.data_ptr()) + p * in_plane, out, best_h.data(), index_h.data(),
                         static_cast<BFloat16*>(y.data_ptr()) + p * out_plane, ip);
           continue;

@@ -127,10 +127,11 @@ namespace {
 // f on a contiguous bf16 [N, C, H, W] (rows widened on the fly) and on the
 // same values through transposed views (the general path: the input and the
 // incoming gradient gathered whole), forward and backward, bit for bit.
-void check_rows_same_as_general_path(const char* name, const std::function<Tensor(const Tensor&)>& f, DType dtype) {
+void check_rows_same_as_general_path(const char* name, const std::function<Tensor(const Tensor&)>& f, DType dtype,
+                                     const Shape& shape = {6, 5, 9, 7}) {
   INFO(name << ", " << dtype_name(dtype));
   Generator gen(33);
-  const Tensor x = randn({6, 5, 9, 7}, kF32, kCPU, &gen).to(dtype);
+  const Tensor x = randn(shape, kF32, kCPU, &gen).to(dtype);
   const Tensor contiguous = x.detach().requires_grad_();
   const Tensor transposed = x.transpose(2, 3).contiguous().requires_grad_();
   const Tensor y = f(contiguous), y_general = f(transposed.transpose(2, 3));
@@ -152,6 +153,9 @@ TEST_CASE("bf16 and f16 batch norm and max-pool on the CPU: rows widened on the 
         [](const Tensor& x) { return batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5); }, dtype);
     check_rows_same_as_general_path(
         "max_pool2d 2x2", [](const Tensor& x) { return max_pool2d(x, 2, 2); }, dtype);
+    // Even-width planes take the eight-lane 2 x 2 path (11 outputs a row: 8, then a tail of 3).
+    check_rows_same_as_general_path("max_pool2d 2x2, eight lanes", [](const Tensor& x) { return max_pool2d(x, 2, 2); },
+                                    dtype, {3, 4, 9, 22});
     check_rows_same_as_general_path(
         "max_pool2d 3x3 stride 2 padding 1", [](const Tensor& x) { return max_pool2d(x, 3, 2, 1); }, dtype);
   }
