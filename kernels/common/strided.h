@@ -144,8 +144,8 @@ class OutputBuffer {
 // compute type T without a full-size copy: contiguous T is read in place,
 // contiguous bf16 or f16 (autocast's activations) is widened a row at a time
 // into the caller's buffer, where it stays in cache; anything else is
-// gathered once up front. The row-wise kernels (batch norm, pooling) read
-// through it.
+// gathered once up front. The row-wise kernels (batch norm, pooling, RoPE)
+// read through it.
 template <typename T>
 class RowReader {
  public:
