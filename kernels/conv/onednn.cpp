@@ -288,14 +288,23 @@ memory::desc partials_layout(const std::vector<BackwardWeightsPd>& pds, const me
   return pds.front().diff_weights_desc();
 }
 
-void weight_gradient_in_chunks(const Tensor& dy, const Tensor& x, const ConvShape& g, memory::data_type type,
-                               const onednn::LayoutBuffer* dy_reordered, const Tensor& dweight) {
-  const int64_t chunks = weight_grad_chunks(g);
+// Each chunk's weight-gradient primitive, made for (and run on) one thread;
+// none when oneDNN declines any of them.
+std::optional<std::vector<BackwardWeightsPd>> chunk_weight_pds(const ConvShape& g, memory::data_type type) {
+  const OneThread one_thread;
   std::vector<BackwardWeightsPd> pds;
-  {
-    const OneThread one_thread;  // the chunks' primitives are made for (and run on) one thread each
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) pds.push_back(*weights_pd_for(chunk_geometry(g, chunk), type));
+  for (int64_t chunk = 0; chunk < weight_grad_chunks(g); ++chunk) {
+    const std::optional<BackwardWeightsPd> pd = weights_pd_for(chunk_geometry(g, chunk), type);
+    if (!pd) return std::nullopt;
+    pds.push_back(*pd);
   }
+  return pds;
+}
+
+void weight_gradient_in_chunks(const Tensor& dy, const Tensor& x, const ConvShape& g, memory::data_type type,
+                               const std::vector<BackwardWeightsPd>& pds, const onednn::LayoutBuffer* dy_reordered,
+                               const Tensor& dweight) {
+  const int64_t chunks = weight_grad_chunks(g);
   const PlainDescs plain = plain_descs(g, type);
   const ChunkedOperand chunked_dy(plain.dst, dy.data_ptr(), pds.front().diff_dst_desc(), dy_reordered);
   const ChunkedOperand chunked_x(plain.src, x.data_ptr(), pds.front().src_desc(), nullptr);
@@ -372,13 +381,10 @@ bool onednn_conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& wei
                                           [&] { return make_backward_data(geometry, *type); });
     if (!data_pd) return declined(geometry, "input gradient", "no optimised oneDNN kernel for this CPU");
   }
+  std::optional<std::vector<BackwardWeightsPd>> weight_pds;
   if (dweight.defined()) {
-    const OneThread one_thread;  // the chunks' primitives run on one thread each
-    for (int64_t chunk = 0; chunk < weight_grad_chunks(geometry); ++chunk) {
-      if (!weights_pd_for(chunk_geometry(geometry, chunk), *type)) {
-        return declined(geometry, "weight gradient", "no optimised oneDNN kernel for this CPU");
-      }
-    }
+    weight_pds = chunk_weight_pds(geometry, *type);
+    if (!weight_pds) return declined(geometry, "weight gradient", "no optimised oneDNN kernel for this CPU");
   }
 
   const PlainDescs plain = plain_descs(geometry, *type);
@@ -396,8 +402,9 @@ bool onednn_conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& wei
     diff_src.commit();
     finish_output(vdx, dx);
   }
-  if (dweight.defined()) {
-    weight_gradient_in_chunks(vdy, contiguous_as(x, dtype), geometry, *type, diff_dst ? &*diff_dst : nullptr, dweight);
+  if (weight_pds) {
+    weight_gradient_in_chunks(vdy, contiguous_as(x, dtype), geometry, *type, *weight_pds,
+                              diff_dst ? &*diff_dst : nullptr, dweight);
   }
   return true;
 }
