@@ -279,14 +279,13 @@ void max_forward(const Tensor& x, const Pool2dWindow& k, const Tensor& y, const 
     for (int64_t p = begin; p < end; ++p) {
       int64_t* ip = vi ? vi->data() + p * out_plane : unused_indices.data();
       if constexpr (std::is_same_v<T, float>) {
-        if (two_by_two && half_planes && x.dtype() == kF16) {
-          max_plane_2x2(static_cast<const Half*>(x.data_ptr()) + p * in_plane, out, best_h.data(), index_h.data(),
-                        static_cast<Half*>(y.data_ptr()) + p * out_plane, ip);
-          continue;
-        }
         if (two_by_two && half_planes) {
-          max_plane_2x2(static_cast<const BFloat16*>(x.data_ptr()) + p * in_plane, out, best_h.data(), index_h.data(),
-                        static_cast<BFloat16*>(y.data_ptr()) + p * out_plane, ip);
+          const auto pool_plane = [&](auto storage) {  // storage: a Half or BFloat16, for its type
+            using S = decltype(storage);
+            max_plane_2x2(static_cast<const S*>(x.data_ptr()) + p * in_plane, out, best_h.data(), index_h.data(),
+                          static_cast<S*>(y.data_ptr()) + p * out_plane, ip);
+          };
+          x.dtype() == kF16 ? pool_plane(Half()) : pool_plane(BFloat16());
           continue;
         }
       }
