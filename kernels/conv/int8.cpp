@@ -55,10 +55,6 @@ void im2row(const Int8Conv2d& conv, int64_t n, uint8_t* rows) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // y = scales[o] * sum_k (rows - zero point) w over every sample, through
 // im2row and the INT8 GEMM (no bias, no activation).
 void im2row_int8_conv2d(const Int8Conv2d& conv, float* y) {
@@ -91,10 +87,6 @@ void im2row_int8_conv2d(const Int8Conv2d& conv, float* y) {
     });
   }
 }
-
-}  // namespace
-
-namespace {
 
 // act(scale * sum + bias) of a run of positions of one output channel: the
 // loops plain so they vectorise (with the activation's switch inside, per
