@@ -31,6 +31,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/common/kernel_dtype.h"
 #include "runtime/kernel_api.h"
@@ -148,6 +152,17 @@ struct Fp8Gemm {
 // standing in for cuBLASLt, which the simulator does not have
 // (kernels/verify/trust.h).
 enum class GemmBackend : int { Auto, Own, CublasLt, Reference };
+
+// MT_GEMM as the user set it: auto (or unset), own or cublaslt (the one
+// reading of it: the float, FP8 and INT8 dispatchers and gemm() itself).
+// Anything else is an error.
+inline GemmBackend gemm_backend_from_environment() {
+  const char* value = std::getenv("MT_GEMM");
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return GemmBackend::Auto;
+  if (std::strcmp(value, "own") == 0) return GemmBackend::Own;
+  if (std::strcmp(value, "cublaslt") == 0) return GemmBackend::CublasLt;
+  throw std::invalid_argument(std::string("MT_GEMM='") + value + "': expected auto, own or cublaslt");
+}
 
 }  // namespace mt::kernels
 

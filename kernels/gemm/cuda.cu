@@ -61,19 +61,11 @@ using kernels::GemmArgs;
 using kernels::GemmBackend;
 using kernels::KernelDType;
 
-GemmBackend backend_from_environment() {
-  const char* value = std::getenv("MT_GEMM");
-  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return GemmBackend::Auto;
-  if (std::strcmp(value, "own") == 0) return GemmBackend::Own;
-  if (std::strcmp(value, "cublaslt") == 0) return GemmBackend::CublasLt;
-  throw std::invalid_argument(std::string("MT_GEMM='") + value + "': expected auto, own or cublaslt");
-}
-
 // The back end a request names, before any trial: Auto stays Auto only for
 // MT_GEMM=auto (or unset) on a GPU.
 GemmBackend resolve(GemmBackend requested) {
   if (requested != GemmBackend::Auto) return requested;
-  const GemmBackend from_env = backend_from_environment();
+  const GemmBackend from_env = kernels::gemm_backend_from_environment();
 #if MT_SIM_BUILD
   (void)from_env;
   return GemmBackend::Own;  // no cuBLASLt in the simulator

@@ -10,8 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 
 #include "kernels/dispatch.h"
@@ -34,8 +32,7 @@ inline std::optional<GemmBackend> fp8_gemm_backend(const Tensor& a, const Tensor
   if (a.size(1) % 16 != 0 || a.size(1) == 0 || !a.is_contiguous() || !b.is_contiguous()) return std::nullopt;
   if (reinterpret_cast<std::uintptr_t>(a.data_ptr()) % 16 != 0 || reinterpret_cast<std::uintptr_t>(b.data_ptr()) % 16)
     return std::nullopt;
-  const char* forced = std::getenv("MT_GEMM");
-  if (forced != nullptr && *forced != '\0' && std::strcmp(forced, "auto") != 0) return GemmBackend::Auto;
+  if (gemm_backend_from_environment() != GemmBackend::Auto) return GemmBackend::Auto;  // fp8_gemm honours it
   if (verify::own_family_trusted(verify::OwnFamily::GemmV10Fp8, a.device())) return GemmBackend::Auto;
   verify::warn_untrusted(verify::OwnFamily::GemmV10Fp8, a.device());
   if (a.device().is_cuda() && per_tensor) return GemmBackend::CublasLt;

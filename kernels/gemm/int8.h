@@ -22,9 +22,6 @@
 // wrong numbers.
 #pragma once
 
-#include <cstdlib>
-#include <string_view>
-
 #include "kernels/dispatch.h"
 #include "kernels/gemm/api.h"
 #include "kernels/gemm/cpu.h"
@@ -39,13 +36,10 @@ enum class Int8GemmPath { OwnRung, Vendor };
 // path may run there.
 inline Int8GemmPath int8_gemm_path(const Int8Gemm& g, Device device) {
   using verify::OwnFamily;
-  const char* env = std::getenv("MT_GEMM");
-  const std::string_view forced = env == nullptr || *env == '\0' ? "auto" : env;
-  MT_CHECK(forced == "auto" || forced == "own" || forced == "cublaslt", "MT_GEMM='{}': expected auto, own or cublaslt",
-           forced);
-  if (forced == "own") return Int8GemmPath::OwnRung;  // the user's explicit choice, as for float GEMMs
+  const GemmBackend forced = gemm_backend_from_environment();
+  if (forced == GemmBackend::Own) return Int8GemmPath::OwnRung;  // the user's explicit choice, as for float GEMMs
   const bool vendor_takes = int8_vendor_takes(g);
-  if (forced == "cublaslt") {
+  if (forced == GemmBackend::CublasLt) {
     MT_CHECK(vendor_takes,
              "MT_GEMM=cublaslt: cuBLASLt's INT8 GEMM needs k > 0, n and k multiples of 4 and a 4-byte aligned weight "
              "(got n={}, k={})",

@@ -13,13 +13,11 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
-#include <cstring>
 
-#include "kernels/gemm/cpu.h"
 #include "kernels/common/dispatch_helpers.h"
-#include "kernels/gemm/api.h"
 #include "kernels/dispatch.h"
+#include "kernels/gemm/api.h"
+#include "kernels/gemm/cpu.h"
 #include "kernels/verify/trust.h"
 
 namespace mt::kernels {
@@ -71,8 +69,7 @@ inline verify::OwnFamily own_gemm_family(const GemmArgs& args, Backend backend) 
 // sim treated as a GPU, the v1 rung standing in for it), with one warning.
 // MT_GEMM=own or cublaslt is the user's explicit choice: gemm() reads it.
 inline GemmBackend verified_gemm_backend(const GemmArgs& args, Device device, Backend backend) {
-  const char* forced = std::getenv("MT_GEMM");
-  if (forced != nullptr && *forced != '\0' && std::strcmp(forced, "auto") != 0) return GemmBackend::Auto;
+  if (gemm_backend_from_environment() != GemmBackend::Auto) return GemmBackend::Auto;  // gemm() honours it
   const verify::OwnFamily family = own_gemm_family(args, backend);
   if (verify::own_family_trusted(family, device)) return GemmBackend::Auto;
   verify::warn_untrusted(family, device);
