@@ -6,12 +6,15 @@
 # flags and the back end mixtape's CPU GEMMs and convolutions run on. Run it
 # on an idle machine: anything else running skews both sides.
 # Needs Debian's python3-torch and libopenblas0-pthread (PyTorch's reference).
-# Usage: [MODELS="mlp cnn resnet"] [PRECISIONS="fp32 bf16"] bench/cpu_fashion_vs_pytorch.sh [build-dir] [steps]
+# The sides alternate ROUNDS times (default 3) and the table compares medians
+# (bench/side_by_side.sh).
+# Usage: [MODELS="mlp cnn resnet"] [PRECISIONS="fp32 bf16"] [ROUNDS=3] bench/cpu_fashion_vs_pytorch.sh [build-dir] [steps]
 set -euo pipefail
 build=${1:-build}
 steps=${2:-200}
 here="$(cd "$(dirname "$0")" && pwd)"
 export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive
+source "$here/side_by_side.sh"
 
 mixtape_rate() {  # model precision -> samples/s
   # --threads 2, fixed, as PyTorch's side is (the default 0 lets the ThreadTuner choose).
@@ -24,14 +27,11 @@ torch_rate() {  # model precision -> samples/s
 }
 
 torch_version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
-echo "| model | precision | mixtape samples/s | PyTorch $torch_version samples/s | ratio |"
-echo "|---|---|---|---|---|"
+echo "| model | precision | mixtape samples/s | PyTorch $torch_version samples/s | ratio | rounds: mixtape / PyTorch |"
+echo "|---|---|---|---|---|---|"
 for model in ${MODELS:-mlp cnn}; do
   for precision in ${PRECISIONS:-fp32 bf16}; do
-    ours=$(mixtape_rate "$model" "$precision")
-    theirs=$(torch_rate "$model" "$precision")
-    awk -v m="$model" -v p="$precision" -v a="$ours" -v b="$theirs" \
-      'BEGIN { printf "| %s | %s | %.0f | %.0f | %.2fx |\n", m, p, a, b, a / b }'
+    echo "| $model | $precision | $(side_by_side "mixtape_rate $model $precision" "torch_rate $model $precision") |"
   done
 done
 echo

@@ -5,7 +5,9 @@
 # length, in fp32 and in bf16 autocast, both on 2 threads. Prints training
 # tokens/s of each and the ratio, as a Markdown table. Run it on an idle
 # machine: anything else running skews both sides.
-# Usage: [PRECISIONS="fp32 bf16"] [MODELS="gpt-small llama-small bert-tiny"] \
+# The sides alternate ROUNDS times (default 3) and the table compares medians
+# (bench/side_by_side.sh).
+# Usage: [PRECISIONS="fp32 bf16"] [MODELS="gpt-small llama-small bert-tiny"] [ROUNDS=3] \
 #        bench/cpu_transformers_vs_pytorch.sh [build-dir] [steps]
 # (PRECISIONS=fp32 skips PyTorch 1.13's CPU bf16, which takes minutes per config.)
 set -euo pipefail
@@ -13,6 +15,7 @@ build=${1:-build}
 steps=${2:-10}
 here="$(cd "$(dirname "$0")" && pwd)"
 export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive
+source "$here/side_by_side.sh"
 
 # model  dataset  batch  context
 configs=("gpt-small synthetic-tokens 8 256" "llama-small synthetic-tokens 8 256" "bert-tiny brown-genre 32 128")
@@ -68,15 +71,13 @@ print(f"{steps * batch * context / (time.perf_counter() - start):.0f}")
 PY
 }
 
-echo "| model | batch x context | precision | mixtape tokens/s | PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') tokens/s | ratio |"
-echo "|---|---|---|---|---|---|"
+echo "| model | batch x context | precision | mixtape tokens/s | PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') tokens/s | ratio | rounds: mixtape / PyTorch |"
+echo "|---|---|---|---|---|---|---|"
 for config in "${configs[@]}"; do
   read -r model dataset batch context <<<"$config"
   [[ "$models" == *" $model "* ]] || continue
   for precision in ${PRECISIONS:-fp32 bf16}; do
-    ours=$(mixtape_rate "$model" "$dataset" "$batch" "$context" "$precision")
-    theirs=$(torch_rate "$model" "$batch" "$context" "$precision")
-    ratio=$(/usr/bin/python3 -c "print(f'{$ours / $theirs:.2f}x')")
-    echo "| $model | $batch x $context | $precision | $ours | $theirs | $ratio |"
+    echo "| $model | $batch x $context | $precision | $(side_by_side "mixtape_rate $model $dataset $batch $context $precision" \
+      "torch_rate $model $batch $context $precision") |"
   done
 done
