@@ -1,8 +1,9 @@
-// CPU batch norm over x seen as [N, C, S]. Sums accumulate in double (a
-// channel can hold N*S ~ 1e5 values): per (n, c) row over eight lanes
-// (kernels/common/lane_sum.h: vectorised), then per channel over the rows in
-// order, so any thread count gives the same bits; everything else computes
-// in f32 (f64 for f64 inputs) and is rounded once on store. OpenMP runs over
+// CPU batch norm over x seen as [N, C, S]. Sums are taken per (n, c) row
+// (kernels/common/lane_sum.h's row sums: f32 lanes within blocks of 512
+// values, the blocks totalled in double; all in double for f64 inputs),
+// then per channel over the rows in order in double (a channel can hold
+// N*S ~ 1e5 values), so any thread count gives the same bits; everything
+// else computes in f32 (f64 for f64 inputs) and is rounded once on store. OpenMP runs over
 // the (n, c) rows, in memory order, for every pass.
 #include "kernels/batch_norm/cpu.h"
 
@@ -70,12 +71,8 @@ std::vector<RowMoments> row_moments(const RowReader<T>& rx, const Layout& L) {
     std::vector<T> buffer(static_cast<size_t>(L.s));
     for (int64_t row = begin; row < end; ++row) {
       const T* p = rx.row(row, buffer.data());
-      LaneSum sum;
-      sum.add(L.s, [p](int64_t s) { return p[s]; });
-      const double m = L.s > 0 ? sum.total() / static_cast<double>(L.s) : 0.0;
-      LaneSum squares;
-      squares.add(L.s, [p, m](int64_t s) { return (p[s] - m) * (p[s] - m); });
-      rows[static_cast<size_t>(row)] = {m, squares.total()};
+      const T m = L.s > 0 ? static_cast<T>(sum_of(p, L.s) / static_cast<double>(L.s)) : T(0);
+      rows[static_cast<size_t>(row)] = {static_cast<double>(m), sum_of_squared_deviations(p, m, L.s)};
     }
   });
   return rows;
@@ -159,14 +156,11 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
   parallel_for(L.n * L.c, 2 * L.s, [&](int64_t begin, int64_t end) {
     std::vector<T> g_buffer(static_cast<size_t>(L.s)), x_buffer(static_cast<size_t>(L.s));
     for (int64_t row = begin; row < end; ++row) {
-      const double m = vmean[row % L.c];
+      const T m = vmean[row % L.c];
       const T* g = rdy.row(row, g_buffer.data());
       const T* p = rx.row(row, x_buffer.data());
-      LaneSum a, b;
-      a.add(L.s, [g](int64_t s) { return g[s]; });
-      b.add(L.s, [g, p, m](int64_t s) { return g[s] * (p[s] - m); });
-      row_dy[static_cast<size_t>(row)] = a.total();
-      row_dy_xc[static_cast<size_t>(row)] = b.total();
+      row_dy[static_cast<size_t>(row)] = sum_of(g, L.s);
+      row_dy_xc[static_cast<size_t>(row)] = sum_of_products_with_deviations(g, p, m, L.s);
     }
   });
   parallel_for(L.c, 2 * L.n, [&](int64_t begin, int64_t end) {

@@ -1,4 +1,6 @@
-// A long sum in double, vectorised and still deterministic.
+// Long sums, vectorised and still deterministic: LaneSum (in double, any
+// terms), and the row sums below (f32 rows in f32 blocks, f64 rows in
+// LaneSum).
 //
 // One running `sum += p[i]` is a chain of dependent adds: the CPU waits an
 // add's latency (4 cycles) per element and the compiler may not reorder it.
@@ -10,7 +12,12 @@
 // threads.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 namespace mt::kernels::cpu {
 
@@ -35,5 +42,111 @@ class LaneSum {
  private:
   double lanes_[kLanes] = {};
 };
+
+// ---- Row sums: batch norm's statistics, the conv bias gradient ----------
+//
+// Sums over one row of f32 values, in blocks of kSumBlock: within a block,
+// two eight-lane f32 accumulators (two independent add chains) and the
+// last < 8 terms in order, the lanes folded in a fixed tree; the blocks'
+// totals added in double. A term meets at most 32 + 5 roundings in f32 (a
+// lane adds kSumBlock / 16 of them), so a row's sum is within about 37 f32
+// ulps of its terms' magnitudes however long the row. LaneSum for the same
+// rows converted every term to double and kept one chain per four lanes: a
+// bf16 batch norm's statistics waited on its dependent adds (perf), and a
+// single-threaded bf16 batch norm of [128, 32, 28, 28] took 1.68 ms forward
+// against 1.24 with these. The order depends only on n. f64 rows keep
+// LaneSum.
+constexpr int64_t kSumBlock = 512;
+
+// sum over i < n of term(i), with vec(i) the eight terms from i on.
+template <typename Vec, typename Term>
+double block_sum_f32(int64_t n, Vec&& vec, Term&& term) {
+  double total = 0;
+  for (int64_t start = 0; start < n; start += kSumBlock) {
+    const int64_t end = std::min(n, start + kSumBlock);
+    int64_t i = start;
+    float block = 0;
+#if defined(__AVX2__)
+    __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+    for (; i + 16 <= end; i += 16) {
+      a = _mm256_add_ps(a, vec(i));
+      b = _mm256_add_ps(b, vec(i + 8));
+    }
+    if (i + 8 <= end) {
+      a = _mm256_add_ps(a, vec(i));
+      i += 8;
+    }
+    a = _mm256_add_ps(a, b);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    block = _mm_cvtss_f32(h);
+#else
+    (void)vec;
+#endif
+    float rest = 0;
+    for (; i < end; ++i) rest += term(i);
+    total += static_cast<double>(block) + static_cast<double>(rest);
+  }
+  return total;
+}
+
+#if defined(__AVX2__)
+inline double sum_of(const float* p, int64_t n) {
+  return block_sum_f32(
+      n, [p](int64_t i) { return _mm256_loadu_ps(p + i); }, [p](int64_t i) { return p[i]; });
+}
+
+// sum of (p[i] - m)^2.
+inline double sum_of_squared_deviations(const float* p, float m, int64_t n) {
+  const __m256 vm = _mm256_set1_ps(m);
+  return block_sum_f32(
+      n,
+      [p, vm](int64_t i) {
+        const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(p + i), vm);
+        return _mm256_mul_ps(d, d);
+      },
+      [p, m](int64_t i) { return (p[i] - m) * (p[i] - m); });
+}
+
+// sum of g[i] * (p[i] - m).
+inline double sum_of_products_with_deviations(const float* g, const float* p, float m, int64_t n) {
+  const __m256 vm = _mm256_set1_ps(m);
+  return block_sum_f32(
+      n,
+      [g, p, vm](int64_t i) {
+        return _mm256_mul_ps(_mm256_loadu_ps(g + i), _mm256_sub_ps(_mm256_loadu_ps(p + i), vm));
+      },
+      [g, p, m](int64_t i) { return g[i] * (p[i] - m); });
+}
+#else
+inline double sum_of(const float* p, int64_t n) {
+  return block_sum_f32(n, nullptr, [p](int64_t i) { return p[i]; });
+}
+inline double sum_of_squared_deviations(const float* p, float m, int64_t n) {
+  return block_sum_f32(n, nullptr, [p, m](int64_t i) { return (p[i] - m) * (p[i] - m); });
+}
+inline double sum_of_products_with_deviations(const float* g, const float* p, float m, int64_t n) {
+  return block_sum_f32(n, nullptr, [g, p, m](int64_t i) { return g[i] * (p[i] - m); });
+}
+#endif
+
+inline double sum_of(const double* p, int64_t n) {
+  LaneSum sum;
+  sum.add(n, [p](int64_t i) { return p[i]; });
+  return sum.total();
+}
+
+inline double sum_of_squared_deviations(const double* p, double m, int64_t n) {
+  LaneSum sum;
+  sum.add(n, [p, m](int64_t i) { return (p[i] - m) * (p[i] - m); });
+  return sum.total();
+}
+
+inline double sum_of_products_with_deviations(const double* g, const double* p, double m, int64_t n) {
+  LaneSum sum;
+  sum.add(n, [g, p, m](int64_t i) { return g[i] * (p[i] - m); });
+  return sum.total();
+}
 
 }  // namespace mt::kernels::cpu

@@ -109,8 +109,7 @@ void col2im(const T* col, const ConvShape& g, int64_t channels, T* dx) {
 }
 
 template <typename T>
-void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvShape& g,
-                   const Tensor& y) {
+void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvShape& g, const Tensor& y) {
   const Loaded<T> vx(x), vw(weight);
   std::optional<Loaded<T>> vb;
   if (bias.defined()) vb.emplace(bias);
@@ -149,10 +148,10 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   }
 }
 
-// dbias = the sum of dy over the batch and the output plane, in f64: each
-// (n, o) plane over eight lanes (LaneSum), in parallel and in memory order,
-// then each channel over its planes in order (the same bits on any thread
-// count). It reads dy where it lies (bf16 planes widened one at a time): one
+// dbias = the sum of dy over the batch and the output plane: each (n, o)
+// plane by sum_of (lane_sum.h: f32 blocks totalled in double), in parallel
+// and in memory order, then each channel over its planes in order in double
+// (the same bits on any thread count). It reads dy where it lies (bf16 planes widened one at a time): one
 // scalar chain over a whole f32 copy of dy was 8% of a bf16 cnn step, and
 // the copy (made even when oneDNN computes the other gradients) 3% more.
 template <typename T>
@@ -164,9 +163,7 @@ void bias_gradient(const Tensor& dy, const ConvShape& g, const Tensor& dbias) {
     std::vector<T> buffer(static_cast<size_t>(L));
     for (int64_t plane = begin; plane < end; ++plane) {
       const T* p = rdy.row(plane, buffer.data());
-      LaneSum sum;
-      sum.add(L, [p](int64_t l) { return p[l]; });
-      plane_sums[static_cast<size_t>(plane)] = sum.total();
+      plane_sums[static_cast<size_t>(plane)] = sum_of(p, L);
     }
   });
   std::vector<T> db(static_cast<size_t>(g.out_channels));
