@@ -86,9 +86,15 @@ Tensor view(const Tensor& self, const Shape& shape) {
   return record_view("view", self, v, [in = self.sizes()](const Tensor& g) { return g.reshape(in); });
 }
 
+// A view wherever the strides allow one (as PyTorch: splitting the last dim
+// of a fused qkv slice, or a transposed tensor kept in its own shape), a
+// contiguous copy otherwise. Copying every non-contiguous input made three
+// copies of each GPT block's q, k and v slices.
 Tensor reshape(const Tensor& self, const Shape& shape) {
   if (self.is_contiguous() || self.numel() == 0) return self.view(shape);
-  return self.contiguous().view(shape);
+  const Shape s = infer_shape(shape, self.numel(), "reshape");
+  if (view_strides(self.sizes(), self.strides(), s).has_value()) return self.view(s);
+  return self.contiguous().view(s);
 }
 
 Tensor flatten(const Tensor& self, int64_t start_dim, int64_t end_dim) {

@@ -79,7 +79,8 @@ TEST_CASE("reductions take an integer dim, braces stay a list of dims", "[ops][m
 
 // Catches: view refusing a stride-compatible non-contiguous tensor (nanoGPT's
 // q.view(B, T, H, D) after split), or viewing one it cannot (a transpose
-// flattened), and view strides that read the wrong elements.
+// flattened), view strides that read the wrong elements, and reshape copying
+// where it could view.
 TEST_CASE("view follows PyTorch's stride rule", "[ops][methods][shape]") {
   const Tensor qkv = randn64({2, 5, 3 * 8}, 34);  // [B, T, 3C]
   const std::vector<Tensor> parts = split(qkv, 8, 2);
@@ -95,8 +96,19 @@ TEST_CASE("view follows PyTorch's stride rule", "[ops][methods][shape]") {
   // Rows 24 apart cannot merge with the 8 columns: PyTorch refuses too.
   CHECK_THROWS_WITH(q.view({2, 40}), Contains("cannot be viewed as [2, 40]") && Contains("reshape"));
   CHECK_THROWS_WITH(qkv.transpose(1, 2).view({2, 120}), Contains("without a copy"));
-  // reshape still copies when view cannot, and the gradient of a view of a strided tensor flows.
+  // reshape views wherever view can (GPT's split_heads of a qkv slice: a
+  // copy per q, k and v before), copies only when view cannot, and the
+  // gradient of a view of a strided tensor flows.
+  const Tensor reshaped = q.reshape({2, 5, 2, 4});
+  CHECK(reshaped.storage() == qkv.storage());
+  CHECK(reshaped.to_vector() == heads.to_vector());
+  CHECK(q.reshape({2, 40}).storage() != qkv.storage());
   CHECK(q.reshape({2, 40}).to_vector() == q.contiguous().view({2, 40}).to_vector());
+  require_gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return split(in[0], 8, 2)[2].reshape({2, 5, 2, 4}) * 3.0;
+      },
+      {qkv}, "reshape of a split");
   require_gradcheck(
       [](const std::vector<Tensor>& in) {
         return split(in[0], 8, 2)[1].view({2, 5, 2, 4});
