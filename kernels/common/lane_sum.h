@@ -53,8 +53,8 @@ class LaneSum {
 // ulps of its terms' magnitudes however long the row. LaneSum for the same
 // rows converted every term to double and kept one chain per four lanes: a
 // bf16 batch norm's statistics waited on its dependent adds (perf), and a
-// single-threaded bf16 batch norm of [128, 32, 28, 28] took 1.68 ms forward
-// against 1.24 with these. The order depends only on n. f64 rows keep
+// single-threaded bf16 batch norm of [128, 32, 28, 28] took 1.69 ms forward
+// (4.30 with its backward) against 1.07 (3.13) with these. The order depends only on n. f64 rows keep
 // LaneSum.
 constexpr int64_t kSumBlock = 512;
 
