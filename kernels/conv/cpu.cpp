@@ -151,9 +151,10 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 // dbias = the sum of dy over the batch and the output plane: each (n, o)
 // plane by sum_of (lane_sum.h: f32 blocks totalled in double), in parallel
 // and in memory order, then each channel over its planes in order in double
-// (the same bits on any thread count). It reads dy where it lies (bf16 planes widened one at a time): one
-// scalar chain over a whole f32 copy of dy was 8% of a bf16 cnn step, and
-// the copy (made even when oneDNN computes the other gradients) 3% more.
+// (the same bits on any thread count). It reads dy where it lies (bf16
+// planes widened one at a time): one scalar chain over a whole f32 copy of
+// dy was 8% of a bf16 cnn step, and the copy (made even when oneDNN
+// computes the other gradients) 3% more.
 template <typename T>
 void bias_gradient(const Tensor& dy, const ConvShape& g, const Tensor& dbias) {
   const int64_t L = g.out_h * g.out_w, planes = g.batch * g.out_channels;

@@ -41,110 +41,49 @@ std::vector<ViewCase> view_cases() {
   for (int r = 0; r < 3; ++r)
     for (int k = 0; k < 4; ++k) expanded.push_back(20 + k);
   return {
-      {"reshape",
-       [](const Tensor& x) {
-         return x.reshape({6, 4});
-       },
-       {6, 4},
-       all},
-      {"reshape -1",
-       [](const Tensor& x) {
-         return x.reshape({-1, 8});
-       },
-       {3, 8},
-       all},
-      {"view",
-       [](const Tensor& x) {
-         return x.view({4, 6});
-       },
-       {4, 6},
-       all},
-      {"view -1",
-       [](const Tensor& x) {
-         return x.view({2, -1});
-       },
-       {2, 12},
-       all},
-      {"reshape of a transposed view",
-       [](const Tensor& x) {
-         return x.transpose(0, 1).reshape({6, 4});
-       },
-       {6, 4},
-       t01},
-      {"permute",
-       [](const Tensor& x) {
-         return x.permute({2, 0, 1});
-       },
-       {4, 2, 3},
-       p201},
-      {"permute negative dims",
-       [](const Tensor& x) {
-         return x.permute({-1, 0, -2});
-       },
-       {4, 2, 3},
-       p201},
+      {"reshape", [](const Tensor& x) { return x.reshape({6, 4}); }, {6, 4}, all},
+      {"reshape -1", [](const Tensor& x) { return x.reshape({-1, 8}); }, {3, 8}, all},
+      {"view", [](const Tensor& x) { return x.view({4, 6}); }, {4, 6}, all},
+      {"view -1", [](const Tensor& x) { return x.view({2, -1}); }, {2, 12}, all},
+      {"reshape of a transposed view", [](const Tensor& x) { return x.transpose(0, 1).reshape({6, 4}); }, {6, 4}, t01},
+      {"permute", [](const Tensor& x) { return x.permute({2, 0, 1}); }, {4, 2, 3}, p201},
+      {"permute negative dims", [](const Tensor& x) { return x.permute({-1, 0, -2}); }, {4, 2, 3}, p201},
       {"transpose", [](const Tensor& x) { return x.transpose(0, 1); }, {3, 2, 4}, t01},
       {"transpose negative", [](const Tensor& x) { return x.transpose(-3, -2); }, {3, 2, 4}, t01},
-      {"narrow",
-       [](const Tensor& x) { return x.narrow(2, 1, 2); },
-       {2, 3, 2},
+      {"narrow", [](const Tensor& x) { return x.narrow(2, 1, 2); }, {2, 3, 2},
        range({1, 2, 5, 6, 9, 10, 13, 14, 17, 18, 21, 22})},
-      {"narrow negative start",
-       [](const Tensor& x) { return x.narrow(1, -1, 1); },
-       {2, 1, 4},
+      {"narrow negative start", [](const Tensor& x) { return x.narrow(1, -1, 1); }, {2, 1, 4},
        range({8, 9, 10, 11, 20, 21, 22, 23})},
-      {"slice step 2",
-       [](const Tensor& x) { return x.slice(2, 0, 4, 2); },
-       {2, 3, 2},
+      {"slice step 2", [](const Tensor& x) { return x.slice(2, 0, 4, 2); }, {2, 3, 2},
        range({0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22})},
-      {"slice step 3 with offset",
-       [](const Tensor& x) { return x.slice(2, 1, 4, 3); },
-       {2, 3, 1},
+      {"slice step 3 with offset", [](const Tensor& x) { return x.slice(2, 1, 4, 3); }, {2, 3, 1},
        range({1, 5, 9, 13, 17, 21})},
-      {"slice negative and clamped end",
-       [](const Tensor& x) { return x.slice(1, -2, 100); },
-       {2, 2, 4},
+      {"slice negative and clamped end", [](const Tensor& x) { return x.slice(1, -2, 100); }, {2, 2, 4},
        range({4, 5, 6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22, 23})},
-      {"slice of a slice",
-       [](const Tensor& x) { return x.slice(2, 1, 4).slice(2, 0, 3, 2); },
-       {2, 3, 2},
+      {"slice of a slice", [](const Tensor& x) { return x.slice(2, 1, 4).slice(2, 0, 3, 2); }, {2, 3, 2},
        range({1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23})},
       {"select", [](const Tensor& x) { return x.select(1, 2); }, {2, 4}, range({8, 9, 10, 11, 20, 21, 22, 23})},
-      {"select negative", [](const Tensor& x) { return x.select(-1, -1); }, {2, 3}, range({3, 7, 11, 15, 19, 23})},
-      {"expand",
-       [](const Tensor& x) {
-         return x.select(0, 1).select(0, 2).unsqueeze(0).expand({3, 4});
-       },
-       {3, 4},
+      {"select negative", [](const Tensor& x) { return x.select(-1, -1); }, {2, 3},
+       range({3, 7, 11, 15, 19, 23})},
+      {"expand", [](const Tensor& x) { return x.select(0, 1).select(0, 2).unsqueeze(0).expand({3, 4}); }, {3, 4},
        expanded},
       {"expand -1 and new leading dims",
-       [](const Tensor& x) {
-         return x.narrow(0, 0, 1).narrow(1, 0, 1).expand({2, 2, -1, 4});
-       },
-       {2, 2, 1, 4},
-       range({0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3})},
+       [](const Tensor& x) { return x.narrow(0, 0, 1).narrow(1, 0, 1).expand({2, 2, -1, 4}); },
+       {2, 2, 1, 4}, range({0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3})},
       {"unsqueeze", [](const Tensor& x) { return x.unsqueeze(1); }, {2, 1, 3, 4}, all},
       {"unsqueeze last", [](const Tensor& x) { return x.unsqueeze(-1); }, {2, 3, 4, 1}, all},
       {"squeeze dim", [](const Tensor& x) { return x.unsqueeze(1).squeeze(1); }, {2, 3, 4}, all},
       {"squeeze non-1 dim is a no-op", [](const Tensor& x) { return x.squeeze(0); }, {2, 3, 4}, all},
-      {"squeeze all",
-       [](const Tensor& x) { return x.narrow(1, 1, 1).unsqueeze(0).squeeze(); },
-       {2, 4},
+      {"squeeze all", [](const Tensor& x) { return x.narrow(1, 1, 1).unsqueeze(0).squeeze(); }, {2, 4},
        range({4, 5, 6, 7, 16, 17, 18, 19})},
       {"flatten", [](const Tensor& x) { return x.flatten(); }, {24}, all},
       {"flatten 1..2", [](const Tensor& x) { return x.flatten(1); }, {2, 12}, all},
       {"flatten 0..1", [](const Tensor& x) { return x.flatten(0, 1); }, {6, 4}, all},
       {"flatten of a transposed view", [](const Tensor& x) { return x.transpose(0, 1).flatten(); }, {24}, t01},
-      {"contiguous of a permuted view",
-       [](const Tensor& x) {
-         return x.permute({2, 0, 1}).contiguous();
-       },
-       {4, 2, 3},
+      {"contiguous of a permuted view", [](const Tensor& x) { return x.permute({2, 0, 1}).contiguous(); }, {4, 2, 3},
        p201},
       {"clone", [](const Tensor& x) { return x.clone(); }, {2, 3, 4}, all},
-      {"t() of a select",
-       [](const Tensor& x) { return x.select(0, 0).t(); },
-       {4, 3},
+      {"t() of a select", [](const Tensor& x) { return x.select(0, 0).t(); }, {4, 3},
        range({0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11})},
   };
 }
@@ -177,10 +116,10 @@ TEST_CASE("views share storage, contiguous/clone copies do not", "[ops][shape]")
   CHECK(v.storage() == x.storage());
   CHECK(s.storage() == x.storage());
   CHECK(x.view({6}).storage() == x.storage());
-  CHECK(x.reshape({3, 2}).storage() == x.storage());     // contiguous input: a view
-  CHECK(v.reshape({6}).storage() != x.storage());        // no view merges a transpose: a copy
+  CHECK(x.reshape({3, 2}).storage() == x.storage());  // contiguous input: a view
+  CHECK(v.reshape({6}).storage() != x.storage());     // no view merges a transpose: a copy
   CHECK(v.reshape({3, 1, 2}).storage() == x.storage());  // a size-1 dim added: a view, as PyTorch
-  CHECK(x.contiguous().storage() == x.storage());        // already contiguous: itself
+  CHECK(x.contiguous().storage() == x.storage());     // already contiguous: itself
   CHECK(v.contiguous().storage() != x.storage());
   CHECK(v.contiguous().is_contiguous());
   CHECK(x.clone().storage() != x.storage());
@@ -252,16 +191,10 @@ TEST_CASE("cat, stack and split: forward, gradcheck, dtype promotion", "[ops][sh
   check_equal(cat({a.to(kF16), c.to(kBF16)}, 0), {0, 1, 2, 3, 4, 5, 200, 201, 202}, "promoted cat");
   check_equal(cat({a.t(), c.t()}, 1), {0, 3, 200, 1, 4, 201, 2, 5, 202}, "cat of transposed views");
 
-  require_gradcheck(
-      [](const std::vector<Tensor>& in) {
-        return cat({in[0], in[1], in[2]}, 1);
-      },
-      {randn64({2, 3}, 1), randn64({2, 1}, 2), randn64({2, 2}, 3)}, "cat");
-  require_gradcheck(
-      [](const std::vector<Tensor>& in) {
-        return cat({in[0], in[0].t()}, 0);
-      },
-      {randn64({2, 2}, 4)}, "cat of x with x^T");
+  require_gradcheck([](const std::vector<Tensor>& in) { return cat({in[0], in[1], in[2]}, 1); },
+                    {randn64({2, 3}, 1), randn64({2, 1}, 2), randn64({2, 2}, 3)}, "cat");
+  require_gradcheck([](const std::vector<Tensor>& in) { return cat({in[0], in[0].t()}, 0); }, {randn64({2, 2}, 4)},
+                    "cat of x with x^T");
 
   // stack
   const Tensor s0 = stack({a, add(a, 10.0)}, 0);
@@ -270,11 +203,8 @@ TEST_CASE("cat, stack and split: forward, gradcheck, dtype promotion", "[ops][sh
   const Tensor s2 = stack({a, add(a, 10.0)}, -1);
   CHECK(s2.sizes() == Shape{2, 3, 2});
   check_equal(s2, {0, 10, 1, 11, 2, 12, 3, 13, 4, 14, 5, 15}, "stack dim -1");
-  require_gradcheck(
-      [](const std::vector<Tensor>& in) {
-        return stack({in[0], in[1]}, 1);
-      },
-      {randn64({2, 3}, 5), randn64({2, 3}, 6)}, "stack");
+  require_gradcheck([](const std::vector<Tensor>& in) { return stack({in[0], in[1]}, 1); },
+                    {randn64({2, 3}, 5), randn64({2, 3}, 6)}, "stack");
   const Tensor u = randn64({2, 3}, 5), w = randn64({2, 3}, 6);
   check_equal(stack({u.to(kF16), w.to(kF16)}, 1), stack({u, w}, 1).to(kF16).to_vector(), "stack f16 exact");
   check_equal(cat({u.to(kBF16), w.to(kBF16)}, 1), cat({u, w}, 1).to(kBF16).to_vector(), "cat bf16 exact");
@@ -311,11 +241,8 @@ TEST_CASE("index_select and gather: forward, repeated indices, gradcheck", "[ops
   check_equal(index_select(x, 0, from_vector(std::vector<int64_t>{1}, {1}, kI32)), {4, 5, 6, 7}, "i32 index");
   CHECK(index_select(x.to(kBF16), 0, i64({1}, {1})).dtype() == kBF16);
   const Tensor r = randn64({3, 4}, 10);
-  require_gradcheck(
-      [](const std::vector<Tensor>& in) {
-        return index_select(in[0], 1, i64({3, 0, 3, 3}, {4}));
-      },
-      {r}, "index_select repeated");
+  require_gradcheck([](const std::vector<Tensor>& in) { return index_select(in[0], 1, i64({3, 0, 3, 3}, {4})); },
+                    {r}, "index_select repeated");
   Tensor w = x.detach().requires_grad_();
   sum(index_select(w, 1, i64({3, 0, 3}, {3}))).backward();
   check_equal(w.grad(), {1, 0, 0, 2, 1, 0, 0, 2, 1, 0, 0, 2}, "index_select gradient counts");
@@ -327,16 +254,10 @@ TEST_CASE("index_select and gather: forward, repeated indices, gradcheck", "[ops
   check_equal(g0, {8, 1, 6, 11}, "gather dim 0");
   check_equal(gather(x, 1, i64({1, 2}, {2, 1})), {1, 6}, "index smaller than input in the other dim");
   check_equal(gather(x.t(), 0, i64({2, 1}, {1, 2})), {2, 5}, "gather from a transposed view");
-  require_gradcheck(
-      [](const std::vector<Tensor>& in) {
-        return gather(in[0], 1, i64({3, 3, 1, 0, 2, 2}, {3, 2}));
-      },
-      {r}, "gather repeated");
-  require_gradcheck(
-      [](const std::vector<Tensor>& in) {
-        return gather(in[0], 0, i64({2, 2, 0, 1}, {1, 4}));
-      },
-      {r}, "gather dim 0");
+  require_gradcheck([](const std::vector<Tensor>& in) { return gather(in[0], 1, i64({3, 3, 1, 0, 2, 2}, {3, 2})); },
+                    {r}, "gather repeated");
+  require_gradcheck([](const std::vector<Tensor>& in) { return gather(in[0], 0, i64({2, 2, 0, 1}, {1, 4})); }, {r},
+                    "gather dim 0");
   const Tensor gi = i64({3, 3, 1, 0, 2, 2}, {3, 2});
   check_equal(gather(r.to(kF16), 1, gi), gather(r, 1, gi).to(kF16).to_vector(), "gather f16 exact");
   check_equal(gather(r.to(kBF16), 1, gi), gather(r, 1, gi).to(kBF16).to_vector(), "gather bf16 exact");
@@ -358,10 +279,8 @@ TEST_CASE("index_add: out of place, repeated indices sum, gradcheck, sim", "[ops
   CHECK(index_add(x.to(kBF16), 0, i64({0}, {1}), zeros({1, 4})).dtype() == kF32);  // promotes, as add does
   const Tensor r = randn64({3, 4}, 11), s = randn64({4, 4}, 12);
   require_gradcheck(
-      [](const std::vector<Tensor>& in) {
-        return index_add(in[0], 0, i64({1, 0, 1, 2}, {4}), in[1]);
-      },
-      {r, s}, "index_add repeated");
+      [](const std::vector<Tensor>& in) { return index_add(in[0], 0, i64({1, 0, 1, 2}, {4}), in[1]); }, {r, s},
+      "index_add repeated");
   const Tensor on_sim = index_add(r.to(kF32).to(kSIM), 0, i64({1, 0, 1, 2}, {4}).to(kSIM), s.to(kF32).to(kSIM));
   check_equal(on_sim.to(kCPU), index_add(r.to(kF32), 0, i64({1, 0, 1, 2}, {4}), s.to(kF32)).to_vector(), "sim");
   CHECK_THROWS_WITH(index_add(x, 0, i64({0}, {1}), src), Catch::Contains("index_add: source [2, 4] must be [1, 4]"));
@@ -402,8 +321,8 @@ TEST_CASE("shape errors name the op, the shape and what was expected", "[ops][sh
   REQUIRE_THROWS_WITH(x.reshape({5, 5}), Catch::Contains("[5, 5]") && Catch::Contains("24"));
   REQUIRE_THROWS_WITH(x.reshape({-1, -1}), Catch::Contains("-1"));
   REQUIRE_THROWS_WITH(x.reshape({-1, 5}), Catch::Contains("24"));
-  REQUIRE_THROWS_WITH(x.transpose(0, 1).view({24}),
-                      Catch::Contains("view") && Catch::Contains("contiguous") && Catch::Contains("reshape"));
+  REQUIRE_THROWS_WITH(x.transpose(0, 1).view({24}), Catch::Contains("view") && Catch::Contains("contiguous") &&
+                                                        Catch::Contains("reshape"));
   REQUIRE_THROWS_WITH(x.permute({0, 1}), Catch::Contains("permute") && Catch::Contains("[2, 3, 4]"));
   REQUIRE_THROWS_WITH(x.permute({0, 1, 1}), Catch::Contains("permute") && Catch::Contains("repeat"));
   REQUIRE_THROWS_WITH(x.transpose(0, 3), Catch::Contains("transpose") && Catch::Contains("dim 3"));
@@ -428,13 +347,14 @@ TEST_CASE("shape errors name the op, the shape and what was expected", "[ops][sh
                       Catch::Contains("split") && Catch::Contains("[1, 2]") && Catch::Contains("size 2"));
   REQUIRE_THROWS_WITH(split(x, 0, 0), Catch::Contains("split"));
 
-  REQUIRE_THROWS_WITH(index_select(x, 0, i64({2}, {1})),
-                      Catch::Contains("index_select") && Catch::Contains("out of range"));
+  REQUIRE_THROWS_WITH(index_select(x, 0, i64({2}, {1})), Catch::Contains("index_select") &&
+                                                             Catch::Contains("out of range"));
   REQUIRE_THROWS_WITH(index_select(x, 0, zeros({1})), Catch::Contains("index_select") && Catch::Contains("f32"));
-  REQUIRE_THROWS_WITH(index_select(x, 0, i64({0, 1}, {1, 2})),
-                      Catch::Contains("index_select") && Catch::Contains("1-D"));
+  REQUIRE_THROWS_WITH(index_select(x, 0, i64({0, 1}, {1, 2})), Catch::Contains("index_select") &&
+                                                                   Catch::Contains("1-D"));
   REQUIRE_THROWS_WITH(index_select(x, 3, i64({0}, {1})), Catch::Contains("index_select"));
-  REQUIRE_THROWS_WITH(gather(x, 1, i64({3}, {1, 1, 1})), Catch::Contains("gather") && Catch::Contains("out of range"));
+  REQUIRE_THROWS_WITH(gather(x, 1, i64({3}, {1, 1, 1})),
+                      Catch::Contains("gather") && Catch::Contains("out of range"));
   REQUIRE_THROWS_WITH(gather(x, 1, i64({0}, {1})), Catch::Contains("gather") && Catch::Contains("dims"));
   REQUIRE_THROWS_WITH(gather(x, 1, zeros({3, 3, 4}, kI64)), Catch::Contains("gather") && Catch::Contains("[3, 3, 4]"));
 }
