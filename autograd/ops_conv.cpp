@@ -158,12 +158,13 @@ Tensor max_pool2d(const Tensor& x_in, Size2 kernel, Size2 stride, Size2 padding)
   Tensor y = empty(out_shape, x.dtype(), x.device());
   const bool grad = autograd::needs_grad({x});
   const Tensor indices = grad ? empty(out_shape, kI64, x.device()) : Tensor();  // only the backward reads them
-  kernels::max_pool2d_forward(x, make_window(kernel, stride, padding, true), y, indices);
+  const kernels::Pool2dWindow window = make_window(kernel, stride, padding, true);
+  kernels::max_pool2d_forward(x, window, y, indices);
   if (!grad) return y;
   // saves: indices (i64)
-  return record(in, y, [si = save(indices), xshape = x.sizes(), dtype = x.dtype()](const Tensor& gy) {
+  return record(in, y, [si = save(indices), window, xshape = x.sizes(), dtype = x.dtype()](const Tensor& gy) {
     Tensor dx = empty(xshape, dtype, gy.device());
-    kernels::max_pool2d_backward(gy, si.get(), dx);
+    kernels::max_pool2d_backward(gy, si.get(), window, dx);
     return std::vector<Tensor>{dx};
   });
 }

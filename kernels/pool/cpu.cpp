@@ -1,6 +1,8 @@
 // CPU pooling. Tensors are seen as [planes, H, W] (planes = every leading dim),
-// loaded into contiguous compute buffers (f32 for f32/f16/bf16, f64 for f64);
-// OpenMP runs over the planes, which never share an output element.
+// loaded into contiguous compute buffers (f32 for f32/f16/bf16, f64 for f64;
+// max-pool's backward copies bf16/f16 gradients as they are where no two
+// windows overlap); OpenMP runs over the planes, which never share an
+// output element.
 #include "kernels/pool/cpu.h"
 
 #include <immintrin.h>
@@ -401,6 +403,49 @@ void max_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx) {
   wdx.commit();
 }
 
+// Windows that share no input element (kernel <= stride both ways: the
+// cnn's 2 x 2 / 2): each input element then takes at most one output's
+// gradient.
+bool windows_apart(const Pool2dWindow& k) { return k.kernel_h <= k.stride_h && k.kernel_w <= k.stride_w; }
+
+bool copies_16_bit_gradients(const Tensor& dy, const Tensor& dx) {
+  return (dx.dtype() == kBF16 || dx.dtype() == kF16) && dy.dtype() == dx.dtype() && dy.is_contiguous() &&
+         dx.is_contiguous();
+}
+
+// The bits max_backward stores for a gradient g that lands alone on its
+// input element: 0 + g, rounded back (exact), so -0 becomes +0 and a NaN
+// the canonical 0x7fff that mixtape's narrowing gives both formats;
+// anything else is g itself.
+uint16_t alone_gradient_bits(uint16_t g, uint16_t infinity) {
+  if (g == 0x8000) return 0;
+  return (g & 0x7fff) > infinity ? uint16_t{0x7fff} : g;
+}
+
+// max_backward for bf16 or f16 gradients of windows that share no input
+// element: every input element is 0 or one output's gradient, so the 16-bit
+// values are copied to their places, with max_backward's bits, instead of
+// widened into an f32 plane, added to zeros and rounded back (bf16
+// max-pool backward took longer than its f32 form in a cnn step's perf).
+void max_backward_16_bit(const Tensor& dy, const Tensor& indices, const Tensor& dx) {
+  const Planes in = planes_of(dx), out = planes_of(dy);
+  const int64_t in_plane = in.h * in.w, out_plane = out.h * out.w;
+  const uint16_t infinity = dx.dtype() == kF16 ? 0x7c00 : 0x7f80;
+  const auto* g = static_cast<const uint16_t*>(dy.data_ptr());
+  auto* d = static_cast<uint16_t*>(dx.data_ptr());
+  const Loaded<int64_t> vi(indices);
+  parallel_for(in.count, 2 * out_plane, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const uint16_t* gp = g + p * out_plane;
+      const int64_t* ip = vi.data() + p * out_plane;
+      uint16_t* dp = d + p * in_plane;
+      std::fill(dp, dp + in_plane, uint16_t{0});
+      for (int64_t o = 0; o < out_plane; ++o) dp[ip[o]] = alone_gradient_bits(gp[o], infinity);
+    }
+  });
+  dx.storage()->bump_version();
+}
+
 // Calls fn(out_index, h0, h1, w0, w1, divisor) for every average-pooling window
 // of a plane.
 template <typename Fn>
@@ -492,8 +537,9 @@ void max_pool2d_forward(const Tensor& x, const Pool2dWindow& window, const Tenso
   if (x.dtype() == kF64) return max_forward<double>(x, window, y, indices);
   max_forward<float>(x, window, y, indices);
 }
-void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx) {
+void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dWindow& window, const Tensor& dx) {
   if (dx.dtype() == kF64) return max_backward<double>(dy, indices, dx);
+  if (windows_apart(window) && copies_16_bit_gradients(dy, dx)) return max_backward_16_bit(dy, indices, dx);
   max_backward<float>(dy, indices, dx);
 }
 void avg_pool2d_forward(const Tensor& x, const Pool2dWindow& window, const Tensor& y) {

@@ -19,7 +19,7 @@ namespace cpu {
 // each window's max (the first one on ties); padding never wins. Undefined
 // indices: y alone (what a no-grad forward asks for).
 void max_pool2d_forward(const Tensor& x, const Pool2dWindow& window, const Tensor& y, const Tensor& indices);
-void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx);
+void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dWindow& window, const Tensor& dx);
 void avg_pool2d_forward(const Tensor& x, const Pool2dWindow& window, const Tensor& y);
 void avg_pool2d_backward(const Tensor& dy, const Pool2dWindow& window, const Tensor& dx);
 // Output window i covers [floor(i*H/OH), ceil((i+1)*H/OH)) (as PyTorch).

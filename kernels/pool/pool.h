@@ -46,9 +46,11 @@ inline void max_pool2d_forward(const Tensor& x, const Pool2dWindow& window, cons
   finish_output(vy, y);
   finish_output(vi, indices);
 }
-inline void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx) {
+// `window`: the forward's (the CPU copies bf16/f16 gradients straight to
+// their places when no two windows share an input element).
+inline void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dWindow& window, const Tensor& dx) {
   const Backend backend = backend_for(dx.device(), "max_pool2d_backward");
-  if (backend == Backend::Cpu) return cpu::max_pool2d_backward(dy, indices, dx);
+  if (backend == Backend::Cpu) return cpu::max_pool2d_backward(dy, indices, window, dx);
   using namespace device_buffers;
   const PoolShape shape = pool_shape("max_pool2d_backward", dx, dy, Pool2dWindow{});
   const DType dtype = dx.dtype();

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -89,7 +90,41 @@ void check_relu_bits(DType dtype, const std::vector<uint16_t>& specials) {
   CHECK(bits(contiguous.grad()) == bits(pairs.grad().select(1, 0)));
 }
 
+// max_pool2d's gradient in dtype against the f32 one of the same values,
+// rounded once (the general path: widened, added to zeros, narrowed), with
+// upstream gradients cycling through `specials` (-0, NaNs, subnormals).
+void check_max_pool_gradient_bits(DType dtype, const std::vector<uint16_t>& specials, int64_t kernel,
+                                  int64_t stride, int64_t padding) {
+  INFO(dtype_name(dtype) << ", kernel " << kernel << " stride " << stride);
+  Generator gen(35);
+  const Tensor x = randn({2, 3, 6, 8}, kF32, kCPU, &gen).to(dtype).requires_grad_();
+  const Tensor y = max_pool2d(x, kernel, stride, padding);
+  const Tensor upstream = empty(y.sizes(), dtype);
+  auto* u = static_cast<uint16_t*>(upstream.data_ptr());
+  for (int64_t i = 0; i < y.numel(); ++i) u[i] = specials[static_cast<size_t>(i) % specials.size()];
+  y.backward(upstream);
+  const Tensor x32 = x.detach().to(kF32).requires_grad_();
+  max_pool2d(x32, kernel, stride, padding).backward(upstream.to(kF32));
+  CHECK(bits(x.grad()) == bits(x32.grad().to(dtype)));
+}
+
 }  // namespace
+
+// Windows that share no input element (2 x 2 / 2) copy bf16 and f16
+// gradients to their places on the bits; overlapping ones (3 x 3 / 2) add
+// in f32. Catches the copy keeping -0 (0 + -0 is +0), a NaN's payload the
+// narrowing would not keep, and a gradient written to the wrong element.
+TEST_CASE("bf16 and f16 max-pool gradients equal the f32 path's rounded, NaN, -0 and subnormals included",
+          "[kernels][cpu][bf16]") {
+  const std::vector<uint16_t> bf16 = {0x7fc1, 0xffc0, 0x7f81, 0x8000, 0x0000, 0x7f80, 0xff80, 0x0001,
+                                      0x8001, 0x3f80, 0xbf80, 0x7f7f, 0xff7f, 0xffff, 0x4049};
+  const std::vector<uint16_t> f16 = {0x7e01, 0xfe00, 0x7c01, 0x8000, 0x0000, 0x7c00, 0xfc00, 0x0001,
+                                     0x8001, 0x3c00, 0xbc00, 0x7bff, 0xfbff, 0xffff, 0x7d00, 0x4248};
+  for (const auto& [kernel, stride, padding] : {std::tuple{2, 2, 0}, std::tuple{3, 2, 1}}) {
+    check_max_pool_gradient_bits(kBF16, bf16, kernel, stride, padding);
+    check_max_pool_gradient_bits(kF16, f16, kernel, stride, padding);
+  }
+}
 
 // A contiguous bf16 or f16 ReLU selects on the bits (sixteen lanes at a
 // time). Catches: a NaN passed through with its payload or sign (the general
