@@ -29,12 +29,15 @@ inline __m256i bf16_bits_x8(__m256 v) {
   return _mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7fff), nan);
 }
 
-// Eight f32 values rounded to bf16 (as bf16_bits_x8) and stored at dst.
-inline void narrow_bf16x8(const float* src, BFloat16* dst) {
-  const __m256i bits = bf16_bits_x8(_mm256_loadu_ps(src));
+// Eight f32 lanes rounded to bf16 (as bf16_bits_x8) and stored at dst.
+inline void store_bf16x8(__m256 v, BFloat16* dst) {
+  const __m256i bits = bf16_bits_x8(v);
   const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0b1000);  // lanes 0-3, 4-7
   _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm256_castsi256_si128(packed));
 }
+
+// Eight f32 values rounded to bf16 and stored at dst.
+inline void narrow_bf16x8(const float* src, BFloat16* dst) { store_bf16x8(_mm256_loadu_ps(src), dst); }
 
 }  // namespace mt::kernels::cpu
 #endif

@@ -25,17 +25,19 @@ inline __m256 widen_f16x8(const Half* p) {
   return _mm256_blendv_ps(_mm256_cvtph_ps(bits), _mm256_castsi256_ps(kept_nan), _mm256_castsi256_ps(nan));
 }
 
-// Eight f32 values rounded to f16 (to nearest, ties to even; 65520 and up
+// Eight f32 lanes rounded to f16 (to nearest, ties to even; 65520 and up
 // to inf; subnormals) and stored at dst. vcvtps2ph keeps part of a NaN's
 // payload; f32_to_f16_bits writes the canonical 0x7fff, as the GPU does.
-inline void narrow_f16x8(const float* src, Half* dst) {
-  const __m256 v = _mm256_loadu_ps(src);
+inline void store_f16x8(__m256 v, Half* dst) {
   const __m128i rounded = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m256i nan32 = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
   const __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan32), _mm256_extracti128_si256(nan32, 1));
   const __m128i bits = _mm_blendv_epi8(rounded, _mm_set1_epi16(0x7fff), nan16);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), bits);
 }
+
+// Eight f32 values rounded to f16 and stored at dst.
+inline void narrow_f16x8(const float* src, Half* dst) { store_f16x8(_mm256_loadu_ps(src), dst); }
 
 }  // namespace mt::kernels::cpu
 #endif

@@ -14,10 +14,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
+#include "kernels/common/half_runs.h"
 
 namespace mt::kernels::cpu {
 
@@ -66,7 +65,7 @@ double block_sum_f32(int64_t n, Vec&& vec, Term&& term) {
     const int64_t end = std::min(n, start + kSumBlock);
     int64_t i = start;
     float block = 0;
-#if defined(__AVX2__)
+#if MT_F32X8_LANES
     __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
     for (; i + 16 <= end; i += 16) {
       a = _mm256_add_ps(a, vec(i));
@@ -91,45 +90,53 @@ double block_sum_f32(int64_t n, Vec&& vec, Term&& term) {
   return total;
 }
 
-#if defined(__AVX2__)
-inline double sum_of(const float* p, int64_t n) {
+// The row sums of f32 rows, and of bf16 and f16 rows read in place (each
+// value widened exactly in its lane, so a 16-bit row sums to the same bits
+// as its f32 copy would).
+template <typename S>
+concept F32Row = std::is_same_v<S, float> || std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>;
+
+template <F32Row S>
+double sum_of(const S* p, int64_t n) {
+  auto at = [p](int64_t i) { return static_cast<float>(p[i]); };
+#if MT_F32X8_LANES
   return block_sum_f32(
-      n, [p](int64_t i) { return _mm256_loadu_ps(p + i); }, [p](int64_t i) { return p[i]; });
+      n, [p](int64_t i) { return load_f32x8(p + i); }, at);
+#else
+  return block_sum_f32(n, nullptr, at);
+#endif
 }
 
 // sum of (p[i] - m)^2.
-inline double sum_of_squared_deviations(const float* p, float m, int64_t n) {
+template <F32Row S>
+double sum_of_squared_deviations(const S* p, float m, int64_t n) {
+  auto at = [p, m](int64_t i) { return (static_cast<float>(p[i]) - m) * (static_cast<float>(p[i]) - m); };
+#if MT_F32X8_LANES
   const __m256 vm = _mm256_set1_ps(m);
   return block_sum_f32(
       n,
       [p, vm](int64_t i) {
-        const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(p + i), vm);
+        const __m256 d = _mm256_sub_ps(load_f32x8(p + i), vm);
         return _mm256_mul_ps(d, d);
       },
-      [p, m](int64_t i) { return (p[i] - m) * (p[i] - m); });
+      at);
+#else
+  return block_sum_f32(n, nullptr, at);
+#endif
 }
 
 // sum of g[i] * (p[i] - m).
-inline double sum_of_products_with_deviations(const float* g, const float* p, float m, int64_t n) {
+template <F32Row S>
+double sum_of_products_with_deviations(const S* g, const S* p, float m, int64_t n) {
+  auto at = [g, p, m](int64_t i) { return static_cast<float>(g[i]) * (static_cast<float>(p[i]) - m); };
+#if MT_F32X8_LANES
   const __m256 vm = _mm256_set1_ps(m);
   return block_sum_f32(
-      n,
-      [g, p, vm](int64_t i) {
-        return _mm256_mul_ps(_mm256_loadu_ps(g + i), _mm256_sub_ps(_mm256_loadu_ps(p + i), vm));
-      },
-      [g, p, m](int64_t i) { return g[i] * (p[i] - m); });
-}
+      n, [g, p, vm](int64_t i) { return _mm256_mul_ps(load_f32x8(g + i), _mm256_sub_ps(load_f32x8(p + i), vm)); }, at);
 #else
-inline double sum_of(const float* p, int64_t n) {
-  return block_sum_f32(n, nullptr, [p](int64_t i) { return p[i]; });
-}
-inline double sum_of_squared_deviations(const float* p, float m, int64_t n) {
-  return block_sum_f32(n, nullptr, [p, m](int64_t i) { return (p[i] - m) * (p[i] - m); });
-}
-inline double sum_of_products_with_deviations(const float* g, const float* p, float m, int64_t n) {
-  return block_sum_f32(n, nullptr, [g, p, m](int64_t i) { return g[i] * (p[i] - m); });
-}
+  return block_sum_f32(n, nullptr, at);
 #endif
+}
 
 inline double sum_of(const double* p, int64_t n) {
   LaneSum sum;

@@ -144,8 +144,9 @@ class OutputBuffer {
 // compute type T without a full-size copy: contiguous T is read in place,
 // contiguous bf16 or f16 (autocast's activations) is widened a row at a time
 // into the caller's buffer, where it stays in cache; anything else is
-// gathered once up front. The row-wise kernels (batch norm, pooling, RoPE)
-// read through it.
+// gathered once up front. The row-wise kernels (pooling, RoPE, the conv bias
+// gradient) read through it; batch norm reads 16-bit rows in place, eight
+// lanes at a time (kernels/common/half_runs.h's load_f32x8).
 template <typename T>
 class RowReader {
  public:

@@ -210,6 +210,30 @@ TEST_CASE(
   }
 }
 
+// With running statistics the input gradient is dy * w * invstd: the
+// kernel's eight-lane path for it (f32, and bf16 and f16 rows read in
+// place) and its tail (35 values a row: four lanes of 8, then 3). Catches
+// that path dropping the scale, or applying the training formula.
+TEST_CASE("CPU batch norm in eval mode: the input gradient is dy * weight / sqrt(running_var + eps) in f32, bf16, f16",
+          "[kernels][cpu][bf16]") {
+  for (const DType dtype : {kF32, kBF16, kF16}) {
+    INFO(dtype_name(dtype));
+    Generator gen(35);
+    const Shape shape = {3, 4, 5, 7};
+    const Tensor x = randn(shape, kF32, kCPU, &gen).to(dtype).detach().requires_grad_();
+    const Tensor w = add(randn({4}, kF32, kCPU, &gen), 2.0).to(dtype), b = randn({4}, kF32, kCPU, &gen).to(dtype);
+    const Tensor running_mean = randn({4}, kF32, kCPU, &gen);
+    const Tensor running_var = add(mul(randn({4}, kF32, kCPU, &gen), randn({4}, kF32, kCPU, &gen)), 3.0).abs();
+    const Tensor dy = randn(shape, kF32, kCPU, &gen).to(dtype);
+    batch_norm(x, running_mean, running_var, w, b, /*training=*/false, 0.1, 1e-5).backward(dy);
+    const Tensor scale = div(w.to(kF64), sqrt(add(running_var.to(kF64), 1e-5))).reshape({1, 4, 1, 1});
+    const Tensor want = mul(dy.to(kF64), scale);
+    const double tolerance = dtype == kF32 ? 1e-6 : dtype == kBF16 ? 8e-3 : 1e-3;  // one rounding of each value
+    const Tensor error = div(sub(x.grad().to(kF64), want).abs(), add(want.abs(), 1e-30));
+    CHECK(max(error).item<double>() < tolerance);
+  }
+}
+
 #if defined(__AVX2__)
 // kernels/common/bf16x8.h rounds eight lanes at a time where GCC leaves the
 // scalar rounding's loops scalar. Catches: ties rounded away from even,

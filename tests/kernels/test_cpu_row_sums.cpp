@@ -64,3 +64,27 @@ TEST_CASE("f64 row sums stay in double (an f32 rounding inside them is caught)",
   CHECK(sum_of_products_with_deviations(p.data(), p.data(), 1.0, 100) ==
         100.0 * (1.0 + std::ldexp(1.0, -30)) * std::ldexp(1.0, -30));
 }
+
+// bf16 and f16 rows are summed in place, each value widened in its lane:
+// the same bits as summing their exact f32 copies. Catches a lane widened
+// from the wrong element, or a 16-bit row read as if it were f32.
+TEST_CASE("bf16 and f16 row sums read in place equal the sums of their f32 copies, bit for bit",
+          "[kernels][cpu][row_sums]") {
+  using namespace mt::kernels::cpu;
+  for (const int64_t n : kLengths) {
+    INFO("n = " << n);
+    const std::vector<float> a = row(n), b = row(n + 3);
+    std::vector<mt::BFloat16> a16(a.begin(), a.end()), b16(b.begin(), b.begin() + n);
+    std::vector<mt::Half> ah(a.begin(), a.end()), bh(b.begin(), b.begin() + n);
+    std::vector<float> a_bf16(a16.begin(), a16.end()), b_bf16(b16.begin(), b16.end());
+    std::vector<float> a_f16(ah.begin(), ah.end()), b_f16(bh.begin(), bh.end());
+    CHECK(sum_of(a16.data(), n) == sum_of(a_bf16.data(), n));
+    CHECK(sum_of_squared_deviations(a16.data(), 0.25f, n) == sum_of_squared_deviations(a_bf16.data(), 0.25f, n));
+    CHECK(sum_of_products_with_deviations(b16.data(), a16.data(), 0.25f, n) ==
+          sum_of_products_with_deviations(b_bf16.data(), a_bf16.data(), 0.25f, n));
+    CHECK(sum_of(ah.data(), n) == sum_of(a_f16.data(), n));
+    CHECK(sum_of_squared_deviations(ah.data(), 0.25f, n) == sum_of_squared_deviations(a_f16.data(), 0.25f, n));
+    CHECK(sum_of_products_with_deviations(bh.data(), ah.data(), 0.25f, n) ==
+          sum_of_products_with_deviations(b_f16.data(), a_f16.data(), 0.25f, n));
+  }
+}
