@@ -9,7 +9,6 @@
 
 #include <array>
 #include <cmath>
-#include <memory>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -61,43 +60,6 @@ RowMoments channel_moments(const std::vector<RowMoments>& rows, int64_t c, const
     spread += (row.mean - mean) * (row.mean - mean);
   }
   return {mean, m2 + static_cast<double>(L.s) * spread};
-}
-
-// Where the rows are read and written: in place when every tensor of the
-// call is contiguous in one dtype (f32, bf16 and f16 rows are widened eight
-// lanes at a time in registers, computed in f32 and rounded once on store;
-// f64 rows in f64), else gathered into T and written through a T buffer.
-// The 16-bit rows used to be widened into an f32 row buffer and the result
-// narrowed out of another: a single-threaded bf16 batch norm of
-// [128, 128, 7, 7] took longer than the f32 one (1.35 against 0.95 ms with
-// its backward), on half the bytes.
-template <typename T, size_t N, typename Fn>
-void with_rows(const std::array<const Tensor*, N>& in, const Tensor& out, Fn&& fn) {
-  const DType dtype = in[0]->dtype();
-  bool in_place = true;
-  for (const Tensor* t : in) in_place = in_place && t->dtype() == dtype && t->is_contiguous();
-  if (out.defined()) in_place = in_place && out.dtype() == dtype && out.is_contiguous();
-  auto run_in_place = [&](auto zero) {
-    using S = decltype(zero);
-    std::array<const S*, N> rows;
-    for (size_t i = 0; i < N; ++i) rows[i] = static_cast<const S*>(in[i]->data_ptr());
-    fn(rows, out.defined() ? static_cast<S*>(out.data_ptr()) : nullptr);
-    if (out.defined()) out.storage()->bump_version();
-  };
-  if constexpr (std::is_same_v<T, double>) {
-    if (in_place && dtype == kF64) return run_in_place(double{});
-  } else {
-    if (in_place && dtype == kF32) return run_in_place(float{});
-    if (in_place && dtype == kBF16) return run_in_place(BFloat16{});
-    if (in_place && dtype == kF16) return run_in_place(Half{});
-  }
-  std::vector<std::unique_ptr<Loaded<T>>> loaded;
-  std::array<const T*, N> rows;
-  for (size_t i = 0; i < N; ++i) rows[i] = loaded.emplace_back(std::make_unique<Loaded<T>>(*in[i]))->data();
-  if (!out.defined()) return fn(rows, static_cast<T*>(nullptr));
-  OutputBuffer<T> buffer(out);
-  fn(rows, buffer.data());
-  buffer.commit();
 }
 
 // The statistics read x in memory order, row by row (one row: one sample's
