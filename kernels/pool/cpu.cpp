@@ -168,12 +168,6 @@ __m256 takes8(__m256 v, __m256 best) {
   return _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), nan_over_number);
 }
 
-// Eight consecutive values as f32 lanes: f32 as they are, bf16 and f16
-// widened exactly.
-__m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-__m256 load8(const BFloat16* p) { return widen_bf16x8(p); }
-__m256 load8(const Half* p) { return widen_f16x8(p); }
-
 // The first n of eight lanes into dst. No masked store: AMD's vmaskmovps
 // store is microcoded, and it was a third of an f32 2 x 2 pool's time. A
 // maximum is one of the inputs, so a bf16 plane's winners are bf16 values:
@@ -216,7 +210,7 @@ void max_plane_2x2(const S* __restrict xp, const Planes& out, float* __restrict 
   const __m256i lane = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
   int64_t t = 0;
   for (; t + 8 <= segments; t += 8) {
-    const __m256 lo = load8(xp + 2 * t), hi = load8(xp + 2 * t + 8);
+    const __m256 lo = load_f32x8(xp + 2 * t), hi = load_f32x8(xp + 2 * t + 8);
     // shuffle_ps works per 128-bit half; permute4x64 puts the halves in order.
     const __m256 even =
         _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
