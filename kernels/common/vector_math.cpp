@@ -1,6 +1,7 @@
 #include "kernels/common/vector_math.h"
 
 #include <cmath>
+#include <vector>
 
 #if MT_WITH_SLEEF
 #include <immintrin.h>
@@ -29,7 +30,7 @@ void apply8(Vector8 f, const float* in, float* out, int64_t n) {
 __m256 erfc8_16bit(__m256 x) {
   const __m256 z = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
   const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_set1_ps(0.5f), z, _mm256_set1_ps(1.0f)));
-  static constexpr float kP[] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
+  static constexpr float kP[] = {0.17087277f,  -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
                                  -0.18628806f, 0.09678418f,  0.37409196f, 1.00002368f,  -1.26551223f};
   __m256 p = _mm256_set1_ps(kP[0]);
   for (int i = 1; i < 10; ++i) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kP[i]));
@@ -65,5 +66,11 @@ void erfc_16bit_n(const float* in, float* out, int64_t n) {
 }
 
 bool sleef_built() { return MT_WITH_SLEEF != 0; }
+
+float* thread_f32_scratch(int64_t n) {
+  thread_local std::vector<float> scratch;
+  if (static_cast<int64_t>(scratch.size()) < n) scratch.resize(static_cast<size_t>(n));
+  return scratch.data();
+}
 
 }  // namespace mt::kernels::cpu

@@ -32,4 +32,8 @@ void erfc_16bit_n(const float* in, float* out, int64_t n);
 // True when this build vectorises them with SLEEF.
 bool sleef_built();
 
+// The calling thread's buffer of at least n floats, kept between calls: the
+// row a kernel hands these functions (a row's shifted logits and their exp).
+float* thread_f32_scratch(int64_t n);
+
 }  // namespace mt::kernels::cpu

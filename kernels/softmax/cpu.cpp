@@ -16,13 +16,6 @@
 namespace mt::kernels::cpu {
 namespace {
 
-// A per-thread float buffer of at least n values (exp of a row for log_softmax).
-float* row_scratch(int64_t n) {
-  thread_local std::vector<float> scratch;
-  if (static_cast<int64_t>(scratch.size()) < n) scratch.resize(static_cast<size_t>(n));
-  return scratch.data();
-}
-
 // softmax_row of math.h for f32: the max (a NaN wins), the shifted logits,
 // their exp in one vector pass, the sum in order, one 1/sum or log(sum).
 void softmax_row_f32(const float* row, float* out, int64_t n, bool log) {
@@ -30,7 +23,7 @@ void softmax_row_f32(const float* row, float* out, int64_t n, bool log) {
   float max = row[0];
   for (int64_t i = 1; i < n; ++i) max = (row[i] > max || row[i] != row[i]) ? row[i] : max;
   for (int64_t i = 0; i < n; ++i) out[i] = row[i] - max;
-  float* e = log ? row_scratch(n) : out;
+  float* e = log ? thread_f32_scratch(n) : out;
   exp_n(out, e, n);
   float sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += e[i];
@@ -51,7 +44,7 @@ void softmax_backward_row_f32(const float* dy, const float* y, float* dx, int64_
     for (int64_t i = 0; i < n; ++i) dx[i] = softmax_backward_from_dot(dy[i], y[i], dot, false);
     return;
   }
-  float* e = row_scratch(n);
+  float* e = thread_f32_scratch(n);
   exp_n(y, e, n);
   for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] - e[i] * dot;
 }
