@@ -49,6 +49,22 @@ void exp_n(const float* in, float* out, int64_t n) {
 #endif
 }
 
+void log_n(const float* in, float* out, int64_t n) {
+#if MT_WITH_SLEEF
+  apply8(Sleef_logf8_u10, in, out, n);
+#else
+  for (int64_t i = 0; i < n; ++i) out[i] = std::log(in[i]);
+#endif
+}
+
+void tanh_n(const float* in, float* out, int64_t n) {
+#if MT_WITH_SLEEF
+  apply8(Sleef_tanhf8_u10, in, out, n);
+#else
+  for (int64_t i = 0; i < n; ++i) out[i] = std::tanh(in[i]);
+#endif
+}
+
 void erfc_n(const float* in, float* out, int64_t n) {
 #if MT_WITH_SLEEF
   apply8(Sleef_erfcf8_u15, in, out, n);

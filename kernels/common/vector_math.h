@@ -1,5 +1,5 @@
-// Vectorised transcendentals for the CPU kernels: exp and erfc over arrays
-// of floats, eight at a time through SLEEF (Debian's libsleef-dev, the
+// Vectorised transcendentals for the CPU kernels: exp, log, tanh and erfc
+// over arrays of floats, eight at a time through SLEEF (Debian's libsleef-dev, the
 // library PyTorch's CPU kernels vectorise exp and erf with), or libm's
 // scalar functions in a build without it.
 //
@@ -15,6 +15,10 @@ namespace mt::kernels::cpu {
 
 // out[i] = exp(in[i]) for i < n; in may be out.
 void exp_n(const float* in, float* out, int64_t n);
+// out[i] = log(in[i]) for i < n (SLEEF's logf8_u10: within 1.0 ulp); in may be out.
+void log_n(const float* in, float* out, int64_t n);
+// out[i] = tanh(in[i]) for i < n (SLEEF's tanhf8_u10: within 1.0 ulp); in may be out.
+void tanh_n(const float* in, float* out, int64_t n);
 // out[i] = erfc(in[i]) for i < n; in may be out.
 void erfc_n(const float* in, float* out, int64_t n);
 // erfc for results that will be rounded to 16 bits (bf16 keeps 8

@@ -1,8 +1,9 @@
 // CPU elementwise kernels: load to a contiguous compute buffer (float, or
 // double for f64/integers), apply the shared per-element formula from
-// kernels/elementwise/math.h, store with one rounding. The f32 GELUs run
-// the same formulas through the vectorised erfc/exp of
-// kernels/elementwise/vector_gelu.h.
+// kernels/elementwise/math.h, store with one rounding. The f32 ops that
+// call transcendentals (exp, log, tanh, sigmoid, SiLU, the GELUs) run the
+// same formulas through the vectorised exp/log/tanh/erfc of
+// kernels/elementwise/vector_unary.h.
 #include "kernels/elementwise/cpu.h"
 
 #if defined(__AVX2__)
@@ -15,7 +16,7 @@
 
 #include "kernels/common/half_runs.h"
 #include "kernels/common/strided.h"
-#include "kernels/elementwise/vector_gelu.h"
+#include "kernels/elementwise/vector_unary.h"
 
 namespace mt::kernels::cpu {
 namespace {
@@ -152,8 +153,8 @@ bool unary_half(UnaryOp op, const Tensor& in, const Tensor& out, float a, float 
     relu_half(in, in, out);
     return true;
   }
-  if (const GeluForward gelu = vector_gelu_forward(op, /*to_16bit=*/true)) {
-    half_blocks<1>({&in}, out, [gelu](const auto& x, float* y, int64_t m) { gelu(x[0], y, m); });
+  if (const UnaryForwardN vector_op = vector_unary_forward(op, /*to_16bit=*/true)) {
+    half_blocks<1>({&in}, out, [vector_op](const auto& x, float* y, int64_t m) { vector_op(x[0], y, m); });
     return true;
   }
   kernels::visit_unary(op, [&](auto tag) {
@@ -176,8 +177,9 @@ bool unary_backward_half(UnaryOp op, const Tensor& g, const Tensor& x, const Ten
     relu_half(y, g, dx);
     return true;
   }
-  if (const GeluBackward gelu = vector_gelu_backward(op, /*to_16bit=*/true)) {
-    half_blocks<2>({&g, &x}, dx, [gelu](const auto& in, float* out, int64_t m) { gelu(in[1], in[0], out, m); });
+  if (const UnaryBackwardN vector_op = vector_unary_backward(op, /*to_16bit=*/true)) {
+    half_blocks<2>({&g, &x}, dx,
+                   [vector_op](const auto& in, float* out, int64_t m) { vector_op(in[1], in[0], out, m); });
     return true;
   }
   kernels::visit_unary(op, [&](auto tag) {
@@ -208,10 +210,10 @@ void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, UnaryArgs args
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   T* py = y.data();
   if constexpr (std::is_same_v<T, float>) {
-    // erfc or exp eight at a time (for a 16-bit output, the erfc its block path takes too)
-    if (const GeluForward gelu = vector_gelu_forward(op, out.dtype() == kBF16 || out.dtype() == kF16)) {
+    // exp, log, tanh or erfc eight at a time (for a 16-bit output, the erfc its block path takes too)
+    if (const UnaryForwardN vector_op = vector_unary_forward(op, out.dtype() == kBF16 || out.dtype() == kF16)) {
       parallel_for(out.numel(), 1,
-                   [&](int64_t begin, int64_t end) { gelu(x.data() + begin, py + begin, end - begin); });
+                   [&](int64_t begin, int64_t end) { vector_op(x.data() + begin, py + begin, end - begin); });
       y.commit();
       return;
     }
@@ -236,9 +238,10 @@ void unary_backward_typed(UnaryOp op, const Tensor& grad_out, const Tensor& in, 
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   T* pdx = dx.data();
   if constexpr (std::is_same_v<T, float>) {
-    if (const GeluBackward gelu = vector_gelu_backward(op, grad_in.dtype() == kBF16 || grad_in.dtype() == kF16)) {
+    if (const UnaryBackwardN vector_op =
+            vector_unary_backward(op, grad_in.dtype() == kBF16 || grad_in.dtype() == kF16)) {
       parallel_for(grad_in.numel(), 1, [&](int64_t begin, int64_t end) {
-        gelu(x.data() + begin, g.data() + begin, pdx + begin, end - begin);
+        vector_op(x.data() + begin, g.data() + begin, pdx + begin, end - begin);
       });
       dx.commit();
       return;

@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "kernels/elementwise/math.h"
-#include "kernels/elementwise/vector_gelu.h"
+#include "kernels/elementwise/vector_unary.h"
 #include "kernels/gemm/api.h"
 
 namespace mt::kernels::cpu {
@@ -31,14 +31,14 @@ inline T activate(GemmActivation activation, T z) {
 // (row stride n) output; `pre` (or null) receives the pre-activation.
 // `bias` is in T (null for none).
 // An f32 GELU runs a row at a time through its vectorised form
-// (kernels/elementwise/vector_gelu.h), the same formula; `to_16bit`: the
+// (kernels/elementwise/vector_unary.h), the same formula; `to_16bit`: the
 // output will be rounded to bf16 or f16 (the erf form's cheaper erfc).
 template <typename T>
 inline void apply_epilogue(T* c, T* pre, int64_t n, int64_t r0, int64_t h, int64_t c0, int64_t w, const T* bias,
                            GemmActivation activation, bool to_16bit = false) {
-  GeluForward gelu = nullptr;
+  UnaryForwardN gelu = nullptr;
   if constexpr (std::is_same_v<T, float>) {
-    if (activation == GemmActivation::GeluErf) gelu = vector_gelu_forward(UnaryOp::GeluErf, to_16bit);
+    if (activation == GemmActivation::GeluErf) gelu = vector_unary_forward(UnaryOp::GeluErf, to_16bit);
     if (activation == GemmActivation::GeluTanh) gelu = gelu_tanh_n;
   }
   // One plain loop per step and row, so each vectorises: with the

@@ -1,15 +1,17 @@
-// GELU over arrays of floats, in its erf form (BERT) and its tanh form
-// (GPT-2), with the vectorised erfc and exp of kernels/common/vector_math.h:
-// the formulas of unary_forward and unary_backward<GeluErf / GeluTanh>
-// (kernels/elementwise/math.h) in the same order of operations, a block of
-// 256 values at a time on the stack. libm's scalar erfcf was 10% of a bf16
-// bert-tiny step; the tanh form's scalar expf (two per element in its
-// backward) about 12% of gpt-small's. Used by the elementwise CPU kernel
-// and by the CPU GEMM epilogue (a fused Linear + GELU). Results that are
-// rounded to bf16 or f16 take a cheaper erfc (erfc_16bit_n): SLEEF's
-// erfcf8_u15 was 18% of a bf16 bert-tiny step; with it bert-tiny bf16 trains
-// 1.24x faster (28007 -> 34989 and 34500 -> 42888 tokens/s, side by side,
-// 2 threads, 2026-12-05), and all of GELU is about 8% of the step.
+// The unary ops whose formulas call transcendentals, over arrays of floats
+// with the vectorised exp, log, tanh and erfc of kernels/common/vector_math.h
+// (SLEEF, 8 lanes): exp, log, tanh, sigmoid, SiLU, and GELU in its erf form
+// (BERT) and its tanh form (GPT-2). Each is the formula of unary_forward /
+// unary_backward (kernels/elementwise/math.h) in the same order of
+// operations, a block of 256 values at a time on the stack where it needs
+// a temporary. libm's scalar erfcf was 10% of a bf16 bert-tiny step; the
+// tanh form's scalar expf (two per element in its backward) about 12% of
+// gpt-small's. Used by the elementwise CPU kernel and by the CPU GEMM
+// epilogue (a fused Linear + GELU). Results that are rounded to bf16 or f16
+// take a cheaper erfc (erfc_16bit_n): SLEEF's erfcf8_u15 was 18% of a bf16
+// bert-tiny step; with it bert-tiny bf16 trains 1.24x faster (28007 ->
+// 34989 and 34500 -> 42888 tokens/s, side by side, 2 threads, 2026-12-05),
+// and all of GELU is about 8% of the step.
 #pragma once
 
 #include <algorithm>
@@ -104,17 +106,54 @@ inline void gelu_tanh_backward_n(const float* x, const float* g, float* dx, int6
   }
 }
 
-// The vectorised GELU forms for a unary op, or null; `to_16bit`: the
-// results will be rounded to bf16 or f16.
-using GeluForward = void (*)(const float*, float*, int64_t);
-using GeluBackward = void (*)(const float*, const float*, float*, int64_t);
-inline GeluForward vector_gelu_forward(UnaryOp op, bool to_16bit = false) {
-  if (op == UnaryOp::GeluErf) return to_16bit ? gelu_erf_16bit_n : gelu_erf_n;
-  return op == UnaryOp::GeluTanh ? gelu_tanh_n : nullptr;
+// sigmoid(x) = 1 / (1 + exp(-x)) (math.h's sigmoid), then y = then(x, sigmoid).
+template <typename Then>
+inline void with_sigmoid(const float* x, float* y, int64_t n, Then then) {
+  float t[kGeluBlock];
+  for (int64_t b = 0; b < n; b += kGeluBlock) {
+    const int64_t m = std::min(kGeluBlock, n - b);
+    for (int64_t i = 0; i < m; ++i) t[i] = -x[b + i];
+    exp_n(t, t, m);
+    for (int64_t i = 0; i < m; ++i) y[b + i] = then(b + i, 1.0f / (1.0f + t[i]));
+  }
 }
-inline GeluBackward vector_gelu_backward(UnaryOp op, bool to_16bit = false) {
-  if (op == UnaryOp::GeluErf) return to_16bit ? gelu_erf_backward_16bit_n : gelu_erf_backward_n;
-  return op == UnaryOp::GeluTanh ? gelu_tanh_backward_n : nullptr;
+
+inline void sigmoid_n(const float* x, float* y, int64_t n) {
+  with_sigmoid(x, y, n, [](int64_t, float s) { return s; });
+}
+
+// SiLU: y = x sigmoid(x); dx = g s (1 + x (1 - s)), s = sigmoid(x).
+inline void silu_n(const float* x, float* y, int64_t n) {
+  with_sigmoid(x, y, n, [x](int64_t i, float s) { return x[i] * s; });
+}
+inline void silu_backward_n(const float* x, const float* g, float* dx, int64_t n) {
+  with_sigmoid(x, dx, n, [x, g](int64_t i, float s) { return g[i] * s * (1.0f + x[i] * (1.0f - s)); });
+}
+
+// The vectorised form of a unary op's forward (its backward), or null where
+// the op calls no transcendental (or its backward reads only y, as tanh's and
+// sigmoid's do); `to_16bit`: the results will be rounded to bf16 or f16.
+using UnaryForwardN = void (*)(const float*, float*, int64_t);
+using UnaryBackwardN = void (*)(const float*, const float*, float*, int64_t);
+inline UnaryForwardN vector_unary_forward(UnaryOp op, bool to_16bit = false) {
+  switch (op) {
+    case UnaryOp::GeluErf: return to_16bit ? gelu_erf_16bit_n : gelu_erf_n;
+    case UnaryOp::GeluTanh: return gelu_tanh_n;
+    case UnaryOp::Exp: return exp_n;
+    case UnaryOp::Log: return log_n;
+    case UnaryOp::Tanh: return tanh_n;
+    case UnaryOp::Sigmoid: return sigmoid_n;
+    case UnaryOp::Silu: return silu_n;
+    default: return nullptr;
+  }
+}
+inline UnaryBackwardN vector_unary_backward(UnaryOp op, bool to_16bit = false) {
+  switch (op) {
+    case UnaryOp::GeluErf: return to_16bit ? gelu_erf_backward_16bit_n : gelu_erf_backward_n;
+    case UnaryOp::GeluTanh: return gelu_tanh_backward_n;
+    case UnaryOp::Silu: return silu_backward_n;
+    default: return nullptr;
+  }
 }
 
 }  // namespace mt::kernels::cpu
