@@ -171,9 +171,9 @@ void with_rows(const std::array<const Tensor*, N>& in, const Tensor& out, Fn&& f
     if (in_place && dtype == kBF16) return run_in_place(BFloat16{});
     if (in_place && dtype == kF16) return run_in_place(Half{});
   }
-  std::vector<std::unique_ptr<Loaded<T>>> loaded;
+  std::array<std::optional<Loaded<T>>, N> loaded;
   std::array<const T*, N> rows;
-  for (size_t i = 0; i < N; ++i) rows[i] = loaded.emplace_back(std::make_unique<Loaded<T>>(*in[i]))->data();
+  for (size_t i = 0; i < N; ++i) rows[i] = loaded[i].emplace(*in[i]).data();
   if (!out.defined()) return fn(rows, static_cast<T*>(nullptr));
   OutputBuffer<T> buffer(out);
   fn(rows, buffer.data());
@@ -184,9 +184,9 @@ void with_rows(const std::array<const Tensor*, N>& in, const Tensor& out, Fn&& f
 // compute type T without a full-size copy: contiguous T is read in place,
 // contiguous bf16 or f16 (autocast's activations) is widened a row at a time
 // into the caller's buffer, where it stays in cache; anything else is
-// gathered once up front. The row-wise kernels (pooling, RoPE, the conv bias
-// gradient) read through it; batch norm reads 16-bit rows in place, eight
-// lanes at a time (kernels/common/half_runs.h's load_f32x8).
+// gathered once up front. Pooling and RoPE read through it; batch norm and
+// the conv bias gradient read 16-bit rows in place through with_rows (above),
+// eight lanes at a time.
 template <typename T>
 class RowReader {
  public:
