@@ -23,7 +23,7 @@
 // These functions are __host__ __device__: the CPU back end, the simulator and
 // the GPU kernels share one definition. The hardware's own conversion is
 // kernels/common/ptx.h's cvt_fp8x2 (sm_89+; this code on the
-// simulator); tests/sim/gpu_examples.cpp compares the two on a GPU (not run
+// simulator); tests/runtime/sim/gpu_examples.cpp compares the two on a GPU (not run
 // on one yet).
 #pragma once
 

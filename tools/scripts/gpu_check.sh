@@ -87,7 +87,7 @@ else
     cmake --build "$source_dir" -j "$(nproc)" || exit 1
   fi
   bin=$(mktemp -d)
-  for program in mixtape quickstart gemm_bench bandwidth_bench attention_bench test_core test_autograd test_amp test_nn test_tools \
+  for program in mixtape quickstart gemm_bench bandwidth_bench attention_bench test_runtime test_core test_autograd test_amp test_nn test_tools \
     test_kernels test_sim test_sim_examples test_sim_examples_gpu; do
     found=$(find "$source_dir" -name "$program" -type f -perm -u+x ! -path "*CMakeFiles*" | head -1)
     [ -n "$found" ] && ln -s "$(cd "$(dirname "$found")" && pwd)/$program" "$bin/$program"
@@ -178,7 +178,7 @@ if [ "$run_tests" = 1 ]; then
     pids+=($!)
   }
   export OMP_NUM_THREADS=2
-  for suite in test_core test_autograd test_amp test_nn test_kernels test_sim test_sim_examples; do
+  for suite in test_runtime test_core test_autograd test_amp test_nn test_kernels test_sim test_sim_examples; do
     run_suite 150 "$suite" "$bin/$suite"
   done
   run_suite 150 test_tools "$bin/test_tools" '~mlp reaches 87*'

@@ -20,9 +20,10 @@ build=${1:-build-gpu}
 pack=${2:-.gpu}
 data=${MT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 
-programs="mixtape quickstart bench/gemm_bench bench/bandwidth_bench bench/attention_bench tests/test_core tests/test_autograd
-  tests/test_amp tests/test_nn tests/test_tools tests/test_kernels tests/test_distributed tests/sim/test_sim tests/sim/test_sim_examples
-  tests/sim/test_sim_examples_gpu"
+programs="mixtape quickstart bench/gemm_bench bench/bandwidth_bench bench/attention_bench tests/test_runtime
+  tests/test_core tests/test_autograd tests/test_amp tests/test_nn tests/test_tools tests/test_kernels
+  tests/test_distributed tests/runtime/sim/test_sim tests/runtime/sim/test_sim_examples
+  tests/runtime/sim/test_sim_examples_gpu"
 if ldd "$build/mixtape" | grep -qE "libdnnl|libmpi|libfmt|libspdlog|libsleef"; then
   echo "gpu_pack: $build links libdnnl, libmpi, libfmt, libspdlog or libsleef, which the GPU machine lacks:" \
     "configure it with -DMT_MPI=OFF -DMT_ONEDNN=OFF -DMT_SLEEF=OFF -DMT_HEADER_ONLY_LOGGING=ON" >&2

@@ -16,7 +16,7 @@
 #include "runtime/launch.h"
 #include "kernels/common/ptx.h"
 #include "kernels/common/tensor_map.h"
-#include "tests/sim/example_kernels.h"
+#include "tests/runtime/sim/example_kernels.h"
 
 namespace mt::MT_KERNEL_NS {
 

@@ -1,6 +1,6 @@
 // Kernels for bench_switch: as little work as possible between switches.
 #include "runtime/launch.h"
-#include "tests/sim/bench_kernels.h"
+#include "tests/runtime/sim/bench_kernels.h"
 
 namespace mt::sim::bench {
 

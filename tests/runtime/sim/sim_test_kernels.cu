@@ -2,7 +2,7 @@
 // only (SIM_ONLY): several are broken on purpose.
 #include "runtime/launch.h"
 #include "kernels/common/ptx.h"
-#include "tests/sim/sim_test_kernels.h"
+#include "tests/runtime/sim/sim_test_kernels.h"
 
 namespace mt::sim::test {
 

@@ -10,7 +10,7 @@
 #include "runtime/fp8.h"
 #include "runtime/sim/half.h"
 #include "runtime/sim/runtime.h"
-#include "tests/sim/example_kernels.h"
+#include "tests/runtime/sim/example_kernels.h"
 
 TEST_CASE("block_sum reduces across blocks", "[sim][examples]") {
   for (int n : {1, 255, 256, 1000, 70000}) {

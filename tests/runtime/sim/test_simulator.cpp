@@ -11,7 +11,7 @@
 #include "runtime/error.h"
 #include "runtime/sim/half.h"
 #include "runtime/sim/runtime.h"
-#include "tests/sim/sim_test_kernels.h"
+#include "tests/runtime/sim/sim_test_kernels.h"
 
 namespace test = mt::sim::test;
 namespace simulator = mt::simulator;

@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "runtime/sim/runtime.h"
-#include "tests/sim/bench_kernels.h"
+#include "tests/runtime/sim/bench_kernels.h"
 
 int main(int argc, char** argv) {
   const int barriers = argc > 1 ? std::atoi(argv[1]) : 2000;

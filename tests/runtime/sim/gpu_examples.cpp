@@ -12,7 +12,7 @@
 
 #include "runtime/fp8.h"
 #include "runtime/sim/half.h"
-#include "tests/sim/example_kernels.h"
+#include "tests/runtime/sim/example_kernels.h"
 
 namespace {
 
