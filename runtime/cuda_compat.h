@@ -15,7 +15,8 @@
 //
 //   * dynamic shared memory: MT_DYNAMIC_SHARED(float, tile); instead of
 //     `extern __shared__ float tile[];`
-//   * Tensor Core / cp.async instructions: only through kernels/common/ptx.h.
+//   * Tensor Core / cp.async instructions: only through kernels/common/ptx.h
+//     and ptx_hopper.h.
 //
 // Start kernels only through runtime/launch.h.
 #pragma once

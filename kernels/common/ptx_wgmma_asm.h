@@ -2,10 +2,10 @@
 // memory descriptors) and m64nNk32 (FP8 operands) spelled out for N = 64,
 // 128 and 256: an accumulator
 // register per operand makes the lists long, so they live here, apart from
-// the wrappers in ptx.h that explain them. Operands: the N/2 accumulators,
+// the wrappers in ptx_hopper.h that explain them. Operands: the N/2 accumulators,
 // then desc_a, desc_b, the scale-d flag (0: D = A*B, else D = A*B + D) and the
 // two transpose immediates (1: A is M-major / B is N-major). Needs sm_90a.
-// Private to ptx.h.
+// Private to ptx_hopper.h.
 #pragma once
 
 #include <cstdint>

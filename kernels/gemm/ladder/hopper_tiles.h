@@ -21,9 +21,9 @@
 #include <type_traits>
 #include <unordered_map>
 
-#include "kernels/gemm/ladder/gemm_common.h"
-#include "kernels/common/ptx.h"
+#include "kernels/common/ptx_hopper.h"
 #include "kernels/common/tensor_map.h"
+#include "kernels/gemm/ladder/gemm_common.h"
 
 namespace mt::MT_KERNEL_NS::hopper {
 
@@ -102,7 +102,7 @@ __device__ __forceinline__ uint64_t operand_descriptor(const uint16_t* tile, int
 }
 
 // One warpgroup's m64nN accumulators -> C rows row0..row0+63, columns col0..
-// (fragment in ptx.h; warp w of the warpgroup holds rows 16w..16w+15).
+// (fragment in ptx_hopper.h; warp w of the warpgroup holds rows 16w..16w+15).
 template <typename E, int N>
 __device__ __forceinline__ void store_fragment(const kernels::GemmArgs& args, int batch, int row0, int col0,
                                                const float (&acc)[N / 2]) {

@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   ptx::setmaxnreg<232, true>();
   const int consumer = warpgroup - 1;
   const int warp = static_cast<int>((threadIdx.x % 128) / 32), lane = static_cast<int>(threadIdx.x % 32);
-  // This thread's two accumulator rows (the m64nN fragment of ptx.h).
+  // This thread's two accumulator rows (the m64nN fragment of ptx_hopper.h).
   const int row_a = row0 + consumer * 64 + warp * 16 + lane / 4, row_b = row_a + 8;
   float partial[kTile / 2], acc[kTile / 2];
   MT_UNROLL

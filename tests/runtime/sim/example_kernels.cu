@@ -14,7 +14,7 @@
 //                 long K, with or without promotion every 128 of K
 //   fp8_convert_pairs  cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32
 #include "runtime/launch.h"
-#include "kernels/common/ptx.h"
+#include "kernels/common/ptx_hopper.h"
 #include "kernels/common/tensor_map.h"
 #include "tests/runtime/sim/example_kernels.h"
 
@@ -110,7 +110,7 @@ void bulk_copy_scale(const float* in, float* out, float factor, int tiles, Strea
 
 constexpr int kWgTile = 64;  // A, B and C are 64 x 64
 
-// A warpgroup's m64n64 accumulators (ptx.h's fragment) into c, 64 x 64 row-major.
+// A warpgroup's m64n64 accumulators (ptx_hopper.h's fragment) into c, 64 x 64 row-major.
 __device__ __forceinline__ void store_m64n64(const float (&acc)[32], float* c) {
   const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (unsigned i = 0; i < 8; ++i) {

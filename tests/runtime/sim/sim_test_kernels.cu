@@ -1,7 +1,7 @@
 // Kernels that exercise one simulator feature each. Built for the simulator
 // only (SIM_ONLY): several are broken on purpose.
 #include "runtime/launch.h"
-#include "kernels/common/ptx.h"
+#include "kernels/common/ptx_hopper.h"
 #include "tests/runtime/sim/sim_test_kernels.h"
 
 namespace mt::sim::test {
