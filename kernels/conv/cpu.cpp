@@ -175,6 +175,49 @@ void bias_gradient(const Tensor& dy, const ConvShape& g, const Tensor& dbias) {
   store(db.data(), dbias);
 }
 
+// What the Eigen backward of one sample reads and writes: x is null
+// without a weight gradient, weight and dx without an input gradient.
+template <typename T>
+struct BackwardOperands {
+  const ConvShape& g;
+  const T *dy, *x, *weight;
+  T* dx;
+  int64_t cg, og, K, L, HW;
+  bool pointwise;
+};
+
+// Sample n's share of the gradients, group by group: dw += dy col(x)^T, and
+// dx = col2im(weight^T dy) (written straight into dx when pointwise). `col`
+// is the caller's K x L scratch (empty when pointwise).
+template <typename T>
+void sample_backward(const BackwardOperands<T>& o, int64_t n, std::vector<T>& col, T* dw) {
+  const ConvShape& g = o.g;
+  for (int64_t grp = 0; grp < g.groups; ++grp) {
+    const ConstMatMap<T> DY(o.dy + (n * g.out_channels + grp * o.og) * o.L, o.og, o.L);
+    if (o.x != nullptr) {
+      const T* xg = o.x + (n * g.in_channels + grp * o.cg) * o.HW;
+      const T* colp = xg;
+      if (!o.pointwise) {
+        im2col(xg, g, o.cg, col.data());
+        colp = col.data();
+      }
+      MatMap<T> DW(dw + grp * o.og * o.K, o.og, o.K);
+      DW.noalias() += DY * ConstMatMap<T>(colp, o.K, o.L).transpose();
+    }
+    if (o.dx != nullptr) {
+      const ConstMatMap<T> Wg(o.weight + grp * o.og * o.K, o.og, o.K);
+      T* dxg = o.dx + (n * g.in_channels + grp * o.cg) * o.HW;
+      if (o.pointwise) {
+        MatMap<T>(dxg, o.K, o.L).noalias() = Wg.transpose() * DY;
+      } else {
+        MatMap<T> DCOL(col.data(), o.K, o.L);
+        DCOL.noalias() = Wg.transpose() * DY;
+        col2im(col.data(), g, o.cg, dxg);
+      }
+    }
+  }
+}
+
 template <typename T>
 void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, const ConvShape& g, const Tensor& dx,
                     const Tensor& dweight, const Tensor& dbias) {
@@ -184,7 +227,7 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
 
   const Loaded<T> vdy(dy);
   const int64_t cg = g.in_channels / g.groups, og = g.out_channels / g.groups;
-  const int64_t K = cg * g.kernel_h * g.kernel_w, L = g.out_h * g.out_w, HW = g.in_h * g.in_w;
+  const int64_t K = cg * g.kernel_h * g.kernel_w, L = g.out_h * g.out_w;
   const bool pointwise = is_pointwise(g);
 
   std::optional<Loaded<T>> vx, vw;
@@ -200,6 +243,17 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
     }
     if (!pointwise) std::fill(dx_out, dx_out + dx.numel(), T(0));
   }
+  const BackwardOperands<T> operands{.g = g,
+                                     .dy = vdy.data(),
+                                     .x = vx ? vx->data() : nullptr,
+                                     .weight = vw ? vw->data() : nullptr,
+                                     .dx = dx_out,
+                                     .cg = cg,
+                                     .og = og,
+                                     .K = K,
+                                     .L = L,
+                                     .HW = g.in_h * g.in_w,
+                                     .pointwise = pointwise};
   // The batch is cut into a fixed number of chunks, whatever the thread
   // count; each chunk sums its samples' weight gradients in order, and the
   // chunks' partials are added in chunk order, so dW is bit-identical on 1 or
@@ -215,30 +269,7 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
     for (int64_t chunk = first_chunk; chunk < end_chunk; ++chunk) {
       std::vector<T> dw_local(dweight.defined() ? static_cast<size_t>(wnumel) : 0, T(0));
       for (int64_t n = chunk * g.batch / chunks; n < (chunk + 1) * g.batch / chunks; ++n) {
-        for (int64_t grp = 0; grp < g.groups; ++grp) {
-          const ConstMatMap<T> DY(vdy.data() + (n * g.out_channels + grp * og) * L, og, L);
-          if (dweight.defined()) {
-            const T* xg = vx->data() + (n * g.in_channels + grp * cg) * HW;
-            const T* colp = xg;
-            if (!pointwise) {
-              im2col(xg, g, cg, col.data());
-              colp = col.data();
-            }
-            MatMap<T> DW(dw_local.data() + grp * og * K, og, K);
-            DW.noalias() += DY * ConstMatMap<T>(colp, K, L).transpose();
-          }
-          if (dx.defined()) {
-            const ConstMatMap<T> Wg(vw->data() + grp * og * K, og, K);
-            T* dxg = dx_out + (n * g.in_channels + grp * cg) * HW;
-            if (pointwise) {
-              MatMap<T>(dxg, K, L).noalias() = Wg.transpose() * DY;
-            } else {
-              MatMap<T> DCOL(col.data(), K, L);
-              DCOL.noalias() = Wg.transpose() * DY;
-              col2im(col.data(), g, cg, dxg);
-            }
-          }
-        }
+        sample_backward(operands, n, col, dw_local.data());
       }
       if (dweight.defined()) dw_partials[static_cast<size_t>(chunk)] = std::move(dw_local);
     }

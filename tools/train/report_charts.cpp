@@ -2,12 +2,13 @@
 // line, bar and memory-ledger charts (report.cpp lays out the page).
 #include "tools/train/report_charts.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
-
-#include <fmt/format.h>
 
 namespace mt::tools::report_detail {
 
@@ -106,8 +107,6 @@ std::vector<double> power_of_two_ticks(double low, double high) {
   return ticks;
 }
 
-
-
 struct Axes {
   double x0, x1, y0, y1;
   bool log_y;
@@ -130,11 +129,9 @@ double moved_finite(double v, double delta) {
 
 bool drawable(double y, bool log_y) { return std::isfinite(y) && (!log_y || y > 0); }
 
-// A line chart: every series on one pair of axes, a legend on the right,
-// markers (skipped steps) as circles with their label on hover.
-std::string line_chart(const std::string& id, const std::string& title, const std::string& x_label,
-                       const std::string& y_label, const std::vector<Series>& series,
-                       const std::vector<Marker>& markers, bool log_y) {
+// The range of the finite, drawable values of every series and marker, as
+// {x0, x1, y0, y1} (y in log10 when log_y); x0 is inf when there is none.
+std::array<double, 4> value_range(const std::vector<Series>& series, const std::vector<Marker>& markers, bool log_y) {
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
   auto extend = [&](double x, double y) {
     if (!drawable(y, log_y) || !std::isfinite(x)) return;
@@ -144,12 +141,12 @@ std::string line_chart(const std::string& id, const std::string& title, const st
   for (const Series& s : series)
     for (const auto& [x, y] : s.points) extend(x, y);
   for (const Marker& m : markers) extend(m.x, m.y);
-  std::string svg = fmt::format(
-      "<figure><figcaption>{}</figcaption><svg id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
-      "height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\">",
-      escape(title), id, Axes::kWidth, Axes::kHeight, Axes::kWidth, Axes::kHeight);
-  if (!std::isfinite(x0)) return svg + "<text x=\"20\" y=\"40\">no finite values to draw</text></svg></figure>";
-  // A single value gets a range around it of a tenth of itself (or one unit around 0).
+  return {x0, x1, y0, y1};
+}
+
+// The axes around a finite range: a single value gets a range around it of
+// a tenth of itself (or one unit around 0), and y 5% of padding each side.
+Axes axes_around(double x0, double x1, double y0, double y1, bool log_y) {
   auto widen = [](double& low, double& high) {
     if (high != low) return;
     const double half = low == 0 ? 0.5 : std::fabs(low) * 0.1;
@@ -158,11 +155,15 @@ std::string line_chart(const std::string& id, const std::string& title, const st
   widen(x0, x1);
   widen(y0, y1);
   const double pad = (y1 / 2 - y0 / 2) * 0.1;  // 5% of the range, which itself may not fit a double
-  const Axes a{x0, x1, moved_finite(y0, -pad), moved_finite(y1, pad), log_y};
+  return {x0, x1, moved_finite(y0, -pad), moved_finite(y1, pad), log_y};
+}
+
+// The plot's frame, its grid lines with tick labels, and the axis labels.
+std::string frame_and_grid(const Axes& a, const std::string& x_label, const std::string& y_label) {
   const double left = Axes::kLeft, right = Axes::kWidth - Axes::kRight, top = Axes::kTop,
                bottom = Axes::kHeight - Axes::kBottom;
-  svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff\" stroke=\"#999\"/>", left, top,
-                     right - left, bottom - top);
+  std::string svg = fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff\" stroke=\"#999\"/>",
+                                left, top, right - left, bottom - top);
   const std::vector<double> x_ticks = nice_ticks(a.x0, a.x1, 6);
   const double x_spacing = x_ticks.size() > 1 ? x_ticks[1] - x_ticks[0] : 1.0;
   for (const double t : x_ticks) {
@@ -171,62 +172,90 @@ std::string line_chart(const std::string& id, const std::string& title, const st
         "text-anchor=\"middle\" font-size=\"11\">{4}</text>",
         a.px(t), top, bottom, bottom + 15, tick_label(t, x_spacing));
   }
-  const std::vector<double> y_ticks = log_y ? power_of_two_ticks(a.y0, a.y1) : nice_ticks(a.y0, a.y1, 5);
+  const std::vector<double> y_ticks = a.log_y ? power_of_two_ticks(a.y0, a.y1) : nice_ticks(a.y0, a.y1, 5);
   const double y_spacing = y_ticks.size() > 1 ? y_ticks[1] - y_ticks[0] : 1.0;
   for (const double t : y_ticks) {
-    const double value = log_y ? std::pow(10.0, t) : t;
+    const double value = a.log_y ? std::pow(10.0, t) : t;
     svg += fmt::format(
         "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#eee\"/><text x=\"{3}\" y=\"{4:.1f}\" "
         "text-anchor=\"end\" font-size=\"11\">{5}</text>",
         left, right, a.py(value), left - 6, a.py(value) + 4,
-        log_y ? tick_label(value, std::pow(10.0, std::floor(std::log10(value)))) : tick_label(value, y_spacing));
+        a.log_y ? tick_label(value, std::pow(10.0, std::floor(std::log10(value)))) : tick_label(value, y_spacing));
   }
   svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\">{}</text>", (left + right) / 2,
                      Axes::kHeight - 8, escape(x_label));
   svg += fmt::format(
       "<text x=\"14\" y=\"{0}\" text-anchor=\"middle\" font-size=\"12\" transform=\"rotate(-90 14 {0})\">{1}</text>",
       (top + bottom) / 2, escape(y_label));
-  for (size_t i = 0; i < series.size(); ++i) {
-    const Series& s = series[i];
-    // Long runs are thinned to about 1500 points a line: the page stays small.
-    const size_t stride = std::max<size_t>(1, s.points.size() / 1500);
-    std::string points;
-    size_t drawn = 0;
-    for (size_t k = 0; k < s.points.size(); k += stride) {
-      const auto& [x, y] = s.points[k];
-      if (!drawable(y, log_y)) continue;
-      points += fmt::format("{:.1f},{:.1f} ", a.px(x), a.py(y));
-      ++drawn;
-    }
-    if (drawn == 1) {
-      const auto& [x, y] = s.points.front();
-      svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>", a.px(x),
-                         a.py(y), s.color, escape(s.name));
-    } else if (drawn > 1) {
-      svg += fmt::format(
-          "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"><title>{}</title></polyline>",
-          s.color, points, escape(s.name));
-    }
-    const double ly = top + 14 + 18 * static_cast<double>(i);
-    svg += fmt::format(
-        "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"3\"/><text x=\"{4}\" "
-        "y=\"{5}\" font-size=\"12\">{6}</text>",
-        right + 10, right + 30, ly, s.color, right + 35, ly + 4, escape(s.name));
+  return svg;
+}
+
+// One series as a polyline (a circle when one point is drawable) and its
+// legend entry in row `legend_row`.
+std::string series_line(const Axes& a, const Series& s, size_t legend_row) {
+  // Long runs are thinned to about 1500 points a line: the page stays small.
+  const size_t stride = std::max<size_t>(1, s.points.size() / 1500);
+  std::string points, svg;
+  size_t drawn = 0;
+  for (size_t k = 0; k < s.points.size(); k += stride) {
+    const auto& [x, y] = s.points[k];
+    if (!drawable(y, a.log_y)) continue;
+    points += fmt::format("{:.1f},{:.1f} ", a.px(x), a.py(y));
+    ++drawn;
   }
+  if (drawn == 1) {
+    const auto& [x, y] = s.points.front();
+    svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>", a.px(x),
+                       a.py(y), s.color, escape(s.name));
+  } else if (drawn > 1) {
+    svg += fmt::format(
+        "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"><title>{}</title></polyline>",
+        s.color, points, escape(s.name));
+  }
+  const double right = Axes::kWidth - Axes::kRight, ly = Axes::kTop + 14 + 18 * static_cast<double>(legend_row);
+  svg += fmt::format(
+      "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"3\"/><text x=\"{4}\" "
+      "y=\"{5}\" font-size=\"12\">{6}</text>",
+      right + 10, right + 30, ly, s.color, right + 35, ly + 4, escape(s.name));
+  return svg;
+}
+
+// The markers (skipped steps) as circles with their label on hover, and
+// one legend entry for them all in row `legend_row`.
+std::string skip_markers(const Axes& a, const std::vector<Marker>& markers, size_t legend_row) {
+  std::string svg;
   for (const Marker& m : markers) {
-    if (!drawable(m.y, log_y)) continue;
+    if (!drawable(m.y, a.log_y)) continue;
     svg += fmt::format(
         "<circle class=\"skip\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"none\" stroke=\"#000\"><title>{}</title>"
         "</circle>",
         a.px(m.x), a.py(m.y), escape(m.label));
   }
   if (!markers.empty()) {
-    const double ly = top + 14 + 18 * static_cast<double>(series.size());
+    const double right = Axes::kWidth - Axes::kRight, ly = Axes::kTop + 14 + 18 * static_cast<double>(legend_row);
     svg += fmt::format(
         "<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"none\" stroke=\"#000\"/><text x=\"{}\" y=\"{}\" "
         "font-size=\"12\">skipped step</text>",
         right + 20, ly, right + 35, ly + 4);
   }
+  return svg;
+}
+
+// A line chart: every series on one pair of axes, a legend on the right,
+// markers (skipped steps) as circles with their label on hover.
+std::string line_chart(const std::string& id, const std::string& title, const std::string& x_label,
+                       const std::string& y_label, const std::vector<Series>& series,
+                       const std::vector<Marker>& markers, bool log_y) {
+  std::string svg = fmt::format(
+      "<figure><figcaption>{}</figcaption><svg id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
+      "height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\">",
+      escape(title), id, Axes::kWidth, Axes::kHeight, Axes::kWidth, Axes::kHeight);
+  const auto [x0, x1, y0, y1] = value_range(series, markers, log_y);
+  if (!std::isfinite(x0)) return svg + "<text x=\"20\" y=\"40\">no finite values to draw</text></svg></figure>";
+  const Axes a = axes_around(x0, x1, y0, y1, log_y);
+  svg += frame_and_grid(a, x_label, y_label);
+  for (size_t i = 0; i < series.size(); ++i) svg += series_line(a, series[i], i);
+  svg += skip_markers(a, markers, series.size());
   return svg + "</svg></figure>\n";
 }
 
@@ -267,14 +296,17 @@ const char* category_color(const std::string& category) {
 // The memory ledger at the training peak, one stacked bar per run, and a
 // tick where the theory's parameters + gradients + masters + optimizer state
 // (+ FP8's saved tensors and state) end.
-std::string ledger_chart(const std::vector<RunRecord>& runs) {
-  std::vector<std::pair<std::string, nlohmann::json>> ledgers;
+using Ledger = std::pair<std::string, nlohmann::json>;  // a run's label and its memory ledger
+
+// The runs that carry a memory ledger. The dataset held in memory is the
+// same for every run and would dwarf the rest: "data" keeps the batches'
+// share only.
+std::vector<Ledger> peak_ledgers(const std::vector<RunRecord>& runs) {
+  std::vector<Ledger> ledgers;
   for (const RunRecord& r : runs) {
     if (!r.summary.is_object() || !r.summary.contains("memory_ledger") || !r.summary["memory_ledger"].is_object())
       continue;
     nlohmann::json ledger = r.summary["memory_ledger"];
-    // The dataset held in memory is the same for every run and would dwarf
-    // the rest: the bar shows the batches' share of "data" only.
     const double dataset = number_or(r.summary, "dataset_bytes", 0);
     if (ledger.contains("at_peak") && ledger["at_peak"].is_object() && ledger["at_peak"].contains("data") &&
         ledger["at_peak"]["data"].is_number()) {
@@ -282,27 +314,72 @@ std::string ledger_chart(const std::vector<RunRecord>& runs) {
     }
     ledgers.emplace_back(r.label, ledger);
   }
-  if (ledgers.empty()) return "";
-  double most = 0;
-  // The theory's four categories first, so its tick ends where they do.
+  return ledgers;
+}
+
+// The sum of the numbers in ledger[part] (0 when it is not an object).
+double ledger_total(const nlohmann::json& ledger, const char* part) {
+  double total = 0;
+  if (ledger.contains(part) && ledger[part].is_object()) {
+    for (const auto& [category, bytes] : ledger[part].items()) total += bytes.is_number() ? bytes.get<double>() : 0;
+  }
+  return total;
+}
+
+// Every category at the peak in the bars' order: the theory's four
+// categories first, so its tick ends where they do, then FP8's, then the
+// rest as they come.
+std::vector<std::string> ledger_categories(const std::vector<Ledger>& ledgers) {
   std::vector<std::string> categories = {"parameters",      "master_weights",   "gradients", "optimizer_state",
                                          "fp8_activations", "fp8_weight_casts", "fp8_state"};
   for (const auto& [label, ledger] : ledgers) {
-    double total = 0, theory = 0;
-    if (ledger.contains("at_peak") && ledger["at_peak"].is_object()) {
-      for (const auto& [category, bytes] : ledger["at_peak"].items()) {
-        if (!bytes.is_number()) continue;
-        total += bytes.get<double>();
-        if (std::find(categories.begin(), categories.end(), category) == categories.end())
-          categories.push_back(category);
-      }
+    if (!ledger.contains("at_peak") || !ledger["at_peak"].is_object()) continue;
+    for (const auto& [category, bytes] : ledger["at_peak"].items()) {
+      if (bytes.is_number() && std::find(categories.begin(), categories.end(), category) == categories.end())
+        categories.push_back(category);
     }
-    if (ledger.contains("theory") && ledger["theory"].is_object()) {
-      for (const auto& [category, bytes] : ledger["theory"].items())
-        theory += bytes.is_number() ? bytes.get<double>() : 0;
-    }
-    most = std::max({most, total, theory});
   }
+  return categories;
+}
+
+// One run's stacked bar at height y, `scale` pixels a byte: its label, a
+// segment per category, the theory's tick and the totals.
+std::string ledger_bar(const Ledger& run, const std::vector<std::string>& categories, double y, double scale) {
+  const double row = 34, left = 90;
+  const auto& [label, ledger] = run;
+  std::string svg = fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"12\">{}</text>", left - 8,
+                                y + 16, escape(label));
+  double x = left, total = 0;
+  for (const std::string& category : categories) {
+    if (!ledger.contains("at_peak") || !ledger["at_peak"].is_object() || !ledger["at_peak"].contains(category))
+      continue;
+    const nlohmann::json& bytes = ledger["at_peak"][category];
+    if (!bytes.is_number() || bytes.get<double>() <= 0) continue;
+    const double b = bytes.get<double>();
+    svg += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}: {}</title></rect>", x, y,
+        b * scale, row - 12, category_color(category), escape(category), mib(b));
+    x += b * scale;
+    total += b;
+  }
+  const double theory = ledger_total(ledger, "theory");
+  if (ledger.contains("theory") && ledger["theory"].is_object()) {
+    svg += fmt::format(
+        "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#000\" stroke-width=\"2\"><title>theory "
+        "{3}</title></line>",
+        left + theory * scale, y - 3, y + row - 9, mib(theory));
+  }
+  return svg + fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\">{} (theory {})</text>", std::max(x, left) + 6,
+                           y + 16, mib(total), mib(theory));
+}
+
+std::string ledger_chart(const std::vector<RunRecord>& runs) {
+  const std::vector<Ledger> ledgers = peak_ledgers(runs);
+  if (ledgers.empty()) return "";
+  const std::vector<std::string> categories = ledger_categories(ledgers);
+  double most = 0;
+  for (const auto& [label, ledger] : ledgers)
+    most = std::max({most, ledger_total(ledger, "at_peak"), ledger_total(ledger, "theory")});
   const double width = 760, row = 34, left = 90, right = 170;
   const double height = 40 + row * static_cast<double>(ledgers.size()) + 20 * std::ceil(categories.size() / 4.0);
   std::string svg = fmt::format(
@@ -312,36 +389,8 @@ std::string ledger_chart(const std::vector<RunRecord>& runs) {
       "xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" role=\"img\">",
       width, height);
   const double scale = most > 0 ? (width - left - right) / most : 0;
-  for (size_t i = 0; i < ledgers.size(); ++i) {
-    const auto& [label, ledger] = ledgers[i];
-    const double y = 10 + row * static_cast<double>(i);
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"12\">{}</text>", left - 8, y + 16,
-                       escape(label));
-    double x = left, total = 0, theory = 0;
-    for (const std::string& category : categories) {
-      if (!ledger.contains("at_peak") || !ledger["at_peak"].is_object() || !ledger["at_peak"].contains(category))
-        continue;
-      const nlohmann::json& bytes = ledger["at_peak"][category];
-      if (!bytes.is_number() || bytes.get<double>() <= 0) continue;
-      const double b = bytes.get<double>();
-      svg += fmt::format(
-          "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}: {}</title></rect>", x, y,
-          b * scale, row - 12, category_color(category), escape(category), mib(b));
-      x += b * scale;
-      total += b;
-    }
-    if (ledger.contains("theory") && ledger["theory"].is_object()) {
-      for (const auto& [category, bytes] : ledger["theory"].items())
-        theory += bytes.is_number() ? bytes.get<double>() : 0;
-      const double tx = left + theory * scale;
-      svg += fmt::format(
-          "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#000\" stroke-width=\"2\"><title>theory "
-          "{3}</title></line>",
-          tx, y - 3, y + row - 9, mib(theory));
-    }
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\">{} (theory {})</text>", std::max(x, left) + 6,
-                       y + 16, mib(total), mib(theory));
-  }
+  for (size_t i = 0; i < ledgers.size(); ++i)
+    svg += ledger_bar(ledgers[i], categories, 10 + row * static_cast<double>(i), scale);
   for (size_t k = 0; k < categories.size(); ++k) {
     const double lx = left + 150 * static_cast<double>(k % 4);
     const double ly = 20 + row * static_cast<double>(ledgers.size()) + 20 * static_cast<double>(k / 4);
