@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "models/attention_heads.h"
+#include "models/decoder.h"
 #include "models/moe.h"
 #include "nn/layers.h"
 
@@ -102,13 +103,13 @@ class GptBlock : public nn::Module {
   std::shared_ptr<MoeMlp> moe;     // a mixture of GELU experts of width 4 * width
 };
 
-class Gpt : public nn::Module {
+class Gpt : public nn::Module, public Decoder {
  public:
   explicit Gpt(const GptConfig& config, Generator* generator = nullptr);
   Tensor forward(const Tensor& tokens) override;
   // Inference with a key/value cache: `tokens` [B, t] sit at positions
   // cache.length() .. cache.length() + t - 1, which must fit the context.
-  Tensor forward(const Tensor& tokens, KvCache& cache);
+  Tensor forward(const Tensor& tokens, KvCache& cache) override;
   // The mean next-token loss of tokens [B, T] against targets [B, T] through
   // the fused head (linear_cross_entropy): equal to cross_entropy over
   // forward()'s logits, without the [B T, V] logits (undefined when
@@ -116,6 +117,8 @@ class Gpt : public nn::Module {
   Tensor forward_loss(const Tensor& tokens, const Tensor& targets) override;
   std::string name() const override { return "gpt"; }
   const GptConfig& config() const { return config_; }
+  int64_t vocab() const override { return config_.vocab; }
+  int64_t context() const override { return config_.context; }
   // Recompute each block in backward instead of keeping its activations
   // (mt::checkpoint): the same gradients, less memory, one more forward.
   bool enable_activation_checkpointing() override { return checkpoint_activations = true; }

@@ -72,6 +72,7 @@
 #include <string>
 
 #include "models/attention_heads.h"
+#include "models/decoder.h"
 #include "models/moe.h"
 #include "nn/layers.h"
 
@@ -140,20 +141,22 @@ class LlamaBody : public nn::Module {
   std::shared_ptr<nn::RMSNorm> norm;
 };
 
-class Llama : public nn::Module {
+class Llama : public nn::Module, public Decoder {
  public:
   explicit Llama(const LlamaConfig& config);
   Tensor forward(const Tensor& tokens) override;  // i64 [B, T] -> logits [B, T, vocab]
   // Inference with a key/value cache (the KV heads' keys and values, not the
   // repeated ones): `tokens` [B, t] sit at positions cache.length() ..
   // cache.length() + t - 1, which must fit the context.
-  Tensor forward(const Tensor& tokens, KvCache& cache);
+  Tensor forward(const Tensor& tokens, KvCache& cache) override;
   // A mixture of experts: the mean next-token cross-entropy, whose gradient
   // also carries the router's losses (cross_entropy + aux - aux.detach():
   // the value reported stays the cross-entropy). Undefined for a dense model.
   Tensor forward_loss(const Tensor& tokens, const Tensor& targets) override;
   std::string name() const override { return "llama"; }
   const LlamaConfig& config() const { return config_; }
+  int64_t vocab() const override { return config_.vocab; }
+  int64_t context() const override { return config_.context; }
   std::shared_ptr<LlamaBody> model;
   std::shared_ptr<nn::Linear> lm_head;
 

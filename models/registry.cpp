@@ -20,9 +20,9 @@ struct Entry {
 // grows to hold it (gpt-small's 256 bytes become GPT-2 BPE's 50257 tokens;
 // gpt2-124m's 50304 holds both).
 template <typename Model, typename Config>
-Entry decoder_entry(const std::string& name, const std::string& description, const Config& config,
-                    bool checkpointable) {
-  return {{name, description, ModelTask::LanguageModel, config.vocab, config.context, checkpointable},
+Entry decoder_entry(const std::string& name, const std::string& description, const Config& config, bool checkpointable,
+                    const std::string& embedding) {
+  return {{name, description, ModelTask::LanguageModel, config.vocab, config.context, checkpointable, embedding},
           [config](int64_t vocab) {
             Config c = config;
             c.vocab = std::max(c.vocab, vocab);
@@ -31,17 +31,19 @@ Entry decoder_entry(const std::string& name, const std::string& description, con
 }
 
 Entry gpt_entry(const std::string& name, const std::string& description) {
-  return decoder_entry<Gpt>(name, description, gpt_config(name), /*checkpointable=*/true);
+  return decoder_entry<Gpt>(name, description, gpt_config(name), /*checkpointable=*/true, "wte.weight");
 }
 
 // (No activation checkpointing for the Llamas yet.)
 Entry llama_entry(const std::string& name, const std::string& description) {
-  return decoder_entry<Llama>(name, description, llama_config(name), /*checkpointable=*/false);
+  return decoder_entry<Llama>(name, description, llama_config(name), /*checkpointable=*/false,
+                              "model.embed_tokens.weight");
 }
 
 Entry bert_entry(const std::string& name, const std::string& description) {
   const BertConfig config = bert_config(name, 1);
-  return {{name, description, ModelTask::TextClassification, config.vocab, config.context, /*checkpointable=*/true},
+  return {{name, description, ModelTask::TextClassification, config.vocab, config.context, /*checkpointable=*/true,
+           "classifier.bias"},
           [name](int64_t classes) { return std::make_shared<Bert>(bert_config(name, classes)); }};
 }
 
@@ -62,7 +64,7 @@ const std::vector<Entry>& entries() {
       gpt_entry("gpt2-124m", "GPT-2 small's shape: 50304 tokens, context 1024, 12 layers x 12 heads, width 768"),
       // (Not checkpointable: recomputing a block would count its routing twice in the router statistics.)
       decoder_entry<Gpt>("gpt-moe-tiny", "gpt-tiny with each MLP a mixture of 4 GELU experts, top-1 (Switch) routing",
-                         gpt_config("gpt-moe-tiny"), /*checkpointable=*/false),
+                         gpt_config("gpt-moe-tiny"), /*checkpointable=*/false, "wte.weight"),
       llama_entry("llama-tiny", "Llama (RMSNorm, RoPE, SwiGLU, GQA), bytes, context 64, 2 layers x 4 heads (2 KV)"),
       llama_entry("llama-small", "Llama, bytes, context 256, 6 layers x 6 heads (2 KV), width 384"),
       llama_entry("llama-125m", "Llama, 50304 tokens, context 1024, 12 layers x 12 heads (4 KV), width 768"),

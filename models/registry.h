@@ -41,6 +41,11 @@ struct ModelInfo {
   // It has stages or blocks that activation checkpointing recomputes
   // (nn::Module::enable_activation_checkpointing).
   bool checkpointable = false;
+  // The parameter whose first dimension is the model's number of outputs
+  // when its data sets it (make_model's `classes`: a language model's
+  // vocabulary, a text classifier's classes), so a checkpoint's model can be
+  // rebuilt at its size; empty when the outputs are fixed (10 classes).
+  std::string outputs_parameter;
 };
 
 std::vector<ModelInfo> model_list();

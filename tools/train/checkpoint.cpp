@@ -380,23 +380,19 @@ std::shared_ptr<nn::Module> model_from(const SafetensorsFile& f, const std::stri
                                        NonFiniteWeights nonfinite) {
   const std::string name = metadata_text(f, "model", path);
   const auto state = model_tensors(f);
-  // A text classifier has as many outputs as its dataset had classes: read them off its head.
-  int64_t classes = 10;
-  if (models::model_info(name).task == models::ModelTask::LanguageModel) {
-    // A language model's vocabulary is its tokenizer's: read it off the embedding.
-    auto embedding = state.find("wte.weight");  // a GPT's; a Llama's is model.embed_tokens.weight
-    if (embedding == state.end()) embedding = state.find("model.embed_tokens.weight");
-    MT_CHECK(embedding != state.end() && embedding->second.dim() == 2 && embedding->second.size(0) > 0,
-             "checkpoint '{}' holds a '{}' model without its token embedding [vocab, width]", path, name);
-    classes = embedding->second.size(0);
+  // A language model's vocabulary is its tokenizer's, and a text classifier
+  // has as many outputs as its dataset had classes: read them off the
+  // parameter the registry names (load_state_dict checks every shape after).
+  int64_t outputs = 10;
+  const std::string sized_by = models::model_info(name).outputs_parameter;
+  if (!sized_by.empty()) {
+    auto p = state.find(sized_by);
+    MT_CHECK(p != state.end() && p->second.dim() >= 1 && p->second.size(0) > 0,
+             "checkpoint '{}' holds a '{}' model without its '{}' (whose first dimension gives its outputs)", path,
+             name, sized_by);
+    outputs = p->second.size(0);
   }
-  if (models::model_info(name).task == models::ModelTask::TextClassification) {
-    auto head = state.find("classifier.bias");
-    MT_CHECK(head != state.end() && head->second.dim() == 1 && head->second.size(0) > 0,
-             "checkpoint '{}' holds a '{}' model without a classifier.bias [classes]", path, name);
-    classes = head->second.size(0);
-  }
-  std::shared_ptr<nn::Module> model = models::make_model(name, classes);
+  std::shared_ptr<nn::Module> model = models::make_model(name, outputs);
   // An INT8 checkpoint (`mixtape quantize`): its Linear layers get their INT8 slots first.
   Int8Layers int8;
   try {

@@ -9,7 +9,7 @@
 #include "autograd/ops.h"
 #include "core/philox.h"
 #include "core/safetensors.h"
-#include "models/llama.h"
+#include "models/decoder.h"
 #include "models/registry.h"
 #include "tools/data/bpe.h"
 #include "tools/data/text.h"
@@ -66,12 +66,13 @@ Tensor token_tensor(std::vector<int64_t>::const_iterator begin, std::vector<int6
   return from_vector(tokens, {1, static_cast<int64_t>(tokens.size())}, kI64, device);
 }
 
-// Generation with a decoder (models::Gpt, models::Llama: config().vocab and
-// .context, forward(tokens) and forward(tokens, KvCache&)).
-template <typename Model>
-std::vector<int64_t> run_generation(Model& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
-                                    Device device) {
-  const int64_t vocab = model.config().vocab, context = model.config().context;
+}  // namespace
+
+std::vector<int64_t> generate(nn::Module& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
+                              Device device) {
+  auto* decoder = dynamic_cast<models::Decoder*>(&model);
+  MT_CHECK(decoder != nullptr, "generate: '{}' is not a decoder-only language model", model.name());
+  const int64_t vocab = decoder->vocab(), context = decoder->context();
   MT_CHECK(!prompt.empty(), "generate: the prompt is empty (give at least one token)");
   MT_CHECK(static_cast<int64_t>(prompt.size()) <= context,
            "generate: the prompt of {} tokens is longer than the model's context of {}", prompt.size(), context);
@@ -107,7 +108,7 @@ std::vector<int64_t> run_generation(Model& model, const std::vector<int64_t>& pr
     } else {
       // What the cache has not seen yet: the whole window after a restart, else the newest token.
       const size_t first_unseen = window + static_cast<size_t>(cache.length());
-      logits = model.forward(
+      logits = decoder->forward(
           token_tensor(tokens.begin() + static_cast<std::ptrdiff_t>(first_unseen), tokens.end(), device), cache);
     }
     tokens.push_back(sample(last_logits(logits), options, static_cast<uint64_t>(step)));
@@ -115,18 +116,6 @@ std::vector<int64_t> run_generation(Model& model, const std::vector<int64_t>& pr
   }
   model.train(was_training);
   return tokens;
-}
-
-}  // namespace
-
-std::vector<int64_t> generate(models::Gpt& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
-                              Device device) {
-  return run_generation(model, prompt, options, device);
-}
-
-std::vector<int64_t> generate(models::Llama& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
-                              Device device) {
-  return run_generation(model, prompt, options, device);
 }
 
 GenerateResult generate_from_checkpoint(const std::string& path, const std::string& prompt, GenerateOptions options,
@@ -143,9 +132,8 @@ GenerateResult generate_from_checkpoint(const std::string& path, const std::stri
            path, name->second, models::task_noun(info.task));
   const Device device = resolve_device(device_text);
   const std::shared_ptr<nn::Module> module = load_model_checkpoint(f, path, device, nonfinite);
-  auto* gpt = dynamic_cast<models::Gpt*>(module.get());
-  auto* llama = dynamic_cast<models::Llama*>(module.get());
-  MT_CHECK(gpt != nullptr || llama != nullptr, "generate: '{}' is neither a GPT nor a Llama model", name->second);
+  MT_CHECK(dynamic_cast<models::Decoder*>(module.get()) != nullptr,
+           "generate: '{}' is not a decoder-only language model", name->second);
   options.precision = parse_precision(precision->second);
   // The tokenizer the model was trained with (its recorded --tokenizer).
   const std::unique_ptr<data::Tokenizer> tokenizer = data::make_tokenizer(checkpoint_config(f, path).data.tokenizer);
@@ -168,11 +156,7 @@ GenerateResult generate_from_checkpoint(const std::string& path, const std::stri
     stream_prompt();
     if (stream) stream(piece);
   };
-  if (gpt != nullptr) {
-    generate(*gpt, prompt_tokens, options, device);
-  } else {
-    generate(*llama, prompt_tokens, options, device);
-  }
+  generate(*module, prompt_tokens, options, device);
   stream_prompt();
   return r;
 }

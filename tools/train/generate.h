@@ -14,8 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "models/gpt.h"
-#include "models/llama.h"
+#include "nn/module.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/trainer.h"
 
@@ -37,12 +36,11 @@ struct GenerateOptions {
   std::function<void(int64_t token)> on_token;
 };
 
-// The prompt followed by the generated tokens. An mt::Error when the prompt
-// is empty, longer than the context, or holds a token outside the vocabulary.
-std::vector<int64_t> generate(models::Gpt& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
-                              Device device);
-// The same for a Llama (its cache keeps the unrepeated K/V heads).
-std::vector<int64_t> generate(models::Llama& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
+// The prompt followed by the generated tokens, from a decoder
+// (models/decoder.h: models::Gpt, models::Llama). An mt::Error when the model
+// is not a decoder, or the prompt is empty, longer than the context, or holds
+// a token outside the vocabulary.
+std::vector<int64_t> generate(nn::Module& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
                               Device device);
 
 struct GenerateResult {

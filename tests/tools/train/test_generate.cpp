@@ -7,6 +7,8 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/generator.h"
+#include "models/gpt.h"
+#include "models/mlp.h"
 #include "tools/train/generate.h"
 
 using namespace mt;
@@ -119,6 +121,15 @@ TEST_CASE("generate refuses empty, too long and out-of-vocabulary prompts and ba
   CHECK_THROWS_WITH(tools::generate(*model, {-1}, options, kCPU), Contains("vocabulary"));
   options.temperature = -1;
   CHECK_THROWS_WITH(tools::generate(*model, {1}, options, kCPU), Contains("temperature"));
+}
+
+// Catches: a model that is not a decoder (models/decoder.h) reaching the
+// generation loop, which reads its vocabulary and context through the
+// decoder interface.
+TEST_CASE("generate refuses a model that is not a decoder", "[generate][errors]") {
+  models::Mlp mlp(784, 10);
+  CHECK_THROWS_WITH(tools::generate(mlp, {1}, tools::GenerateOptions{}, kCPU),
+                    Contains("'mlp' is not a decoder-only language model"));
 }
 
 // Bug caught: generate printed nothing until its last token (a long run
