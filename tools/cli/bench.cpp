@@ -45,7 +45,7 @@ Subcommand add_bench(CLI::App& app) {
   tools::BenchOptions& o = a->options;
   CLI::App* cmd = app.add_subcommand(
       "bench", "FP32 vs AMP FP16/BF16 vs AMP at the largest batch that fits: peak memory, iterations/s, samples/s");
-  add_model_option(cmd, o.model, "the model to measure (default " + o.model + ")", /*with_auto=*/false);
+  add_model_option(cmd, o.model, "the model to measure (default " + auto_model_help() + ")", /*with_auto=*/true);
   add_device_option(cmd, a->device);
   add_integer_option(cmd, "--steps", o.steps, "timed steps per configuration (default 50)", 1);
   add_integer_option(cmd, "--warmup-steps", o.warmup, "untimed steps first (default 5)", 1);

@@ -104,7 +104,7 @@ class Bench {
   BenchRow timed_row(const std::string& config, const RunSpec& spec) {
     const Run r = run(spec, o_.warmup + o_.steps, config);
     BenchRow row{.config = config,
-                 .precision = precision_name(spec.precision),
+                 .precision = spec.precision,
                  .batch = spec.batch,
                  .grad_accum = spec.grad_accum,
                  .checkpoint_activations = spec.checkpoint_activations,
@@ -192,13 +192,22 @@ class Bench {
 
 Precision amp_precision_for(const Device& device) { return device.is_cpu() ? Precision::Bf16 : Precision::Fp16; }
 
+// The options with model "auto" resolved for the device, as train resolves it.
+BenchOptions with_model_resolved(const BenchOptions& options, Device device) {
+  BenchOptions o = options;
+  if (o.model == "auto") o.model = models::default_model(device);
+  return o;
+}
+
 }  // namespace
 
-BenchResult run_bench(const BenchOptions& o, std::FILE* out) {
+BenchResult run_bench(const BenchOptions& options, std::FILE* out) {
+  const Device device = resolve_device(options.device);
+  const BenchOptions o = with_model_resolved(options, device);
   Bench bench(o);
-  const Device device = resolve_device(o.device);
   const int64_t batch = o.batch > 0 ? o.batch : TrainConfig{}.batch;
   BenchResult result;
+  result.model = o.model;
   result.rows.push_back(bench.timed_row("fp32", {Precision::Fp32, batch}));
   const TrainSummary fp32 = bench.last();  // its dataset and training-set sizes
   result.rows.push_back(bench.timed_row("amp-fp16", {Precision::Fp16, batch}));
@@ -243,9 +252,10 @@ BenchResult run_bench(const BenchOptions& o, std::FILE* out) {
   return result;
 }
 
-BenchResult run_ladder(const BenchOptions& o, std::FILE* out) {
+BenchResult run_ladder(const BenchOptions& options, std::FILE* out) {
+  const Device device = resolve_device(options.device);
+  const BenchOptions o = with_model_resolved(options, device);
   Bench bench(o);
-  const Device device = resolve_device(o.device);
   const int64_t batch = o.batch > 0 ? o.batch : TrainConfig{}.batch;
   MT_CHECK(o.accum >= 2 && batch % o.accum == 0,
            "bench --ladder: the batch {} must split into --accum {} (>= 2) equal micro-batches", batch, o.accum);
@@ -256,6 +266,7 @@ BenchResult run_ladder(const BenchOptions& o, std::FILE* out) {
   // rung: the trainer refuses them.
   const bool checkpointable = models::model_info(o.model).checkpointable;
   BenchResult result;
+  result.model = o.model;
   result.rows.push_back(bench.timed_row("amp-" + precision_name(amp), {amp, batch}));
   result.rows.push_back(bench.timed_row(fmt::format("+ grad-accum {}", o.accum), {amp, micro, o.accum}));
   if (checkpointable) {
@@ -310,10 +321,10 @@ BenchResult run_ladder(const BenchOptions& o, std::FILE* out) {
 nlohmann::json bench_json(const BenchResult& result, const BenchOptions& options) {
   nlohmann::json rows = nlohmann::json::array();
   const BenchRow& base = result.rows.front();
-  const bool against_fp32 = base.config == "fp32";  // the ladder compares with its first rung
+  const bool against_fp32 = base.precision == Precision::Fp32;  // the ladder compares with its first rung (AMP)
   for (const BenchRow& r : result.rows) {
     rows.push_back({{"config", r.config},
-                    {"precision", r.precision},
+                    {"precision", precision_name(r.precision)},
                     {"batch", r.batch},
                     {"grad_accum", r.grad_accum},
                     {"checkpoint_activations", r.checkpoint_activations},
@@ -333,7 +344,7 @@ nlohmann::json bench_json(const BenchResult& result, const BenchOptions& options
   for (size_t i = 0; i < result.tried.size(); ++i) {
     search.push_back({{"batch", result.tried[i]}, {"fits", static_cast<bool>(result.tried_fit[i])}});
   }
-  return {{"model", options.model},
+  return {{"model", result.model},
           {"steps", options.steps},
           {"warmup", options.warmup},
           {"windows", options.windows},

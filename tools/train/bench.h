@@ -25,7 +25,7 @@
 namespace mt::tools {
 
 struct BenchOptions {
-  std::string model = "mlp";
+  std::string model = "auto";    // auto (models::default_model for the device) or a registry name
   DeviceChoice device;           // auto
   int64_t steps = 50;            // timed steps per row
   int64_t warmup = 5;            // steps before timing starts
@@ -43,7 +43,7 @@ struct BenchOptions {
 
 struct BenchRow {
   std::string config;      // "fp32", "amp-fp16", "amp-bf16", "amp-fp16-max-batch", ...
-  std::string precision;   // fp32 | fp16 | bf16
+  Precision precision = Precision::Fp32;
   int64_t batch = 0;       // per micro-batch
   int64_t grad_accum = 1;  // micro-batches per optimizer step
   bool checkpoint_activations = false;
@@ -56,6 +56,7 @@ struct BenchRow {
 };
 
 struct BenchResult {
+  std::string model;  // the model measured ("auto" resolved)
   std::vector<BenchRow> rows;
   int64_t budget_bytes = 0;     // what row 3 had to fit in
   std::vector<int64_t> tried;   // the batch search's trials, in order

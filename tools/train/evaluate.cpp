@@ -243,7 +243,7 @@ EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_
   if (half) {
     const Precision low = device.is_cpu() ? Precision::Bf16 : Precision::Fp16;
     r.half = true;
-    r.half_dtype = low == Precision::Bf16 ? "bf16" : "fp16";
+    r.half_dtype = precision_name(low);
     std::shared_ptr<nn::Module> f32_model = load_model_checkpoint(f, path, device, nonfinite);
     f32_model->to(kF32, /*keep_norms_fp32=*/true);  // a master-weights checkpoint stores f16/bf16
     r.autocast_evaluation = evaluate(*f32_model, splits.test, low, device);

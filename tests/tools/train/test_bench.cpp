@@ -68,9 +68,9 @@ TEST_CASE("bench measures fp32, amp-fp16, amp-bf16 and amp at the largest batch,
   CHECK_THAT(printed, Contains("amp-fp16 on the CPU: f16 products are computed in f32"));
   REQUIRE(r.rows.size() == 4);
   CHECK(r.rows[0].config == "fp32");
-  CHECK(r.rows[1].precision == "fp16");
-  CHECK(r.rows[2].precision == "bf16");
-  CHECK(r.rows[3].precision == "bf16");  // the CPU's AMP
+  CHECK(r.rows[1].precision == tools::Precision::Fp16);
+  CHECK(r.rows[2].precision == tools::Precision::Bf16);
+  CHECK(r.rows[3].precision == tools::Precision::Bf16);  // the CPU's AMP
   for (const tools::BenchRow& row : r.rows) {
     INFO(row.config);
     CHECK(row.peak_bytes > 0);
