@@ -38,8 +38,7 @@ Subcommand add_check_data(CLI::App& app) {
   const std::string fallback = tools::resolve_defaults(tools::TrainConfig{}, kCPU).data.dataset;
   add_dataset_option(cmd, config->data.dataset, "as train --dataset (default " + fallback + ")");
   add_integer_option(cmd, "--context", config->data.context, "text datasets: tokens per window or passage", 0);
-  cmd->add_option("--tokenizer", config->data.tokenizer, "as train --tokenizer (bytes or gpt2)")
-      ->check(CLI::IsMember({"bytes", "gpt2"}));
+  add_tokenizer_option(cmd, config->data.tokenizer, "as train --tokenizer (bytes or gpt2)");
   return {cmd, [config](const std::string&) { return run_check_data(*config); }};
 }
 

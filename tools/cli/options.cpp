@@ -21,6 +21,7 @@
 #include "kernels/gemm/api.h"
 #include "models/registry.h"
 #include "runtime/launch_check.h"
+#include "tools/data/bpe.h"
 #include "tools/data/registry.h"
 #include "tools/train/kernel_verification.h"
 
@@ -41,6 +42,10 @@ std::string model_names_help() {
 
 std::string auto_model_help() {
   return models::default_model(kCPU) + " on a CPU, " + models::default_model(kCUDA) + " on a GPU";
+}
+
+CLI::Option* add_tokenizer_option(CLI::App* cmd, std::string& tokenizer, const std::string& help) {
+  return cmd->add_option("--tokenizer", tokenizer, help)->check(CLI::IsMember(data::tokenizer_names()));
 }
 
 CLI::Option* add_dataset_option(CLI::App* cmd, std::string& dataset, const std::string& help) {

@@ -33,6 +33,8 @@ std::string dataset_names_help();
 // (tools::parse_device_choice) when it runs, so a bad name is an `error:`
 // line from parse_device like any other run error.
 CLI::Option* add_device_option(CLI::App* cmd, std::string& device);
+// --tokenizer, one of data::tokenizer_names().
+CLI::Option* add_tokenizer_option(CLI::App* cmd, std::string& tokenizer, const std::string& help);
 
 // An option CLI11 reads as text and checks against `names` (its messages as
 // for any IsMember option); once accepted, `parse` stores it typed in `field`.

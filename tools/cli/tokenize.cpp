@@ -64,8 +64,7 @@ Subcommand add_tokenize(CLI::App& app) {
   auto options = std::make_shared<TokenizeOptions>();
   CLI::App* cmd = app.add_subcommand(
       "tokenize", "Print the token ids of the text on standard input (--decode: the text of the ids)");
-  cmd->add_option("--tokenizer", options->tokenizer, "gpt2 (GPT-2's byte-level BPE, 50257 tokens) or bytes")
-      ->check(CLI::IsMember({"gpt2", "bytes"}));
+  add_tokenizer_option(cmd, options->tokenizer, "gpt2 (GPT-2's byte-level BPE, 50257 tokens) or bytes");
   cmd->add_flag("--decode", options->decode, "read token ids and write their text");
   return {cmd, [options](const std::string&) { return run_tokenize(*options); }};
 }

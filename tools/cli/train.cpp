@@ -84,10 +84,9 @@ void add_data_options(CLI::App* cmd, tools::TrainConfig& c) {
   add_dataset_option(cmd, d.dataset, "auto (the model's kind) | " + dataset_names_help());
   add_integer_option(cmd, "--context", d.context,
                      "text models: tokens per window or passage (default: the model's context)", 0);
-  cmd->add_option("--tokenizer", d.tokenizer,
-                  "the brown dataset's tokens: bytes (256) or gpt2 (GPT-2's BPE, 50257; the model's vocabulary "
-                  "grows to it)")
-      ->check(CLI::IsMember({"bytes", "gpt2"}));
+  add_tokenizer_option(cmd, d.tokenizer,
+                       "the brown dataset's tokens: bytes (256) or gpt2 (GPT-2's BPE, 50257; the model's vocabulary "
+                       "grows to it)");
   add_integer_option(cmd, "--eval-every", c.report.eval_every,
                      "also evaluate every N optimizer steps (default: each epoch's end)", 0);
   cmd->add_flag("--augment", d.augment, "random crop and horizontal flip");

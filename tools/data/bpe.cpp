@@ -335,10 +335,17 @@ std::string Gpt2Tokenizer::decode(std::span<const int64_t> ids) const {
   return out;
 }
 
+const std::vector<std::string>& tokenizer_names() {
+  static const std::vector<std::string> names = {"bytes", "gpt2"};
+  return names;
+}
+
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name) {
   if (name == "bytes") return std::make_unique<ByteTokenizer>();
   if (name == "gpt2") return std::make_unique<Gpt2Tokenizer>();
-  fail("unknown tokenizer '{}': the choices are bytes and gpt2", name);
+  const std::vector<std::string>& names = tokenizer_names();
+  fail("unknown tokenizer '{}': the choices are {} and {}", name, fmt::join(names.begin(), names.end() - 1, ", "),
+       names.back());
 }
 
 }  // namespace mt::data

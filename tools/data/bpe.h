@@ -81,7 +81,9 @@ class Gpt2Tokenizer final : public Tokenizer {
   mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;
 };
 
-// "bytes" or "gpt2" (an mt::Error naming the choices otherwise).
+// The tokenizers make_tokenizer knows, by name: "bytes", "gpt2".
+const std::vector<std::string>& tokenizer_names();
+// One of tokenizer_names() (an mt::Error naming the choices otherwise).
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name);
 
 // `bytes` as UTF-8 with every invalid sequence replaced by U+FFFD (WHATWG's

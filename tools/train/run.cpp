@@ -16,6 +16,7 @@
 #endif
 #include "distributed/process_group.h"
 #include "distributed/sync_batch_norm.h"
+#include "models/registry.h"
 #include "nn/layers.h"
 #include "tools/train/kernel_verification.h"
 #include "tools/train/output_paths.h"
@@ -242,10 +243,14 @@ void build_model(TrainingRun& r) {
   const TrainConfig& c = r.c;
   manual_seed(c.seed);
   r.model = models::make_model(c.model, r.splits.train.classes);
-  MT_CHECK(!c.memory.checkpoint_activations || r.model->enable_activation_checkpointing(),
-           "train: --checkpoint-activations applies to cnn, resnet and the transformers (they have stages or blocks "
-           "to recompute), not {}",
-           c.model);
+  if (c.memory.checkpoint_activations && !r.model->enable_activation_checkpointing()) {
+    std::vector<std::string> checkpointable;
+    for (const models::ModelInfo& m : models::model_list()) {
+      if (m.checkpointable) checkpointable.push_back(m.name);
+    }
+    fail("train: --checkpoint-activations applies to models with stages or blocks to recompute ({}), not {}",
+         fmt::join(checkpointable, ", "), c.model);
+  }
   r.model->to(r.device);
   if (c.precision.master_weights) r.model->to(low_precision_dtype(r.precision), /*keep_norms_fp32=*/true);
   const ParallelOptions& p = c.parallel;
