@@ -178,7 +178,7 @@ CastInputs autocast_inputs(amp::Op op, const std::vector<Tensor>& inputs) {
 
 Tensor record(const CastInputs& inputs, const Tensor& output, BackwardFn fn, bool saves_tensors) {
   if (DtypeRecorder* recorder = active_dtype_recorder()) {
-    recorder->note(inputs.name(), policy_name(amp::autocast_policy(inputs.op())),
+    recorder->note(inputs.name(), amp::autocast_policy(inputs.op()),
                    inputs.sources().empty() ? inputs.tensors() : inputs.sources(), inputs.tensors(), output);
   }
   return record_node(inputs.name(), output, inputs.tensors(), std::move(fn), saves_tensors);

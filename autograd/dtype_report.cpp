@@ -28,17 +28,17 @@ std::string compute_dtype(const std::vector<Tensor>& cast, const Tensor& output)
   return fmt::format("{}", output.dtype());
 }
 
-std::string why_f32(const std::string& policy, const std::vector<Tensor>& sources, const Tensor& output) {
+std::string why_f32(std::optional<amp::CastPolicy> policy, const std::vector<Tensor>& sources, const Tensor& output) {
   if (!output.defined() || output.dtype() != kF32 || !amp::is_autocast_enabled(output.device())) return "";
-  if (policy == "fp32" || policy == "lower_precision") return "";
+  if (policy == amp::CastPolicy::Fp32 || policy == amp::CastPolicy::LowerPrecision) return "";
   const bool f32_activation = std::any_of(sources.begin(), sources.end(), [](const Tensor& t) {
     return t.defined() && t.dtype() == kF32 && !is_parameter(t);
   });
   const bool f32_parameter = std::any_of(sources.begin(), sources.end(), [](const Tensor& t) {
     return t.defined() && t.dtype() == kF32 && is_parameter(t);
   });
-  if (policy == "none") return "f32 activation: a custom op with no autocast policy kept it f32";
-  if (policy == "promote" && f32_parameter && !f32_activation)
+  if (!policy) return "f32 activation: a custom op with no autocast policy kept it f32";
+  if (policy == amp::CastPolicy::Promote && f32_parameter && !f32_activation)
     return "f32 activation: an f32 parameter promoted this op to f32";
   if (f32_activation) return "f32 activation: its input arrived in f32 (see the op before it)";
   return "";
@@ -68,11 +68,11 @@ const char* policy_name(amp::CastPolicy policy) {
   return "?";
 }
 
-void DtypeRecorder::note(const std::string& op, const char* policy, const std::vector<Tensor>& sources,
-                         const std::vector<Tensor>& cast, const Tensor& output) {
+void DtypeRecorder::note(const std::string& op, std::optional<amp::CastPolicy> policy,
+                         const std::vector<Tensor>& sources, const std::vector<Tensor>& cast, const Tensor& output) {
   DtypeReportRow row{module_path_for_display(current_module_path()),
                      op,
-                     policy,
+                     policy ? policy_name(*policy) : "none",
                      dtype_list(sources),
                      compute_dtype(cast, output),
                      output.defined() ? fmt::format("{}", output.dtype()) : "-",

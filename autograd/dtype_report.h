@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,9 @@ class DtypeRecorder {
   DtypeRecorder& operator=(const DtypeRecorder&) = delete;
   const std::vector<DtypeReportRow>& rows() const { return rows_; }
 
-  // Called by the tape for each recorded op (autocast_cast.cpp, engine.cpp).
-  void note(const std::string& op, const char* policy, const std::vector<Tensor>& sources,
+  // Called for each recorded op: by autocast.cpp for ops with a policy row,
+  // by node.cpp for those without one (no policy: the row says "none").
+  void note(const std::string& op, std::optional<amp::CastPolicy> policy, const std::vector<Tensor>& sources,
             const std::vector<Tensor>& cast, const Tensor& output);
   // Called by an op that an FP8 region left in high precision, after it
   // recorded `output`: the row of that call gets `why`.

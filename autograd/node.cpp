@@ -10,6 +10,7 @@
 #include "autograd/dtype_report.h"
 #include "autograd/grad_mode.h"
 #include "autograd/module_path.h"
+#include "autograd/op_list.h"
 #include "kernels/elementwise/elementwise.h"
 
 namespace mt::autograd {
@@ -70,21 +71,29 @@ Tensor SavedTensor::get() const {
   return tensor_;
 }
 
-// Nodes that move or reinterpret values without computing: they cannot make
-// a NaN or an inf, so anomaly mode does not check them (a dtype cast, "to",
-// can overflow f16 and is checked).
+// Nodes that move or reinterpret values without computing (op_list.h's
+// MT_TAPE_OPS rows marked moves_only): they cannot make a NaN or an inf, so
+// anomaly mode does not check them.
 static bool is_pure_view(const char* name) {
-  static const std::unordered_set<std::string> views{"view",    "permute",   "slice", "expand",
-                                                     "squeeze", "unsqueeze", "clone", "to_device"};
+  static const std::unordered_set<std::string> views = [] {
+    std::unordered_set<std::string> names;
+#define MT_TAPE_OP_IF_MOVES(op_name, moves_only) \
+  if (moves_only) names.emplace(op_name);
+    MT_TAPE_OPS(MT_TAPE_OP_IF_MOVES)
+#undef MT_TAPE_OP_IF_MOVES
+    return names;
+  }();
   return views.count(name) > 0;
 }
 
 // An op neither in the autocast policy table nor one of the tape's own
-// views, casts and checkpoints: a user's op recording its node directly.
+// nodes (MT_TAPE_OPS): a user's op recording its node directly.
 static bool is_custom_op(const char* name) {
   static const std::unordered_set<std::string> known = [] {
-    std::unordered_set<std::string> names{"view",      "permute", "slice", "expand",    "squeeze",
-                                          "unsqueeze", "clone",   "to",    "to_device", "checkpoint"};
+    std::unordered_set<std::string> names;
+#define MT_TAPE_OP_NAME(op_name, moves_only) names.emplace(op_name);
+    MT_TAPE_OPS(MT_TAPE_OP_NAME)
+#undef MT_TAPE_OP_NAME
     for (const amp::PolicyEntry& row : amp::autocast_policy_table()) names.emplace(row.name);
     return names;
   }();
@@ -124,7 +133,7 @@ Tensor record_node(const char* name, const Tensor& output, const std::vector<Ten
   if (module_paths_wanted()) output.impl()->grad_fn->set_forward_module(current_module_path());
   if (AnomalyMode::is_enabled() && !is_pure_view(name)) check_forward_output(name, inputs, output);
   if (DtypeRecorder* recorder = active_dtype_recorder(); recorder != nullptr && is_custom_op(name)) {
-    recorder->note(name, "none", inputs, inputs, output);
+    recorder->note(name, std::nullopt, inputs, inputs, output);
   }
   output.impl()->requires_grad = true;
   return output;

@@ -15,9 +15,11 @@
 //
 // This list generates enum class amp::Op and the policy table (with
 // autocast_policy(), op_name(), saved_for_backward()) in autograd/autocast.
-// Adding an op: one row here, its function in ops.h and ops_<family>.cpp.
-// Ops that compute nothing (views, reshapes, dtype and device moves) have no
-// row: they record through record_node() and save nothing.
+// Adding an op: one row here, its function in ops.h and the ops_<group>.cpp
+// of its kind (ops_nn.cpp for row-wise ops and losses).
+// Ops that compute nothing (views, reshapes, dtype and device moves) and the
+// tape's own checkpoint node have no row here: they are MT_TAPE_OPS's rows
+// (end of this file), recorded through record_node().
 //
 // The order is the policy table's (tests and the dtype report read it): keep
 // rows grouped by policy and append within a group.
@@ -96,4 +98,15 @@
   /* FP8 (autograd/fp8.h): x as given (bf16 under autocast), W as its f32 master */                                    \
   X(Fp8Linear, "fp8_linear", InputDType,                                                                              \
     "input, weight (FP8 + f32 scales, one byte per element; the input along M, as the weight gradient reads it)")
+// clang-format on
+
+// The nodes the tape records without a policy row (there is no dtype to
+// decide): X("name", moves_only), moves_only when the node only moves or
+// reinterprets values and so cannot make a NaN or inf (anomaly mode skips
+// those; "to" casts, which can overflow f16). A node named in neither list
+// is a user's op recording itself (autograd/function.h).
+// clang-format off
+#define MT_TAPE_OPS(X)                                                                             \
+  X("view", true) X("permute", true) X("slice", true) X("expand", true) X("squeeze", true)          \
+  X("unsqueeze", true) X("clone", true) X("to_device", true) X("to", false) X("checkpoint", false)
 // clang-format on

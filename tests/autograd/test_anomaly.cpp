@@ -155,3 +155,26 @@ TEST_CASE("the dtype report lists each op's dtypes per module and flags activati
   CHECK_THAT(find("(model)", "relu").flag, Contains("its input arrived in f32"));
   CHECK_THAT(find("(model)", "my_square").flag, Contains("custom op with no autocast policy"));
 }
+
+// Bug caught: a node the tape records without a policy row (op_list.h's
+// MT_TAPE_OPS: views, moves, casts) taken for a user's custom op, which the
+// report lists with no policy and flags when it leaves an activation f32.
+TEST_CASE("the dtype report leaves the tape's own views, moves and casts out", "[dtype_report]") {
+  const Tensor x = ones({2, 3, 4}).requires_grad_();
+  autograd::DtypeRecorder recorder;
+  std::vector<std::string> recorded;
+  {
+    const amp::Autocast autocast(kCPU, kBF16);
+    for (const Tensor& t : {x.view({6, 4}), x.permute({2, 1, 0}), x.slice(1, 0, 2), x.unsqueeze(0).expand({2, 2, 3, 4}),
+                            x.unsqueeze(0), x.unsqueeze(0).squeeze(0), x.clone(), x.to(kF16)}) {
+      REQUIRE(t.grad_fn() != nullptr);
+      recorded.push_back(t.grad_fn()->name());
+    }
+  }
+  CHECK(recorded == std::vector<std::string>{"view", "permute", "slice", "expand", "unsqueeze", "squeeze", "clone",
+                                             "to"});
+  for (const autograd::DtypeReportRow& row : recorder.rows()) {
+    INFO(row.op);
+    CHECK(row.policy != "none");
+  }
+}
