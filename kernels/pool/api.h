@@ -10,10 +10,15 @@
 
 namespace mt::kernels {
 
-struct PoolShape {
-  int64_t planes = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+// A pooling window: what the op's arguments say, whatever the tensors.
+struct Pool2dWindow {
   int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
-  bool count_include_pad = true;
+  bool count_include_pad = true;  // average pooling only
+};
+
+// The window over a problem's sizes: `planes` [H, W] inputs, [OH, OW] outputs.
+struct PoolShape : Pool2dWindow {
+  int64_t planes = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
 };
 
 }  // namespace mt::kernels

@@ -9,11 +9,6 @@
 
 namespace mt::kernels {
 
-struct Pool2dWindow {
-  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
-  bool count_include_pad = true;  // average pooling only
-};
-
 namespace cpu {
 // x [P, H, W] -> y [P, OH, OW]; indices (i64, [P, OH, OW]) holds h*W + w of
 // each window's max (the first one on ties); padding never wins. Undefined

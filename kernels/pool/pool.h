@@ -19,13 +19,11 @@ inline PoolShape pool_shape(const char* op, const Tensor& in, const Tensor& out,
   MT_CHECK(in.dim() >= 2 && out.dim() == in.dim(), "{} kernel: expected [..., H, W] tensors, got {} and {}", op,
            in.shape_string(), out.shape_string());
   PoolShape s;
+  static_cast<Pool2dWindow&>(s) = window;
   s.in_h = in.size(-2), s.in_w = in.size(-1), s.out_h = out.size(-2), s.out_w = out.size(-1);
   s.planes = s.in_h * s.in_w == 0 ? 0 : in.numel() / (s.in_h * s.in_w);
   MT_CHECK(s.planes * s.out_h * s.out_w == out.numel(), "{} kernel: {} and {} have different leading dims", op,
            in.shape_string(), out.shape_string());
-  s.kernel_h = window.kernel_h, s.kernel_w = window.kernel_w, s.stride_h = window.stride_h;
-  s.stride_w = window.stride_w, s.pad_h = window.pad_h, s.pad_w = window.pad_w;
-  s.count_include_pad = window.count_include_pad;
   return s;
 }
 }  // namespace device_buffers
