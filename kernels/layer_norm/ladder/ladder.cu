@@ -18,7 +18,7 @@
 //                       f32 per instruction) and the row held in registers
 //                       when it fits (up to 8 vectors per lane: 2048 f16 or
 //                       1024 f32 values), so global memory is read once.
-//   v4 block per row    the production kernel (layer_norm.cu): a block per
+//   v4 block per row    the production kernel (../cuda.cu): a block per
 //                       row, the row cached in shared memory, two-pass
 //                       statistics from the cache; it also serves rows too
 //                       long for one warp.
@@ -191,7 +191,7 @@ void launch_rung(kernels::LayerNormRung rung, const Row<E>& p, Stream stream) {
       launch("layer_norm_v3_vector_loads", v3_vector_loads<E>, dim3(warp_blocks), dim3(32 * kWarpsPerBlock), 0, stream,
              p);
       return;
-    case kernels::LayerNormRung::V4BlockPerRow: return;  // layer_norm.cu's own entry (below)
+    case kernels::LayerNormRung::V4BlockPerRow: return;  // ../cuda.cu's kernel: called below
   }
 }
 

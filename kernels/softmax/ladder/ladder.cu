@@ -17,7 +17,7 @@
 //                       instructions) and the row held in registers when it
 //                       fits (up to 8 vectors per lane: 2048 f16 or 1024 f32
 //                       values), so global memory is read once.
-//   v4 block per row    the production kernel (softmax.cu): a block per
+//   v4 block per row    the production kernel (../cuda.cu): a block per
 //                       row, for rows too long for one warp, cached in
 //                       shared memory.
 //
@@ -127,7 +127,7 @@ void launch_rung(kernels::SoftmaxRung rung, const void* in_bytes, void* out_byte
       launch("softmax_v3_vector_loads", v3_vector_loads<E>, dim3(warp_blocks), dim3(32 * kWarpsPerBlock), 0, stream, in,
              out, rows, cols);
       return;
-    case kernels::SoftmaxRung::V4BlockPerRow: return;  // softmax.cu's own entry (below)
+    case kernels::SoftmaxRung::V4BlockPerRow: return;  // ../cuda.cu's kernel: called below
   }
 }
 
