@@ -7,7 +7,7 @@
 // explicit synchronize. mixtape routes all of those through
 // note_host_sync(), so:
 //   * host_sync_count() counts them, on a GPU and on the sim device alike
-//     (sim runs kernels synchronously, but the operations that *would* wait
+//     (sim runs eager launches before returning, but the operations that *would* wait
 //     on a GPU are the same code paths and are counted the same way);
 //   * inside a ForbidHostSyncs region (CUDA-graph capture, tests) any of them
 //     is an mt::Error that names the operation.

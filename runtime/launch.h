@@ -43,7 +43,8 @@ inline unsigned long long blocks_of(const dim3& grid) { return 1ull * grid.x * g
 #if MT_SIM_BUILD
 
 // Times the enclosed work for the profile table when profiling is on: the
-// simulator runs synchronously, so the host clock measures it.
+// simulator runs each eager launch before returning, so the host clock
+// measures it.
 class ProfiledRegion {
  public:
   ProfiledRegion(const char* name, Stream /*stream*/, unsigned long long blocks = 0,

@@ -53,7 +53,7 @@ inline void declare_attention_work(const AttentionProblem& p, std::size_t elemen
   kernels::declare_launch_work(rows * (q_like * p.q_len + k_like * p.k_len), flops);
 }
 
-// The rungs (each in its own .cu file), called by the entry points of attention.cu.
+// The rungs (each in its own .cu file), called by the entry points of ../cuda.cu.
 void v2_forward(kernels::KernelDType dtype, const AttentionProblem& problem, const void* q, const void* k,
                 const void* v, void* out, float* lse, Stream stream);
 void v2_backward(kernels::KernelDType dtype, const AttentionProblem& problem, const void* q, const void* k,

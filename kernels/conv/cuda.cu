@@ -2,7 +2,7 @@
 // im2col + the production GEMM (kernels/gemm/api.h).
 //
 // Two back ends: this file is the "own" one, built for the simulator and the
-// GPU; conv_cudnn.cu is the other, cuDNN (GPU builds with cuDNN only).
+// GPU; cudnn.cu is the other, cuDNN (GPU builds with cuDNN only).
 // MT_CONV=auto|own|cudnn picks (conv2d_backend, read by kernels/conv/conv.h):
 // auto means cuDNN on a GPU that has it, these kernels on the sim device.
 //
@@ -40,7 +40,7 @@
 //   (im2col fused into the GEMM's shared-memory loads), NHWC — what cuDNN's
 //   algorithms do.
 // Speed: not measured per kernel. In training on an H200 (2026-11-29, see
-//   conv_cudnn.cu) the own kernels gave 0.77x cuDNN's throughput on resnet
+//   cudnn.cu) the own kernels gave 0.77x cuDNN's throughput on resnet
 //   fp16 with 1.5x its peak memory.
 #include "kernels/common/block_reduce.h"
 #include "kernels/conv/api.h"

@@ -1,14 +1,14 @@
 // conv2d through cuDNN: the vendor back end of the CUDA-path convolution,
-// beside conv.cu's own im2col + GEMM kernels.
+// beside cuda.cu's own im2col + GEMM kernels.
 //
-// What: the same y = conv2d(x, w) (+ bias) and dx, dw, dbias as conv.cu
+// What: the same y = conv2d(x, w) (+ bias) and dx, dw, dbias as cuda.cu
 //   (NCHW, cross-correlation as in PyTorch, stride / padding / dilation /
 //   groups), through cuDNN's legacy convolution API (still in cuDNN 9).
 // Algorithm: no kernel of its own — it describes the problem to cuDNN.
 //   forward   cudnnConvolutionForward, then an own kernel adds bias[o]
 //   dx        cudnnConvolutionBackwardData
 //   dweight   cudnnConvolutionBackwardFilter
-//   dbias     conv.cu's own channel_sum_kernel (conv2d_backward with only
+//   dbias     cuda.cu's own channel_sum_kernel (conv2d_backward with only
 //             dbias): a fixed-order f32 reduction, the same bits as the own path.
 //   Each pass asks cuDNN's heuristics (cudnnGet*Algorithm_v7) once per
 //   (device, dtype, shape) and caches the answer: the first result with
@@ -470,7 +470,7 @@ void conv2d_cudnn_backward(KernelDType dtype, const void* dy, const void* x, con
 #if MT_CONV_HAS_CUDNN
   if (dx != nullptr && weight == nullptr) throw std::invalid_argument("conv2d_cudnn_backward: dx needs the weight");
   if (dweight != nullptr && x == nullptr) throw std::invalid_argument("conv2d_cudnn_backward: dweight needs x");
-  if (dbias != nullptr) {  // own reduction kernel (conv.cu); needs no workspace
+  if (dbias != nullptr) {  // own reduction kernel (cuda.cu); needs no workspace
     conv2d_backward(dtype, dy, nullptr, nullptr, nullptr, nullptr, dbias, s, nullptr, nullptr, nullptr, stream);
   }
   if (dx == nullptr && dweight == nullptr) return;

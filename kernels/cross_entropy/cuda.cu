@@ -24,7 +24,7 @@
 // Speed (H200, 2026-11-29, bench/results/gpu_check_20261129_2204.md, 1024 classes, 256 MB):
 //   8% of copy bandwidth in f32, 4% in f16/bf16: far off. Not profiled;
 //   suspects: the benchmark's mean over 262K rows then ran as a single-block
-//   reduction (reduce.cu splits it over many blocks since 2026-12-02, not yet
+//   reduction (reduce/cuda.cu splits it over many blocks since 2026-12-02, not yet
 //   measured), and 1024-wide rows leave each block little work.
 #include <cmath>
 

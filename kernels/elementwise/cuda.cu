@@ -6,7 +6,7 @@
 // strided. The per-element formulas are kernels/elementwise/math.h, the
 // very ones the CPU backend runs.
 //
-// Algorithm: a grid-stride loop (elementwise_loop.h). The host merges dims
+// Algorithm: a grid-stride loop (loop.h). The host merges dims
 // that are contiguous in every operand, so most calls are 1-D; when every
 // operand is then unit-stride, 16-byte aligned and of one element size (2 or
 // 4 bytes), each thread moves 128 bits per operand per iteration (one LDG.128

@@ -1,5 +1,5 @@
-// The machinery every elementwise-shaped kernel shares (elementwise.cu,
-// dropout.cu, ...): reading and writing any dtype as the compute type, a
+// The machinery every elementwise-shaped kernel shares (elementwise/cuda.cu,
+// dropout/cuda.cu, ...): reading and writing any dtype as the compute type, a
 // strided N-operand iterator with coalesced dims, and the grid-stride loop
 // with a 128-bit vector path.
 //

@@ -12,7 +12,7 @@
 // dtype as A and B. Products accumulate in f32 (f64 for f64) and C is rounded
 // once. When `pre_activation` is set, Z is stored there too (same layout as
 // C): GELU's backward reads it, so a Linear + GELU layer keeps Z, as the
-// unfused pair would, but writes it in the same pass. Each version lives in its own file next to this header:
+// unfused pair would, but writes it in the same pass. Each version lives in its own file in ladder/:
 //
 //   v1_naive.cu               one thread per output, operands from global memory
 //   v2_shared_tiles.cu        16x16 tiles staged through shared memory

@@ -2,7 +2,8 @@
 // a: [batch, M, K], b: [batch, K, N], out: [batch, M, N]; any strides (a
 // transposed view is read in place when it is a plain column-major matrix).
 //
-// CPU tensors run Eigen (kernels/gemm/cpu.cpp). SIM and CUDA tensors run
+// CPU tensors run oneDNN's matmul where it takes them, else Eigen
+// (kernels/gemm/cpu.cpp). SIM and CUDA tensors run
 // kernels/gemm/cuda.cu's gemm(): the own Tensor Core kernel for f16/bf16,
 // tiled kernels for f32/f64 — or on a GPU cuBLASLt (MT_GEMM=auto|own|cublaslt;
 // auto keeps the faster of the two per shape, measured once, and only among

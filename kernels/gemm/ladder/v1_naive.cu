@@ -1,7 +1,7 @@
 // GEMM ladder, version 1: the naive kernel.
 //
 // What: C[b] = op(A[b]) @ op(B[b]) (+ bias, ReLU) for every layout and dtype
-//   (f64, f32, f16, bf16); see gemm.h for the argument conventions.
+//   (f64, f32, f16, bf16); see ../api.h for the argument conventions.
 // Algorithm: one thread per output element; it walks the K dimension reading
 //   one row of op(A) and one column of op(B) straight from global memory.
 //   threadIdx.x runs along N, so a warp reads 32 neighbouring B elements
