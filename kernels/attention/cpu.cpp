@@ -58,7 +58,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/attention/cpu_bf16_tiles.h"
 #include "kernels/attention/cpu_tiles.h"
 #include "kernels/common/strided.h"
 #include "kernels/common/vector_math.h"
@@ -67,11 +66,6 @@ namespace mt::kernels::cpu {
 namespace {
 
 using namespace attention_tiles;
-using bf16_tiles::multiply;
-using bf16_tiles::pack_pairs;
-using bf16_tiles::pack_pairs_of_transpose;
-using bf16_tiles::pack_rows;
-using bf16_tiles::pack_rows_of_transpose;
 
 // ---- forward ----------------------------------------------------------------
 

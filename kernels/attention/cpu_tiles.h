@@ -14,6 +14,7 @@
 #include "core/philox.h"
 #include "core/tensor.h"
 #include "kernels/attention/api.h"
+#include "kernels/attention/cpu_bf16_tiles.h"
 #include "kernels/attention/math.h"
 #include "runtime/error.h"
 #include "runtime/half.h"
@@ -27,6 +28,12 @@ using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Row
 using Matrix = Eigen::Map<RowMajor>;                                      // contiguous f32 scratch
 using ConstMatrix = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;  // rows of an operand, as f32
 constexpr float kMinusInf = -INFINITY;
+// The BF16 dot products of cpu_bf16_tiles.h, for the Bf16Forward/Bf16Backward tiles.
+using bf16_tiles::multiply;
+using bf16_tiles::pack_pairs;
+using bf16_tiles::pack_pairs_of_transpose;
+using bf16_tiles::pack_rows;
+using bf16_tiles::pack_rows_of_transpose;
 
 // Per-thread f32 buffers, grown on first use and kept (tasks on one thread
 // reuse them).
