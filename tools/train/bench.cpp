@@ -195,7 +195,7 @@ Precision amp_precision_for(const Device& device) { return device.is_cpu() ? Pre
 // The options with model "auto" resolved for the device, as train resolves it.
 BenchOptions with_model_resolved(const BenchOptions& options, Device device) {
   BenchOptions o = options;
-  if (o.model == "auto") o.model = models::default_model(device);
+  o.model = resolve_model(o.model, device);
   return o;
 }
 

@@ -124,10 +124,14 @@ Device resolve_device(const std::string& text) { return resolve_device(parse_dev
 // FP8 rides on BF16 autocast: everything but the FP8 GEMMs runs as under bf16.
 DType low_precision_dtype(Precision p) { return p == Precision::Bf16 || p == Precision::Fp8 ? kBF16 : kF16; }
 
+std::string resolve_model(const std::string& model, Device device) {
+  return model == "auto" ? models::default_model(device) : model;
+}
+
 // Resolves the "auto" choices against the device the run will use.
 TrainConfig resolve_defaults(const TrainConfig& requested, Device device) {
   TrainConfig c = requested;
-  if (c.model == "auto") c.model = models::default_model(device);
+  c.model = resolve_model(c.model, device);
   if (!c.precision.mode) c.precision.mode = device.is_cpu() ? Precision::Bf16 : Precision::Fp16;  // autocast's defaults
   if (c.data.dataset == "auto") c.data.dataset = data::default_dataset(models::model_info(c.model).task).name;
   return c;

@@ -218,6 +218,8 @@ Device resolve_device(const std::string& text);
 void check_output_folder(const std::string& what, const std::string& path);
 
 // Resolves the "auto" choices (model, precision, dataset) against the device the run will use.
+// `model` with "auto" resolved for the device (models::default_model).
+std::string resolve_model(const std::string& model, Device device);
 TrainConfig resolve_defaults(const TrainConfig& requested, Device device);
 
 // The configuration as the metrics log, the summary and checkpoints record it.
